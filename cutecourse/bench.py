@@ -1,0 +1,207 @@
+"""One benchmark harness for the whole course.
+
+Every figure the course quotes comes from here: the kernel and its torch baseline are timed in
+the same run, by the same code, on the same stream, and the result is written as JSON under
+``benchmarks/results/``. Notebooks and the README read those files; they never quote a number
+from memory.
+
+Timing uses ``cutlass.testing.benchmark``: CUDA events recorded around a loop of launches on the
+launch stream (torch's current stream is the default stream, and so is the DSL's launch stream
+unless told otherwise), after warm-up launches, so that compilation and module loading stay out
+of the numbers. That gives a mean per launch; we repeat it and keep the median of the repeats,
+and their spread tells whether a difference is noise. ``cold_l2`` cycles through several copies
+of the operands so each launch finds its inputs outside the L2 cache.
+
+Throughput: ``Work(bytes=...)`` for memory-bound kernels (GB/s, bytes read + written, 1 GB =
+1e9 B), ``Work(flops=...)`` for GEMMs (TFLOP/s, 2·M·N·K).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import statistics
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+
+
+@dataclass(frozen=True)
+class Work:
+    """How much work one launch does: bytes moved through device memory, or flops."""
+
+    bytes: int = 0
+    flops: int = 0
+
+
+@dataclass
+class Case:
+    """One thing to time: ``fn(*args)`` for each ``args`` in ``arg_sets`` in turn."""
+
+    name: str
+    fn: Callable[..., Any]
+    arg_sets: Sequence[tuple] = ((),)
+
+
+@dataclass
+class Row:
+    name: str
+    us: float  # median over repeats of the mean time per launch, microseconds
+    us_repeats: list[float]
+    gbps: float | None = None
+    tflops: float | None = None
+    ratio: float | None = None  # speed relative to the baseline (>1: faster)
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / median of the repeats: differences below this are noise."""
+        return (max(self.us_repeats) - min(self.us_repeats)) / self.us if self.us else 0.0
+
+
+@dataclass
+class BenchResult:
+    title: str
+    work: Work
+    baseline: str
+    rows: list[Row]
+    params: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    def row(self, name: str) -> Row:
+        for r in self.rows:
+            if r.name == name:
+                return r
+        raise KeyError(f"no row {name!r}; rows are {[r.name for r in self.rows]}")
+
+    @property
+    def unit(self) -> str:
+        return "TFLOP/s" if self.work.flops else "GB/s"
+
+    def speed(self, r: Row) -> float:
+        return (r.tflops if self.work.flops else r.gbps) or 0.0
+
+    def table(self) -> str:
+        """A small fixed-width table: name, time, throughput, ratio to the baseline."""
+        lines = [f"{self.title}  ({self.environment.get('device', '?')})",
+                 f"{'kernel':<28}{'time (us)':>12}{self.unit:>12}{'vs ' + self.baseline:>22}"]
+        for r in self.rows:
+            lines.append(f"{r.name:<28}{r.us:>12.1f}{self.speed(r):>12.1f}{r.ratio:>21.3f}x")
+        return "\n".join(lines)
+
+    def plot(self, ax=None, title: str | None = None):
+        """Bar chart of throughput; the baseline's bar in grey, ratios printed on the bars."""
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            _, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * len(self.rows)))
+        names = [r.name for r in self.rows][::-1]
+        speeds = [self.speed(r) for r in self.rows][::-1]
+        colors = ["#9e9e9e" if n == self.baseline else "#2e7d32" for n in names]
+        bars = ax.barh(names, speeds, color=colors)
+        for bar, r in zip(bars, self.rows[::-1]):
+            ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {r.ratio:.2f}x",
+                    va="center", fontsize=9)
+        ax.set_xlabel(self.unit)
+        ax.set_xlim(0, max(speeds) * 1.18)
+        dev = self.environment.get("device", "")
+        ax.set_title(title or f"{self.title}\n{dev}, {self.environment.get('date', '')[:10]}", fontsize=10)
+        return ax
+
+    # -- files --------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["unit"] = self.unit
+        return d
+
+    def save(self, name: str, directory: Path | str | None = None) -> Path:
+        path = Path(directory or RESULTS_DIR) / f"{name}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        return path
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "BenchResult":
+        return cls(d["title"], Work(**d["work"]), d["baseline"], [Row(**r) for r in d["rows"]],
+                   d.get("params", {}), d.get("environment", {}))
+
+
+def load(name: str, directory: Path | str | None = None) -> BenchResult:
+    """A committed result, e.g. ``load("elementwise_add_fp16_32768")``."""
+    path = Path(directory or RESULTS_DIR) / f"{name}.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no benchmark result {path}; run the benchmark script on a GPU first")
+    return BenchResult.from_dict(json.loads(path.read_text()))
+
+
+def environment() -> dict[str, Any]:
+    """Device and software versions, recorded with every result."""
+    env: dict[str, Any] = {
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+    }
+    try:
+        import torch
+
+        env["torch"] = torch.__version__
+        env["cuda"] = torch.version.cuda
+        if torch.cuda.is_available():
+            p = torch.cuda.get_device_properties(0)
+            env.update(device=p.name, capability=f"{p.major}.{p.minor}", sms=p.multi_processor_count)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        import cutlass
+
+        env["nvidia-cutlass-dsl"] = cutlass.__version__
+    except ImportError:  # pragma: no cover
+        pass
+    return env
+
+
+def time_us(case: Case, warmup: int = 10, iterations: int = 100, repeats: int = 5) -> list[float]:
+    """Mean microseconds per launch of ``case``, once per repeat (CUDA events, launch stream)."""
+    from cutlass.testing import JitArguments, benchmark
+
+    sets = list(case.arg_sets)
+    it = iter(range(len(sets)))
+
+    def workspace():  # cutlass.testing.benchmark cycles through these in order
+        return JitArguments(*sets[next(it)])
+
+    out = []
+    for i in range(repeats):
+        it = iter(range(len(sets)))
+        out.append(float(benchmark(case.fn, workspace_generator=workspace, workspace_count=len(sets),
+                                   warmup_iterations=warmup if i == 0 else max(1, warmup // 4),
+                                   iterations=iterations)))
+    return out
+
+
+def compare(title: str, cases: Sequence[Case], work: Work, baseline: str,
+            warmup: int = 10, iterations: int = 100, repeats: int = 5,
+            params: dict[str, Any] | None = None, progress: bool = True) -> BenchResult:
+    """Time every case in one run and express each as a ratio to the ``baseline`` case."""
+    if baseline not in [c.name for c in cases]:
+        raise ValueError(f"baseline {baseline!r} is not one of the cases {[c.name for c in cases]}")
+    rows = []
+    for c in cases:
+        reps = time_us(c, warmup, iterations, repeats)
+        us = statistics.median(reps)
+        row = Row(c.name, us, reps)
+        if work.bytes:
+            row.gbps = work.bytes / (us * 1e-6) / 1e9
+        if work.flops:
+            row.tflops = work.flops / (us * 1e-6) / 1e12
+        rows.append(row)
+        if progress:
+            print(f"  {c.name:<28} {us:10.1f} us", flush=True)
+    base = next(r for r in rows if r.name == baseline)
+    for r in rows:
+        r.ratio = base.us / r.us
+    return BenchResult(title, work, baseline, rows, params or {}, environment())
