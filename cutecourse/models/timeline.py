@@ -1,0 +1,198 @@
+"""How long a GEMM mainloop takes, and why prefetching makes it faster: a timeline model.
+
+One CTA's mainloop is two engines passing k-tiles along: TMA brings a k-tile (A and B slices)
+into a shared-memory stage, the tensor cores multiply it. Three numbers set the pace:
+
+* ``L``: TMA latency, from issuing a load to its first byte landing (hundreds of ns);
+* ``X = bytes / bandwidth``: time to stream one k-tile at this CTA's share of the bandwidth;
+* ``T``: tensor-core time for one k-tile (``2 * tile_m * tile_n * tile_k`` flops at the SM's
+  share of the peak).
+
+**Naive** (load, wait, compute, repeat) pays all three, one after another, per k-tile:
+``L + X + T``. **Prefetch** with ``D`` k-tiles in flight overlaps them; per k-tile it costs the
+slowest of: the tensor cores (``T``), the bandwidth (``X``), and the latency loop: the load of
+k-tile ``k+D+1`` is issued when k-tile ``k``'s MMAs retire, so ``D+1`` k-tiles must cover one
+``L + X + T`` round trip: ``max(T, X, (L + X + T) / (D + 1))``.
+
+:func:`predict` runs the same mainloops as :mod:`cutecourse.models.pipeline` on a clock with
+those costs (the formula above is :func:`steady_state_per_tile`; the tests check that the two
+agree) and :func:`gantt` draws the result. The default machine numbers are assumptions for an
+H100 SXM, stated in :class:`Machine`; the notebook sets them beside a measured speedup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import CourseError, ShapeError
+from . import pipeline
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Per-SM numbers the model needs. Defaults: an H100 SXM5, every SM busy.
+
+    * ``tma_latency_ns``: issue to first byte of a TMA load from L2/HBM (assumed 700 ns,
+      roughly 1200 cycles at 1.75 GHz, a typical global-memory round trip under load).
+    * ``bytes_per_ns``: this SM's share of the bandwidth TMA loads stream at (assumed 80 B/ns,
+      about 10.5 TB/s over 132 SMs: most GEMM operand reads hit L2, which is faster than HBM's
+      3.35 TB/s).
+    * ``tflops_per_sm``: dense fp16/bf16 tensor-core peak per SM (989 TFLOP/s / 132 SMs).
+    """
+
+    tma_latency_ns: float = 700.0
+    bytes_per_ns: float = 80.0
+    tflops_per_sm: float = 989.0 / 132
+    sms: int = 132
+
+
+H100 = Machine()
+
+
+@dataclass(frozen=True)
+class KTileCosts:
+    """What one k-tile costs: its bytes, and the L, X, T of the module docstring (ns)."""
+
+    bytes: int
+    latency: float  # L
+    transfer: float  # X
+    mma: float  # T
+
+    def as_costs(self) -> pipeline.Costs:
+        return pipeline.Costs(tma_latency=self.latency, tma_bytes_per_ns=self.bytes / self.transfer,
+                              mma_time=self.mma)
+
+
+def k_tile_costs(tile_mn: tuple[int, int] = (128, 256), tile_k: int = 64, dtype_bytes: int = 2,
+                 machine: Machine = H100) -> KTileCosts:
+    """L, X and T for one k-tile of a ``tile_m x tile_n`` CTA tile, ``tile_k`` deep."""
+    m, n = tile_mn
+    for name, v in (("tile_m", m), ("tile_n", n), ("tile_k", tile_k), ("dtype_bytes", dtype_bytes)):
+        if not isinstance(v, int) or v < 1:
+            raise ShapeError(f"{name} must be a positive integer, not {v!r}", "e.g. tile_mn=(128, 256), tile_k=64")
+    if machine.bytes_per_ns <= 0 or machine.tflops_per_sm <= 0 or machine.tma_latency_ns < 0:
+        raise CourseError(f"machine numbers must be positive: {machine}",
+                          "bandwidth and throughput > 0, latency >= 0")
+    nbytes = (m + n) * tile_k * dtype_bytes  # an A slice (m x k) and a B slice (n x k)
+    flops = 2 * m * n * tile_k
+    return KTileCosts(nbytes, machine.tma_latency_ns, nbytes / machine.bytes_per_ns,
+                      flops / (machine.tflops_per_sm * 1e3))  # TFLOP/s = 1e3 flop/ns
+
+
+def steady_state_per_tile(variant: str, c: KTileCosts, prefetch: int) -> float:
+    """The module docstring's formula: ns per k-tile once the loop is running."""
+    L, X, T = c.latency, c.transfer, c.mma
+    if variant == "naive" or prefetch == 0:
+        return L + X + T
+    if variant not in ("prefetch", "compiler"):
+        raise CourseError(f"unknown variant {variant!r}", "use 'naive', 'prefetch' or 'compiler'")
+    return max(T, X, (L + X + T) / (prefetch + 1))
+
+
+@dataclass
+class Prediction:
+    variant: str
+    stages: int
+    prefetch: int
+    k_tiles: int
+    costs: KTileCosts
+    trace: pipeline.Trace
+
+    @property
+    def mainloop_ns(self) -> float:
+        return self.trace.time
+
+    @property
+    def per_tile_ns(self) -> float:
+        return self.mainloop_ns / self.k_tiles
+
+    @property
+    def tensor_core_busy(self) -> float:
+        """Fraction of the mainloop the tensor cores spend multiplying."""
+        return self.k_tiles * self.costs.mma / self.mainloop_ns if self.mainloop_ns else 0.0
+
+    def __repr__(self) -> str:
+        return (f"<Prediction {self.variant}: {self.k_tiles} k-tiles in {self.mainloop_ns / 1e3:.1f} us "
+                f"({self.per_tile_ns:.0f} ns/k-tile, tensor cores busy {self.tensor_core_busy:.0%})>")
+
+
+def predict(variant: str = "prefetch", stages: int = 4, k_tiles: int = 128,
+            prefetch: int | None = None, tile_mn: tuple[int, int] = (128, 256), tile_k: int = 64,
+            dtype_bytes: int = 2, machine: Machine = H100) -> Prediction:
+    """Simulate one CTA's mainloop with the machine's costs.
+
+    ``prefetch`` defaults to ``stages - 1`` (the kernel's depth); naive ignores it.
+    A configuration that deadlocks raises :class:`~cutecourse.models.pipeline.PipelineDeadlock`.
+    """
+    c = k_tile_costs(tile_mn, tile_k, dtype_bytes, machine)
+    trace = pipeline.simulate(variant, stages, k_tiles, prefetch, tx_bytes=c.bytes,
+                              costs=c.as_costs()).check()
+    return Prediction(variant, stages, trace.prefetch, k_tiles, c, trace)
+
+
+def speedup(stages: int = 4, k_tiles: int = 128, tile_mn: tuple[int, int] = (128, 256),
+            machine: Machine = H100, fast: str = "prefetch", prefetch: int | None = None) -> float:
+    """Predicted naive time / ``fast`` time for the same problem."""
+    slow = predict("naive", stages, k_tiles, tile_mn=tile_mn, machine=machine)
+    quick = predict(fast, stages, k_tiles, prefetch, tile_mn=tile_mn, machine=machine)
+    return slow.mainloop_ns / quick.mainloop_ns
+
+
+def measured_speedup(result: str, slow: str = "naive", fast: str = "prefetch",
+                     directory=None) -> float | None:
+    """``fast``'s throughput / ``slow``'s from a committed benchmark result, or None if absent.
+
+    ``result`` is the name of a ``benchmarks/results/*.json`` file (``cutecourse.bench.load``);
+    the rows are matched by name (a row whose name contains ``slow`` / ``fast``).
+    """
+    from .. import bench
+
+    try:
+        res = bench.load(result, directory)
+    except FileNotFoundError:
+        return None
+
+    def row(word: str):
+        hits = [r for r in res.rows if word in r.name]
+        if not hits:
+            raise CourseError(f"{result} has no row named like {word!r}",
+                              f"its rows are {[r.name for r in res.rows]}")
+        return hits[0]
+
+    return res.speed(row(fast)) / res.speed(row(slow))
+
+
+def gantt(*predictions: Prediction, first: int = 12, ax=None):
+    """A Gantt chart: per variant, a TMA lane and a tensor-core lane, the first ``first`` k-tiles.
+
+    Each bar is one k-tile (its number inside): on the TMA lane from issue to landing, on the
+    tensor-core lane while its WGMMAs run. Gaps on the tensor-core lane are time lost.
+    """
+    import matplotlib.pyplot as plt
+
+    if not predictions:
+        raise CourseError("gantt() needs at least one Prediction", "pass predict('naive'), predict('prefetch'), ...")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 0.9 + 0.85 * len(predictions)))
+    colors = plt.get_cmap("tab10")
+    yticks, ylabels = [], []
+    horizon = 0.0
+    for row, p in enumerate(predictions):
+        y_tma, y_mma = 2 * row * 1.3 + 1.0, 2 * row * 1.3
+        spans = [("TMA", y_tma, sorted(p.trace.tma_spans)), ("MMA", y_mma, sorted(p.trace.mma_spans))]
+        for lane, y, items in spans:
+            for k, start, end in items:
+                if k >= first:
+                    continue
+                ax.barh(y, end - start, left=start, height=0.8, color=colors(k % p.stages),
+                        alpha=0.55 if lane == "TMA" else 0.95, edgecolor="black", linewidth=0.4)
+                ax.text((start + end) / 2, y, str(k), ha="center", va="center", fontsize=7)
+                horizon = max(horizon, end)
+            yticks.append(y)
+            ylabels.append(f"{p.variant} {lane}")
+    ax.set_yticks(yticks, ylabels, fontsize=8)
+    ax.set_xlim(0, horizon * 1.02)
+    ax.set_xlabel("time (ns)  [bar = one k-tile, colour = smem stage]")
+    ax.set_title(f"First {first} k-tiles: naive leaves the tensor cores idle while TMA waits",
+                 fontsize=10)
+    return ax

@@ -1,0 +1,199 @@
+"""Pictures and a stepping widget for the smem pipeline of the Hopper GEMM.
+
+``draw_state(event)`` draws one moment of a :class:`~cutecourse.models.pipeline.Trace`: the ring
+of shared-memory stages (what each holds and whether it is empty, loading, full, being read by
+the tensor cores, or read and waiting for release), each stage's ``full`` and ``empty``
+mbarrier (phase bit, arrivals still expected, bytes still expected), and where the producer's
+and the consumer's (count, index, phase) point. ``picture(...)`` puts a few moments side by side
+(a static figure, for GitHub and nbval); :class:`PipelineWidget` steps through every event with
+controls for the variant, stages, k-tiles and prefetch depth.
+"""
+
+from __future__ import annotations
+
+from ..models import pipeline as pm
+
+#: Stage status -> colour (white: free; amber: TMA bytes on their way; green: ready to read;
+#: blue: the tensor cores are reading it; pale blue: read, waiting for consumer_release).
+STATUS_COLORS = {
+    "empty": "#ffffff",
+    "loading": "#ffd54f",
+    "full": "#81c784",
+    "consuming": "#42a5f5",
+    "consumed": "#bbdefb",
+}
+PRODUCER_COLOR = "#e65100"
+CONSUMER_COLOR = "#1565c0"
+
+
+def draw_state(event: pm.Event, ax=None, title: str | None = None):
+    """Draw one event's snapshot of the ring onto ``ax`` (a new figure if None)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch, Rectangle
+
+    n = len(event.stages)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(5.0, 1.5 * n + 1.5), 3.3))
+    ax.set_xlim(-1.3, n + 0.1)
+    ax.set_ylim(-2.2, 2.15)
+    ax.axis("off")
+    for i, st in enumerate(event.stages):
+        ax.add_patch(Rectangle((i + 0.05, 0), 0.9, 1, facecolor=STATUS_COLORS.get(st.status, "#eee"),
+                               edgecolor="black", linewidth=1.2))
+        label = st.status if st.tile is None else f"k-tile {st.tile}\n{st.status}"
+        if st.status == "empty" and st.tile is not None:
+            label = f"(k-tile {st.tile})\nempty"
+        ax.text(i + 0.5, 0.5, label, ha="center", va="center", fontsize=8)
+        ax.text(i + 0.5, 1.05, f"stage {i}", ha="center", va="bottom", fontsize=8)
+        for row, bar in ((-0.42, event.full[i]), (-0.95, event.empty[i])):
+            tx = f"\n+{bar.tx / 1024:g} KiB" if bar.tx else ""
+            ax.text(i + 0.5, row, f"ph {bar.phase} need {bar.pending}{tx}", ha="center",
+                    va="center", fontsize=6.5, family="monospace",
+                    bbox=dict(boxstyle="round,pad=0.2", facecolor="#f5f5f5", edgecolor="#9e9e9e"))
+    ax.text(-0.05, -0.45, "full", ha="right", va="center", fontsize=8)
+    ax.text(-0.05, -0.95, "empty", ha="right", va="center", fontsize=8)
+    ax.text(-0.05, 0.5, "smem\nring", ha="right", va="center", fontsize=8)
+
+    def pointer(state, y, color, who):
+        if state is None:
+            return
+        count, index, phase = state
+        x = index + 0.5
+        start, end = (x, y), (x, 1.35 if y > 0 else -1.25)
+        ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=10, color=color))
+        ax.text(x, y + (0.12 if y > 0 else -0.12), f"{who} (count {count}, idx {index}, ph {phase})",
+                ha="center", va="bottom" if y > 0 else "top", fontsize=7.5, color=color)
+
+    pointer(event.producer, 1.75, PRODUCER_COLOR, "producer")
+    pointer(event.consumer, -1.65, CONSUMER_COLOR, "consumer")
+    head = title if title is not None else f"t={event.time:.0f}  {event.actor}: {event.text}"
+    ax.set_title(head, fontsize=9, color="#c62828" if event.op in ("deadlock", "blocked") else "black")
+    return ax
+
+
+def picture(variant: str = "prefetch", stages: int = 4, k_tiles: int = 8, prefetch: int | None = None,
+            steps: list[int] | None = None, ops: tuple[str, ...] = ("consumer_wait",), columns: int = 2):
+    """Several moments of one run, side by side: a static figure for a notebook or a README.
+
+    ``steps``: event indices to draw; default: the events whose op is in ``ops`` for the first
+    few k-tiles (and the deadlock, if the run has one).
+    """
+    import matplotlib.pyplot as plt
+
+    trace = pm.simulate(variant, stages, k_tiles, prefetch)
+    if steps is None:
+        steps = [i for i, e in enumerate(trace.events) if e.op in ops and e.actor == "program"][:4]
+        if trace.deadlock:
+            steps = steps[:3] + [len(trace.events) - 1]
+    if not steps:
+        raise pm.CourseError("no events to draw", "pass steps=[...] or other ops=(...)")
+    rows = (len(steps) + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(columns * max(4.6, 1.25 * stages + 1.4), 3.0 * rows),
+                             squeeze=False)
+    for ax, i in zip(axes.flat, steps):
+        e = trace.events[i]
+        draw_state(e, ax, title=f"step {i}: {e.text}")
+    for ax in list(axes.flat)[len(steps):]:
+        ax.axis("off")
+    what = "DEADLOCKS" if trace.deadlock else f"{k_tiles} k-tiles"
+    fig.suptitle(f"{variant}: {stages} stages, prefetch {trace.prefetch}, {what}", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def legend_text() -> str:
+    return ("stage colours: white empty · amber loading (TMA in flight) · green full · "
+            "blue being read by WGMMA · pale blue read, not yet released.  "
+            "'ph' = barrier phase bit, 'need' = arrivals still expected, 'tx' = bytes still expected.")
+
+
+class PipelineWidget:
+    """Step through a mainloop, one event at a time.
+
+    Controls: variant, stages, k-tiles, prefetch depth (recompute the run) and a step slider
+    with previous/next buttons. ``PipelineWidget().show()`` returns the widget box; the
+    callbacks are plain methods, so tests drive them without a browser.
+    """
+
+    def __init__(self, variant: str = "prefetch", stages: int = 4, k_tiles: int = 8,
+                 prefetch: int | None = None, render: bool = True):
+        import ipywidgets as w
+
+        self._render_enabled = render
+        self.variant = w.Dropdown(options=list(pm.VARIANTS), value=variant, description="variant")
+        self.stages = w.IntSlider(value=stages, min=1, max=8, description="stages")
+        self.k_tiles = w.IntSlider(value=k_tiles, min=1, max=24, description="k-tiles")
+        depth = stages - 1 if prefetch is None else prefetch
+        self.prefetch = w.IntSlider(value=depth, min=0, max=9, description="prefetch")
+        self.step = w.IntSlider(value=0, min=0, max=0, description="step", continuous_update=False)
+        self.prev_button = w.Button(description="◀ prev", layout=w.Layout(width="80px"))
+        self.next_button = w.Button(description="next ▶", layout=w.Layout(width="80px"))
+        self.status = w.HTML()
+        self.out = w.Output()
+        for c in (self.variant, self.stages, self.k_tiles, self.prefetch):
+            c.observe(self._on_config, names="value")
+        self.step.observe(self._on_step, names="value")
+        self.prev_button.on_click(lambda _: self.move(-1))
+        self.next_button.on_click(lambda _: self.move(+1))
+        self.trace: pm.Trace | None = None
+        self._recompute()
+
+    # -- callbacks ----------------------------------------------------------------------------
+    def _on_config(self, change=None) -> None:
+        self._recompute()
+
+    def _on_step(self, change=None) -> None:
+        self._render()
+
+    def move(self, delta: int) -> None:
+        """The prev/next buttons: one event back or forward (clamped to the run)."""
+        self.step.value = min(max(self.step.value + delta, self.step.min), self.step.max)
+
+    def _recompute(self) -> None:
+        self.trace = pm.simulate(self.variant.value, self.stages.value, self.k_tiles.value,
+                                 self.prefetch.value)
+        last = len(self.trace.events) - 1
+        old = self.step.value
+        self.step.max = max(last, 0)
+        self.step.value = min(old, self.step.max)
+        self._render()
+
+    @property
+    def event(self) -> pm.Event:
+        return self.trace.events[self.step.value]
+
+    def describe(self) -> str:
+        """The text under the picture: this event, who waits on what, the run's outcome."""
+        e, t = self.event, self.trace
+        lines = [f"<b>step {self.step.value}/{self.step.max}</b> t={e.time:.0f} · {e.actor}: {e.text}"]
+        if e.waiting_on:
+            lines.append(f"<span style='color:#c62828'>waiting: {e.waiting_on}</span>")
+        if t.deadlock:
+            lines.append(f"<span style='color:#c62828'><b>This run deadlocks</b> at "
+                         f"{t.deadlock.op} on {t.deadlock.barrier} (phase {t.deadlock.parity}): "
+                         f"{t.deadlock.explanation}</span>")
+        else:
+            lines.append(f"run: {t.k_tiles} k-tiles, most loads in flight {t.max_loads_in_flight()}, "
+                         f"done at t={t.time:.0f}")
+        return "<br>".join(lines)
+
+    def _render(self) -> None:
+        self.status.value = self.describe()
+        if not self._render_enabled:
+            return
+        import matplotlib.pyplot as plt
+        from IPython.display import display
+
+        with self.out:
+            self.out.clear_output(wait=True)
+            ax = draw_state(self.event)
+            display(ax.figure)
+            plt.close(ax.figure)
+
+    def show(self):
+        import ipywidgets as w
+
+        return w.VBox([
+            w.HBox([self.variant, self.stages]), w.HBox([self.k_tiles, self.prefetch]),
+            w.HBox([self.prev_button, self.step, self.next_button]),
+            self.out, self.status, w.HTML(f"<small>{legend_text()}</small>")])
