@@ -18,6 +18,8 @@ API (what notebooks 01/02 and ``cutecourse.viz`` use)::
     layouts.slice_(a, (None, 1))       layouts.make_layout_tv(thr, val) -> TVTable
     layouts.evaluate(L)  # inside your own @cute.jit function, with a cute.Layout you built
     layouts.run_on_host(fn)  # run fn() inside a host-side @cute.jit trace, return its result
+    layouts.trace(my_jit_fn, *args)  # trace your own @cute.jit function (its prints) without
+                                     # compiling it: the way to print layouts on any machine
 
 Anything a layout, a tiler or a coordinate can be is accepted in text form or as tuples; bad
 input raises :class:`cutecourse.errors.LayoutError` saying what is wrong and what to try.
@@ -366,6 +368,17 @@ def in_jit() -> bool:
         return False
 
 
+def trace(jit_fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    """Trace your own ``@cute.jit`` function without compiling it; return what it returns.
+
+    Its ``print(...)`` calls run (that is where compile-time values such as static layouts
+    are printed) and CuTe folds its static layout algebra, but no code is generated: this works
+    on any machine, and for host-only functions (no kernel launch) that have nothing to compile.
+    """
+    with _trace_only():
+        return jit_fn(*args, **kwargs)
+
+
 def run_on_host(fn: Callable[[], Any]) -> Any:
     """Call ``fn()`` inside a host-side ``@cute.jit`` trace and return what it returns.
 
@@ -509,12 +522,21 @@ class LayoutTable:
         return self.layout
 
 
+#: Tables are for pictures and checks: beyond this many coordinates, scale the layout down
+#: (the algebra does not change with the extents, and a picture of 65536 cells shows nothing).
+MAX_COORDS = 1 << 16
+
+
 def _tabulate(L: Any, expr: str, **extra: Any) -> LayoutTable:
     """Inside a trace: evaluate CuTe layout ``L`` at every natural coordinate."""
     shape, stride = L.shape, L.stride
     if not all(isinstance(x, int) for x in flatten(shape) + flatten(stride)):
         raise LayoutError(f"the layout {L} has values only known when the kernel runs",
                           "draw layouts whose shape and stride are Python ints (compile-time constants)")
+    if size(shape) > MAX_COORDS:
+        raise LayoutError(f"the layout {L} has {size(shape)} coordinates, too many to tabulate "
+                          f"(limit {MAX_COORDS})", "scale the extents down: the same strides on "
+                          "a smaller shape show the same pattern")
     coords = tuple(idx2crd(i, shape) for i in range(size(shape)))
     offsets = []
     for c in coords:
