@@ -190,3 +190,35 @@ def test_bad_operand():
     p = plan(tiles=(2, 2, 1))
     with pytest.raises(ShapeError, match="operand must be"):
         p.mask("C", 0, 0, 0)
+
+
+# -- notebook 05's checkers -----------------------------------------------------------------------
+def test_nb05_checkers_accept_right_and_reject_wrong_answers():
+    from cutecourse.exercises import nb05
+
+    def right(op, rank, cluster):
+        cm, cn = cluster
+        if op == "B":
+            return (2 ** cm - 1) << (rank // cm * cm)
+        return sum(1 << (rank % cm + j * cm) for j in range(cn))
+
+    def row_major(op, rank, cluster):  # the linear order's ranks: wrong for CuTe's cluster
+        cm, cn = cluster
+        if op == "A":
+            return (2 ** cn - 1) << (rank // cn * cn)
+        return sum(1 << (rank % cn + i * cn) for i in range(cm))
+
+    def unanswered(op, rank, cluster):
+        raise NotImplementedError
+
+    assert nb05.check_mask(right).ok
+    bad = nb05.check_mask(row_major)
+    assert not bad.ok and "cluster 1x2, rank 0, operand A" in bad.message
+    assert "not answered" in nb05.check_mask(unanswered).message
+    assert nb05.check_bytes(49152, 32768).ok
+    swapped = nb05.check_bytes(32768, 49152)
+    assert not swapped.ok and "issues, not what lands" in swapped.hint
+    assert not nb05.check_bytes(49152, 24576).ok
+    assert "not answered" in nb05.check_bytes(..., ...).message
+    assert nb05.check_empty_arrivals(lambda c, w: (c[0] + c[1] - 1) * w).ok
+    assert not nb05.check_empty_arrivals(lambda c, w: c[0] * c[1] * w).ok
