@@ -9,10 +9,17 @@ into a shared-memory stage, the tensor cores multiply it. Three numbers set the 
   share of the peak).
 
 **Naive** (load, wait, compute, repeat) pays all three, one after another, per k-tile:
-``L + X + T``. **Prefetch** with ``D`` k-tiles in flight overlaps them; per k-tile it costs the
-slowest of: the tensor cores (``T``), the bandwidth (``X``), and the latency loop: the load of
-k-tile ``k+D+1`` is issued when k-tile ``k``'s MMAs retire, so ``D+1`` k-tiles must cover one
-``L + X + T`` round trip: ``max(T, X, (L + X + T) / (D + 1))``.
+``L + X + T``. The pipelined loops overlap them; per k-tile they cost the slowest of the
+tensor cores (``T``), the bandwidth (``X``), and a *latency loop*, which differs between the two:
+
+* **prefetch** (``D`` k-tiles ahead): the load of k-tile ``k+D`` is issued in step ``k``, right
+  after k-tile ``k`` arrived, so ``D`` loads cover one ``L + X``: ``max(T, X, (L + X) / D)``;
+* **compiler** (the naive body, software-pipelined ``P`` iterations deep): the load of
+  ``k+P`` is issued at the top of iteration ``k``, after iteration ``k-1``'s ``wait_group(0)``,
+  so the MMA time sits inside the loop: ``max(T, X, (L + X + T) / (P + 1))``.
+
+With the ring full (``D = P = stages - 1``) both are limited by ``T`` or ``X`` on an H100, so
+they predict the same time, and the naive loop is ``(L + X + T) / max(T, X)`` times slower.
 
 :func:`predict` runs the same mainloops as :mod:`cutecourse.models.pipeline` on a clock with
 those costs (the formula above is :func:`steady_state_per_tile`; the tests check that the two
@@ -86,6 +93,8 @@ def steady_state_per_tile(variant: str, c: KTileCosts, prefetch: int) -> float:
         return L + X + T
     if variant not in ("prefetch", "compiler"):
         raise CourseError(f"unknown variant {variant!r}", "use 'naive', 'prefetch' or 'compiler'")
+    if variant == "prefetch":
+        return max(T, X, (L + X) / prefetch)
     return max(T, X, (L + X + T) / (prefetch + 1))
 
 
