@@ -213,7 +213,7 @@ def test_nb05_checkers_accept_right_and_reject_wrong_answers():
 
     assert nb05.check_mask(right).ok
     bad = nb05.check_mask(row_major)
-    assert not bad.ok and "cluster 1x2, rank 0, operand A" in bad.message
+    assert not bad.ok and "cluster 2x2, rank 0, operand A" in bad.message
     assert "not answered" in nb05.check_mask(unanswered).message
     assert nb05.check_bytes(49152, 32768).ok
     swapped = nb05.check_bytes(32768, 49152)
