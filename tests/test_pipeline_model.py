@@ -201,3 +201,28 @@ def test_simulate_errors():
 def test_trace_table_mentions_the_deadlock():
     text = pm.simulate("prefetch", 2, 5, prefetch=2).table()
     assert "DEADLOCK" in text and "producer_acquire" in text
+
+
+# -- hazards: orders that do not hang but race -------------------------------------------------
+@pytest.mark.parametrize("variant", pm.VARIANTS)
+@pytest.mark.parametrize("stages,k_tiles", [(2, 3), (3, 9), (4, 20), (7, 2)])
+def test_course_loops_have_no_hazards(variant, stages, k_tiles):
+    assert pm.simulate(variant, stages, k_tiles).hazards == []
+
+
+def test_release_before_wait_group_is_a_race():
+    order = [s for s in GOOD if s != "wait_group"]
+    t = pm.simulate(pm.from_order(order), 3, 5)
+    assert t.deadlock is None
+    assert "still read" in t.hazards[0]
+
+
+def test_wait_group_before_commit_waits_for_nothing():
+    order = GOOD[:5] + ["wait_group", "commit_group", "consumer_release"]
+    assert "still read" in pm.simulate(pm.from_order(order), 3, 5).hazards[0]
+
+
+def test_wgmma_without_consumer_wait_reads_unlanded_bytes():
+    order = [s for s in GOOD if s != "consumer_wait"]
+    t = pm.simulate(pm.from_order(order), 3, 5)
+    assert "consumer_wait must come first" in t.hazards[0]

@@ -233,6 +233,7 @@ class Trace:
     prefetch: int
     events: list[Event] = field(default_factory=list)
     deadlock: Deadlock | None = None
+    hazards: list[str] = field(default_factory=list)  # data races: reads before landing, early release
     mma_spans: list[tuple[int, float, float]] = field(default_factory=list)  # (k, start, end)
     tma_spans: list[tuple[int, float, float]] = field(default_factory=list)  # (k, issue, landed)
 
@@ -251,7 +252,10 @@ class Trace:
                    default=0)
 
     def check(self) -> "Trace":
-        """Raise :class:`PipelineDeadlock` if the run deadlocked, else return self."""
+        """Raise :class:`PipelineDeadlock` if the run deadlocked, else return self.
+
+        (Hazards, in ``hazards``, are races the hardware would not stop: wrong results, no hang.)
+        """
         if self.deadlock:
             d = self.deadlock
             on = f"{d.barrier}, phase {d.parity}" if d.parity is not None else d.barrier
@@ -297,7 +301,7 @@ class PipelineModel:
         self._seq = 0
         self._tma_pipe_free = 0.0
         self._tc_free = 0.0
-        self.wgmma_groups: list[tuple[float, int]] = []  # (finish time, k-tile) committed, unfinished
+        self.wgmma_in_flight = 0  # committed WGMMA groups not finished yet
         self._pending_mma: list[int] = []  # k-tiles whose wgmma is issued but not committed
         self.trace: Trace | None = None
         self.producer: PipelineState | None = None  # shown in snapshots
@@ -362,6 +366,10 @@ class PipelineModel:
     def consumer_release(self, state: PipelineState) -> None:
         """Every consumer warp arrives on ``empty[index]``: the stage may be overwritten."""
         s = self.smem[state.index]
+        if s.status == "consuming":
+            self._hazard(f"consumer_release of k-tile {state.count} while its WGMMAs still read "
+                         f"stage {state.index}: the next TMA load may overwrite operands in use "
+                         f"(wait_group first)")
         if s.tile == state.count and s.status in ("consumed", "consuming", "full"):
             s.status = "empty"
         self.empty[state.index].arrive(self.consumer_arrivals)
@@ -371,8 +379,13 @@ class PipelineModel:
     # -- WGMMA ------------------------------------------------------------------------------
     def wgmma(self, state: PipelineState) -> None:
         """``warpgroup.fence()`` then the WGMMAs of one k-tile, reading stage ``index``."""
+        s = self.smem[state.index]
+        if s.tile != state.count or s.status != "full":
+            what = "nothing" if s.tile is None else f"k-tile {s.tile} ({s.status})"
+            self._hazard(f"WGMMA of k-tile {state.count} reads stage {state.index}, which holds "
+                         f"{what}: consumer_wait must come first")
         self._pending_mma.append(state.count)
-        self.smem[state.index].status = "consuming"
+        s.status = "consuming"
         self._log("wgmma", state.count, f"fence + wgmma on stage {state.index} (k-tile {state.count})")
 
     def commit_group(self) -> None:
@@ -382,12 +395,13 @@ class PipelineModel:
             start = max(self.now, self._tc_free)
             end = start + c.mma_time
             self._tc_free = end
-            self.wgmma_groups.append((end, k))
+            self.wgmma_in_flight += 1
             if self.trace is not None:
                 self.trace.mma_spans.append((k, start, end))
             stage = k % self.stages
 
             def finish(k=k, stage=stage):
+                self.wgmma_in_flight -= 1
                 if self.smem[stage].tile == k and self.smem[stage].status == "consuming":
                     self.smem[stage].status = "consumed"
                 self._log("wgmma_done", k, f"WGMMA of k-tile {k} finished", actor="WGMMA")
@@ -399,10 +413,13 @@ class PipelineModel:
     def wait_group(self, n: int) -> Iterator[Block]:
         """``warpgroup.wait_group(n)``: block until at most ``n`` committed groups are unfinished."""
         yield Block(f"wait_group({n})",
-                    lambda: sum(1 for t, _ in self.wgmma_groups if t > self.now) <= n, kind="wgmma")
+                    lambda: self.wgmma_in_flight <= n, kind="wgmma")
         self._log("wait_group", None, f"wait_group({n}) returned")
 
     # -- engine -----------------------------------------------------------------------------
+    def _hazard(self, text: str) -> None:
+        if self.trace is not None:
+            self.trace.hazards.append(text)
     def _schedule(self, t: float, what: str, fn: Callable[[], None]) -> None:
         self._seq += 1
         self._async.append((t, self._seq, what, fn))
@@ -437,6 +454,7 @@ class PipelineModel:
                 t, _, _, fn = self._async.pop(0)
                 self.now = max(self.now, t)
                 fn()
+                self._drain()  # everything else that finished by now, before looking again
             self.now += self.costs.issue
         # Let everything in flight finish (the epilogue's wait_group(0) would).
         while self._async:
