@@ -1,0 +1,209 @@
+"""The Hopper GEMM: smem plan, input errors, what the compiler made of each variant, and (on an
+H100) correctness against torch.
+
+The compile tests run on any machine (sm_90a compile through cutecourse.inspect). They fail if a
+variant loses its TMA loads or wgmmas, spills, or if the compiler stops pipelining the
+``compiler`` variant: its PTX must keep a TMA prologue, a steady loop and a drain loop, and the
+compile log must not carry the "pipelining skipped" warning. ``compiler_guarded`` is the
+negative control: it must trigger that warning, proving the log capture works.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import cutecourse
+from cutecourse.errors import AlignmentError, DeviceError, DTypeError, LayoutError, ShapeError
+from cutecourse.inspect import compile_report
+from cutecourse.kernels import hopper_gemm as hg
+from cutecourse.kernels.hopper_gemm_ptx import loop_structure
+
+TARGET = "cutecourse.kernels.hopper_gemm:compile_target"
+SKIPPED = r"software pipelining.*skipped"
+
+
+# -- shared-memory plan (seed 002) ------------------------------------------------------------
+@pytest.mark.parametrize("tile,stages", [((128, 256), 4), ((128, 128), 7)])
+def test_stage_count_is_the_most_that_fits(tile, stages):
+    plan = hg.plan_stages(tile, "float16")
+    assert plan.stages == stages
+    per_stage = (tile[0] * 64 + tile[1] * 64) * 2
+    assert plan.bytes_per_stage == per_stage
+    budget = hg.SMEM_CAPACITY - hg.BARRIER_BYTES
+    assert per_stage * plan.stages <= budget < per_stage * (plan.stages + 1)
+    assert plan.smem_bytes <= hg.SMEM_CAPACITY
+    assert plan.epi_bytes <= plan.a_ring_bytes  # the epilogue fits in the A ring it reuses
+
+
+def test_too_many_stages_is_a_shape_error():
+    with pytest.raises(ShapeError, match="stages"):
+        hg.plan_stages((128, 256), "float16", stages=5)
+    with pytest.raises(ShapeError, match="tile"):
+        hg.plan_stages((256, 256), "float16")
+
+
+# -- input errors (CPU tensors: validation runs before any GPU work) --------------------------
+def _ab(m=256, n=256, k=128, dtype=torch.float16):
+    return torch.randn(m, k).to(dtype), torch.randn(n, k).to(dtype)
+
+
+def test_valid_inputs_pass_validation():
+    a, b = _ab(k=72)  # K not a multiple of the tile's 64, rows still 16-byte aligned
+    assert hg.validate(a, b, torch.float32).stages == 4
+
+
+def test_wrong_dtype():
+    a, b = _ab(dtype=torch.float32)
+    with pytest.raises(DTypeError, match="float16 or bfloat16"):
+        hg.validate(a, b)
+    a, b = _ab()
+    with pytest.raises(DTypeError, match="same dtype"):
+        hg.validate(a, b.bfloat16())
+    with pytest.raises(DTypeError, match="out_dtype"):
+        hg.validate(a, b, torch.int32)
+
+
+def test_wrong_major():
+    a, b = _ab()
+    with pytest.raises(LayoutError, match="not K-major"):
+        hg.validate(a, b.T.contiguous().T)  # shape (N, K) but N-major memory (strides (1, N))
+
+
+def test_misaligned_rows_and_pointer():
+    a, b = _ab(k=100)  # 200-byte rows
+    with pytest.raises(AlignmentError, match="16 bytes"):
+        hg.validate(a, b)
+    base = torch.randn(256 * 128 + 1).half()
+    a = base[1:].view(256, 128)  # starts 2 bytes into the allocation
+    with pytest.raises(AlignmentError, match="16-byte aligned"):
+        hg.validate(a, _ab()[1])
+    a, b = _ab(n=100)  # C rows of 100 fp16 = 200 bytes
+    with pytest.raises(AlignmentError, match="TMA store"):
+        hg.validate(a, b)
+
+
+def test_shape_errors():
+    a, _ = _ab(k=128)
+    _, b = _ab(k=64)
+    with pytest.raises(ShapeError, match="K"):
+        hg.validate(a, b)
+    with pytest.raises(ShapeError, match="tile"):
+        hg.validate(*_ab(), tile=(64, 64))
+    with pytest.raises(ShapeError, match="stages"):
+        hg.validate(*_ab(), stages=9)
+    with pytest.raises(ShapeError, match="cluster"):
+        hg.HopperGemm(cluster_mn=(2, 1))
+    with pytest.raises(ValueError, match="variant"):
+        hg.HopperGemm(variant="fast")
+
+
+@pytest.mark.skipif(cutecourse.modes.mode_for("sm_90a").run, reason="this machine can run sm_90a")
+def test_no_hopper_gpu_is_a_device_error():
+    with pytest.raises(DeviceError, match="Hopper"):
+        hg.gemm(*_ab())
+
+
+# -- what the compiler made -------------------------------------------------------------------
+def _report(variant, **params):
+    return compile_report(TARGET, arch="sm_90a", variant=variant, **params)
+
+
+@pytest.mark.parametrize("variant", hg.VARIANTS)
+def test_each_variant_keeps_tma_wgmma_and_registers(variant):
+    r = _report(variant)
+    s = loop_structure(r.ptx)
+    # 4 x m64n256k16 per k-tile (TILE_K = 64); the compiler's drain loop is a second copy
+    assert r.count("wgmma") == (8 if variant == "compiler" else 4)
+    assert s.tma_loads >= 2  # A and B
+    assert r.count("mbarrier waits") > 0
+    assert r.count("TMA stores") == 8  # 128x256 tile in 128x32 epilogue sub-tiles
+    assert r.spill_bytes == 0
+    assert r.registers is not None and 0 < r.registers <= 255
+
+
+def test_naive_has_no_prologue():
+    s = loop_structure(_report("naive").ptx)
+    assert s.prologue_tma_loads == 0 and not s.pipelined
+    assert s.kinds() == ["steady"]  # one loop: load, wait, compute
+
+
+def test_prefetch_has_a_hand_written_prologue():
+    s = loop_structure(_report("prefetch").ptx)
+    assert s.prologue_tma_loads == 2 and s.pipelined
+    assert s.kinds() == ["prologue", "steady"]
+
+
+@pytest.mark.parametrize("depth", [None, 1])
+def test_compiler_really_pipelines(depth):
+    r = _report("compiler", prefetch_stages=depth)
+    assert not r.diagnostics(SKIPPED), r.diagnostics(SKIPPED)
+    s = loop_structure(r.ptx)
+    # the compiler wrote a prologue (loads before the MMA loop), a steady loop that overlaps the
+    # loads of tile k + P with the MMAs of tile k, and a drain loop for the last P tiles
+    # (with depth 1 the prologue is one straight-line load, not a loop)
+    assert s.prologue_tma_loads == 2 and s.pipelined
+    assert s.kinds()[-2:] == ["steady", "drain"]
+
+
+def test_guarded_loop_is_not_pipelined_and_says_so():
+    r = _report("compiler_guarded")
+    assert r.diagnostics(SKIPPED), "the pipelining warning was not captured"
+    s = loop_structure(r.ptx)
+    assert not s.pipelined and s.kinds() == ["steady"]
+
+
+@pytest.mark.parametrize("tile,in_dtype,out_dtype",
+                         [((128, 128), "float16", "float16"), ((128, 256), "bfloat16", "float32")])
+def test_other_tiles_and_dtypes_compile(tile, in_dtype, out_dtype):
+    r = _report("compiler", tile=list(tile), in_dtype=in_dtype, out_dtype=out_dtype)
+    assert r.spill_bytes == 0 and not r.diagnostics(SKIPPED)
+    assert loop_structure(r.ptx).pipelined
+    assert r.count("wgmma") == 8
+
+
+# -- on an H100 -------------------------------------------------------------------------------
+_GPU_CHECK = textwrap.dedent("""
+    import json, sys, torch
+    import cutecourse
+    from cutecourse.kernels import hopper_gemm as hg
+    torch.manual_seed(0)
+    cases = json.loads(sys.argv[1])
+    out = []
+    for m, n, k, ind, outd, tile, variant in cases:
+        ind, outd = getattr(torch, ind), getattr(torch, outd)
+        a = torch.randn(m, k, device="cuda").to(ind)
+        b = torch.randn(n, k, device="cuda").to(ind)
+        c = hg.gemm(a, b, out_dtype=outd, tile=tuple(tile), variant=variant)
+        ref = (a.float() @ b.float().T)
+        err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
+        out.append([m, n, k, str(ind), str(outd), tile, variant, err])
+    print("RESULT" + json.dumps(out))
+""")
+
+GPU_CASES = [
+    # square, tall, wide, K not a multiple of 64, M/N not multiples of the tile
+    (1024, 1024, 1024, "float16", "float16", (128, 256), v) for v in hg.VARIANTS
+] + [
+    (3000, 256, 520, "float16", "float32", (128, 256), "compiler"),
+    (256, 3000, 1000, "bfloat16", "bfloat16", (128, 128), "prefetch"),
+    (777, 1000, 72, "bfloat16", "float32", (128, 256), "naive"),
+    (1000, 520, 4104, "float16", "bfloat16", (128, 128), "compiler"),
+    (128, 256, 8, "float16", "float16", (128, 256), "prefetch"),  # a single, mostly empty k-tile
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cutecourse.modes.mode_for("sm_90a").run, reason="needs an sm_90a GPU")
+def test_matches_torch_on_the_gpu():
+    # A wrong pipeline deadlocks: run in a subprocess with a timeout.
+    proc = subprocess.run([sys.executable, "-c", _GPU_CHECK, json.dumps(GPU_CASES)],
+                          capture_output=True, text=True, timeout=600, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout.split("RESULT", 1)[1])
+    bad = [r for r in results if not r[-1] < (2e-2 if "bfloat16" in (r[3] + r[4]) else 5e-3)]
+    assert not bad, bad
