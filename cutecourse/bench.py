@@ -46,6 +46,7 @@ class Case:
     name: str
     fn: Callable[..., Any]
     arg_sets: Sequence[tuple] = ((),)
+    work: Work | None = None  # if this case moves other bytes than the rest (a copy: 2 not 3)
 
 
 @dataclass
@@ -55,7 +56,7 @@ class Row:
     us_repeats: list[float]
     gbps: float | None = None
     tflops: float | None = None
-    ratio: float | None = None  # speed relative to the baseline (>1: faster)
+    ratio: float | None = None  # throughput relative to the baseline (>1: faster)
 
     @property
     def spread(self) -> float:
@@ -194,14 +195,16 @@ def compare(title: str, cases: Sequence[Case], work: Work, baseline: str,
         reps = time_us(c, warmup, iterations, repeats)
         us = statistics.median(reps)
         row = Row(c.name, us, reps)
-        if work.bytes:
-            row.gbps = work.bytes / (us * 1e-6) / 1e9
-        if work.flops:
-            row.tflops = work.flops / (us * 1e-6) / 1e12
+        w = c.work or work
+        if w.bytes:
+            row.gbps = w.bytes / (us * 1e-6) / 1e9
+        if w.flops:
+            row.tflops = w.flops / (us * 1e-6) / 1e12
         rows.append(row)
         if progress:
             print(f"  {c.name:<28} {us:10.1f} us", flush=True)
-    base = next(r for r in rows if r.name == baseline)
+    result = BenchResult(title, work, baseline, rows, params or {}, environment())
+    base = result.speed(result.row(baseline))
     for r in rows:
-        r.ratio = base.us / r.us
-    return BenchResult(title, work, baseline, rows, params or {}, environment())
+        r.ratio = result.speed(r) / base
+    return result

@@ -11,7 +11,8 @@ Two ways in:
 * ``compile_report("cutecourse.kernels.elementwise:compile_target", arch="sm_100a", ...)``
   compiles a *course kernel* named by ``"module:function"`` in a fresh Python process. That
   function (a "compile target") takes JSON-able keyword arguments and returns
-  ``(jit_function, args)``, the arguments usually fake tensors. A fresh process is needed
+  ``(jit_function, args)`` or ``(jit_function, args, kwargs)``, the arguments usually fake
+  tensors and the keyword arguments compile-time constants. A fresh process is needed
   because the DSL reads ``CUTE_DSL_ARCH`` once, at import: one process cannot compile for two
   architectures through the public settings. It also hides the DSL's other quirks: the dump
   directory must exist, the file cache must be off for artifacts to appear, ``KEEP`` must list
@@ -45,13 +46,13 @@ ARCHS = ("sm_90a", "sm_100a")
 
 #: Named instruction patterns (regular expressions over PTX) that the notebooks ask about.
 PTX_FEATURES: dict[str, str] = {
-    "vector global loads": r"^ld\.global(\.\w+)*\.v[248]\.",
-    "scalar global loads": r"^ld\.global(?!(\.\w+)*\.v[248]\.)",
-    "vector global stores": r"^st\.global(\.\w+)*\.v[248]\.",
-    "scalar global stores": r"^st\.global(?!(\.\w+)*\.v[248]\.)",
+    "vector global loads": r"^ld\.global(\.[\w:]+)*\.v[248]\.",
+    "scalar global loads": r"^ld\.global(?!(\.[\w:]+)*\.v[248]\.)",
+    "vector global stores": r"^st\.global(\.[\w:]+)*\.v[248]\.",
+    "scalar global stores": r"^st\.global(?!(\.[\w:]+)*\.v[248]\.)",
     "wgmma": r"^wgmma\.mma_async",
     "wgmma wait_group": r"^wgmma\.wait_group",
-    "TMA loads": r"^cp\.async\.bulk\.tensor\.\w+\.shared::cluster\.global",
+    "TMA loads": r"^cp\.async\.bulk\.tensor\.\w+\.shared::(cta|cluster)\.global",
     "TMA stores": r"^cp\.async\.bulk\.tensor\.\w+\.global\.shared",
     "TMA multicast loads": r"^cp\.async\.bulk\.tensor.*multicast::cluster",
     "mbarrier waits": r"^mbarrier\.try_wait",
@@ -63,6 +64,10 @@ PTX_FEATURES: dict[str, str] = {
 }
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+#: ptxas's resource remarks (registers, spills) and every warning. With remarks{} alone the DSL
+#: hides untagged warnings, among them "software pipelining ('prefetch_stages') skipped".
+COMPILER_OPT = "remarks{ptx} warnings"
 
 
 @dataclass
@@ -270,7 +275,7 @@ def dsl_environment(arch: str, dump_dir: str, sass: bool) -> dict[str, str]:
         "CUTE_DSL_KEEP": "ptx,cubin,sass" if sass else "ptx,cubin",
         "CUTE_DSL_DUMP_DIR": dump_dir,
         "CUTE_DSL_DISABLE_FILE_CACHING": "1",
-        "CUTE_DSL_COMPILER_OPT": "remarks{ptx}",
+        "CUTE_DSL_COMPILER_OPT": COMPILER_OPT,
     }
 
 
@@ -314,23 +319,49 @@ def _report(target: str, arch: str, params: dict, compiled, log: str, seconds: f
     if art is None or art.PTX is None:
         raise CompileError(
             "the compiler produced no PTX",
-            "CUTE_DSL_KEEP must contain 'ptx' before cutlass is imported: import cutecourse first",
+            "the DSL did not keep the PTX; this release may have renamed its keep settings",
             log)
     log = _ANSI.sub("", log)
     return Report(target, arch, params, art.PTX, art.SASS, len(art.CUBIN or b""), log, seconds,
                   parse_ptxas_remarks(log))
 
 
+@contextlib.contextmanager
+def _keeping_artifacts(dump_dir: str, sass: bool):
+    """Ask this process's DSL to keep PTX/cubin/SASS for the compiles inside the block.
+
+    The public switch, ``CUTE_DSL_KEEP``, is read once at import and would apply to every compile
+    (turning off the JIT cache); these are the attributes it sets, set here for one compile and
+    then restored. tests/test_inspect.py checks that this still works on the pinned release.
+    """
+    import warnings
+
+    from cutlass.cutlass_dsl import CuTeDSL
+
+    env = CuTeDSL._get_dsl().envar
+    names = ("keep_ptx", "keep_cubin", "keep_sass", "dump_dir")
+    saved = {n: getattr(env, n) for n in names}
+    env.keep_ptx, env.keep_cubin, env.keep_sass, env.dump_dir = True, True, sass, dump_dir
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Cache is disabled")
+            yield
+    finally:
+        for n, v in saved.items():
+            setattr(env, n, v)
+
+
 def compile_here(jit_function: Callable, *args, name: str | None = None, **kwargs) -> Report:
-    """Compile ``jit_function(*args)`` in this process, for this process's architecture."""
+    """Compile ``jit_function(*args, **kwargs)`` in this process, for this process's arch."""
     import cutlass.cute as cute
 
     from . import ARCH
 
     t0 = time.perf_counter()
-    with _captured_output() as out:
+    with tempfile.TemporaryDirectory(prefix="cutecourse-here-") as dump, \
+            _keeping_artifacts(dump, _nvdisasm_available()), _captured_output() as out:
         try:
-            compiled = cute.compile(jit_function, *args, options="remarks{ptx}", **kwargs)
+            compiled = cute.compile(jit_function, *args, options=COMPILER_OPT, **kwargs)
         except Exception as exc:  # the DSL's own error text is the useful part
             raise CompileError(f"{getattr(jit_function, '__name__', 'kernel')} did not compile: "
                                f"{_first_line(exc)}",
@@ -404,8 +435,8 @@ def _worker() -> None:
         import cutlass.cute as cute
 
         factory = _resolve(spec["target"])
-        fn, args = factory(**spec["params"])
-        compiled = cute.compile(fn, *args)
+        fn, args, *rest = factory(**spec["params"])  # (fn, args) or (fn, args, kwargs)
+        compiled = cute.compile(fn, *args, **(rest[0] if rest else {}))
         art = compiled.artifacts
         res = {"ptx": art.PTX, "sass": art.SASS, "cubin_bytes": len(art.CUBIN or b"")}
     except Exception as exc:

@@ -165,28 +165,13 @@ def process_arch() -> str:
     return DEFAULT_ARCH
 
 
-def _has_nvdisasm() -> bool:
-    """Is nvdisasm (the SASS disassembler) where the DSL looks for it? Checked without cutlass."""
-    import glob
-    import shutil
-
-    wheel = any(glob.glob(os.path.join(p, "nvidia", "*", "bin", "nvdisasm")) for p in sys.path if p)
-    return wheel or shutil.which("nvdisasm") is not None
-
-
 def configure_dsl() -> str:
-    """Set the DSL's process-wide settings before ``cutlass`` is imported; return the arch.
+    """Set ``CUTE_DSL_ARCH`` for this process before ``cutlass`` is imported; return the arch.
 
-    ``CUTE_DSL_ARCH``: see the module docstring. ``CUTE_DSL_KEEP`` and ``CUTE_DSL_DUMP_DIR`` make
-    every compile keep its PTX (and SASS) in memory, so ``cutecourse.inspect.compile_here`` can
-    show it; the dump directory must already exist. Values the user set are left alone.
+    Nothing else is set globally: asking the DSL to keep PTX for every compile would turn off its
+    JIT cache and warn on each call; ``cutecourse.inspect.compile_here`` asks for it per compile.
     """
     arch = process_arch()
     if "cutlass" not in sys.modules:
-        import tempfile
-
         os.environ["CUTE_DSL_ARCH"] = arch
-        os.environ.setdefault("CUTE_DSL_KEEP", "ptx,cubin,sass" if _has_nvdisasm() else "ptx,cubin")
-        if not os.path.isdir(os.environ.get("CUTE_DSL_DUMP_DIR", "")):
-            os.environ["CUTE_DSL_DUMP_DIR"] = tempfile.mkdtemp(prefix="cutecourse-dsl-")
     return arch
