@@ -615,8 +615,11 @@ def _composition_cached(a: tuple, b: tuple) -> LayoutTable:
         return _tabulate(cute.composition(_make(*a), _make(*b)), f"{A} o {B}")
 
     return _run_op(f"cannot compose {A} with {B}",
-                   "composition A o B feeds B's offsets into A as coordinates: B's strides and "
-                   "shape must step through A's modes evenly (try a B whose size divides A's)", build)
+                   f"A o B feeds B's offsets into A as flat coordinates, so each mode of B must walk "
+                   f"A's shape {to_text(a[0])} evenly: B's strides must divide, or be multiples of, "
+                   f"the products of A's extents (here 1, "
+                   f"{', '.join(str(x) for x in itertools.accumulate(flatten(a[0]), lambda p, q: p * q))})",
+                   build)
 
 
 def composition(a: Any, b: Any) -> LayoutTable:

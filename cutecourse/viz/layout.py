@@ -82,7 +82,7 @@ def _tick_step(n: int, room_inches: float) -> int:
 
 def figure_size(rows: int, cols: int, cell: float = CELL_INCHES) -> tuple[float, float, float]:
     """(width, height, cell size) in inches for a grid, shrinking cells to fit MAX_WIDTH."""
-    cell = min(cell, (MAX_WIDTH - 1.6) / max(cols, 1))
+    cell = min(cell, (MAX_WIDTH - 1.8) / max(cols, 1))
     width = max(cols * cell + 1.8, 4.0)
     height = max(rows * cell + 1.9, 2.6)
     return width, height, cell
@@ -149,7 +149,8 @@ def draw_layout(
             for c in range(cols):
                 value = grid[r, c] if labels == "offset" else index_grid[r, c]
                 colour = "#999999" if keep is not None and not keep[r, c] else _text_colour(rgba[r, c])
-                ax.text(c, r, str(value), ha="center", va="center", fontsize=fontsize, color=colour)
+                ax.text(c, r, str(value), ha="center", va="center", fontsize=fontsize, color=colour,
+                        in_layout=False)  # inside the axes anyway: keeps tight_layout fast
 
     # Thin lines between all cells, then the nesting outlines on top, thicker for outer levels.
     for x in range(1, cols):
@@ -157,14 +158,13 @@ def draw_layout(
     for y in range(1, rows):
         ax.axhline(y - 0.5, color="white", lw=0.6)
     for p, level in boundaries(col_shape):
-        ax.axvline(p - 0.5, color="black", lw=0.8 + 0.9 * level)
+        ax.axvline(p - 0.5, color="black", lw=0.4 + 1.3 * level)
     for p, level in boundaries(row_shape):
-        ax.axhline(p - 0.5, color="black", lw=0.8 + 0.9 * level)
+        ax.axhline(p - 0.5, color="black", lw=0.4 + 1.3 * level)
     ax.add_patch(Rectangle((-0.5, -0.5), cols, rows, fill=False, lw=2.6, color="black"))
 
     if selected is not None:
-        r, c = selected % rows, selected // rows
-        ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, lw=3, color="#e8112d"))
+        frame_cell(ax, selected % rows, selected // rows)
 
     if arrows:
         _draw_offset_path(ax, t, rows)
@@ -201,6 +201,12 @@ def draw_layout(
     fig.tight_layout()
     plt.close(fig)  # shown once, by the notebook displaying the returned figure
     return fig
+
+
+def frame_cell(ax: plt.Axes, row: int, col: int) -> Rectangle:
+    """Frame one grid cell in red (the selected cell); move it later with ``set_xy``."""
+    return ax.add_patch(Rectangle((col - 0.5, row - 0.5), 1, 1, fill=False, lw=3, color="#e8112d",
+                                  gid="selected-cell"))
 
 
 def _draw_offset_path(ax: plt.Axes, t: LayoutTable, rows: int, max_steps: int = 64) -> None:
@@ -250,5 +256,6 @@ def draw_layouts(items: Sequence[Any], *, titles: Sequence[str] | None = None, *
 def to_png(fig: plt.Figure, dpi: int = 100) -> bytes:
     """The figure as PNG bytes (for an ipywidgets.Image, or to save)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    # The figures are laid out already (tight_layout); bbox_inches="tight" would draw them twice.
+    fig.savefig(buf, format="png", dpi=dpi)
     return buf.getvalue()
