@@ -280,11 +280,12 @@ class PipelineModel:
     """``PipelineTmaAsync`` plus the TMA and WGMMA engines, on a simulated clock.
 
     ``tx_bytes``: bytes one stage receives (A tile + B tile), the full barrier's transaction
-    count. ``consumer_arrivals``: arrivals the empty barrier expects per release (one per
-    consumer warp: a 128-thread warpgroup has 4 warps).
+    count: 49152 for the course kernel's 128x256x64 fp16 tile ((128 + 256) * 64 * 2).
+    ``consumer_arrivals``: arrivals the empty barrier expects per release, one per consumer
+    warp: the course kernel's two warpgroups are 8 warps.
     """
 
-    def __init__(self, stages: int, tx_bytes: int = 32768, consumer_arrivals: int = 4,
+    def __init__(self, stages: int, tx_bytes: int = 49152, consumer_arrivals: int = 8,
                  costs: Costs = Costs()):
         _check_positive("stages", stages)
         _check_positive("tx_bytes", tx_bytes)
@@ -628,7 +629,7 @@ def from_order(order: list[str]) -> Callable[[PipelineModel, int, int], Iterator
 
 
 def simulate(variant: str | Callable = "prefetch", stages: int = 4, k_tiles: int = 8,
-             prefetch: int | None = None, tx_bytes: int = 32768, consumer_arrivals: int = 4,
+             prefetch: int | None = None, tx_bytes: int = 49152, consumer_arrivals: int = 8,
              costs: Costs = Costs()) -> Trace:
     """Run one mainloop on the model; the returned :class:`Trace` holds every event.
 
