@@ -54,3 +54,10 @@ def test_picture_includes_deadlock_panel():
     fig = vp.picture("prefetch", 3, 8, prefetch=3)
     titles = [ax.get_title() for ax in fig.axes]
     assert any("DEADLOCK" in t for t in titles)
+
+
+def test_dataflow_shows_the_stage_sizes():
+    ax = vp.draw_dataflow((128, 256, 64), stages=4)
+    text = " ".join(t.get_text() for t in ax.texts)
+    assert "16 KiB" in text and "32 KiB" in text and "48 KiB" in text  # A, B, one stage
+    assert "128 per thread" in text  # 128*256 fp32 accumulators over 256 threads

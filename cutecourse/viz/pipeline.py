@@ -197,3 +197,47 @@ class PipelineWidget:
             w.HBox([self.variant, self.stages]), w.HBox([self.k_tiles, self.prefetch]),
             w.HBox([self.prev_button, self.step, self.next_button]),
             self.out, self.status, w.HTML(f"<small>{legend_text()}</small>")])
+
+
+def draw_dataflow(tile=(128, 256, 64), stages: int = 4, dtype_bytes: int = 2, warpgroups: int = 2,
+                  ax=None):
+    """The Hopper GEMM's data path, one box per level, with the sizes that matter at each.
+
+    gmem --TMA--> smem ring --WGMMA (operands straight from smem)--> fp32 accumulators in
+    registers --epilogue: convert, stmatrix--> smem --TMA store--> gmem.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+    m, n, k = tile
+    a_kib, b_kib = m * k * dtype_bytes / 1024, n * k * dtype_bytes / 1024
+    threads = 128 * warpgroups
+    boxes = [
+        ("global memory", f"A: M x K\nB: N x K\n(K-major)", "#eeeeee"),
+        ("smem ring", f"{stages} stages x\n(A {m}x{k}: {a_kib:g} KiB\n+ B {n}x{k}: {b_kib:g} KiB)",
+         "#fff3c4"),
+        ("tensor cores", f"WGMMA, {warpgroups} warpgroups\neach {m // warpgroups}x{n}x16\nper instruction",
+         "#c8e6c9"),
+        ("registers", f"fp32 accumulators\n{m}x{n} tile:\n{m * n // threads} per thread", "#bbdefb"),
+        ("epilogue", "convert to out dtype\nstmatrix -> smem\nTMA store -> C", "#e1bee7"),
+    ]
+    arrows = [f"TMA load\n+ mbarrier\n({(a_kib + b_kib):g} KiB tx)", "smem\ndescriptors",
+              "async,\nwait_group", "after the\nlast k-tile"]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(11, 2.6))
+    ax.set_xlim(0, len(boxes) * 2.5 - 0.45)
+    ax.set_ylim(0, 2.2)
+    ax.axis("off")
+    for i, (head, body, color) in enumerate(boxes):
+        x = i * 2.5 + 0.1
+        ax.add_patch(FancyBboxPatch((x, 0.3), 1.8, 1.5, boxstyle="round,pad=0.03", facecolor=color,
+                                    edgecolor="black"))
+        ax.text(x + 0.9, 1.65, head, ha="center", va="center", fontsize=9, weight="bold")
+        ax.text(x + 0.9, 0.95, body, ha="center", va="center", fontsize=7.5)
+        if i < len(arrows):
+            ax.add_patch(FancyArrowPatch((x + 1.85, 1.05), (x + 2.55, 1.05), arrowstyle="-|>",
+                                         mutation_scale=14, color="black"))
+            ax.text(x + 2.2, 1.2, arrows[i], ha="center", va="bottom", fontsize=6.5)
+    ax.set_title(f"One CTA's {m}x{n} tile of C: k-tiles of {k} stream through a {stages}-stage "
+                 "ring into the tensor cores", fontsize=10)
+    return ax
