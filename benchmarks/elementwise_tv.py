@@ -32,16 +32,18 @@ from cutecourse.kernels.elementwise_tv import TVShape
 
 def candidates(itemsize: int) -> list[TVShape]:
     """The configurations the sweep tries: 128..512 threads x 1..8 rows of one 16-byte vector,
-    plus the lessons: the seed's block order, values that are not interleaved across threads
-    (one thread owning 2 or 4 vectors side by side), and loads that bypass L1."""
+    plus the lessons: narrower vectors (8 and 4 bytes), values that are not interleaved across
+    threads (one thread owning 2 or 4 vectors side by side), the seed's block order, and cache
+    hints on the loads."""
     vec = 16 // itemsize  # elements in one 128-bit vector
     out = [TVShape(thr, (rows, vec))
            for thr in [(1, 128), (4, 32), (1, 256), (2, 128), (8, 32), (1, 512), (4, 128)]
            for rows in (1, 2, 4, 8)]
-    out += [TVShape((4, 32), (1, 2 * vec)), TVShape((4, 32), (1, 4 * vec)),  # wide, not interleaved
+    out += [TVShape((1, 256), (1, vec // 2)), TVShape((1, 256), (1, vec // 4)),  # 64, 32 bits
+            TVShape((4, 32), (1, 2 * vec)), TVShape((4, 32), (1, 4 * vec)),  # not interleaved
             tv.SEED, TVShape((1, 256), (1, vec), "m"), TVShape((8, 32), (4, vec), "m")]
-    out += [TVShape(thr, (rows, vec), "n", True) for thr, rows in [((4, 32), 4), ((1, 256), 2),
-                                                                   ((8, 32), 2), ((2, 128), 4)]]
+    out += [TVShape(thr, (1, vec), "n", hint) for thr in [(1, 128), (4, 128), (1, 256)]
+            for hint in tv.LOAD_HINTS if hint]
     return out
 
 
@@ -143,7 +145,7 @@ def run(m: int, n: int, dtype_name: str, out_dir: Path, confirm_only: bool, swee
 
 
 def _describe(s: TVShape) -> dict:
-    return {"thr": list(s.thr), "val": list(s.val), "raster": s.raster, "streaming": s.streaming,
+    return {"thr": list(s.thr), "val": list(s.val), "raster": s.raster, "hint": s.hint,
             "tile": list(s.tile), "threads": s.threads}
 
 

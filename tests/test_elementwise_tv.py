@@ -118,9 +118,22 @@ def test_compile_target_uses_128_bit_loads_and_stores():
     assert r.spill_bytes == 0
 
 
-def test_streaming_loads_bypass_l1_and_fp32_uses_four_per_vector():
-    r = inspect.compile_report(TARGET, thr=[1, 256], val=[2, 8], streaming=True, m=512, n=2048)
-    assert r.count(r"^ld\.global\.L1::no_allocate\.v4") == 4
+@pytest.mark.parametrize("hint,qualifier", [("L1::no_allocate", r"\.L1::no_allocate"), ("nc", r"\.nc"),
+                                            ("cs", r"\.cs"), ("L2::256B", r"\.L2::256B")])
+def test_load_hints_reach_the_ptx(hint, qualifier):
+    r = inspect.compile_report(TARGET, thr=[1, 256], val=[2, 8], hint=hint, m=512, n=2048)
+    assert r.count(r"^ld\.global" + qualifier + r"\.v4\.b32") == 4  # 2 vectors each of A and B
+    assert r.count("scalar global loads") == 0
+
+
+def test_bad_hints():
+    with pytest.raises(ValueError, match="hint must be one of"):
+        tv.make_shape(hint="L3")
+    with pytest.raises(ShapeError, match="whole 16-byte vectors"):
+        tv.make_shape(val=(2, 4), hint="nc")  # 4 fp16 = 8 bytes
+
+
+def test_fp32_uses_four_elements_per_vector():
     r32 = inspect.compile_report(TARGET, thr=[4, 32], val=[1, 4], dtype="float32", m=512, n=512)
     assert r32.count(r"^ld\.global\.v4\.b32") == 2 and r32.count(r"^add\.f32") == 4
 
@@ -137,13 +150,14 @@ def test_compile_target_rejects_a_tile_that_does_not_divide():
 @gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("shape", [TVShape(), TVShape((1, 256), (2, 8)), TVShape((4, 32), (4, 8), "m"),
-                                   TVShape((2, 64), (1, 16)), TVShape((8, 32), (2, 8), "n", True)])
+                                   TVShape((2, 64), (1, 16)), TVShape((8, 32), (2, 8), "n", "cs"),
+                                   TVShape((1, 128), (1, 8), "n", "nc")])
 def test_add_matches_torch(dtype, shape):
     torch.manual_seed(1)
     m, n = 2 * shape.tile[0] * 3, shape.tile[1] * 5
     a = torch.randn(m, n, device="cuda", dtype=dtype)
     b = torch.randn(m, n, device="cuda", dtype=dtype)
-    c = tv.add(a, b, thr=shape.thr, val=shape.val, raster=shape.raster, streaming=shape.streaming)
+    c = tv.add(a, b, thr=shape.thr, val=shape.val, raster=shape.raster, hint=shape.hint)
     torch.testing.assert_close(c, a + b)
 
 

@@ -54,7 +54,7 @@ class TVShape:
     thr: tuple[int, int] = (4, 32)  # threads of one block arranged as (rows, columns)
     val: tuple[int, int] = (4, 8)  # values of one thread arranged as (rows, columns)
     raster: str = "n"  # "n": neighbouring blocks along N (2-D grid); "m": the seed's 1-D order
-    streaming: bool = False  # loads bypass L1 (ld.global.L1::no_allocate): each byte is read once
+    hint: str = ""  # a cache hint on the loads, a key of LOAD_HINTS ("" = plain loads)
 
     @property
     def threads(self) -> int:
@@ -73,14 +73,35 @@ class TVShape:
     def name(self) -> str:
         t, v = self.thr, self.val
         return (f"thr({t[0]},{t[1]}) val({v[0]},{v[1]})" + ("" if self.raster == "n" else " m-order")
-                + (" stream" if self.streaming else ""))
+                + (f" {self.hint}" if self.hint else ""))
 
 
 #: The seed's configuration (its blog post measured 2961 GB/s on an H100 with it).
 SEED = TVShape((4, 32), (4, 8), "m")
 #: The configuration the sweep in benchmarks/elementwise_tv.py chose for fp16 32768 x 32768 on
 #: an H100 (benchmarks/results/elementwise_tv_sweep_fp16_32768.json holds the evidence).
-TUNED = TVShape((4, 32), (4, 8), "n")
+TUNED = TVShape((1, 256), (1, 4), "n")
+
+
+#: Cache hints a load can carry (PTX qualifier -> the copy atom's attribute). Each byte of A and
+#: B is read exactly once, so caching it is useless; whether saying so helps is measured by the
+#: sweep, not assumed.
+LOAD_HINTS = {
+    "": None,  # plain ld.global
+    "nc": ("invariant", True),  # ld.global.nc: the read-only (texture) path
+    "cs": ("load_cache_mode", "STREAMING"),  # ld.global.cs: evict-first in L1 and L2
+    "L1::no_allocate": ("l1c_evict_priority", "NO_ALLOCATE"),  # do not keep it in L1
+    "L2::256B": ("l2_prefetch_size", "SIZE_256B"),  # L2 fetches the whole 256-byte block
+}
+
+
+def _hint_attributes(hint: str) -> dict:
+    """The copy-atom keyword for a LOAD_HINTS entry (evaluated while the kernel is traced)."""
+    name, value = LOAD_HINTS[hint]
+    enum = {"load_cache_mode": cute.nvgpu.LoadCacheMode,
+            "l1c_evict_priority": cute.nvgpu.CacheEvictionPriority,
+            "l2_prefetch_size": cute.nvgpu.L2PrefetchSize}.get(name)
+    return {name: getattr(enum, value) if enum else value}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -88,7 +109,7 @@ TUNED = TVShape((4, 32), (4, 8), "n")
 # ----------------------------------------------------------------------------------------------
 @cute.kernel
 def tv_add_kernel(gA: cute.Tensor, gB: cute.Tensor, gC: cute.Tensor, tv_layout: cute.Layout,
-                  raster: cutlass.Constexpr, streaming: cutlass.Constexpr):
+                  raster: cutlass.Constexpr, hint: cutlass.Constexpr):
     tidx, _, _ = cute.arch.thread_idx()
     bidx, bidy, _ = cute.arch.block_idx()
 
@@ -115,13 +136,15 @@ def tv_add_kernel(gA: cute.Tensor, gB: cute.Tensor, gC: cute.Tensor, tv_layout: 
 
     # Both loads are issued before the add needs them, so all of this thread's vectors are in
     # flight at once; the store is vectorized the same way.
-    if cutlass.const_expr(streaming):
-        # Same loads, with a cache hint: every byte is used once, so keeping it in L1 only
-        # evicts something else. autovec_copy picks the widest vector, as .load() does.
-        rA = cute.make_rmem_tensor_like(thrA)
+    if cutlass.const_expr(hint != ""):
+        # The same 128-bit loads through an explicit copy atom that carries a cache hint
+        # (see LOAD_HINTS): every byte here is read once, and the hints say so to the caches.
+        atom = cute.make_copy_atom(cute.nvgpu.CopyG2ROp(), gA.element_type,
+                                   num_bits_per_copy=VECTOR_BYTES * 8, **_hint_attributes(hint))
+        rA = cute.make_rmem_tensor_like(thrA)  # registers shaped like this thread's values
         rB = cute.make_rmem_tensor_like(thrB)
-        cute.autovec_copy(thrA, rA, l1c_evict_priority=cute.nvgpu.CacheEvictionPriority.NO_ALLOCATE)
-        cute.autovec_copy(thrB, rB, l1c_evict_priority=cute.nvgpu.CacheEvictionPriority.NO_ALLOCATE)
+        cute.copy(atom, thrA, rA)
+        cute.copy(atom, thrB, rB)
         thrC.store(rA.load() + rB.load())
     else:
         a = thrA.load()
@@ -132,7 +155,7 @@ def tv_add_kernel(gA: cute.Tensor, gB: cute.Tensor, gC: cute.Tensor, tv_layout: 
 @cute.jit
 def tv_add(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor,
            thr: cutlass.Constexpr = (4, 32), val: cutlass.Constexpr = (4, 8),
-           raster: cutlass.Constexpr = "n", streaming: cutlass.Constexpr = False):
+           raster: cutlass.Constexpr = "n", hint: cutlass.Constexpr = ""):
     # Row-major thread and value layouts: the last mode has stride 1, like the tensors, so
     # thread t+1 and value v+1 sit one step further along N.
     thr_layout = cute.make_ordered_layout(thr, order=(1, 0))
@@ -145,7 +168,7 @@ def tv_add(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor,
 
     rest_m, rest_n = gC.shape[1]
     grid = [rest_n, rest_m, 1] if cutlass.const_expr(raster == "n") else [cute.size(gC, mode=[1]), 1, 1]
-    tv_add_kernel(gA, gB, gC, tv_layout, raster, streaming).launch(
+    tv_add_kernel(gA, gB, gC, tv_layout, raster, hint).launch(
         grid=grid, block=[cute.size(tv_layout, mode=[0]), 1, 1])
 
 
@@ -173,10 +196,16 @@ def _pair(name: str, value) -> tuple[int, int]:
     return pair
 
 
-def make_shape(thr=(4, 32), val=(4, 8), raster: str = "n", streaming: bool = False,
+def make_shape(thr=(4, 32), val=(4, 8), raster: str = "n", hint: str = "",
                itemsize: int = 2) -> TVShape:
-    """A checked TVShape: a block of whole warps within CUDA's limit, a known raster."""
-    shape = TVShape(_pair("thr", thr), _pair("val", val), raster, bool(streaming))
+    """A checked TVShape: a block of whole warps within CUDA's limit, a known raster and hint."""
+    shape = TVShape(_pair("thr", thr), _pair("val", val), raster, hint)
+    if hint not in LOAD_HINTS:
+        raise ValueError(f"hint must be one of {sorted(LOAD_HINTS)}, not {hint!r}")
+    if hint and (shape.val[1] * itemsize) % VECTOR_BYTES:
+        raise ShapeError(f"val = {shape.val} puts {shape.val[1] * itemsize} contiguous bytes in a "
+                         f"row; a hinted load moves whole {VECTOR_BYTES}-byte vectors",
+                         f"use a multiple of {VECTOR_BYTES // itemsize} columns, or hint=''")
     if raster not in ("n", "m"):
         raise ValueError(f"raster must be 'n' or 'm', not {raster!r}")
     if shape.threads > MAX_THREADS or shape.threads % 32:
@@ -215,7 +244,7 @@ def check_tile(mn: tuple[int, int], shape: TVShape) -> None:
 
 
 def _constexprs(shape: TVShape) -> dict:
-    return {"thr": shape.thr, "val": shape.val, "raster": shape.raster, "streaming": shape.streaming}
+    return {"thr": shape.thr, "val": shape.val, "raster": shape.raster, "hint": shape.hint}
 
 
 _compiled: dict = {}
@@ -235,12 +264,12 @@ def compiled_kernel(a, b, c, shape: TVShape):
     return _compiled[key], args
 
 
-def add(a, b, out=None, thr=(4, 32), val=(4, 8), raster: str = "n", streaming: bool = False):
+def add(a, b, out=None, thr=(4, 32), val=(4, 8), raster: str = "n", hint: str = ""):
     """C = A + B on the GPU with the TV-layout kernel; checks its operands first."""
     import torch
 
     modes.require_gpu("any")
-    shape = make_shape(thr, val, raster, streaming, a.element_size())
+    shape = make_shape(thr, val, raster, hint, a.element_size())
     if out is None:
         out = torch.empty_like(a)
     check_operands(a, b, out, shape)
@@ -252,7 +281,7 @@ def add(a, b, out=None, thr=(4, 32), val=(4, 8), raster: str = "n", streaming: b
 # ----------------------------------------------------------------------------------------------
 # Compile targets for cutecourse.inspect (no GPU needed)
 # ----------------------------------------------------------------------------------------------
-def compile_target(thr=(4, 32), val=(4, 8), raster: str = "n", streaming: bool = False,
+def compile_target(thr=(4, 32), val=(4, 8), raster: str = "n", hint: str = "",
                    dtype: str = "float16", m: int = 4096, n: int = 4096):
     """``(jit_function, args, kwargs)`` for ``cute.compile``: fake row-major (m, n) tensors."""
     from cutlass.cute.runtime import make_fake_compact_tensor
@@ -260,7 +289,7 @@ def compile_target(thr=(4, 32), val=(4, 8), raster: str = "n", streaming: bool =
     if dtype not in _NAMES:
         raise ValueError(f"dtype must be one of {sorted(_NAMES)}, not {dtype!r}")
     cdtype = getattr(cutlass, _NAMES[dtype])
-    shape = make_shape(thr, val, raster, streaming, cdtype.width // 8)
+    shape = make_shape(thr, val, raster, hint, cdtype.width // 8)
     check_tile((m, n), shape)
     fake = make_fake_compact_tensor(cdtype, (m, n), stride_order=(1, 0), assumed_align=VECTOR_BYTES)
     return tv_add, (fake, fake, fake), _constexprs(shape)
