@@ -19,13 +19,12 @@ import cutecourse  # noqa: E402  (sets the DSL's arch before cutlass is imported
 from cutecourse import bench  # noqa: E402
 from cutecourse.kernels import elementwise as ew  # noqa: E402
 
-#: (name, variant, elems per thread or None for one 128-bit vector, threads per block)
+#: (name, variant, bytes per thread or None for the kernel's default, threads per block)
 CONFIGS = [
     ("naive", "naive", None, 256),
-    ("vectorized", "vectorized", None, 256),
-    ("vectorized 2x128b", "vectorized", 2, 256),
-    ("vectorized 512 thr", "vectorized", None, 512),
-    ("vectorized 2x128b 128 thr", "vectorized", 2, 128),
+    ("vectorized 16B x 256", "vectorized", 16, 256),
+    ("vectorized 8B x 512 (tuned)", "vectorized", ew.TUNED["vector_bytes"], ew.TUNED["threads"]),
+    ("vectorized 16B x 512", "vectorized", 16, 512),
 ]
 
 
@@ -44,12 +43,11 @@ def main() -> int:
     n = args.size
     a, b = (torch.randn(n, n, device="cuda", dtype=dtype) for _ in range(2))
     c = torch.empty_like(a)
-    vec = ew.vector_elems(a.element_size())
 
     cases = [bench.Case("torch.add", lambda: torch.add(a, b, out=c)),
              bench.Case("device copy", lambda: c.copy_(a), work=bench.Work(bytes=2 * a.numel() * a.element_size()))]
-    for name, variant, mult, threads in CONFIGS:
-        elems = None if mult is None else mult * vec
+    for name, variant, nbytes, threads in CONFIGS:
+        elems = None if nbytes is None else nbytes // a.element_size()
         c.fill_(float("nan"))
         fn, cargs = ew.compiled_kernel(a, b, c, variant, elems, threads)
         fn(*cargs)

@@ -27,6 +27,13 @@ def test_two_vectors_per_thread_doubles_the_loads():
     assert r.count("vector global loads") == 4
 
 
+def test_tuned_configuration_issues_64_bit_loads():
+    elems = ew.TUNED["vector_bytes"] // 2
+    r = inspect.compile_report(TARGET, variant="vectorized", m=512, n=512, elems=elems,
+                               threads=ew.TUNED["threads"])
+    assert r.count(r"^ld\.global(\.\w+)*\.v2\.b32") == 2  # 2 x 32 bits = 64 bits per load
+
+
 def test_compiles_for_blackwell_too():
     r = inspect.compile_report(TARGET, arch="sm_100a", variant="vectorized", m=256, n=256)
     assert ".target sm_100a" in r.ptx and r.count("vector global loads") == 2
@@ -80,8 +87,8 @@ def test_rejects_misaligned_view():
 def test_rejects_bad_parameters():
     with pytest.raises(errors.ShapeError, match="whole number of warps"):
         ew.compile_target(threads=100)
-    with pytest.raises(errors.ShapeError, match="128-bit|16-byte"):
-        ew.compile_target(elems=4)  # 4 fp16 = 8 bytes: half a vector
+    with pytest.raises(errors.ShapeError, match="not a 4-, 8-, 16-"):
+        ew.compile_target(elems=6)  # 6 fp16 = 12 bytes: no vector width
     with pytest.raises(ValueError, match="variant"):
         ew.compile_target(variant="fast")
 
