@@ -88,7 +88,7 @@ def picture(variant: str = "prefetch", stages: int = 4, k_tiles: int = 8, prefet
     if not steps:
         raise pm.CourseError("no events to draw", "pass steps=[...] or other ops=(...)")
     rows = (len(steps) + columns - 1) // columns
-    fig, axes = plt.subplots(rows, columns, figsize=(columns * max(4.6, 1.25 * stages + 1.4), 3.0 * rows),
+    fig, axes = plt.subplots(rows, columns, figsize=(columns * max(4.2, 1.1 * stages + 1.2), 2.7 * rows),
                              squeeze=False)
     for ax, i in zip(axes.flat, steps):
         e = trace.events[i]
