@@ -1,0 +1,338 @@
+"""Thread-value (TV) layouts: who owns which element of a tile, and what a warp reads.
+
+``cute.make_layout_tv(thr_layout, val_layout)`` returns a tile shape (the *tiler*) and a TV
+layout, a map (thread, value) -> element of the tile. This module evaluates it with CuTe
+(``cutecourse.layouts.make_layout_tv``) and draws it three ways:
+
+* :func:`draw_tv`: the tile, each element coloured by the thread that owns it and labelled
+  ``T<thread> V<value>`` as CuTe's own TV printouts are (large tiles: a window of it);
+* :func:`draw_tv_overview`: the whole tile coloured by warp, so the block's split is visible;
+* :func:`draw_warp_access`: for a tensor in memory, what one warp touches with each of its
+  load instructions (which elements, how many bytes, how many 32-byte sectors), the picture
+  behind "consecutive threads on consecutive addresses" and "128-bit loads".
+
+The numbers behind the last picture come from :func:`address_map`: the tile of a tensor
+(``zipped_divide(tensor, tiler)`` sliced at one block) composed with the TV layout, a map
+(thread, value) -> address, which is exactly what a kernel does with ``cute.composition(blk,
+tv_layout)`` before slicing ``(tidx, None)``; and :func:`warp_accesses` groups it into
+instructions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib import colors as mcolors
+from matplotlib.patches import Rectangle
+
+from .. import layouts
+from ..errors import LayoutError
+from ..layouts import LayoutTable, TVTable, size, to_text
+from .layout import MAX_WIDTH, draw_layout
+
+#: Threads per warp: the unit that issues one memory instruction for 32 threads at once.
+WARP = 32
+#: The widest load one thread can issue: 128 bits (ld.global.v4.b32, 8 fp16 values).
+MAX_VECTOR_BYTES = 16
+#: Memory moves in 32-byte sectors; a fully used one is 32 useful bytes.
+SECTOR_BYTES = 32
+
+#: Eight light colours, thread t gets THREAD_COLOURS[t % 8] (CuTe's printouts cycle 8 as well):
+#: neighbouring threads always differ, and the T/V labels stay readable on all of them.
+THREAD_COLOURS = ["#a6cee3", "#b2df8a", "#fb9a99", "#fdbf6f", "#cab2d6", "#ffff99", "#8dd3c7",
+                  "#d9d9d9"]
+
+
+def tv_layout(thr_layout: Any, val_layout: Any) -> TVTable:
+    """``layouts.make_layout_tv`` (a TVTable passes through)."""
+    if isinstance(thr_layout, TVTable):
+        return thr_layout
+    return layouts.make_layout_tv(thr_layout, val_layout)
+
+
+def _tile_2d(a: np.ndarray) -> np.ndarray:
+    return a if a.ndim == 2 else a.reshape(1, -1)
+
+
+def draw_tv(thr_layout: Any, val_layout: Any = None, *, rows: int | None = None,
+            cols: int | None = None, max_cells: int = 512, title: str | None = None) -> plt.Figure:
+    """The tile coloured by thread, each element labelled ``T<thread>`` / ``V<value>``.
+
+    A tile with more than ``max_cells`` elements is shown as its top-left window of ``rows`` x
+    ``cols`` elements (chosen to hold whole threads where possible); the title says so.
+    """
+    tv = tv_layout(thr_layout, val_layout)
+    owner, value = _tile_2d(tv.owner), _tile_2d(tv.value)
+    M, N = owner.shape
+    if rows is None or cols is None:
+        r, c = M, N
+        while r * c > max_cells:
+            if c >= r and c > 1:
+                c = max(1, c // 2)
+            else:
+                r = max(1, r // 2)
+        rows, cols = rows or r, cols or c
+    rows, cols = min(rows, M), min(cols, N)
+    o, v = owner[:rows, :cols], value[:rows, :cols]
+
+    cell = min(0.55, (MAX_WIDTH - 1.4) / cols)
+    fig, ax = plt.subplots(figsize=(max(cols * cell + 1.4, 4.5), rows * cell * 0.9 + 1.8))
+    rgba = np.array([mcolors.to_rgba(THREAD_COLOURS[t % len(THREAD_COLOURS)]) for t in o.ravel()])
+    ax.imshow(rgba.reshape(rows, cols, 4), interpolation="nearest", aspect=0.9)
+    fs = max(4.5, min(8.0, cell * 72 * 0.26))
+    if cell >= 0.3:
+        for r in range(rows):
+            for c in range(cols):
+                ax.text(c, r, f"T{o[r, c]}\nV{v[r, c]}", ha="center", va="center", fontsize=fs,
+                        linespacing=0.95, in_layout=False)
+    # Outline each thread's elements: a line wherever the owner changes between neighbours.
+    for r in range(rows):
+        for c in range(cols):
+            if c + 1 < cols and o[r, c] != o[r, c + 1]:
+                ax.plot([c + 0.5, c + 0.5], [r - 0.5, r + 0.5], color="black", lw=1.2)
+            if r + 1 < rows and o[r, c] != o[r + 1, c]:
+                ax.plot([c - 0.5, c + 0.5], [r + 0.5, r + 0.5], color="black", lw=1.2)
+    ax.add_patch(Rectangle((-0.5, -0.5), cols, rows, fill=False, lw=2, color="black"))
+    ax.xaxis.tick_top()
+    ax.xaxis.set_label_position("top")
+    step = max(1, int(np.ceil(cols * 0.3 / (cols * cell))))
+    ax.set_xticks(range(0, cols, step))
+    ax.set_yticks(range(rows))
+    ax.tick_params(length=0, labelsize=7)
+    ax.set_xlabel("n (tile column)", fontsize=9)
+    ax.set_ylabel("m (tile row)", fontsize=9)
+    for s in ax.spines.values():
+        s.set_visible(False)
+    window = "" if (rows, cols) == (M, N) else f"; showing rows 0..{rows - 1}, columns 0..{cols - 1}"
+    ax.set_title(title or (f"make_layout_tv({tv.thr.layout}, {tv.val.layout})\n"
+                           f"tile {to_text(tv.tiler)}, TV layout {tv.tv.layout}{window}"), fontsize=10)
+    ax.text(0, -0.02, "colour = thread (8 colours, cycling), T = thread, V = that thread's value index",
+            transform=ax.transAxes, ha="left", va="top", fontsize=8, color="#444444")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def draw_tv_overview(thr_layout: Any, val_layout: Any = None, title: str | None = None) -> plt.Figure:
+    """The whole tile coloured by warp (thread // 32): which part of the tile each warp covers."""
+    tv = tv_layout(thr_layout, val_layout)
+    warp = _tile_2d(tv.owner) // WARP
+    M, N = warp.shape
+    nwarps = int(warp.max()) + 1
+    width = MAX_WIDTH if N > 64 else max(4.5, N * 0.2 + 1.5)
+    fig, ax = plt.subplots(figsize=(width, min(6.0, max(2.2, width * M / N + 1.4))))
+    cmap = plt.get_cmap("tab10" if nwarps <= 10 else "tab20", max(nwarps, 2))
+    ax.imshow(warp, cmap=cmap, vmin=-0.5, vmax=max(nwarps, 2) - 0.5, interpolation="nearest",
+              aspect="auto")
+    for k in range(min(nwarps, 20)):
+        rs, cs = np.nonzero(warp == k)
+        ax.text(cs.mean(), rs.mean(), f"warp {k}", ha="center", va="center", fontsize=9,
+                color="white", fontweight="bold")
+    ax.set_xlabel("n (tile column)", fontsize=9)
+    ax.set_ylabel("m (tile row)", fontsize=9)
+    ax.set_title(title or f"tile {to_text(tv.tiler)}: {tv.threads} threads = {nwarps} warps, "
+                 f"{tv.values} values each", fontsize=10)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# (thread, value) -> address, and what a warp's instructions touch.
+# --------------------------------------------------------------------------------------------
+
+
+def address_map(thr_layout: Any, val_layout: Any = None, *, tensor: Any, block: int = 0) -> LayoutTable:
+    """(thread, value) -> element offset in ``tensor`` for one block's tile, computed by CuTe.
+
+    ``tensor``: the tensor's layout (``"(64,512):(512,1)"``, row-major 64x512), divisible by
+    the tile. The kernel's steps, all by CuTe: ``zipped_divide(tensor, tiler)`` -> tiles,
+    slice ``((None, None), block)`` -> that block's tile (M, N) -> offset, then
+    ``composition(tile, tv_layout)`` -> (thread, value) -> offset. The result's ``base`` is the
+    tile's first element (CuTe's slice drops it; a tensor slice adds it to the pointer).
+    """
+    tv = tv_layout(thr_layout, val_layout)
+    shape, stride = layouts._layout_args(tensor)
+    modes = shape if isinstance(shape, tuple) else (shape,)
+    if len(modes) != len(tv.tiler):
+        raise LayoutError(f"the tensor {to_text(shape)}:{to_text(stride)} has rank {len(modes)} but "
+                          f"the tile {to_text(tv.tiler)} has rank {len(tv.tiler)}",
+                          "give the tensor one mode per tile mode, e.g. (M,N):(N,1)")
+    for k, (n, t) in enumerate(zip(modes, tv.tiler)):
+        if size(n) % t:
+            raise LayoutError(f"the tile {to_text(tv.tiler)} does not divide the tensor {to_text(shape)} "
+                              f"(mode {k}: {size(n)} is not a multiple of {t})",
+                              f"make mode {k} of the tensor a multiple of {t}")
+    blocks = size(shape) // size(tv.tiler)
+    if not 0 <= block < blocks:
+        raise LayoutError(f"block {block} does not exist: the tensor has {blocks} tiles",
+                          f"use 0..{blocks - 1}")
+    T = f"{to_text(shape)}:{to_text(stride)}"
+
+    def build():
+        import cutlass.cute as cute
+
+        tiles = cute.zipped_divide(cute.make_layout(shape, stride=stride), tv.tiler)
+        tile = cute.slice_(tiles, ((None,) * len(tv.tiler), block))
+        base = tiles((layouts.idx2crd(0, tiles.shape[0]), layouts.idx2crd(block, tiles.shape[1])))
+        tv_cute = cute.make_layout(tv.tv.shape, stride=tv.tv.stride)
+        return layouts._tabulate(cute.composition(tile, tv_cute),
+                                 f"composition(tile {block} of {T}, TV layout)", base=base)
+
+    return layouts._run_op(f"cannot map the TV layout onto {T}", "check the tensor's layout", build)
+
+
+@dataclass(frozen=True)
+class Access:
+    """One memory instruction of one warp: each thread loads ``vector`` consecutive values."""
+
+    index: int  # instruction number within the thread's values
+    values: tuple[int, ...]  # the value indices this instruction loads, per thread
+    vector_bits: int  # bits per thread per instruction
+    addresses: np.ndarray  # [thread in warp, value in vector] -> element offset
+    bytes_requested: int
+    sectors: int  # distinct 32-byte sectors touched
+    lines: int  # distinct 128-byte lines touched
+
+    @property
+    def efficiency(self) -> float:
+        """Useful bytes / bytes moved: 1.0 when every fetched sector is fully used."""
+        return self.bytes_requested / (self.sectors * SECTOR_BYTES)
+
+    def __str__(self) -> str:
+        return (f"instruction {self.index}: values {self.values[0]}..{self.values[-1]}, "
+                f"{self.vector_bits}-bit per thread, {self.bytes_requested} B in {self.sectors} "
+                f"sectors / {self.lines} lines ({self.efficiency:.0%} of fetched bytes used)")
+
+
+def vector_width(addr: LayoutTable, threads: int, elem_bytes: int) -> int:
+    """Values per load: the largest power of two k (k * elem_bytes <= 16 B) such that every
+    thread's values j*k .. j*k+k-1 sit at consecutive, k-aligned addresses: what the compiler
+    can turn into one vector load (with the tensor's base 16-byte aligned)."""
+    values = addr.size // threads
+    grid = np.array(addr.offsets).reshape((threads, values), order="F") + addr.base
+    k = 1
+    while 2 * k * elem_bytes <= MAX_VECTOR_BYTES and values % (2 * k) == 0:
+        kk = 2 * k
+        g = grid.reshape(threads, values // kk, kk)
+        contiguous = np.all(np.diff(g, axis=2) == 1)
+        aligned = np.all(g[:, :, 0] % kk == 0)
+        if not (contiguous and aligned):
+            break
+        k = kk
+    return k
+
+
+def warp_accesses(addr: LayoutTable, threads: int, *, warp: int = 0, elem_bytes: int = 2) -> list[Access]:
+    """The memory instructions of warp ``warp``, each covering ``vector_width`` values."""
+    values = addr.size // threads
+    if not 0 <= warp < max(1, threads // WARP):
+        raise LayoutError(f"warp {warp} does not exist: {threads} threads make "
+                          f"{max(1, threads // WARP)} warps", "pick a smaller warp index")
+    grid = np.array(addr.offsets).reshape((threads, values), order="F") + addr.base
+    lanes = grid[warp * WARP:(warp + 1) * WARP]
+    k = vector_width(addr, threads, elem_bytes)
+    out = []
+    for j in range(values // k):
+        a = lanes[:, j * k:(j + 1) * k]
+        byte_addr = a * elem_bytes
+        starts = byte_addr.ravel()
+        sectors = {b // SECTOR_BYTES for s in starts for b in (s, s + elem_bytes - 1)}
+        lines = {b // 128 for s in starts for b in (s, s + elem_bytes - 1)}
+        out.append(Access(j, tuple(range(j * k, (j + 1) * k)), 8 * elem_bytes * k, a,
+                          a.size * elem_bytes, len(sectors), len(lines)))
+    return out
+
+
+def draw_warp_access(thr_layout: Any, val_layout: Any = None, *, tensor: Any, warp: int = 0,
+                     elem_bytes: int = 2, block: int = 0, max_instructions: int = 4) -> plt.Figure:
+    """What warp ``warp`` reads with each of its first instructions, on the tile and in memory.
+
+    Left: the tile, the elements the warp loads coloured by instruction (grey: other warps).
+    Right: for each instruction, the bytes it touches along the address line, 32-byte sectors
+    marked: one unbroken run of full sectors is a coalesced access.
+    """
+    tv = tv_layout(thr_layout, val_layout)
+    addr = address_map(tv, tensor=tensor, block=block)
+    acc = warp_accesses(addr, tv.threads, warp=warp, elem_bytes=elem_bytes)
+    shown = acc[:max_instructions]
+
+    owner, value = _tile_2d(tv.owner), _tile_2d(tv.value)
+    M, N = owner.shape
+    k = len(shown[0].values) if shown else 1
+    instr = np.full(owner.shape, -1)
+    in_warp = (owner // WARP) == warp
+    instr[in_warp] = value[in_warp] // k
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(MAX_WIDTH, 4.2), gridspec_kw={"width_ratios": [1.1, 1]})
+    palette = plt.get_cmap("tab10")
+    rgba = np.ones(owner.shape + (4,)) * np.array([0.9, 0.9, 0.9, 1.0])
+    for j in range(len(shown)):
+        rgba[instr == j] = palette(j)
+    rgba[(instr >= len(shown))] = (0.75, 0.75, 0.75, 1.0)
+    ax0.imshow(rgba, interpolation="nearest", aspect="auto")
+    ax0.set_title(f"tile {to_text(tv.tiler)}: elements warp {warp} loads\n(colour = instruction, "
+                  f"grey = other warps or later instructions)", fontsize=9)
+    ax0.set_xlabel("n (tile column)", fontsize=8)
+    ax0.set_ylabel("m (tile row)", fontsize=8)
+    ax0.tick_params(labelsize=7)
+
+    # Right: each instruction's 128-byte lines side by side (gaps between them collapsed), each
+    # line as its four 32-byte sectors, the bytes the warp asked for coloured. Coalesced: a few
+    # lines, all coloured. Strided: many lines, each mostly empty, yet every sector is moved.
+    gap, max_lines = 24, 32
+    widest, notes = 0, []
+    for j, a in enumerate(shown):
+        y = len(shown) - 1 - j
+        byte_addr = (a.addresses.ravel() * elem_bytes).astype(np.int64)
+        line_ids = np.unique(byte_addr // 128)
+        for i, line in enumerate(line_ids[:max_lines]):
+            x0 = i * (128 + gap)
+            for s in range(4):
+                ax1.add_patch(Rectangle((x0 + s * SECTOR_BYTES, y - 0.35), SECTOR_BYTES, 0.7,
+                                        fill=False, lw=0.6, color="#555555", zorder=3))
+            used = np.zeros(128, dtype=bool)
+            for x in byte_addr[(byte_addr // 128) == line]:
+                used[x - line * 128: x - line * 128 + elem_bytes] = True
+            runs = np.flatnonzero(np.diff(np.concatenate([[0], used.astype(int), [0]])))
+            for s0, e0 in zip(runs[::2], runs[1::2]):
+                ax1.add_patch(Rectangle((x0 + s0, y - 0.35), e0 - s0, 0.7, color=palette(j)))
+        shown_lines = min(len(line_ids), max_lines)
+        widest = max(widest, shown_lines * (128 + gap))
+        more = f" (first {max_lines} drawn)" if len(line_ids) > max_lines else ""
+        ax1.text(-10, y, f"instr {j}", va="center", ha="right", fontsize=8)
+        notes.append((y, f"{a.vector_bits}-bit x {WARP} threads = {a.bytes_requested} B\n"
+                       f"{len(line_ids)} lines, {a.sectors} sectors{more}: {a.efficiency:.0%} used"))
+    for y, text in notes:
+        ax1.text(widest + 10, y, text, va="center", fontsize=8)
+    ax1.set_xlim(-70, widest * 1.0 + 10 + max(260, widest * 0.55))
+    ax1.set_ylim(-0.8, len(shown) - 0.2)
+    ax1.axis("off")
+    shape, stride = layouts._layout_args(tensor)
+    ax1.set_title(f"128-byte lines each instruction touches (boxes: 32-byte sectors)\n"
+                  f"tensor {to_text(shape)}:{to_text(stride)}, {8 * elem_bytes}-bit elements", fontsize=9)
+    fig.suptitle(f"warp {warp} of make_layout_tv({tv.thr.layout}, {tv.val.layout}): "
+                 f"{len(acc)} instructions of {acc[0].vector_bits if acc else 0} bits per thread",
+                 fontsize=10)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def draw_address_map(thr_layout: Any, val_layout: Any = None, *, tensor: Any, block: int = 0,
+                     threads: int = 8) -> plt.Figure:
+    """(thread, value) -> address as a grid: rows = threads, columns = values (first few threads)."""
+    tv = tv_layout(thr_layout, val_layout)
+    addr = address_map(tv, tensor=tensor, block=block)
+    grid = np.array(addr.offsets).reshape((tv.threads, tv.values), order="F")[:threads] + addr.base
+    sub = layouts.evaluate((grid.shape[0], grid.shape[1]))  # coordinate frame for the picture
+    table = LayoutTable(addr.layout, sub.shape, sub.stride, sub.coords,
+                        tuple(int(x) for x in grid.ravel(order="F")), addr.expr)
+    fig = draw_layout(table, title=f"(thread, value) -> address: {addr.expr}\n= {addr.layout}"
+                                   f"{f' + {addr.base}' if addr.base else ''}   (threads 0..{threads - 1})")
+    ax = fig.axes[0]
+    ax.set_ylabel("thread", fontsize=9)
+    ax.set_xlabel("value index", fontsize=9)
+    return fig
