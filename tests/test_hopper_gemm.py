@@ -206,4 +206,4 @@ def test_matches_torch_on_the_gpu():
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.split("RESULT", 1)[1])
     bad = [r for r in results if not r[-1] < (2e-2 if "bfloat16" in (r[3] + r[4]) else 5e-3)]
-    assert not bad, bad
+    assert not bad, "\n".join(map(str, bad))

@@ -305,7 +305,10 @@ class HopperGemm:
         tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
         tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
         acc = cute.make_rmem_tensor(thr_mma.partition_C(gC).shape, self.acc_dtype)
-        acc.fill(0.0)  # so every wgmma can accumulate (no first-iteration special case)
+        # Zero the accumulators once, then every wgmma accumulates (scale-d = 1): no special first
+        # k-tile. ACCUMULATE is a field of the MMA atom and defaults to False (overwrite).
+        acc.fill(0.0)
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
 
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
 
