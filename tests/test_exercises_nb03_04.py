@@ -43,6 +43,7 @@ def test_stages():
 def test_unanswered_is_a_red_box_not_a_traceback():
     r = nb03.check_phase(lambda user, stages, n: ...)
     assert not r and "not answered" in r.message
+    assert "not answered" in nb03.check_loop_order([...]).message  # the exercise's stub
     assert not nb04.check_prefetch_stages(..., on_gpu=False)
 
 

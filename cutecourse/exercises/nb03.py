@@ -31,6 +31,8 @@ def check_loop_order(order) -> Result:
     """``order``: the step names of one k-tile, e.g. ``["producer_acquire", ...]``."""
     title = "the order of one naive mainloop step"
     order = list(_answered(order, "order"))
+    if Ellipsis in order:  # the stub `order = [...]`
+        raise NotImplementedError("order")
     unknown = [s for s in order if s not in pm.STEPS]
     if unknown:
         return failed(title, f"unknown step(s) {unknown}", f"the steps are {list(pm.STEPS)}")
