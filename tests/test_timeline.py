@@ -94,3 +94,24 @@ def test_errors():
         tl.steady_state_per_tile("eager", tl.k_tile_costs(), 2)
     with pytest.raises(CourseError):
         tl.gantt()
+
+
+def test_measured_per_tile_from_a_result(tmp_path):
+    assert tl.measured_per_tile_ns("missing", "naive", directory=tmp_path) is None
+    res = bench.BenchResult("gemm", bench.Work(flops=1), "torch.matmul",
+                            [bench.Row("naive", 3000.0, [3000.0], tflops=1.0, ratio=1.0)],
+                            params={"m": 8192, "n": 8192, "k": 8192})
+    res.save("g", tmp_path)
+    # 2048 CTAs of 128x256 on 132 SMs: 16 waves; 128 k-tiles each.
+    assert tl.measured_per_tile_ns("g", "naive", directory=tmp_path) == pytest.approx(3000e3 / 16 / 128)
+    bench.BenchResult("gemm", bench.Work(flops=1), "naive", res.rows).save("h", tmp_path)
+    with pytest.raises(CourseError, match="problem size"):
+        tl.measured_per_tile_ns("h", "naive", directory=tmp_path)
+
+
+def test_calibrate_reproduces_its_two_measurements():
+    m = tl.calibrate(1500.0, 830.0, latency_ns=400.0)
+    assert tl.predict("prefetch", 4, 256, machine=m).per_tile_ns == pytest.approx(830.0, rel=0.01)
+    assert tl.predict("naive", 4, 256, machine=m).per_tile_ns == pytest.approx(1500.0)
+    with pytest.raises(CourseError, match="smaller latency"):
+        tl.calibrate(1000.0, 830.0, latency_ns=400.0)

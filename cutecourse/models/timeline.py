@@ -171,6 +171,53 @@ def measured_speedup(result: str, slow: str = "naive", fast: str = "prefetch",
     return res.speed(row(fast)) / res.speed(row(slow))
 
 
+def measured_per_tile_ns(result: str, row: str, tile_mn: tuple[int, int] = (128, 256),
+                         tile_k: int = 64, sms: int = 132, directory=None) -> float | None:
+    """A measured kernel time, as ns per k-tile of one CTA: time / waves / k-tiles.
+
+    One CTA runs per SM at a time, so the kernel takes ``ceil(CTAs / sms)`` waves, each one
+    CTA's whole mainloop (plus its epilogue, which this spreads over the k-tiles). Reads the
+    problem size from the result's ``params`` (m, n, k). None if the result is not there.
+    """
+    import math
+
+    from .. import bench
+
+    try:
+        res = bench.load(result, directory)
+    except FileNotFoundError:
+        return None
+    p = res.params
+    if not all(key in p for key in ("m", "n", "k")):
+        raise CourseError(f"{result} does not record the problem size (params m, n, k)",
+                          "re-run the benchmark script, which records them")
+    waves = math.ceil(math.ceil(p["m"] / tile_mn[0]) * math.ceil(p["n"] / tile_mn[1]) / sms)
+    k_tiles = math.ceil(p["k"] / tile_k)
+    return res.row(row).us * 1e3 / waves / k_tiles
+
+
+def calibrate(naive_ns: float, prefetch_ns: float, latency_ns: float = 400.0,
+              tile_mn: tuple[int, int] = (128, 256), tile_k: int = 64, dtype_bytes: int = 2) -> Machine:
+    """The machine whose model reproduces two measurements (ns per k-tile).
+
+    The prefetch loop is tensor-core bound, so ``T = prefetch_ns``; the naive loop pays
+    ``L + X + T``, so ``X = naive_ns - T - L`` for an assumed latency ``L``. Two measurements fix
+    two unknowns; anything else the model then predicts is a real test of it.
+    """
+    T = prefetch_ns
+    X = naive_ns - T - latency_ns
+    if T <= 0 or X <= 0:
+        raise CourseError(f"naive {naive_ns:.0f} ns and prefetch {prefetch_ns:.0f} ns per k-tile leave "
+                          f"no time for the transfer with L = {latency_ns:.0f} ns",
+                          "naive must be slower than prefetch by more than the assumed latency; "
+                          "assume a smaller latency_ns")
+    m, n = tile_mn
+    nbytes = (m + n) * tile_k * dtype_bytes
+    flops = 2 * m * n * tile_k
+    return Machine(tma_latency_ns=latency_ns, bytes_per_ns=nbytes / X,
+                   tflops_per_sm=flops / T / 1e3)
+
+
 def gantt(*predictions: Prediction, first: int = 12, ax=None):
     """A Gantt chart: per variant, a TMA lane and a tensor-core lane, the first ``first`` k-tiles.
 
