@@ -102,10 +102,10 @@ class Mode:
         return "run" if self.run else "compile"
 
     def banner(self) -> str:
-        what = ARCH_NAMES.get(self.target, self.target)
         if self.run:
-            return (f"GPU mode: {self.device} ({self.arch}) runs the {what} kernels; "
-                    "they are checked against torch and timed.")
+            return (f"GPU mode: {self.device} ({self.arch}) runs this notebook's kernels; they are "
+                    "checked against torch and timed.")
+        what = ARCH_NAMES.get(self.arch, self.arch)
         return (f"CPU mode: {self.reason}. Kernels are compiled for {self.arch} ({what}) and "
                 "inspected; cells that need the GPU say so and skip.")
 

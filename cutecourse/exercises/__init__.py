@@ -61,11 +61,14 @@ def checker(title: str, hint: str = "") -> Callable:
     def wrap(fn: Callable[..., Result]) -> Callable[..., Result]:
         @functools.wraps(fn)
         def inner(*args, **kwargs) -> Result:
+            unanswered = failed(title, "not answered yet: replace the `...` / NotImplementedError "
+                                "in the exercise cell, run it, then run this check again.", hint)
+            if any(a is Ellipsis for a in (*args, *kwargs.values())):
+                return unanswered
             try:
                 return fn(*args, **kwargs)
             except NotImplementedError:
-                return failed(title, "not answered yet: replace the `...` / NotImplementedError "
-                              "in the exercise cell, run it, then run this check again.", hint)
+                return unanswered
             except Exception as exc:  # the learner's code failed: say so, briefly
                 first = (str(exc).strip().splitlines() or [""])[0][:300]
                 return failed(title, f"your code raised {type(exc).__name__}: {first}", hint)

@@ -1,0 +1,60 @@
+"""The harness's arithmetic, files and pictures (timing itself runs on the GPU machine)."""
+
+import json
+
+import pytest
+
+from cutecourse import bench
+
+
+def _result():
+    rows = [bench.Row("torch.add", 100.0, [99.0, 100.0, 101.0], gbps=3000.0, ratio=1.0),
+            bench.Row("mine", 90.0, [90.0, 90.0, 91.0], gbps=3333.3, ratio=1.111)]
+    return bench.BenchResult("add", bench.Work(bytes=300_000_000), "torch.add", rows,
+                             {"n": 1}, {"device": "test GPU", "date": "2026-01-01T00:00:00"})
+
+
+def test_round_trip_through_json(tmp_path):
+    path = _result().save("x", tmp_path)
+    data = json.loads(path.read_text())
+    assert data["unit"] == "GB/s" and data["rows"][1]["name"] == "mine"
+    back = bench.load("x", tmp_path)
+    assert back.row("mine").us == 90.0 and back.environment["device"] == "test GPU"
+
+
+def test_table_plot_and_spread():
+    r = _result()
+    assert "1.111x" in r.table() and "test GPU" in r.table()
+    assert r.row("torch.add").spread == pytest.approx(0.02)
+    ax = r.plot()
+    assert ax.get_xlabel() == "GB/s" and len(ax.patches) == 2
+    with pytest.raises(KeyError, match="rows are"):
+        r.row("nope")
+
+
+def test_missing_result_says_how_to_make_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match="benchmark script on a GPU"):
+        bench.load("never_measured", tmp_path)
+
+
+def test_compare_refuses_a_missing_baseline():
+    with pytest.raises(ValueError, match="baseline"):
+        bench.compare("t", [bench.Case("a", lambda: None)], bench.Work(bytes=1), "torch.add")
+
+
+def test_committed_results_record_device_and_versions():
+    files = sorted(bench.RESULTS_DIR.glob("*.json"))
+    assert files, "no committed benchmark results"
+    for f in files:
+        env = json.loads(f.read_text())["environment"]
+        assert env.get("device") and env.get("date") and env.get("nvidia-cutlass-dsl"), f.name
+
+
+def test_readme_table_comes_from_the_result_files():
+    import subprocess
+    import sys
+
+    root = bench.RESULTS_DIR.parent.parent
+    out = subprocess.run([sys.executable, str(root / "benchmarks" / "readme_table.py"), "--check"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout
