@@ -22,18 +22,34 @@ from cutecourse.kernels import hopper_gemm as hg  # noqa: E402
 
 WIDE, SQUARE = (128, 256), (128, 128)
 
-#: problem name -> (dtype, size, [(case name, tile, variant, prefetch_stages)])
+#: problem name -> (dtype, size, [(case name, tile, variant, prefetch_stages[, stages[, cluster]])])
 PROBLEMS = {
     "fp16_8192": ("float16", 8192, [
         ("naive 128x256", WIDE, "naive", None),
         ("prefetch 128x256", WIDE, "prefetch", None),
         ("compiler 128x256", WIDE, "compiler", None),
         ("compiler P=1 128x256", WIDE, "compiler", 1),
-        ("compiler P=2 128x256", WIDE, "compiler", 2),
+        ("compiler P=3 128x256", WIDE, "compiler", 3),
         ("compiler_guarded 128x256", WIDE, "compiler_guarded", None),
         ("naive 128x128", SQUARE, "naive", None),
         ("prefetch 128x128", SQUARE, "prefetch", None),
         ("compiler 128x128", SQUARE, "compiler", None),
+        # 3 stages (97 KiB, 90 registers): two CTAs share an SM, one's epilogue hides under the other's MMAs
+        ("prefetch 128x128 S=3", SQUARE, "prefetch", None, 3),
+        ("compiler 128x128 S=3", SQUARE, "compiler", None, 3),
+        # experimental TMA multicast (the multicast notebook's subject): a CTA pair shares B / A
+        ("prefetch 128x256 cluster 2x1", WIDE, "prefetch", None, None, (2, 1)),
+        ("compiler 128x256 cluster 2x1", WIDE, "compiler", None, None, (2, 1)),
+        ("prefetch 128x256 cluster 1x2", WIDE, "prefetch", None, None, (1, 2)),
+    ]),
+    # The same problem with small-integer data (-2..2, as CUTLASS's examples use): fewer bit flips
+    # in the tensor cores, less power, higher clocks. Shows how much the data alone moves the figures.
+    "fp16_8192_ints": ("float16", 8192, [
+        ("naive 128x256", WIDE, "naive", None),
+        ("prefetch 128x256", WIDE, "prefetch", None),
+        ("compiler 128x256", WIDE, "compiler", None),
+        ("prefetch 128x256 cluster 2x1", WIDE, "prefetch", None, None, (2, 1)),
+        ("compiler 128x256 cluster 2x1", WIDE, "compiler", None, None, (2, 1)),
     ]),
     "bf16_8192": ("bfloat16", 8192, [
         ("naive 128x256", WIDE, "naive", None),
@@ -46,6 +62,7 @@ PROBLEMS = {
         ("compiler 128x256", WIDE, "compiler", None),
         ("prefetch 128x128", SQUARE, "prefetch", None),
         ("compiler 128x128", SQUARE, "compiler", None),
+        ("prefetch 128x128 S=3", SQUARE, "prefetch", None, 3),
     ]),
 }
 
@@ -56,20 +73,26 @@ def run(name: str, out: str) -> bench.BenchResult:
     dtype_name, n, configs = PROBLEMS[name]
     dtype = getattr(torch, dtype_name)
     torch.manual_seed(0)
-    a = torch.randn(n, n, device="cuda").to(dtype)
-    b = torch.randn(n, n, device="cuda").to(dtype)
+    if name.endswith("_ints"):
+        a = torch.randint(-2, 3, (n, n), device="cuda").to(dtype)
+        b = torch.randint(-2, 3, (n, n), device="cuda").to(dtype)
+    else:
+        a = torch.randn(n, n, device="cuda").to(dtype)
+        b = torch.randn(n, n, device="cuda").to(dtype)
     c = torch.empty(n, n, device="cuda", dtype=dtype)
     ref = torch.matmul(a, b.T)
     cases = [bench.Case("torch.matmul", lambda: torch.matmul(a, b.T, out=c))]
     compile_s = {}
-    for case, tile, variant, depth in configs:
+    for case, tile, variant, depth, *more in configs:
+        stages, cluster = (list(more) + [None, (1, 1)][len(more):])[:2]
         t0 = time.perf_counter()
-        fn = hg.launcher(a, b, c, tile=tile, variant=variant, prefetch_stages=depth)
+        fn = hg.launcher(a, b, c, tile=tile, variant=variant, prefetch_stages=depth, stages=stages,
+                         cluster=cluster)
         compile_s[case] = round(time.perf_counter() - t0, 2)
         c.fill_(float("nan"))
         fn()
         torch.cuda.synchronize()
-        err = ((c.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+        err = ((c.float() - ref.float()).abs().max() / ref.float().abs().max().clamp(min=1)).item()
         if not err < 1e-2:
             raise SystemExit(f"{case}: max relative error {err:.3g} against torch.matmul")
         cases.append(bench.Case(case, fn))

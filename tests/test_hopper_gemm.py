@@ -97,7 +97,7 @@ def test_shape_errors():
     with pytest.raises(ShapeError, match="stages"):
         hg.validate(*_ab(), stages=9)
     with pytest.raises(ShapeError, match="cluster"):
-        hg.HopperGemm(cluster_mn=(2, 1))
+        hg.HopperGemm(cluster_mn=(2, 2))
     with pytest.raises(ValueError, match="variant"):
         hg.HopperGemm(variant="fast")
 
@@ -150,6 +150,13 @@ def test_compiler_really_pipelines(depth):
     assert s.kinds()[-2:] == ["steady", "drain"]
 
 
+@pytest.mark.parametrize("cluster", [(2, 1), (1, 2)])
+def test_multicast_pairs_compile_with_multicast_loads(cluster):
+    r = _report("compiler", cluster=list(cluster))
+    assert r.count("TMA multicast loads") == 2  # the shared operand, prologue + steady loop
+    assert loop_structure(r.ptx).pipelined and not r.diagnostics(SKIPPED)
+
+
 def test_guarded_loop_is_not_pipelined_and_says_so():
     r = _report("compiler_guarded")
     assert r.diagnostics(SKIPPED), "the pipelining warning was not captured"
@@ -174,14 +181,15 @@ _GPU_CHECK = textwrap.dedent("""
     torch.manual_seed(0)
     cases = json.loads(sys.argv[1])
     out = []
-    for m, n, k, ind, outd, tile, variant in cases:
+    for m, n, k, ind, outd, tile, variant, *cluster in cases:
         ind, outd = getattr(torch, ind), getattr(torch, outd)
         a = torch.randn(m, k, device="cuda").to(ind)
         b = torch.randn(n, k, device="cuda").to(ind)
-        c = hg.gemm(a, b, out_dtype=outd, tile=tuple(tile), variant=variant)
+        cl = tuple(cluster[0]) if cluster else (1, 1)
+        c = hg.gemm(a, b, out_dtype=outd, tile=tuple(tile), variant=variant, cluster=cl)
         ref = (a.float() @ b.float().T)
         err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
-        out.append([m, n, k, str(ind), str(outd), tile, variant, err])
+        out.append([m, n, k, str(ind), str(outd), tile, variant, cl, err])
     print("RESULT" + json.dumps(out))
 """)
 
@@ -194,6 +202,10 @@ GPU_CASES = [
     (777, 1000, 72, "bfloat16", "float32", (128, 256), "naive"),
     (1000, 520, 4104, "float16", "bfloat16", (128, 128), "compiler"),
     (128, 256, 8, "float16", "float16", (128, 256), "prefetch"),  # a single, mostly empty k-tile
+    # experimental multicast pairs; 1100 rows = 9 tiles: the grid rounds up to whole clusters
+    (1100, 1000, 520, "float16", "float16", (128, 256), "prefetch", (2, 1)),
+    (1000, 1100, 1000, "bfloat16", "float32", (128, 256), "compiler", (1, 2)),
+    (2048, 2048, 2048, "float16", "float16", (128, 128), "compiler", (2, 1)),
 ]
 
 

@@ -36,6 +36,8 @@ DEMO_VARIANTS = ("compiler_guarded",)
 #: The CTA tiles the course supports (M, N). K per tile is fixed by the 128-byte swizzle: 64 for 16-bit.
 TILES = ((128, 128), (128, 256))
 TILE_K = 64
+#: Cluster shapes (M, N). (1, 1) is the course's kernel; the pairs multicast (experimental).
+CLUSTERS = ((1, 1), (2, 1), (1, 2))
 #: Input dtypes (names as in torch / cutlass) and output dtypes.
 IN_DTYPES = ("float16", "bfloat16")
 OUT_DTYPES = ("float16", "bfloat16", "float32")
@@ -155,10 +157,11 @@ class HopperGemm:
     """C = A @ B.T on Hopper, one CTA per (tile_m, tile_n) tile of C.
 
     ``variant``: "naive", "prefetch" or "compiler" (see the module docstring).
-    ``prefetch_stages``: the compiler variant's prefetch depth (default: stages - 1).
+    ``prefetch_stages``: the compiler variant's prefetch depth (default: stages - 2, at least 1).
     ``stages``: override the ring depth (default: as many as the smem budget allows).
-    ``cluster_mn``: CTAs per cluster; (1, 1) now. The multicast masks are computed and passed to
-    every TMA load already, so enabling multicast is a matter of a larger cluster.
+    ``cluster_mn``: CTAs per cluster. (1, 1): no multicast (the course default). (2, 1) / (1, 2):
+    experimental TMA multicast of B / A to the CTA pair (the multicast notebook's subject); the
+    masks and pipeline arrive counts below already handle it.
     """
 
     def __init__(self, tile_mn=(128, 256), variant: str = "prefetch", cluster_mn=(1, 1),
@@ -168,9 +171,9 @@ class HopperGemm:
         if tuple(tile_mn) not in TILES:
             raise ShapeError(f"tile {tuple(tile_mn)} is not one of {list(TILES)}",
                              "use tile=(128, 128) or tile=(128, 256)")
-        if tuple(cluster_mn) != (1, 1):
-            raise ShapeError(f"cluster {tuple(cluster_mn)}: only (1, 1) is enabled so far",
-                             "use cluster=(1, 1); the multicast notebook switches larger clusters on")
+        if tuple(cluster_mn) not in CLUSTERS:
+            raise ShapeError(f"cluster {tuple(cluster_mn)} is not supported",
+                             f"use one of {list(CLUSTERS)} ((1, 1) = no multicast)")
         self.tile_mn = tuple(tile_mn)
         self.tile_mnk = (*self.tile_mn, TILE_K)
         self.variant = variant
@@ -187,7 +190,13 @@ class HopperGemm:
         plan = plan_stages(self.tile_mn, _name_of(self.a_dtype), _name_of(self.c_dtype),
                            stages=self.requested_stages)
         self.stages = plan.stages
-        self.prefetch = self.stages - 1 if self.requested_prefetch is None else self.requested_prefetch
+        # The compiler variant's prefetch depth. Not stages - 1: iteration k loads k-tile k + P
+        # into the stage of tile k + P - stages, and this loop releases a stage only after
+        # wait_group(0). With P = stages - 1 that is the stage released at the end of the
+        # previous iteration, so warp 0 waits there for the slowest warp before it can issue
+        # its own wgmmas; P = stages - 2 leaves one stage of slack (measured: docs/hopper_gemm.md).
+        self.prefetch = (max(1, self.stages - 2) if self.requested_prefetch is None
+                         else self.requested_prefetch)
 
         # Two warpgroups stacked along M, each issuing 64 x tile_n wgmmas.
         self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
@@ -455,7 +464,13 @@ class HopperGemm:
     def _epilogue(self, tma_c, gC, sA, sC_layout, tiled_mma, acc, tidx, warp_idx):
         """fp32 accumulators -> out dtype -> smem (stmatrix) -> TMA store, EPI_TILE at a time."""
         # The C staging buffers reuse the A ring: every warp must be past the mainloop first.
-        cute.arch.sync_threads()
+        # In a cluster, also every CTA of it: a peer may still be sending its last "empty"
+        # arrivals to our barriers, and must not find us gone.
+        if cutlass.const_expr(self.cluster_mn != (1, 1)):
+            cute.arch.cluster_arrive()
+            cute.arch.cluster_wait()
+        else:
+            cute.arch.sync_threads()
         sC = cute.make_tensor(cute.recast_ptr(sA.iterator, sC_layout.inner, dtype=self.c_dtype),
                               sC_layout.outer)
         r2s_atom = sm90_utils.sm90_get_smem_store_op(self.c_layout, elem_ty_d=self.c_dtype,
@@ -649,8 +664,8 @@ def gemm(a, b, out_dtype=None, tile=(128, 256), variant: str = "prefetch", clust
     out_dtype = a.dtype if out_dtype is None else out_dtype
     if variant not in VARIANTS + DEMO_VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}")
-    if tuple(cluster) != (1, 1):
-        raise ShapeError(f"cluster {tuple(cluster)}: only (1, 1) is enabled so far", "use cluster=(1, 1)")
+    if tuple(cluster) not in CLUSTERS:
+        raise ShapeError(f"cluster {tuple(cluster)} is not supported", f"use one of {list(CLUSTERS)}")
     validate(a, b, out_dtype, tile, stages)
     require_gpu("sm_90a")
     if a.device.type != "cuda":
@@ -667,7 +682,7 @@ def gemm(a, b, out_dtype=None, tile=(128, 256), variant: str = "prefetch", clust
 
 
 def launcher(a, b, c, tile=(128, 256), variant: str = "prefetch", prefetch_stages: int | None = None,
-             stages: int | None = None):
+             stages: int | None = None, cluster=(1, 1)):
     """A zero-overhead launch function for benchmarks: ``fn()`` writes A @ B.T into ``c``.
 
     Validation and compilation happen here, once; ``fn`` only launches.
@@ -682,10 +697,10 @@ def launcher(a, b, c, tile=(128, 256), variant: str = "prefetch", prefetch_stage
     require_gpu("sm_90a")
     args = [from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=1) for t in (a, b, c)]
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    key = (variant, tuple(tile), a.dtype, c.dtype, (1, 1), prefetch_stages, stages)
+    key = (variant, tuple(tile), a.dtype, c.dtype, tuple(cluster), prefetch_stages, stages)
     if key not in _COMPILED:
-        _COMPILED[key] = cute.compile(HopperGemm(tuple(tile), variant, (1, 1), prefetch_stages, stages),
-                                      *args, stream)
+        _COMPILED[key] = cute.compile(HopperGemm(tuple(tile), variant, tuple(cluster), prefetch_stages,
+                                                 stages), *args, stream)
     compiled = _COMPILED[key]
 
     def fn():
