@@ -9,8 +9,10 @@ Timing uses ``cutlass.testing.benchmark``: CUDA events recorded around a loop of
 launch stream (torch's current stream is the default stream, and so is the DSL's launch stream
 unless told otherwise), after warm-up launches, so that compilation and module loading stay out
 of the numbers. That gives a mean per launch; we repeat it and keep the median of the repeats,
-and their spread tells whether a difference is noise. ``cold_l2`` cycles through several copies
-of the operands so each launch finds its inputs outside the L2 cache.
+and their spread tells whether a difference is noise. For a cold L2, give a case several copies
+of its operands (``cold_l2_sets``): the harness cycles through them, so each launch finds its
+inputs outside the L2 cache. (Operands far larger than the L2, like notebook 01's 2 GiB
+tensors, are cold anyway.)
 
 Throughput: ``Work(bytes=...)`` for memory-bound kernels (GB/s, bytes read + written, 1 GB =
 1e9 B), ``Work(flops=...)`` for GEMMs (TFLOP/s, 2·M·N·K).
@@ -163,6 +165,22 @@ def environment() -> dict[str, Any]:
     except ImportError:  # pragma: no cover
         pass
     return env
+
+
+def l2_bytes() -> int:
+    """The GPU's L2 cache size (50 MiB on an H100)."""
+    import torch
+
+    return int(torch.cuda.get_device_properties(0).L2_cache_size)
+
+
+def cold_l2_sets(make_args: Callable[[], tuple], bytes_per_set: int, l2: int | None = None) -> list[tuple]:
+    """Enough independent copies of a case's operands that cycling through them (``Case(...,
+    arg_sets=...)``) touches more than twice the L2 between two uses of the same copy: each launch
+    then reads its inputs from device memory, as a kernel in a real program would."""
+    l2 = l2 if l2 is not None else l2_bytes()
+    count = max(1, -(-2 * l2 // max(1, bytes_per_set)) + 1)
+    return [make_args() for _ in range(count)]
 
 
 def time_us(case: Case, warmup: int = 10, iterations: int = 100, repeats: int = 5) -> list[float]:

@@ -58,3 +58,10 @@ def test_readme_table_comes_from_the_result_files():
     out = subprocess.run([sys.executable, str(root / "benchmarks" / "readme_table.py"), "--check"],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stdout
+
+
+def test_cold_l2_sets_cover_twice_the_cache():
+    made = []
+    sets = bench.cold_l2_sets(lambda: made.append(1) or (len(made),), bytes_per_set=20 << 20, l2=50 << 20)
+    assert len(sets) * (20 << 20) > 2 * (50 << 20) and sets[0] == (1,) and len(made) == len(sets)
+    assert len(bench.cold_l2_sets(lambda: (), bytes_per_set=1 << 30, l2=50 << 20)) == 2
