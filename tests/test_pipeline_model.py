@@ -226,3 +226,24 @@ def test_wgmma_without_consumer_wait_reads_unlanded_bytes():
     order = [s for s in GOOD if s != "consumer_wait"]
     t = pm.simulate(pm.from_order(order), 3, 5)
     assert "consumer_wait must come first" in t.hazards[0]
+
+
+def test_consumer_try_wait_peeks_without_blocking():
+    p = pm.PipelineModel(stages=2)
+    trace = pm.Trace("peek", 2, 1, 0)
+    peeks = []
+
+    def program(p, k_tiles, prefetch):
+        prod = pm.make_pipeline_state("producer", 2)
+        cons = pm.make_pipeline_state("consumer", 2)
+        peeks.append(p.consumer_try_wait(cons))  # nothing loaded: not ready, and no hang
+        yield from p.producer_acquire(prod)
+        p.tma_load(prod)
+        yield from p.wait_group(0)  # nothing committed: returns; the TMA is still in flight
+        yield from p.consumer_wait(cons)  # blocks until the bytes land
+        peeks.append(p.consumer_try_wait(cons))
+        yield from p.consumer_wait(cons, token=peeks[-1])  # token True: no wait at all
+
+    p.run(program(p, 1, 0), trace)
+    assert peeks == [False, True] and trace.deadlock is None
+    assert [op for op, _ in trace.ops()].count("consumer_try_wait") == 2

@@ -357,9 +357,27 @@ class PipelineModel:
         """A no-op for TMA: the copy itself reports its bytes to the full barrier."""
         self._log("producer_commit", state.count, "producer_commit (no-op: TMA counts bytes)")
 
-    def consumer_wait(self, state: PipelineState) -> Iterator[Block]:
-        """Wait until stage ``state.index``'s full barrier completes phase ``state.phase``."""
+    def consumer_try_wait(self, state: PipelineState) -> bool:
+        """Peek without blocking: has ``full[index]`` completed phase ``state.phase`` yet?
+
+        The kernel issues the peek early (e.g. right after the previous k-tile's WGMMAs) and
+        passes the answer to ``consumer_wait`` as its token: if it was already true, the wait
+        is skipped, so the barrier's latency overlaps other work.
+        """
+        ready = self.full[state.index].test_wait(state.phase)
+        self._log("consumer_try_wait", state.count,
+                  f"peek full[{state.index}] phase {state.phase}: {'ready' if ready else 'not yet'}")
+        return ready
+
+    def consumer_wait(self, state: PipelineState, token: bool | None = None) -> Iterator[Block]:
+        """Wait until stage ``state.index``'s full barrier completes phase ``state.phase``.
+
+        ``token``: the result of an earlier :meth:`consumer_try_wait`; True skips the wait.
+        """
         bar = self.full[state.index]
+        if token:
+            self._log("consumer_wait", state.count, f"k-tile {state.count} ready (peeked earlier)")
+            return
         yield Block(f"consumer_wait waits on {bar.name} for phase {state.phase}",
                     lambda: bar.test_wait(state.phase), bar, state.phase, "full")
         self._log("consumer_wait", state.count, f"k-tile {state.count} ready in stage {state.index}")

@@ -221,8 +221,9 @@ def calibrate(naive_ns: float, prefetch_ns: float, latency_ns: float = 400.0,
 def gantt(*predictions: Prediction, first: int = 12, ax=None):
     """A Gantt chart: per variant, a TMA lane and a tensor-core lane, the first ``first`` k-tiles.
 
-    Each bar is one k-tile (its number inside): on the TMA lane from issue to landing, on the
-    tensor-core lane while its WGMMAs run. Gaps on the tensor-core lane are time lost.
+    Each bar is one k-tile (its number inside): on the TMA lane a thin line from issue through
+    the latency, then a bar while its bytes stream in; on the tensor-core lane a bar while its
+    WGMMAs run. Gaps on the tensor-core lane are time lost.
     """
     import matplotlib.pyplot as plt
 
@@ -234,21 +235,31 @@ def gantt(*predictions: Prediction, first: int = 12, ax=None):
     yticks, ylabels = [], []
     horizon = 0.0
     for row, p in enumerate(predictions):
-        y_tma, y_mma = 2 * row * 1.3 + 1.0, 2 * row * 1.3
-        spans = [("TMA", y_tma, sorted(p.trace.tma_spans)), ("MMA", y_mma, sorted(p.trace.mma_spans))]
-        for lane, y, items in spans:
-            for k, start, end in items:
-                if k >= first:
-                    continue
-                ax.barh(y, end - start, left=start, height=0.8, color=colors(k % p.stages),
-                        alpha=0.55 if lane == "TMA" else 0.95, edgecolor="black", linewidth=0.4)
-                ax.text((start + end) / 2, y, str(k), ha="center", va="center", fontsize=7)
-                horizon = max(horizon, end)
-            yticks.append(y)
-            ylabels.append(f"{p.variant} {lane}")
+        # First prediction on top; per prediction a TMA lane above its MMA lane.
+        y_tma, y_mma = -2.6 * row, -2.6 * row - 1.0
+        for k, issued, landed in sorted(p.trace.tma_spans):
+            if k >= first:
+                continue
+            start = landed - p.costs.transfer  # bytes stream in during the last X of the load
+            ax.plot([issued, start], [y_tma, y_tma], color=colors(k % p.stages), linewidth=1)
+            ax.barh(y_tma, landed - start, left=start, height=0.8, color=colors(k % p.stages),
+                    alpha=0.55, edgecolor="black", linewidth=0.4)
+            ax.text((start + landed) / 2, y_tma, str(k), ha="center", va="center", fontsize=7)
+            horizon = max(horizon, landed)
+        for k, start, end in sorted(p.trace.mma_spans):
+            if k >= first:
+                continue
+            ax.barh(y_mma, end - start, left=start, height=0.8, color=colors(k % p.stages),
+                    edgecolor="black", linewidth=0.4)
+            ax.text((start + end) / 2, y_mma, str(k), ha="center", va="center", fontsize=7)
+            horizon = max(horizon, end)
+        yticks += [y_tma, y_mma]
+        ylabels += [f"{p.variant} TMA", f"{p.variant} MMA"]
     ax.set_yticks(yticks, ylabels, fontsize=8)
     ax.set_xlim(0, horizon * 1.02)
-    ax.set_xlabel("time (ns)  [bar = one k-tile, colour = smem stage]")
+    ax.set_xlabel("time (ns): one bar per k-tile, coloured by smem stage (TMA: line = latency, bar = bytes)",
+                  fontsize=8)
     ax.set_title(f"First {first} k-tiles: naive leaves the tensor cores idle while TMA waits",
                  fontsize=10)
+    ax.figure.tight_layout()
     return ax
