@@ -113,12 +113,13 @@ def _report(variant, **params):
     return compile_report(TARGET, arch="sm_90a", variant=variant, **params)
 
 
-@pytest.mark.parametrize("variant", hg.VARIANTS)
+@pytest.mark.parametrize("variant", hg.VARIANTS + hg.DEMO_VARIANTS)
 def test_each_variant_keeps_tma_wgmma_and_registers(variant):
     r = _report(variant)
+    assert not r.diagnostics("serialized")  # ptxas: "wgmma.mma_async instructions are serialized"
     s = loop_structure(r.ptx)
     # 4 x m64n256k16 per k-tile (TILE_K = 64); the compiler's drain loop is a second copy
-    assert r.count("wgmma") == (8 if variant == "compiler" else 4)
+    assert r.count("wgmma") == (8 if variant in ("compiler", "compiler_overlap") else 4)
     assert s.tma_loads >= 2  # A and B
     assert r.count("mbarrier waits") > 0
     assert r.count("TMA stores") == 8  # 128x256 tile in 128x32 epilogue sub-tiles
@@ -206,6 +207,8 @@ GPU_CASES = [
     (1100, 1000, 520, "float16", "float16", (128, 256), "prefetch", (2, 1)),
     (1000, 1100, 1000, "bfloat16", "float32", (128, 256), "compiler", (1, 2)),
     (2048, 2048, 2048, "float16", "float16", (128, 128), "compiler", (2, 1)),
+    (1500, 700, 1000, "float16", "float32", (128, 256), "compiler_overlap"),
+    (1024, 1024, 128, "float16", "float16", (128, 256), "compiler_guarded"),
 ]
 
 

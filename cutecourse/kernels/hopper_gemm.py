@@ -31,8 +31,9 @@ from ..errors import AlignmentError, DTypeError, LayoutError, ShapeError
 
 #: The variants, in teaching order.
 VARIANTS = ("naive", "prefetch", "compiler")
-#: Plus one counter-example for notebook 04: prefetch_stages on a loop the compiler cannot pipeline.
-DEMO_VARIANTS = ("compiler_guarded",)
+#: Plus, for notebook 04: a counter-example (prefetch_stages on a loop the compiler cannot
+#: pipeline) and an experiment (compiler-pipelined loads plus hand-kept MMA overlap).
+DEMO_VARIANTS = ("compiler_guarded", "compiler_overlap")
 #: The CTA tiles the course supports (M, N). K per tile is fixed by the 128-byte swizzle: 64 for 16-bit.
 TILES = ((128, 128), (128, 256))
 TILE_K = 64
@@ -330,6 +331,8 @@ class HopperGemm:
             self._mainloop_prefetch(ring, ops, k_tiles, is_producer)
         elif cutlass.const_expr(self.variant == "compiler"):
             self._mainloop_compiler(ring, ops, k_tiles, is_producer)
+        elif cutlass.const_expr(self.variant == "compiler_overlap"):
+            self._mainloop_compiler_overlap(ring, ops, k_tiles, is_producer)
         else:
             self._mainloop_compiler_guarded(ring, ops, k_tiles, is_producer)
 
@@ -420,6 +423,35 @@ class HopperGemm:
             self._issue_mma(ops, cons.index)
             warpgroup.wait_group(0)
             ring.consumer_release(cons)
+
+    @cute.jit
+    def _mainloop_compiler_overlap(self, ring, ops, k_tiles, is_producer):
+        """The compiler variant plus the prefetch variant's MMA overlap (experiment, notebook 04).
+
+        The compiler pipelines the loads; keeping one wgmma batch in flight across k-tiles is
+        still ours to write: wait_group(1), then release the previous k-tile's stage.
+        """
+        producer_only = cute.make_rmem_tensor((1,), cutlass.Boolean)
+        producer_only[0] = is_producer
+        for k in cutlass.range(k_tiles, prefetch_stages=self.prefetch, unroll=1):
+            stage, phase = k % self.stages, (k // self.stages) % 2
+            cons = pipeline.PipelineState(self.stages, k, stage, phase)
+            prod = pipeline.PipelineState(self.stages, k, stage, phase ^ 1)
+            if is_producer:
+                ring.producer_acquire(prod)
+            self._issue_tma(ring, ops, prod, pred=producer_only)
+            ring.consumer_wait(cons)
+            self._issue_mma(ops, cons.index)
+            warpgroup.wait_group(1)
+            if k > 0:
+                j = k - 1
+                ring.consumer_release(pipeline.PipelineState(
+                    self.stages, j, j % self.stages, (j // self.stages) % 2))
+        warpgroup.wait_group(0)
+        if k_tiles > 0:
+            j = k_tiles - 1
+            ring.consumer_release(pipeline.PipelineState(self.stages, j, j % self.stages,
+                                                         (j // self.stages) % 2))
 
     @cute.jit
     def _mainloop_compiler_guarded(self, ring, ops, k_tiles, is_producer):
