@@ -115,3 +115,21 @@ def test_calibrate_reproduces_its_two_measurements():
     assert tl.predict("naive", 4, 256, machine=m).per_tile_ns == pytest.approx(1500.0)
     with pytest.raises(CourseError, match="smaller latency"):
         tl.calibrate(1000.0, 830.0, latency_ns=400.0)
+
+
+def test_warp_skew_slows_only_the_loop_that_refills_a_just_released_stage():
+    import dataclasses
+
+    base = tl.Machine(tma_latency_ns=400, bytes_per_ns=180, tflops_per_sm=5.0)
+    skewed = dataclasses.replace(base, warp_skew_ns=80)
+
+    def per_tile(variant, p, m):
+        return tl.predict(variant, 4, 128, p, machine=m).per_tile_ns
+
+    # compiler, P = stages-1: warp 0 refills the stage released at the end of the previous
+    # iteration, with nothing in flight on the tensor cores: it eats the skew every k-tile.
+    assert per_tile("compiler", 3, skewed) == pytest.approx(per_tile("compiler", 3, base) + 80, rel=0.02)
+    # One stage of slack (P = stages-2), or the prefetch loop (its wgmma runs while warp 0
+    # waits): no change.
+    assert per_tile("compiler", 2, skewed) == pytest.approx(per_tile("compiler", 2, base), rel=1e-3)
+    assert per_tile("prefetch", 3, skewed) == pytest.approx(per_tile("prefetch", 3, base), rel=1e-3)

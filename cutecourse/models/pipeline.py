@@ -184,7 +184,9 @@ class Costs:
 
     ``tma_latency``: issue of a TMA load to its first byte in smem; ``tma_bytes_per_ns``: the
     bandwidth this CTA gets (HBM bandwidth / CTAs sharing it); ``mma_time``: tensor-core time
-    for one k-tile; ``issue``: cost of issuing one instruction (keeps the order visible).
+    for one k-tile; ``issue``: cost of issuing one instruction (keeps the order visible);
+    ``release_skew``: how much later than the others the slowest consumer warp arrives on an
+    empty barrier (warps are not in lockstep; 0 = all release together).
     With the defaults every step takes one unit, which is all the state machine needs.
     """
 
@@ -192,6 +194,7 @@ class Costs:
     tma_bytes_per_ns: float = float("inf")
     mma_time: float = 1.0
     issue: float = 0.0
+    release_skew: float = 0.0
 
 
 @dataclass
@@ -391,7 +394,15 @@ class PipelineModel:
                          f"(wait_group first)")
         if s.tile == state.count and s.status in ("consumed", "consuming", "full"):
             s.status = "empty"
-        self.empty[state.index].arrive(self.consumer_arrivals)
+        skew = self.costs.release_skew
+        if skew > 0 and self.consumer_arrivals > 1:
+            # All warps but the slowest arrive now; the stage is free only when it does too.
+            self.empty[state.index].arrive(self.consumer_arrivals - 1)
+            bar = self.empty[state.index]
+            self._schedule(self.now + skew, f"last release of k-tile {state.count}",
+                           lambda: bar.arrive(1))
+        else:
+            self.empty[state.index].arrive(self.consumer_arrivals)
         self._log("consumer_release", state.count,
                   f"release stage {state.index} ({self.consumer_arrivals} arrivals on empty[{state.index}])")
 

@@ -45,12 +45,15 @@ class Machine:
       about 10.5 TB/s over 132 SMs: most GEMM operand reads hit L2, which is faster than HBM's
       3.35 TB/s).
     * ``tflops_per_sm``: dense fp16/bf16 tensor-core peak per SM (989 TFLOP/s / 132 SMs).
+    * ``warp_skew_ns``: how much later the slowest of the 8 consumer warps releases a stage
+      than the others (0: the warps move in lockstep, the model's simplest assumption).
     """
 
     tma_latency_ns: float = 700.0
     bytes_per_ns: float = 80.0
     tflops_per_sm: float = 989.0 / 132
     sms: int = 132
+    warp_skew_ns: float = 0.0
 
 
 H100 = Machine()
@@ -64,10 +67,11 @@ class KTileCosts:
     latency: float  # L
     transfer: float  # X
     mma: float  # T
+    skew: float = 0.0  # the slowest warp's lag in releasing a stage
 
     def as_costs(self) -> pipeline.Costs:
         return pipeline.Costs(tma_latency=self.latency, tma_bytes_per_ns=self.bytes / self.transfer,
-                              mma_time=self.mma)
+                              mma_time=self.mma, release_skew=self.skew)
 
 
 def k_tile_costs(tile_mn: tuple[int, int] = (128, 256), tile_k: int = 64, dtype_bytes: int = 2,
@@ -83,7 +87,8 @@ def k_tile_costs(tile_mn: tuple[int, int] = (128, 256), tile_k: int = 64, dtype_
     nbytes = (m + n) * tile_k * dtype_bytes  # an A slice (m x k) and a B slice (n x k)
     flops = 2 * m * n * tile_k
     return KTileCosts(nbytes, machine.tma_latency_ns, nbytes / machine.bytes_per_ns,
-                      flops / (machine.tflops_per_sm * 1e3))  # TFLOP/s = 1e3 flop/ns
+                      flops / (machine.tflops_per_sm * 1e3),  # TFLOP/s = 1e3 flop/ns
+                      machine.warp_skew_ns)
 
 
 def steady_state_per_tile(variant: str, c: KTileCosts, prefetch: int) -> float:
