@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
-from cutecourse.errors import ShapeError
+from cutecourse.errors import CourseError, ShapeError
 from cutecourse.models.multicast import bits, fmt_mask, l2_traffic, plan
 
 CLUSTERS = [(1, 1), (2, 1), (1, 2), (2, 2), (4, 1), (1, 4), (4, 2), (2, 4), (4, 4), (8, 2)]
@@ -222,3 +223,139 @@ def test_nb05_checkers_accept_right_and_reject_wrong_answers():
     assert "not answered" in nb05.check_bytes(..., ...).message
     assert nb05.check_empty_arrivals(lambda c, w: (c[0] + c[1] - 1) * w).ok
     assert not nb05.check_empty_arrivals(lambda c, w: c[0] * c[1] * w).ok
+
+
+# -- the cluster kernel: what it uses agrees with the planner ---------------------------------------
+from cutecourse.kernels import hopper_gemm_cluster as hc  # noqa: E402
+from conftest import gpu_for  # noqa: E402
+
+KERNEL_CLUSTERS = [(1, 1), (2, 1), (1, 2), (2, 2), (4, 2), (1, 4)]
+
+
+@pytest.mark.parametrize("cluster", KERNEL_CLUSTERS)
+def test_kernel_masks_bytes_and_arrivals_agree_with_the_planner(cluster):
+    """Read back from a trace of the kernel: the masks of its TMA loads for every rank, the full
+    barrier's tx_count and the empty barrier's arrival count, against the brute-force planner."""
+    facts = hc.kernel_facts(cluster, tile=(128, 256))
+    p = plan(tile=(128, 256, 64), cluster=cluster, tiles=(2 * cluster[0], 2 * cluster[1], 4))
+    cm, cn = cluster
+    for c in range(p.num_clusters):
+        for r in range(cm * cn):
+            assert facts.masks[r] == {"A": p.mask("A", c, 0, r), "B": p.mask("B", c, 0, r)}, (c, r)
+            assert facts.masks[r]["A"] == p.closed_form("A", r).mask
+            assert facts.masks[r]["B"] == p.closed_form("B", r).mask
+            assert facts.tx_count == p.tx_bytes(c, 0, r)
+            assert facts.empty_arrivals == p.empty_arrivals(c, 0, r) * 8  # 8 consumer warps
+    # an operand is multicast exactly when more than one CTA shares it
+    assert set(facts.multicast_copies) == {op for op, n in (("A", cn), ("B", cm)) if n > 1}
+
+
+@pytest.mark.parametrize("cluster", [c for c in hc.hg.CLUSTERS])
+def test_the_course_kernel_itself_uses_the_same_masks(cluster):
+    """hopper_gemm.HopperGemm takes the pairs itself: same facts as ClusterHopperGemm."""
+    mine = hc.kernel_facts(cluster)
+    theirs = hc.kernel_facts(cluster, kernel_class=hc.hg.HopperGemm)
+    assert (theirs.masks, theirs.tx_count, theirs.empty_arrivals, theirs.multicast_copies) == (
+        mine.masks, mine.tx_count, mine.empty_arrivals, mine.multicast_copies)
+
+
+EXPECTED_PTX = {  # cluster -> (multicast loads, all TMA loads) in the prefetch variant's PTX
+    (1, 1): (0, 4), (2, 1): (2, 4), (1, 2): (2, 4), (2, 2): (4, 4)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cluster", list(EXPECTED_PTX))
+def test_ptx_has_multicast_loads_only_along_a_shared_dimension(cluster):
+    from cutecourse.inspect import compile_report
+
+    r = compile_report("cutecourse.kernels.hopper_gemm_cluster:compile_target",
+                       variant="prefetch", cluster=list(cluster))
+    multicast, total = EXPECTED_PTX[cluster]
+    assert r.count(hc.PTX_MULTICAST_LOAD) == multicast == hc.expected_multicast_loads(cluster, "prefetch")
+    assert r.count(hc.PTX_TMA_LOAD) == total
+    big = cluster != (1, 1)
+    # remote arrives on peers' empty barriers, and the cluster-wide teardown, only in clusters
+    assert (r.count(r"^mbarrier\.arrive.*shared::cluster") > 0) == big
+    assert (r.count(r"^barrier\.cluster\.wait") >= 2) == big  # init + teardown
+    assert r.spill_bytes == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["naive", "compiler"])
+@pytest.mark.parametrize("cluster", [(2, 1), (2, 2)])
+def test_every_variant_multicasts(variant, cluster):
+    from cutecourse.inspect import compile_report
+
+    r = compile_report("cutecourse.kernels.hopper_gemm_cluster:compile_target", variant=variant,
+                       cluster=list(cluster))
+    assert r.count(hc.PTX_MULTICAST_LOAD) == hc.expected_multicast_loads(cluster, variant) > 0
+
+
+@pytest.mark.parametrize("cluster, tiles, match", [
+    ((3, 1), None, "not a power of two"),
+    ((4, 8), None, "16 bits"),
+    ((0, 2), None, "at least 1"),
+    ((2,), None, "pair"),
+    ((2, 1), (5, 4), "not a whole number of 2x1 clusters"),
+    ((1, 4), (8, 6), "not a whole number of 1x4 clusters"),
+])
+def test_cluster_shapes_that_cannot_work(cluster, tiles, match):
+    with pytest.raises(ShapeError, match=match) as err:
+        hc.check_cluster(cluster, (128, 256), tiles)
+    assert err.value.fix
+
+
+def test_kernel_refuses_a_bad_cluster_before_compiling():
+    with pytest.raises(ShapeError, match="not a power of two"):
+        hc.ClusterHopperGemm((128, 256), "prefetch", (3, 1))
+    with pytest.raises(CourseError, match="l2_hints"):
+        hc.ClusterHopperGemm((128, 256), "prefetch", (2, 1), l2_hints="evict")
+
+
+def test_launcher_checks_the_grid_on_any_machine():
+    import torch
+
+    a = torch.zeros(640, 128, dtype=torch.float16)  # 5 tiles of 128 rows
+    b = torch.zeros(512, 128, dtype=torch.float16)
+    c = torch.zeros(640, 512, dtype=torch.float16)
+    with pytest.raises(ShapeError, match="5x2 grid"):
+        hc.launcher(a, b, c, cluster=(2, 1))
+
+
+_GPU_CHECK = r"""
+import sys, torch, cutecourse
+from cutecourse.kernels import hopper_gemm_cluster as hc
+torch.manual_seed(0)
+for cluster in [(1, 1), (2, 1), (1, 2), (2, 2)]:
+    for m, n, k in [(1024, 2048, 512), (512, 1024, 1000)]:
+        a = torch.randn(m, k, device="cuda").half(); b = torch.randn(n, k, device="cuda").half()
+        ref = a.float() @ b.float().T
+        c = hc.gemm(a, b, cluster=cluster)
+        torch.cuda.synchronize()
+        err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
+        assert err < 1e-2, (cluster, m, n, k, err)
+print("ok")
+"""
+
+
+@pytest.mark.gpu
+@gpu_for("sm_90a")
+def test_every_cluster_shape_matches_torch_on_the_gpu():
+    import subprocess
+    import sys
+
+    # in a subprocess with a timeout: a barrier mistake in a pipelined kernel hangs, not fails
+    out = subprocess.run([sys.executable, "-c", _GPU_CHECK], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
+
+
+def test_l2_hints_put_the_eviction_policies_in_the_ptx():
+    from cutecourse.inspect import compile_report
+
+    r = compile_report("cutecourse.kernels.hopper_gemm_cluster:compile_target", cluster=[2, 1],
+                       l2_hints="a_first")
+    consts = {int(x) for x in re.findall(r"mov\.b64\s+%rd\d+, (\d+)", r.ptx)}
+    assert {hc.EVICT_FIRST, hc.EVICT_LAST} <= consts
+    plain = compile_report("cutecourse.kernels.hopper_gemm_cluster:compile_target", cluster=[2, 1])
+    assert hc.EVICT_FIRST not in {int(x) for x in re.findall(r"mov\.b64\s+%rd\d+, (\d+)", plain.ptx)}
