@@ -823,8 +823,6 @@ def _slice_cached(layout: tuple, coord: Any) -> LayoutTable:
     shape, stride = layout
     L = f"{to_text(shape)}:{to_text(stride)}"
     _slice_check(coord, shape, "", L)
-    if coord is None or (isinstance(coord, tuple) and all(c is None for c in flatten_none(coord))):
-        pass
     ctext = _slice_text(coord)
 
     def build():
@@ -845,12 +843,6 @@ def _slice_cached(layout: tuple, coord: Any) -> LayoutTable:
     # The parent's flat indices the slice keeps: coordinates that agree with every fixed entry.
     keep = tuple(i for i, c in enumerate(parent.coords) if _matches(coord, c))
     return LayoutTable(t.layout, t.shape, t.stride, t.coords, t.offsets, t.expr, t.base, parent, keep)
-
-
-def flatten_none(t: Any) -> tuple:
-    if isinstance(t, tuple):
-        return tuple(x for e in t for x in flatten_none(e))
-    return (t,)
 
 
 def _matches(pattern: Any, coord: Any) -> bool:
@@ -961,7 +953,7 @@ def _tv_cached(thr: tuple, val: tuple) -> TVTable:
 
     tiler, tv = _run_op(f"make_layout_tv({T}, {V}) failed",
                         "give a thread layout and a value layout of the same rank", build)
-    owner = np.full(tiler, -1, dtype=np.int64) if len(tiler) > 1 else np.full((1,) + tiler, -1)
+    owner = np.full(tiler, -1, dtype=np.int64)  # owner[m, n]: the thread holding element (m, n)
     value = owner.copy()
     nthr = size(tv.modes[0])
     for i, idx in enumerate(tv.offsets):

@@ -111,3 +111,55 @@ def test_warp_access_and_address_map_figures():
              for t in ax.texts if t.get_transform() == ax.transData}
     a = V.address_map(*SEED, tensor="(64,512):(512,1)", block=1)
     assert cells[(3, 9)] == str(a.base + a.offsets[3 + 128 * 9])
+
+
+# ---- the interactive view, driven without a browser ------------------------------------------
+
+
+@pytest.fixture
+def tvx():
+    return V.TVExplorer()
+
+
+def test_tv_explorer_starts_with_the_seed(tvx):
+    assert tvx.error is None and tvx.picture.value[:4] == b"\x89PNG"
+    assert "tile <b>(16,256)</b>" in tvx.readout.value
+    assert "128 bits" in tvx.readout.value and "100%" in tvx.readout.value
+    assert tvx.warp.max == 3 and tvx.thread.max == 127
+
+
+@pytest.mark.parametrize("view", V.VIEWS)
+def test_tv_explorer_views_draw_different_pictures(tvx, view):
+    before = tvx.picture.value
+    tvx.view.value = view
+    assert tvx.error is None
+    assert (tvx.picture.value != before) == (view != "threads")
+
+
+def test_tv_explorer_thread_readout(tvx):
+    tvx.thread.value = 33
+    tv = V.tv_layout(*SEED)
+    m, n = tv.coord_of(33, 1)
+    assert f"thread 33: V0:" in tvx.readout.value and f"V1: ({m},{n})" in tvx.readout.value
+
+
+def test_tv_explorer_reports_uncoalesced_configs(tvx):
+    tvx.set(thr="(32,4):(1,32)", tensor="(256,512):(512,1)")
+    assert tvx.error is None and "50%" in tvx.readout.value
+    tvx.set(elem_bits=32, thr="(4,32):(32,1)", val="(1,4):(4,1)", tensor="(8,256):(256,1)")
+    assert "128 bits" in tvx.readout.value
+
+
+@pytest.mark.parametrize("field,value,words", [
+    ("thr", "(4,32):(1,1)", "not a one-to-one"),
+    ("val", "(4,8", "nesting"),
+    ("tensor", "(24,512):(512,1)", "does not divide"),
+    ("tensor", "(0,512):(512,1)", "extent 0"),
+])
+def test_tv_explorer_errors_are_messages(tvx, field, value, words):
+    good = tvx.picture.value
+    tvx.set(**{field: value})
+    assert tvx.error is not None and words in tvx.error
+    assert "color:#b00020" in tvx.message.value and tvx.picture.value == good
+    tvx.set(thr="(4,32):(32,1)", val="(4,8):(8,1)", tensor="(64,512):(512,1)")
+    assert tvx.error is None and tvx.message.value == ""

@@ -92,7 +92,8 @@ class LayoutExplorer:
         self.operand = w.Text(value=operand, description="with", continuous_update=False,
                               layout=w.Layout(width="420px"), style=style)
         self.arrows = w.Checkbox(value=arrows, description="arrows through offsets 0, 1, 2, ...")
-        self.picture = w.Image(format="png", layout=w.Layout(max_width="100%"))
+        # align_self: a flex column would stretch the image to its width (blurry upscaling)
+        self.picture = w.Image(format="png", layout=w.Layout(max_width="100%", align_self="flex-start"))
         self.message = w.HTML()
         self.readout = w.HTML()
         self.cell_row = w.IntSlider(0, min=0, max=0, description="cell row", style=style)

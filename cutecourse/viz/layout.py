@@ -142,9 +142,11 @@ def draw_layout(
     ax.imshow(rgba, interpolation="nearest", aspect="equal")
 
     # Cell labels: the offset (or flat index), sized to the cell.
-    fontsize = max(5.0, min(10.0, cell * 72 * 0.42))
+    index_grid = np.arange(t.size).reshape((rows, cols), order="F")
+    digits = max(len(str(int(x))) for x in (grid if labels == "offset" else index_grid).ravel())
+    # a digit is about 0.6 em wide: keep the longest label inside 90% of the cell
+    fontsize = max(5.0, min(10.0, cell * 72 * 0.42, cell * 72 * 0.9 / (0.62 * max(digits, 2))))
     if cell >= 0.17:
-        index_grid = np.arange(t.size).reshape((rows, cols), order="F")
         for r in range(rows):
             for c in range(cols):
                 value = grid[r, c] if labels == "offset" else index_grid[r, c]

@@ -336,3 +336,156 @@ def draw_address_map(thr_layout: Any, val_layout: Any = None, *, tensor: Any, bl
     ax.set_ylabel("thread", fontsize=9)
     ax.set_xlabel("value index", fontsize=9)
     return fig
+
+
+# --------------------------------------------------------------------------------------------
+# The interactive view.
+# --------------------------------------------------------------------------------------------
+
+#: Element types a learner can pick, by their width in bits.
+ELEMENTS = {"fp16 / bf16 (16-bit)": 16, "fp32 (32-bit)": 32, "fp8 (8-bit)": 8}
+
+#: What the picture shows.
+VIEWS = ("threads", "warps", "warp accesses", "addresses")
+
+
+class TVExplorer:
+    """Type a thread layout, a value layout and a tensor; see who owns what and what a warp reads.
+
+    Views: ``threads`` (the tile coloured by thread, labelled T/V), ``warps`` (the whole tile by
+    warp), ``warp accesses`` (one warp's load instructions: vector width, lines, sectors) and
+    ``addresses`` ((thread, value) -> address for the first threads). The readout sums it up and
+    lists the selected thread's values. Errors appear as a message; the picture keeps the last
+    good state. Handlers (``update``, ``set``) can be called directly. CSS classes:
+    ``cc-tv-explorer``, ``cc-tv-thr``, ``cc-tv-val``, ``cc-tv-tensor``, ``cc-tv-view``,
+    ``cc-picture``, ``cc-message``, ``cc-readout``.
+    """
+
+    def __init__(self, thr: str = "(4,32):(32,1)", val: str = "(4,8):(8,1)",
+                 tensor: str = "(64,512):(512,1)", elem_bits: int = 16, view: str = "threads"):
+        import ipywidgets as w
+
+        self.tv: TVTable | None = None
+        self.addr: LayoutTable | None = None
+        self.error: str | None = None
+        self.png: bytes = b""
+        self._quiet = False
+        style = {"description_width": "110px"}
+        box = w.Layout(width="380px")
+        self.thr_text = w.Text(thr, description="thread layout", continuous_update=False, layout=box,
+                               style=style)
+        self.val_text = w.Text(val, description="value layout", continuous_update=False, layout=box,
+                               style=style)
+        self.tensor_text = w.Text(tensor, description="tensor layout", continuous_update=False,
+                                  layout=box, style=style)
+        self.elem = w.Dropdown(options=list(ELEMENTS.items()), value=elem_bits, description="element",
+                               style=style)
+        self.view = w.ToggleButtons(options=list(VIEWS), value=view)
+        self.warp = w.IntSlider(0, min=0, max=0, description="warp", style=style)
+        self.thread = w.IntSlider(0, min=0, max=0, description="thread", style=style)
+        # align_self: a flex column would stretch the image to its width (blurry upscaling)
+        self.picture = w.Image(format="png", layout=w.Layout(max_width="100%", align_self="flex-start"))
+        self.message = w.HTML()
+        self.readout = w.HTML()
+        for widget, cls in [(self.thr_text, "cc-tv-thr"), (self.val_text, "cc-tv-val"),
+                            (self.tensor_text, "cc-tv-tensor"), (self.view, "cc-tv-view"),
+                            (self.picture, "cc-picture"), (self.message, "cc-message"),
+                            (self.readout, "cc-readout")]:
+            widget.add_class(cls)
+        for c in (self.thr_text, self.val_text, self.tensor_text, self.elem, self.view, self.warp):
+            c.observe(lambda ch: self.update(), names="value")
+        self.thread.observe(lambda ch: self._read_out(), names="value")
+        self.widget = w.VBox([
+            w.HBox([w.VBox([self.thr_text, self.val_text]), w.VBox([self.tensor_text, self.elem])]),
+            self.view, self.warp, self.message, self.picture, self.thread, self.readout])
+        self.widget.add_class("cc-tv-explorer")
+        self.update()
+
+    def set(self, **values: Any) -> None:
+        """Set several controls (thr, val, tensor, elem_bits, view, warp) and redraw once."""
+        names = {"thr": self.thr_text, "val": self.val_text, "tensor": self.tensor_text,
+                 "elem_bits": self.elem, "view": self.view, "warp": self.warp}
+        self._quiet = True
+        try:
+            for k, v in values.items():
+                names[k].value = v
+        finally:
+            self._quiet = False
+        self.update()
+
+    def update(self) -> None:
+        if self._quiet:
+            return
+        try:
+            tv = tv_layout(self.thr_text.value, self.val_text.value)
+            addr = address_map(tv, tensor=self.tensor_text.value)
+            elem_bytes = self.elem.value // 8
+            nwarps = max(1, tv.threads // WARP)
+            self._quiet = True
+            self.warp.max = nwarps - 1
+            self.thread.max = tv.threads - 1
+            self._quiet = False
+            warp = min(self.warp.value, nwarps - 1)
+            view = self.view.value
+            if view == "threads":
+                fig = draw_tv(tv)
+            elif view == "warps":
+                fig = draw_tv_overview(tv)
+            elif view == "warp accesses":
+                fig = draw_warp_access(tv, tensor=self.tensor_text.value, warp=warp,
+                                       elem_bytes=max(1, elem_bytes))
+            else:
+                fig = draw_address_map(tv, tensor=self.tensor_text.value)
+            self.acc = warp_accesses(addr, tv.threads, warp=warp, elem_bytes=max(1, elem_bytes))
+        except Exception as e:  # CourseError: its two lines; anything else: one line, no traceback
+            self._quiet = False
+            what = getattr(e, "what", f"{type(e).__name__}: {e}")
+            fix = getattr(e, "fix", "check the three layouts")
+            self.error = f"{what}\n-> {fix}"
+            self.message.value = ("<div style='color:#b00020; white-space:pre-wrap; "
+                                  f"font-family:monospace'>{_esc(what)}<br>&rarr; {_esc(fix)}</div>")
+            return
+        from .layout import to_png
+
+        self.tv, self.addr, self.error = tv, addr, None
+        self.message.value = ""
+        self.png = to_png(fig, dpi=80)
+        self.picture.value = self.png
+        self._read_out()
+
+    def _read_out(self) -> None:
+        tv, addr = self.tv, self.addr
+        if tv is None or self.error:
+            return
+        a0 = self.acc[0]
+        t = min(self.thread.value, tv.threads - 1)
+        coords = [tv.coord_of(t, v) for v in range(tv.values)]
+        addrs = [addr.base + addr.offsets[t + tv.threads * v] for v in range(tv.values)]
+        show = 8
+        pairs = ", ".join(f"V{v}: {to_text(c)} @ {a}" for v, (c, a) in
+                          enumerate(zip(coords[:show], addrs[:show])))
+        more = f", ... ({tv.values} values)" if tv.values > show else ""
+        self.readout.value = (
+            f"tile <b>{to_text(tv.tiler)}</b> · TV layout <b>{_esc(tv.tv.layout)}</b> · "
+            f"{tv.threads} threads x {tv.values} values<br>"
+            f"(thread, value) -> address: <b>{_esc(addr.layout)}</b><br>"
+            f"each warp: {len(self.acc)} loads of <b>{a0.vector_bits} bits</b> per thread, "
+            f"{a0.lines} lines / {a0.sectors} sectors per load, <b>{a0.efficiency:.0%}</b> of "
+            f"fetched bytes used<br>thread {t}: {pairs}{more}")
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
+
+
+def _esc(s: str) -> str:
+    import html
+
+    return html.escape(str(s))
+
+
+def explore_tv(thr: str = "(4,32):(32,1)", val: str = "(4,8):(8,1)",
+               tensor: str = "(64,512):(512,1)") -> TVExplorer:
+    """Make a :class:`TVExplorer` (display it, or leave it as a cell's last expression)."""
+    return TVExplorer(thr, val, tensor)
