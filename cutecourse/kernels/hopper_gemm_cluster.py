@@ -317,3 +317,39 @@ def traffic_summary(result) -> str:
         if name not in measured:
             lines.append(f"  {name}: ncu could not read counters: {why[:200]}")
     return "\n".join(lines)
+
+
+def paired_ratio(result, case: str, baseline: str = "cluster 1x1") -> str:
+    """How ``case`` compares with ``baseline`` in a result, and whether the run can tell.
+
+    The interleaved benchmark times every case once per round, so repeat i of one case ran next
+    to repeat i of the other: their ratio, repeat by repeat, shows how much of a difference in
+    the medians is noise (the clocks drift between rounds, the pairs drift together).
+    """
+    import statistics
+
+    a, b = result.row(case), result.row(baseline)
+    ratio = b.us / a.us
+    pairs = [y / x for x, y in zip(a.us_repeats, b.us_repeats)]
+    faster = sum(p > 1 for p in pairs)
+    n = len(pairs)
+    if faster >= 0.9 * n:
+        verdict = f"faster in {faster} of {n} paired repeats"
+    elif faster <= 0.1 * n:
+        verdict = f"slower in {n - faster} of {n} paired repeats"
+    else:
+        verdict = f"no consistent difference: faster in {faster} of {n} paired repeats"
+    return (f"{case} vs {baseline}: {ratio:.3f}x (medians), paired repeats "
+            f"{statistics.median(pairs):.3f}x [{min(pairs):.2f} .. {max(pairs):.2f}]; {verdict}")
+
+
+def kernel_cluster_lines(cls=None) -> str:
+    """Every line of the 1x1 kernel's source that the cluster shape touches (with numbers)."""
+    import inspect
+    import re
+
+    cls = cls or hg.HopperGemm
+    lines, first = inspect.getsourcelines(cls)
+    keep = re.compile(r"self\.cluster_mn|mcast|cluster_coord|cluster_(arrive|wait|idx|dim)|in_cluster")
+    return "\n".join(f"{first + i:4d}  {line.rstrip()}" for i, line in enumerate(lines)
+                     if keep.search(line) and not line.strip().startswith(("#", '"', "``")))
