@@ -40,6 +40,25 @@ def test_closed_form_equals_brute_force_wherever_its_conditions_hold():
     assert held > 100 and failed > 100
 
 
+def test_closed_form_issuer_and_slice_equal_brute_force_wherever_the_conditions_hold():
+    """Not only the mask: seed 003's single-issuer predicate and CUTLASS's slice index too."""
+    checked = 0
+    for p in _sweep():
+        for op in "AB":
+            if not p.closed_form_holds(op) or p.num_tiles > 64:
+                continue
+            for w, c in itertools.product(range(p.waves), range(p.num_clusters)):
+                for r in p.ranks(c):
+                    if p.output_tile(c, w, r) is None:
+                        continue
+                    cf = p.closed_form(op, r)
+                    assert p.single_issuer(op, c, w, r) == cf.single_issuer, (p, op, c, w, r)
+                    mine = [s for s in p.issued(c, w, r) if s.operand == op]
+                    assert [(s.index, s.count) for s in mine] == [(cf.slice_index, cf.slice_count)]
+                    checked += 1
+    assert checked > 1000
+
+
 def test_conditions_are_not_vacuous_some_failing_shapes_do_differ():
     differing = [(p, op) for p in _sweep() for op in "AB"
                  if not p.closed_form_holds(op) and p.differences(op)]
@@ -392,3 +411,23 @@ def test_kernel_cluster_lines_lists_the_masks_and_the_cluster_barrier():
     text = hc.kernel_cluster_lines()
     assert "make_layout_image_mask" in text and "cluster_wait" in text
     assert "mcast_size" in text
+
+
+def test_benchmark_reads_ncu_csv():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "multicast.py"
+    spec = importlib.util.spec_from_file_location("bench_multicast", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    text = ('==PROF== Connected to process 1\n'
+            '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
+            '"Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit",'
+            '"Metric Value"\n'
+            '"0","1","python3","h","k","1","7","(256, 1, 1)","(64, 32, 1)","0","9.0","Command line '
+            'profiler metrics","dram__bytes_read.sum","byte","1,234,567"\n'
+            '"0","1","python3","h","k","1","7","(256, 1, 1)","(64, 32, 1)","0","9.0","Command line '
+            'profiler metrics","lts__t_bytes.sum","byte","89"\n')
+    assert mod.parse_ncu_csv(text) == {"dram__bytes_read.sum": 1234567.0, "lts__t_bytes.sum": 89.0}
+    assert mod.parse_ncu_csv("==ERROR== ERR_NVGPUCTRPERM") == {}

@@ -32,6 +32,7 @@ planner (``cutecourse.models.multicast``). ``launcher`` / ``gemm`` run it on an 
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from unittest import mock
 
@@ -150,6 +151,20 @@ def expected_multicast_loads(cluster_mn, variant: str = "prefetch") -> int:
 # ------------------------------------------------------------------------------------------
 # What the kernel really uses, read back from a trace (dry run: no compile, no GPU)
 # ------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _dry_run():
+    """``cute.compile`` traces the kernel to IR and stops: the DSL's dry-run setting
+    (``CUTE_DSL_DRYRUN``, read once at import into its settings object), flipped for one call."""
+    from cutlass.cutlass_dsl import CuTeDSL
+
+    envar = CuTeDSL._get_dsl().envar
+    saved, envar.dryrun = envar.dryrun, True
+    try:
+        yield
+    finally:
+        envar.dryrun = saved
+
+
 @dataclass
 class KernelFacts:
     """The multicast parameters one ``ClusterHopperGemm`` passes to CuTe, for every rank."""
@@ -178,7 +193,7 @@ def kernel_facts(cluster=(2, 1), tile=(128, 256), variant: str = "prefetch",
     import cutlass.pipeline as pipeline
     from cutlass.cute.nvgpu import cpasync  # noqa: F401  (the kernel's own module references)
 
-    from ..layouts import _trace_only, parse_layout, run_on_host
+    from ..layouts import parse_layout, run_on_host
 
     if tile[0] == tile[1]:
         raise ShapeError(f"tile {tile}: kernel_facts tells A's loads from B's by their size",
@@ -216,7 +231,7 @@ def kernel_facts(cluster=(2, 1), tile=(128, 256), variant: str = "prefetch",
     with mock.patch.object(cute, "make_layout_image_mask", image_mask), \
             mock.patch.object(cute, "copy", copy), \
             mock.patch.object(pipeline.PipelineTmaAsync, "create", staticmethod(create)), \
-            _trace_only():
+            _dry_run():
         cute.compile(jit_fn, *args)
 
     cm, cn = cluster
