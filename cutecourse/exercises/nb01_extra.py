@@ -21,9 +21,10 @@ def check_padded_rows(layout) -> Result:
     return compare(layout, "(6,4):(8,1)", "1b.1 padded rows", PADDED_HINT, names=("row", "col"))
 
 
-BLOCKED_HINT = ("split each mode in two: row = (row within a block, which block row) with strides "
-                "(4, 16), column = (column within a block, which block column) with strides (1, 8). "
-                "Inner index first: CuTe counts mode 0 of each pair fastest")
+BLOCKED_HINT = ("split each mode in two, inner part first (CuTe counts it fastest): rows = (row "
+                "within a block, which block row), columns = (column within a block, which block "
+                "column). For each of the four parts ask: one step along it moves how many elements "
+                "in memory?")
 
 
 @checker("1b.2 a blocked matrix", BLOCKED_HINT)
@@ -34,9 +35,9 @@ def check_blocked(layout) -> Result:
                    names=("row", "col"))
 
 
-DIVIDE_HINT = ("zipped_divide keeps the strides of the original inside a tile, so mode 0 is "
-               "(2,4):(16,1); mode 1 counts tiles: the next tile down starts 2 rows (2 x 16) "
-               "further, the next tile across 4 columns further")
+DIVIDE_HINT = ("inside a tile (mode 0) zipped_divide keeps the original strides; mode 1 steps from "
+               "tile to tile: how many elements apart do the next tile down (2 rows further) and the "
+               "next tile across (4 columns further) start?")
 
 
 @checker("1b.3 predict a zipped_divide", DIVIDE_HINT)
