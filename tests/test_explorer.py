@@ -117,3 +117,12 @@ def test_big_layouts_use_the_sliders_not_buttons(ex):
     assert ex.cells.children == () and ex.cells.layout.display == "none"
     ex.cell_row.value, ex.cell_col.value = 15, 31
     assert "offset <b>511</b>" in ex.readout.value
+
+
+def test_display_bundle_has_the_widget_and_a_static_picture(ex):
+    import base64
+
+    b = ex._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in b  # JupyterLab: the live widget
+    assert base64.b64decode(b["image/png"]) == ex.picture.value  # GitHub / PDF: the picture
+    assert b["text/plain"] == "LayoutExplorer: (4,8):(8,1) = (4,8):(8,1)"

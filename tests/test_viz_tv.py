@@ -163,3 +163,17 @@ def test_tv_explorer_errors_are_messages(tvx, field, value, words):
     assert "color:#b00020" in tvx.message.value and tvx.picture.value == good
     tvx.set(thr="(4,32):(32,1)", val="(4,8):(8,1)", tensor="(64,512):(512,1)")
     assert tvx.error is None and tvx.message.value == ""
+
+
+def test_tv_explorer_display_bundle(tvx):
+    b = tvx._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in b and b["image/png"]
+    assert "tile (16,256)" in b["text/plain"]
+
+
+def test_rank1_tv_layouts():
+    tv = V.tv_layout("32:1", "4:1")
+    assert tv.tiler == (128,) and tv.tv.layout == "(32,4):(4,1)"
+    assert tv.owner.tolist() == [t for t in range(32) for _ in range(4)]
+    a = V.address_map(tv, tensor="1024:1", block=2)
+    assert a.base == 256 and V.vector_width(a, 32, elem_bytes=4) == 4

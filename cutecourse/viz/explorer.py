@@ -91,7 +91,8 @@ class LayoutExplorer:
         self.op = w.Dropdown(options=list(OPERATIONS), value=op, description="operation", style=style)
         self.operand = w.Text(value=operand, description="with", continuous_update=False,
                               layout=w.Layout(width="420px"), style=style)
-        self.arrows = w.Checkbox(value=arrows, description="arrows through offsets 0, 1, 2, ...")
+        self.arrows = w.Checkbox(value=arrows, description="arrows through offsets 0, 1, 2, ... (memory order)",
+                                  indent=False, layout=w.Layout(width="420px"))
         # align_self: a flex column would stretch the image to its width (blurry upscaling)
         self.picture = w.Image(format="png", layout=w.Layout(max_width="100%", align_self="flex-start"))
         self.message = w.HTML()
@@ -260,7 +261,7 @@ class LayoutExplorer:
             self._fig, self._fig_key = fig, key
             self._frame = frame_cell(fig.axes[0], *self.selected)
         self._frame.set_xy((self.selected[1] - 0.5, self.selected[0] - 0.5))
-        self.png = to_png(self._fig, dpi=80)
+        self.png = to_png(self._fig, dpi=90)
         self.picture.value = self.png
 
     def _build_buttons(self) -> None:
@@ -294,10 +295,30 @@ class LayoutExplorer:
         self.message.value = (f"<div style='color:#b00020; white-space:pre-wrap; font-family:monospace'>"
                               f"{html.escape(what)}{fix_html}</div>")
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict:
+        return widget_bundle(self.widget, self.png, f"LayoutExplorer: {self.describe()}")
 
-        display(self.widget)
+    def describe(self) -> str:
+        """One line: what is shown (the notebook's text output, stable for nbval)."""
+        if self.table is None:
+            return f"(no layout yet) {self.error or ''}"
+        return f"{self.table.expr} = {self.table.layout}"
+
+
+def widget_bundle(widget: w.Widget, png: bytes, text: str) -> dict:
+    """The widget for JupyterLab, plus its current picture for everything else.
+
+    JupyterLab renders the live widget (its mime type ranks first); GitHub, nbconvert's PDF and
+    HTML exports and a kernel-less viewer cannot run widgets and fall back to the PNG, so the
+    course reads well there too. ``text/plain`` is a fixed line, so nbval can compare it.
+    """
+    import base64
+
+    bundle = dict(widget._repr_mimebundle_() or {})
+    if png:
+        bundle["image/png"] = base64.b64encode(png).decode("ascii")
+    bundle["text/plain"] = text
+    return bundle
 
 
 def _cols(t: LayoutTable) -> int:

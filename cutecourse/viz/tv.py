@@ -473,10 +473,12 @@ class TVExplorer:
             f"{a0.lines} lines / {a0.sectors} sectors per load, <b>{a0.efficiency:.0%}</b> of "
             f"fetched bytes used<br>thread {t}: {pairs}{more}")
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict:
+        from .explorer import widget_bundle
 
-        display(self.widget)
+        what = (f"make_layout_tv({self.tv.thr.layout}, {self.tv.val.layout}): tile "
+                f"{to_text(self.tv.tiler)}, TV layout {self.tv.tv.layout}") if self.tv else self.error
+        return widget_bundle(self.widget, self.png, f"TVExplorer: {what}")
 
 
 def _esc(s: str) -> str:
