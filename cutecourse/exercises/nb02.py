@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 from .. import layouts, modes
 from ..errors import CourseError
