@@ -1,0 +1,99 @@
+"""The persistent, warp-specialized GEMM against torch.matmul and the one-CTA-per-tile prefetch
+kernel, in one run.
+
+    python benchmarks/gemm_persistent.py [--out benchmarks/results] [--only fp16_8192,...]
+
+Every kernel is checked against torch.matmul before it is timed; compilation happens before
+timing; ``cutecourse.bench`` warms up and takes the median of 5 x 100 launches. Writes
+``gemm_persistent_<problem>.json``. Work: 2*M*N*K flops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import cutecourse  # noqa: E402  (sets the DSL's arch before cutlass is imported)
+from cutecourse import bench  # noqa: E402
+from cutecourse.kernels import hopper_gemm as hg  # noqa: E402
+from cutecourse.kernels import hopper_gemm_persistent as hp  # noqa: E402
+
+WIDE, SQUARE = (128, 256), (128, 128)
+
+#: (case name, kernel, options): kernel "prefetch" is hopper_gemm's, "persistent" this module's.
+CASES = [
+    ("prefetch 128x256", "prefetch", dict(tile=WIDE)),
+    ("persistent 128x256", "persistent", dict(tile=WIDE)),
+    ("persistent 128x256 G=4", "persistent", dict(tile=WIDE, group_m=4)),
+    ("persistent 128x256 G=16", "persistent", dict(tile=WIDE, group_m=16)),
+    ("persistent 128x128", "persistent", dict(tile=SQUARE)),
+    ("persistent 128x256 2x1", "persistent", dict(tile=WIDE, cluster=(2, 1))),
+]
+SHORT = [c for c in CASES if c[0] in ("prefetch 128x256", "persistent 128x256", "persistent 128x256 2x1")]
+
+#: problem -> (dtype, size, data, cases). data: "randn" or "ints" (-2..2, as CUTLASS's examples).
+PROBLEMS = {
+    "fp16_8192": ("float16", 8192, "randn", CASES),
+    "fp16_8192_ints": ("float16", 8192, "ints", SHORT),
+    "bf16_8192": ("bfloat16", 8192, "randn", SHORT),
+    "fp16_4096": ("float16", 4096, "randn", CASES),
+}
+
+
+def run(name: str, out: str) -> bench.BenchResult:
+    import torch
+
+    dtype_name, n, data, configs = PROBLEMS[name]
+    dtype = getattr(torch, dtype_name)
+    torch.manual_seed(0)
+    if data == "ints":
+        a = torch.randint(-2, 3, (n, n), device="cuda").to(dtype)
+        b = torch.randint(-2, 3, (n, n), device="cuda").to(dtype)
+    else:
+        a = torch.randn(n, n, device="cuda").to(dtype)
+        b = torch.randn(n, n, device="cuda").to(dtype)
+    c = torch.empty(n, n, device="cuda", dtype=dtype)
+    ref = torch.matmul(a, b.T)
+    cases = [bench.Case("torch.matmul", lambda: torch.matmul(a, b.T, out=c))]
+    compile_s = {}
+    for case, kind, opts in configs:
+        t0 = time.perf_counter()
+        fn = hg.launcher(a, b, c, **opts, variant=kind) if kind == "prefetch" else hp.launcher(a, b, c, **opts)
+        compile_s[case] = round(time.perf_counter() - t0, 2)
+        c.fill_(float("nan"))
+        fn()
+        torch.cuda.synchronize()
+        err = ((c.float() - ref.float()).abs().max() / ref.float().abs().max().clamp(min=1)).item()
+        if not err < 1e-2:
+            raise SystemExit(f"{case}: max relative error {err:.3g} against torch.matmul")
+        cases.append(bench.Case(case, fn))
+    print(f"{name}: all {len(configs)} kernels match torch.matmul; compile seconds {compile_s}", flush=True)
+    res = bench.compare(f"GEMM {dtype_name} {n}x{n}x{n} {data} (C = A @ B.T)", cases,
+                        bench.Work(flops=2 * n * n * n), baseline="torch.matmul",
+                        params={"m": n, "n": n, "k": n, "dtype": dtype_name, "data": data,
+                                "compile_s": compile_s,
+                                "stages": {f"{t[0]}x{t[1]}": hp.plan_persistent(t, dtype_name).stages
+                                           for t in (WIDE, SQUARE)}})
+    print(res.table(), flush=True)
+    path = res.save(f"gemm_persistent_{name}", out)
+    print(f"wrote {path}", flush=True)
+    return res
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", default=str(bench.RESULTS_DIR))
+    p.add_argument("--only", default=",".join(PROBLEMS))
+    args = p.parse_args()
+    cutecourse.modes.require_gpu("sm_90a")
+    for name in args.only.split(","):
+        run(name, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

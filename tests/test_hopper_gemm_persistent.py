@@ -1,0 +1,266 @@
+"""The persistent, warp-specialized Hopper GEMM: smem plan, the tile scheduler's order (a CPU model
+that is the kernel's own arithmetic, checked against cutlass.utils' scheduler layout), input
+errors, what the compiler made of it (wgmma, TMA, setmaxnreg, no spills), and on an H100
+correctness against torch in a subprocess with a timeout (a broken pipeline hangs, not fails).
+"""
+
+import collections
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+
+import cutecourse
+from cutecourse.errors import AlignmentError, DeviceError, DTypeError, ShapeError
+from cutecourse.inspect import compile_report
+from cutecourse.kernels import hopper_gemm as hg
+from cutecourse.kernels import hopper_gemm_persistent as hp
+
+TARGET = "cutecourse.kernels.hopper_gemm_persistent:compile_target"
+
+
+# -- shared memory --------------------------------------------------------------------------
+@pytest.mark.parametrize("tile,out,stages", [((128, 256), "float16", 4), ((128, 256), "float32", 3),
+                                              ((128, 128), "float16", 6), ((128, 128), "float32", 5)])
+def test_plan_keeps_c_buffers_out_of_the_ring(tile, out, stages):
+    plan = hp.plan_persistent(tile, "float16", out)
+    assert plan.stages == stages
+    assert plan.epi_bytes == 128 * 32 * hg._BYTES[out] * hg.EPI_STAGES
+    assert plan.smem_bytes == plan.barrier_bytes + plan.ring_bytes + plan.epi_bytes <= hg.SMEM_CAPACITY
+    assert plan.smem_bytes + plan.bytes_per_stage > hg.SMEM_CAPACITY  # one more stage would not fit
+
+
+def test_plan_errors():
+    with pytest.raises(ShapeError, match="stages"):
+        hp.plan_persistent((128, 256), "float16", "float32", stages=4)
+    with pytest.raises(ShapeError, match="tile"):
+        hp.plan_persistent((256, 128))
+    with pytest.raises(DTypeError):
+        hp.plan_persistent((128, 256), "float32")
+
+
+def test_register_split_fits_the_register_file():
+    # setmaxnreg: the producer warpgroup gives back, the two consumer warpgroups take
+    assert hp.PRODUCER_REGISTERS % 8 == 0 and hp.CONSUMER_REGISTERS % 8 == 0
+    assert 24 <= hp.PRODUCER_REGISTERS < hp.REGISTER_FILE // hp.THREADS < hp.CONSUMER_REGISTERS <= 256
+    assert 128 * hp.PRODUCER_REGISTERS + hp.CONSUMER_THREADS * hp.CONSUMER_REGISTERS <= hp.REGISTER_FILE
+
+
+# -- the tile scheduler ---------------------------------------------------------------------
+GRIDS = [(64, 32, 132, 8), (65, 33, 132, 8), (7, 5, 132, 8), (13, 11, 4, 8), (9, 3, 5, 4),
+         (1, 1, 132, 8), (3, 200, 132, 8), (200, 3, 17, 16), (10, 10, 7, 3), (8, 8, 132, 1)]
+
+
+@pytest.mark.parametrize("tiles_m,tiles_n,ctas,group", GRIDS)
+def test_every_tile_exactly_once(tiles_m, tiles_n, ctas, group):
+    order = hp.tile_order(tiles_m, tiles_n, ctas, group)
+    visits = collections.Counter(t for cta in order for t in cta)
+    expected = {(m, n) for m in range(tiles_m) for n in range(tiles_n)}
+    assert set(visits) == expected and set(visits.values()) == {1}
+    assert len(order) == min(ctas, tiles_m * tiles_n)  # no idle CTA is launched
+    sizes = [len(cta) for cta in order]
+    assert max(sizes) - min(sizes) <= 1  # static round robin: balanced to within one tile
+
+
+def test_order_walks_bands_of_group_rows():
+    # the first 16 work items of a 16 x 4 grid with bands of 8: down column 0, then column 1
+    first = [hp.band_coord(w, 16, 4, 8) for w in range(16)]
+    assert first == [(m, 0) for m in range(8)] + [(m, 1) for m in range(8)]
+    # the short last band of a ragged grid (10 rows: a band of 8, then one of 2)
+    assert [hp.band_coord(w, 10, 3, 8) for w in range(24, 30)] == [(8, 0), (9, 0), (8, 1), (9, 1),
+                                                                    (8, 2), (9, 2)]
+
+
+def test_persistent_ctas():
+    assert hp.persistent_ctas(2048) == 132
+    assert hp.persistent_ctas(100) == 100
+    assert hp.persistent_ctas(9, cluster_size=2) == 10  # whole clusters
+    assert hp.persistent_ctas(2048, cluster_size=2) == 132
+
+
+# cutlass.utils' scheduler keeps its tile order in a CuTe layout built at trace time: read its
+# static shape and stride (the DSL's own arithmetic) and compare the orders on the CPU.
+_CUTLASS_LAYOUTS = {}
+
+
+def _cutlass_scheduler_layout(tiles_m, tiles_n, swizzle, raster_along_m):
+    import cutlass.cute as cute
+    import cutlass.utils as utils
+
+    key = (tiles_m, tiles_n, swizzle, raster_along_m)
+
+    @cute.jit
+    def trace():
+        params = utils.PersistentTileSchedulerParams((tiles_m, tiles_n, 1), (1, 1, 1), swizzle,
+                                                     raster_along_m)
+        lay = params.problem_layout_ncluster_mnl
+        _CUTLASS_LAYOUTS[key] = (lay.shape, lay.stride)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the wheel copy is marked deprecated
+        cute.compile(trace)
+    return _CUTLASS_LAYOUTS[key]
+
+
+def _flatten(t):
+    return [x for e in t for x in (_flatten(e) if isinstance(e, tuple) else [e])]
+
+
+def _layout_order(shape, stride):
+    """Linear index -> (m, n) of a layout whose modes are (m-mode, n-mode, l): invert it by brute force."""
+    import itertools
+
+    m_shape, n_shape = (_flatten((s,)) for s in shape[:2])
+    m_stride, n_stride = (_flatten((d,)) for d in stride[:2])
+    order = {}
+    for mc in itertools.product(*map(range, m_shape)):
+        for nc in itertools.product(*map(range, n_shape)):
+            m = sum(c * w for c, w in zip(mc, [1] + list(itertools.accumulate(m_shape[:-1], lambda a, b: a * b))))
+            n = sum(c * w for c, w in zip(nc, [1] + list(itertools.accumulate(n_shape[:-1], lambda a, b: a * b))))
+            linear = sum(c * d for c, d in zip(mc, m_stride)) + sum(c * d for c, d in zip(nc, n_stride))
+            order[linear] = (m, n)
+    return [order[i] for i in range(len(order))]
+
+
+@pytest.mark.parametrize("tiles_m,tiles_n,group", [(16, 5, 8), (8, 3, 4), (24, 7, 8)])
+def test_band_order_is_cutlass_swizzle_along_n_raster(tiles_m, tiles_n, group):
+    # Ours == cutlass.utils with swizzle_size=group, raster_along_m=False when group divides tiles_m
+    shape, stride = _cutlass_scheduler_layout(tiles_m, tiles_n, group, False)
+    assert _layout_order(shape, stride) == [hp.band_coord(w, tiles_m, tiles_n, group)
+                                            for w in range(tiles_m * tiles_n)]
+
+
+def test_one_band_is_cutlass_plain_m_raster():
+    shape, stride = _cutlass_scheduler_layout(6, 5, 1, True)
+    assert _layout_order(shape, stride) == [hp.band_coord(w, 6, 5, 8) for w in range(30)]
+
+
+def test_cutlass_swizzle_pads_ragged_grids_ours_does_not():
+    # 6 x 5 tiles, bands of 4: cutlass.utils rounds 6 rows up to 8, so 40 work items for 30 tiles,
+    # 10 of them outside C (TMA would clip them: wasted CTA time). The short last band avoids that.
+    shape, stride = _cutlass_scheduler_layout(6, 5, 4, False)
+    theirs = _layout_order(shape, stride)
+    assert len(theirs) == 40 and sum(m >= 6 for m, _ in theirs) == 10
+    ours = {hp.band_coord(w, 6, 5, 4) for w in range(30)}
+    assert ours == {(m, n) for m in range(6) for n in range(5)}
+
+
+# -- input errors -----------------------------------------------------------------------------
+def _ab(m=256, n=256, k=128, dtype=torch.float16):
+    return torch.randn(m, k).to(dtype), torch.randn(n, k).to(dtype)
+
+
+def test_validation_reuses_the_gemm_checks_and_plans_its_own_smem():
+    a, b = _ab(k=72)
+    assert hp.validate(a, b, torch.float32).stages == 3
+    with pytest.raises(DTypeError, match="float16 or bfloat16"):
+        hp.validate(*_ab(dtype=torch.float32))
+    with pytest.raises(AlignmentError, match="16 bytes"):
+        hp.validate(*_ab(k=100))
+    with pytest.raises(ShapeError, match="stages"):
+        hp.validate(a, b, stages=5)
+    with pytest.raises(ShapeError, match="tile"):
+        hp.validate(a, b, tile=(64, 64))
+
+
+def test_bad_kernel_parameters():
+    with pytest.raises(ShapeError, match="cluster"):
+        hp.PersistentHopperGemm(cluster_mn=(2, 2))
+    with pytest.raises(ShapeError, match="tile"):
+        hp.PersistentHopperGemm(tile_mn=(64, 256))
+    with pytest.raises(ShapeError, match="sms"):
+        hp.PersistentHopperGemm(cluster_mn=(2, 1), sms=1)
+
+
+@pytest.mark.skipif(cutecourse.modes.mode_for("sm_90a").run, reason="this machine can run sm_90a")
+def test_no_hopper_gpu_is_a_device_error():
+    with pytest.raises(DeviceError, match="Hopper"):
+        hp.gemm_persistent(*_ab())
+
+
+# -- what the compiler made -------------------------------------------------------------------
+def _report(**params):
+    return compile_report(TARGET, arch="sm_90a", **params)
+
+
+def test_compiles_warp_specialized_without_spills():
+    r = _report()
+    assert r.count("wgmma") == 4  # one k-tile: 4 x m64n256k16, in the consumers' loop only
+    assert r.count("TMA loads") == 2  # A and B, in the producer's loop only
+    assert r.count("TMA stores") == 8  # 128x256 tile in 128x32 sub-tiles
+    assert r.count("mbarrier waits") > 0
+    ptx = r.ptx
+    assert f"setmaxnreg.dec.sync.aligned.u32 \t{hp.PRODUCER_REGISTERS}" in ptx
+    assert f"setmaxnreg.inc.sync.aligned.u32 \t{hp.CONSUMER_REGISTERS}" in ptx
+    assert r.spill_bytes == 0 and not r.diagnostics("serialized")
+    # at launch every thread gets the even share: 65536 / 384 = 170, rounded down to 168
+    assert r.registers == 168
+
+
+@pytest.mark.parametrize("params", [dict(tile=[128, 128], in_dtype="bfloat16", out_dtype="float32"),
+                                    dict(tile=[128, 256], out_dtype="float32")])
+def test_other_tiles_and_dtypes_compile(params):
+    r = _report(**params)
+    assert r.spill_bytes == 0 and r.count("setmaxnreg") == 2
+    assert r.count("wgmma") == 4 and r.count("TMA loads") == 2
+
+
+def test_multicast_pair_compiles():
+    r = _report(cluster=[2, 1])
+    assert r.count("TMA multicast loads") == 1  # B, shared by the pair along M
+    assert r.spill_bytes == 0
+
+
+# -- on an H100 -------------------------------------------------------------------------------
+_GPU_CHECK = textwrap.dedent("""
+    import json, sys, torch
+    import cutecourse
+    from cutecourse.kernels import hopper_gemm_persistent as hp
+    torch.manual_seed(0)
+    out = []
+    for m, n, k, ind, outd, tile, cluster, sms in json.loads(sys.argv[1]):
+        ind, outd = getattr(torch, ind), getattr(torch, outd)
+        a = torch.randn(m, k, device="cuda").to(ind)
+        b = torch.randn(n, k, device="cuda").to(ind)
+        c = hp.gemm_persistent(a, b, out_dtype=outd, tile=tuple(tile), cluster=tuple(cluster), sms=sms)
+        ref = a.float() @ b.float().T
+        err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
+        out.append([m, n, k, str(ind), str(outd), tile, cluster, sms, err])
+        print(out[-1], flush=True)
+    print("RESULT" + json.dumps(out))
+""")
+
+GPU_CASES = [
+    # m, n, k, in, out, tile, cluster, sms (None: all SMs; small: many tiles per CTA)
+    (1024, 1024, 1024, "float16", "float16", (128, 256), (1, 1), None),
+    (4096, 4096, 1024, "float16", "float16", (128, 256), (1, 1), None),  # 512 tiles, ~4 per CTA
+    (3000, 256, 520, "float16", "float32", (128, 256), (1, 1), None),  # ragged M, K
+    (256, 3000, 1000, "bfloat16", "bfloat16", (128, 128), (1, 1), None),  # ragged N
+    (777, 1000, 72, "bfloat16", "float32", (128, 256), (1, 1), 5),  # ragged everything, 5 CTAs
+    (1000, 520, 4104, "float16", "bfloat16", (128, 128), (1, 1), 3),
+    (128, 256, 8, "float16", "float16", (128, 256), (1, 1), None),  # one tile, one mostly empty k-tile
+    (2176, 1000, 256, "float16", "float16", (128, 128), (1, 1), 7),  # 17 x 8 tiles: short last band
+    (1100, 1000, 520, "float16", "float16", (128, 256), (2, 1), None),  # 9 rows: rounded up to clusters
+    (1000, 1100, 1000, "bfloat16", "float32", (128, 256), (1, 2), 6),
+]
+
+
+def run_gpu_check(cases=GPU_CASES, timeout=300):
+    """Run the cases in a subprocess (a hang becomes a TimeoutExpired, not a stuck test run)."""
+    proc = subprocess.run([sys.executable, "-c", _GPU_CHECK, json.dumps(cases)],
+                          capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return json.loads(proc.stdout.split("RESULT", 1)[1])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cutecourse.modes.mode_for("sm_90a").run, reason="needs an sm_90a GPU")
+def test_matches_torch_on_the_gpu():
+    results = run_gpu_check()
+    bad = [r for r in results if not r[-1] < (2e-2 if "bfloat16" in (r[3] + r[4]) else 5e-3)]
+    assert not bad, "\n".join(map(str, bad))
