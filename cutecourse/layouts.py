@@ -48,7 +48,7 @@ import math
 import re
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Callable, Union
 
 import numpy as np
 
@@ -731,8 +731,6 @@ def _divisors(n: int) -> str:
 
 
 def _cute_tiler(tiler: tuple):
-    import cutlass.cute as cute
-
     kind, val = tiler
     if kind == "layout":
         return _make(*val)

@@ -6,7 +6,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import numpy as np
 import pytest
 
 import cutecourse  # noqa: F401

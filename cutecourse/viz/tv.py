@@ -261,7 +261,6 @@ def draw_warp_access(thr_layout: Any, val_layout: Any = None, *, tensor: Any, wa
     shown = acc[:max_instructions]
 
     owner, value = _tile_2d(tv.owner), _tile_2d(tv.value)
-    M, N = owner.shape
     k = len(shown[0].values) if shown else 1
     instr = np.full(owner.shape, -1)
     in_warp = (owner // WARP) == warp
