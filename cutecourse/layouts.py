@@ -13,6 +13,7 @@ API (what notebooks 01/02 and ``cutecourse.viz`` use)::
     t.offset(((1, 0), (2, 1)))  # one coordinate (bounds-checked)
     t.grid()          # numpy array: row = mode 0, column = mode 1 (modes 1.. folded)
     t.cell(r, c)      # (coordinate, flat index, offset) of one cell of that grid
+    print(t.text())   # the grid as text, like CuTe's print_layout
     layouts.composition(a, b)          layouts.logical_divide(a, tiler)
     layouts.zipped_divide(a, tiler)    layouts.tiled_divide(a, tiler)
     layouts.slice_(a, (None, 1))       layouts.make_layout_tv(thr, val) -> TVTable
@@ -517,6 +518,24 @@ class LayoutTable:
         return (f"coordinate {to_text(self.coords[i])} = flat index {i} -> offset "
                 f"{self.offsets[i]}" + (f" (address {self.base + self.offsets[i]} in the parent)"
                                         if self.parent is not None else ""))
+
+    def text(self) -> str:
+        """The grid as text, like CuTe's ``print_layout``: the layout, then one row per mode-0
+        coordinate, one column per mode-1 coordinate, each cell its offset (deterministic,
+        so notebooks can print it and nbval can compare it)."""
+        g = self.grid()
+        row_shape, col_shape = self.grid_shape
+        rlab = [to_text(idx2crd(r, row_shape)) for r in range(g.shape[0])] if self.rank > 1 else [""]
+        clab = [to_text(idx2crd(c, col_shape)) for c in range(g.shape[1])]
+        w = max(len(x) for x in clab + [str(int(v)) for v in g.ravel()])
+        lw = max(len(x) for x in rlab)
+        sep = " " * (lw + 1) + "+" + "+".join("-" * (w + 2) for _ in clab) + "+"
+        lines = [self.expr if self.expr == self.layout else f"{self.expr} = {self.layout}",
+                 (" " * (lw + 2) + " ".join(f" {c:>{w}} " for c in clab)).rstrip(), sep]
+        for r in range(g.shape[0]):
+            lines.append(f"{rlab[r]:>{lw}} |" + "|".join(f" {int(v):>{w}} " for v in g[r]) + "|")
+            lines.append(sep)
+        return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.layout

@@ -276,3 +276,16 @@ def test_tv_needs_compact_thread_and_value_layouts():
 def test_too_large_to_tabulate():
     with pytest.raises(LayoutError, match="too many"):
         layouts.evaluate((1024, 1024), (1024, 1))
+
+
+def test_text_grid_is_the_table():
+    t = layouts.evaluate("((2,2),(3,4)):((1,6),(2,12))")
+    lines = t.text().splitlines()
+    assert lines[0] == t.layout
+    rows = [ln for ln in lines if "|" in ln]
+    assert len(rows) == 4
+    got = [[int(x) for x in ln.split("|")[1:-1]] for ln in rows]
+    assert got == t.grid().tolist()
+    assert rows[3].split("|")[0].strip() == "(1,1)"  # rows named by their natural coordinate
+    assert layouts.zipped_divide("(4,4):(4,1)", (2, 2)).text().splitlines()[0] == \
+        "zipped_divide((4,4):(4,1), (2,2)) = ((2,2),(2,2)):((4,1),(8,2))"
