@@ -27,18 +27,24 @@ WIDE, SQUARE = (128, 256), (128, 128)
 #: (case name, kernel, options): kernel "prefetch" is hopper_gemm's, "persistent" this module's.
 CASES = [
     ("prefetch 128x256", "prefetch", dict(tile=WIDE)),
-    ("persistent 128x256", "persistent", dict(tile=WIDE)),
-    ("persistent 128x256 G=4", "persistent", dict(tile=WIDE, group_m=4)),
-    ("persistent 128x256 G=16", "persistent", dict(tile=WIDE, group_m=16)),
+    ("persistent 128x256", "persistent", dict(tile=WIDE)),  # group_m = 16
+    ("persistent 128x256 dynamic", "persistent", dict(tile=WIDE, scheduler="dynamic")),
+    ("persistent 128x256 dynamic G=8", "persistent", dict(tile=WIDE, scheduler="dynamic", group_m=8)),
+    ("persistent 128x256 G=8", "persistent", dict(tile=WIDE, group_m=8)),
+    ("persistent 128x256 G=32", "persistent", dict(tile=WIDE, group_m=32)),
+    ("persistent 128x256 S=3", "persistent", dict(tile=WIDE, stages=3)),
     ("persistent 128x128", "persistent", dict(tile=SQUARE)),
     ("persistent 128x256 2x1", "persistent", dict(tile=WIDE, cluster=(2, 1))),
+    ("persistent 128x256 2x1 G=8", "persistent", dict(tile=WIDE, cluster=(2, 1), group_m=8)),
+    ("persistent 128x256 1x2", "persistent", dict(tile=WIDE, cluster=(1, 2))),
 ]
-SHORT = [c for c in CASES if c[0] in ("prefetch 128x256", "persistent 128x256", "persistent 128x256 2x1")]
+SHORT = [c for c in CASES if c[0] in ("prefetch 128x256", "persistent 128x256", "persistent 128x256 dynamic",
+                                      "persistent 128x256 2x1")]
 
 #: problem -> (dtype, size, data, cases). data: "randn" or "ints" (-2..2, as CUTLASS's examples).
 PROBLEMS = {
     "fp16_8192": ("float16", 8192, "randn", CASES),
-    "fp16_8192_ints": ("float16", 8192, "ints", SHORT),
+    "fp16_8192_ints": ("float16", 8192, "ints", CASES),
     "bf16_8192": ("bfloat16", 8192, "randn", SHORT),
     "fp16_4096": ("float16", 4096, "randn", CASES),
 }

@@ -175,6 +175,10 @@ def test_bad_kernel_parameters():
         hp.PersistentHopperGemm(tile_mn=(64, 256))
     with pytest.raises(ShapeError, match="sms"):
         hp.PersistentHopperGemm(cluster_mn=(2, 1), sms=1)
+    with pytest.raises(ValueError, match="scheduler"):
+        hp.PersistentHopperGemm(scheduler="greedy")
+    with pytest.raises(ShapeError, match="static"):
+        hp.PersistentHopperGemm(cluster_mn=(2, 1), scheduler="dynamic")
 
 
 @pytest.mark.skipif(cutecourse.modes.mode_for("sm_90a").run, reason="this machine can run sm_90a")
@@ -210,6 +214,15 @@ def test_other_tiles_and_dtypes_compile(params):
     assert r.count("wgmma") == 4 and r.count("TMA loads") == 2
 
 
+def test_dynamic_scheduler_compiles_with_a_ticket_counter():
+    r = _report(scheduler="dynamic")
+    ptx = r.ptx
+    assert ptx.count("atom.global.add.u32") == 2  # first ticket, next ticket (producer warp, lane 0)
+    assert "atom.global.acq_rel.add.u32" in ptx  # "this CTA is done", then the last one resets
+    assert ptx.count("atom.global.exch.b32") == 2
+    assert r.count("wgmma") == 4 and r.count("TMA loads") == 2 and r.spill_bytes == 0
+
+
 def test_multicast_pair_compiles():
     r = _report(cluster=[2, 1])
     assert r.count("TMA multicast loads") == 1  # B, shared by the pair along M
@@ -223,30 +236,46 @@ _GPU_CHECK = textwrap.dedent("""
     from cutecourse.kernels import hopper_gemm_persistent as hp
     torch.manual_seed(0)
     out = []
-    for m, n, k, ind, outd, tile, cluster, sms in json.loads(sys.argv[1]):
+    for m, n, k, ind, outd, tile, cluster, sms, sched in json.loads(sys.argv[1]):
         ind, outd = getattr(torch, ind), getattr(torch, outd)
         a = torch.randn(m, k, device="cuda").to(ind)
         b = torch.randn(n, k, device="cuda").to(ind)
-        c = hp.gemm_persistent(a, b, out_dtype=outd, tile=tuple(tile), cluster=tuple(cluster), sms=sms)
         ref = a.float() @ b.float().T
-        err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
-        out.append([m, n, k, str(ind), str(outd), tile, cluster, sms, err])
+        c = torch.full((m, n), float("nan"), dtype=outd, device="cuda")
+        fn = hp.launcher(a, b, c, tile=tuple(tile), cluster=tuple(cluster), sms=sms, scheduler=sched)
+        err = 0.0
+        for _ in range(3):  # three launches: the dynamic scheduler must leave its counters at 0
+            c.fill_(float("nan"))
+            fn()
+            torch.cuda.synchronize()
+            err = max(err, ((c.float() - ref).abs().max() / ref.abs().max()).item())
+        assert fn.counters.tolist() == [0, 0], fn.counters.tolist()
+        out.append([m, n, k, str(ind), str(outd), tile, cluster, sms, sched, err])
         print(out[-1], flush=True)
+    a, b = torch.randn(300, 64, device="cuda").half(), torch.randn(264, 64, device="cuda").half()
+    c = hp.gemm_persistent(a, b, scheduler="dynamic")  # the one-call API too
+    out.append([300, 264, 64, "gemm_persistent", "", [], [], None, "dynamic",
+                ((c.float() - a.float() @ b.float().T).abs().max() / 64).item()])
     print("RESULT" + json.dumps(out))
 """)
 
 GPU_CASES = [
-    # m, n, k, in, out, tile, cluster, sms (None: all SMs; small: many tiles per CTA)
-    (1024, 1024, 1024, "float16", "float16", (128, 256), (1, 1), None),
-    (4096, 4096, 1024, "float16", "float16", (128, 256), (1, 1), None),  # 512 tiles, ~4 per CTA
-    (3000, 256, 520, "float16", "float32", (128, 256), (1, 1), None),  # ragged M, K
-    (256, 3000, 1000, "bfloat16", "bfloat16", (128, 128), (1, 1), None),  # ragged N
-    (777, 1000, 72, "bfloat16", "float32", (128, 256), (1, 1), 5),  # ragged everything, 5 CTAs
-    (1000, 520, 4104, "float16", "bfloat16", (128, 128), (1, 1), 3),
-    (128, 256, 8, "float16", "float16", (128, 256), (1, 1), None),  # one tile, one mostly empty k-tile
-    (2176, 1000, 256, "float16", "float16", (128, 128), (1, 1), 7),  # 17 x 8 tiles: short last band
-    (1100, 1000, 520, "float16", "float16", (128, 256), (2, 1), None),  # 9 rows: rounded up to clusters
-    (1000, 1100, 1000, "bfloat16", "float32", (128, 256), (1, 2), 6),
+    # m, n, k, in, out, tile, cluster, sms (None: all SMs; small: many tiles per CTA), scheduler
+    (1024, 1024, 1024, "float16", "float16", (128, 256), (1, 1), None, "static"),
+    (4096, 4096, 1024, "float16", "float16", (128, 256), (1, 1), None, "static"),  # ~4 tiles per CTA
+    (3000, 256, 520, "float16", "float32", (128, 256), (1, 1), None, "static"),  # ragged M, K
+    (256, 3000, 1000, "bfloat16", "bfloat16", (128, 128), (1, 1), None, "static"),  # ragged N
+    (777, 1000, 72, "bfloat16", "float32", (128, 256), (1, 1), 5, "static"),  # ragged, 5 CTAs
+    (1000, 520, 4104, "float16", "bfloat16", (128, 128), (1, 1), 3, "static"),
+    (128, 256, 8, "float16", "float16", (128, 256), (1, 1), None, "static"),  # one tile, tiny K
+    (2176, 1000, 256, "float16", "float16", (128, 128), (1, 1), 7, "static"),  # short last band
+    (1100, 1000, 520, "float16", "float16", (128, 256), (2, 1), None, "static"),  # rounded up to clusters
+    (1000, 1100, 1000, "bfloat16", "float32", (128, 256), (1, 2), 6, "static"),
+    (4096, 4096, 1024, "float16", "float16", (128, 256), (1, 1), None, "dynamic"),
+    (777, 1000, 72, "bfloat16", "float32", (128, 256), (1, 1), 5, "dynamic"),
+    (2176, 1000, 256, "float16", "bfloat16", (128, 128), (1, 1), 7, "dynamic"),
+    (128, 256, 8, "float16", "float16", (128, 256), (1, 1), None, "dynamic"),
+    (3000, 3000, 520, "float16", "float32", (128, 256), (1, 1), None, "dynamic"),
 ]
 
 
@@ -263,4 +292,5 @@ def run_gpu_check(cases=GPU_CASES, timeout=300):
 def test_matches_torch_on_the_gpu():
     results = run_gpu_check()
     bad = [r for r in results if not r[-1] < (2e-2 if "bfloat16" in (r[3] + r[4]) else 5e-3)]
+    assert len(results) == len(GPU_CASES) + 1
     assert not bad, "\n".join(map(str, bad))

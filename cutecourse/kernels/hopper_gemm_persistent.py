@@ -23,9 +23,9 @@ ring, WGMMA and TMA-store epilogue; its helpers are reused), but organised diffe
   once per tile. (For that, C is staged in its own smem buffers here, not in the A ring: the ring
   is busy with the next tile's loads while the epilogue runs.)
 * **L2-friendly tile order.** The scheduler walks C in bands of ``GROUP_M`` tile-rows, column by
-  column within a band (the same order as ``hopper_gemm``'s ``_swizzled_cluster_coord``), so the
-  ~132 tiles in flight at any moment read ~8 row-panels of A and ~17 column-panels of B, which
-  stay in L2, instead of a whole row of B.
+  column within a band (the order of ``hopper_gemm``'s ``_swizzled_cluster_coord``), so the ~132
+  tiles in flight at any moment read ~16 row-panels of A and ~8 column-panels of B, which stay
+  in L2, instead of a whole row of B.
 
 What it does *not* do (documented in docs/hopper_gemm.md): the epilogue is not overlapped with the
 MMAs of the next tile (that is the "pingpong" schedule, two consumer warpgroups on alternating
@@ -54,8 +54,18 @@ THREADS = 128 * (PRODUCER_WARPGROUPS + CONSUMER_WARPGROUPS)  # 384
 PRODUCER_REGISTERS = 40
 CONSUMER_REGISTERS = 232
 REGISTER_FILE = 65536
-#: Tile order: bands of this many tile-rows (in clusters).
-GROUP_M = hg.GROUP_M
+#: Tile order: bands of this many tile-rows (in clusters). 16, not hopper_gemm's 8: the ~132
+#: tiles in flight then form a 16 x ~8 block, which reads 16 A panels (128 rows each) and ~8 B
+#: panels (256 rows each): 16*128 + 8*256 rows per k-step, the minimum of r*128 + c*256 with
+#: r*c = 132. Measured (docs/hopper_gemm.md): 8 -> 601, 16 -> 639 TFLOP/s, fp16 8192^3 randn.
+GROUP_M = 16
+#: Tile schedulers: "static" (CTA i takes work items i, i + P, ...: no communication) and "dynamic"
+#: (the producer warp takes the next work item from a global atomic counter when it is ready for it,
+#: and passes it to its consumers through smem: fast SMs take more tiles than slow ones).
+SCHEDULERS = ("static", "dynamic")
+#: Dynamic scheduler: work-item slots in smem between the producer and the consumers. Two, so the
+#: producer can publish tile t+1 while the consumers still read tile t's slot.
+WORK_SLOTS = 2
 #: The first consumer warp issues the epilogue's TMA stores.
 EPILOGUE_STORE_WARP = 4
 #: Named barrier 0 is __syncthreads; 1 syncs only the 256 consumer threads in the epilogue (the
@@ -153,11 +163,14 @@ class PersistentHopperGemm:
 
     ``sms``: CTAs (SMs) the persistent grid may use; the launchers pass the GPU's SM count.
     ``group_m``: band height of the tile order. ``stages``: override the ring depth.
+    ``scheduler``: "static" or "dynamic" (see ``SCHEDULERS``); the kernel always takes a
+    ``counters`` tensor (2 x int32, zero before the first launch; the dynamic scheduler leaves it
+    zero again when it finishes), the static one ignores it.
     ``cluster_mn``: (1, 1), or the experimental multicast pairs of ``hopper_gemm.CLUSTERS``.
     """
 
     def __init__(self, tile_mn=(128, 256), cluster_mn=(1, 1), sms: int = 132,
-                 group_m: int = GROUP_M, stages: int | None = None):
+                 group_m: int = GROUP_M, stages: int | None = None, scheduler: str = "static"):
         if tuple(tile_mn) not in hg.TILES:
             raise ShapeError(f"tile {tuple(tile_mn)} is not one of {list(hg.TILES)}",
                              "use tile=(128, 128) or tile=(128, 256)")
@@ -167,6 +180,13 @@ class PersistentHopperGemm:
         if sms < cluster_mn[0] * cluster_mn[1] or group_m < 1:
             raise ShapeError(f"sms={sms}, group_m={group_m}: need at least one cluster and group_m >= 1",
                              "pass the GPU's SM count (132 on an H100 SXM)")
+        if scheduler not in SCHEDULERS:
+            raise ValueError(f"scheduler must be one of {SCHEDULERS}, not {scheduler!r}")
+        if scheduler == "dynamic" and tuple(cluster_mn) != (1, 1):
+            raise ShapeError("the dynamic scheduler hands out tiles per CTA, but a cluster's CTAs must "
+                             "work on neighbouring tiles (they share multicast loads)",
+                             "use scheduler='static' with clusters")
+        self.scheduler = scheduler
         self.tile_mn = tuple(tile_mn)
         self.tile_mnk = (*self.tile_mn, hg.TILE_K)
         self.cluster_mn = tuple(cluster_mn)
@@ -177,7 +197,7 @@ class PersistentHopperGemm:
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit
-    def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, stream):
+    def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, counters: cute.Tensor, stream):
         self.a_dtype = a.element_type
         self.c_dtype = c.element_type
         plan = plan_persistent(self.tile_mn, hg._name_of(self.a_dtype), hg._name_of(self.c_dtype),
@@ -205,6 +225,9 @@ class PersistentHopperGemm:
             sA: cute.struct.Align[cute.struct.MemRange[self.a_dtype, cute.cosize(sA_layout)], 1024]
             sB: cute.struct.Align[cute.struct.MemRange[self.a_dtype, cute.cosize(sB_layout)], 1024]
             sC: cute.struct.Align[cute.struct.MemRange[self.c_dtype, cute.cosize(sC_layout)], 1024]
+            # dynamic scheduler: work-item slots and their full/empty barriers (in the first KiB)
+            work_barriers: cute.struct.MemRange[cutlass.Int64, WORK_SLOTS * 2]
+            work_ids: cute.struct.MemRange[cutlass.Int32, WORK_SLOTS]
 
         self.shared_storage = SharedStorage
 
@@ -216,7 +239,7 @@ class PersistentHopperGemm:
         clusters_n = cute.ceil_div(cute.ceil_div(c.shape[1], self.tile_mn[1]), cn)
         clusters = cutlass.min(clusters_m * clusters_n, self.sms // (cm * cn))
         self.kernel(tma_a, gA, tma_b, gB, tma_c, gC, self.tiled_mma, sA_layout, sB_layout,
-                    sC_layout).launch(grid=(cm, cn, clusters), block=[THREADS, 1, 1],
+                    sC_layout, counters).launch(grid=(cm, cn, clusters), block=[THREADS, 1, 1],
                                       cluster=(cm, cn, 1), min_blocks_per_mp=1, stream=stream)
 
     # -- device side -------------------------------------------------------------------------
@@ -224,7 +247,7 @@ class PersistentHopperGemm:
     def kernel(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
                tma_c: cute.CopyAtom, mC: cute.Tensor, tiled_mma: cute.TiledMma,
                sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
-               sC_layout: cute.ComposedLayout):
+               sC_layout: cute.ComposedLayout, counters: cute.Tensor):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         warpgroup_idx = cute.arch.make_warp_uniform(tidx // 128)
@@ -258,6 +281,13 @@ class PersistentHopperGemm:
             cta_layout_vmnk=cute.make_layout((1, *cta_layout.shape)),
             defer_sync=True,
         )
+        # Dynamic scheduler: the producer warp (32 threads arrive) publishes a work item in a slot,
+        # the 256 consumer threads read it and release the slot.
+        queue = pipeline.PipelineAsync.create(
+            barrier_storage=storage.work_barriers.data_ptr(), num_stages=WORK_SLOTS,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMER_THREADS),
+            defer_sync=True)
         pipeline.pipeline_init_arrive(cluster_shape_mn=self.cluster_mn, is_relaxed=True)
 
         sA = storage.sA.get_tensor(sA_layout.outer, swizzle=sA_layout.inner)
@@ -285,7 +315,9 @@ class PersistentHopperGemm:
         clusters_n = cute.ceil_div(cute.size(gC, mode=[3]), cn)
         sched = SimpleNamespace(first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2],
                                 total=clusters_m * clusters_n, clusters_m=clusters_m,
-                                clusters_n=clusters_n, in_cluster=in_cluster)
+                                clusters_n=clusters_n, in_cluster=in_cluster, queue=queue,
+                                slots=storage.work_ids.get_tensor(cute.make_layout(WORK_SLOTS)),
+                                counters=counters)
         k_tiles = cute.size(gA, mode=[3])
 
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
@@ -318,6 +350,72 @@ class PersistentHopperGemm:
         return (cluster_m * self.cluster_mn[0] + sched.in_cluster[0],
                 cluster_n * self.cluster_mn[1] + sched.in_cluster[1])
 
+    # -- the scheduler: where the next work item comes from ----------------------------------
+    # static:  CTA i takes i, i + P, i + 2P ...; producer and consumers compute it independently.
+    # dynamic: the producer warp takes the next item from a global counter (atomicAdd) when it is
+    #          ready for a new tile, and publishes it in smem; the consumers read it from there.
+    #          CTAs on fast SMs come back sooner and take more tiles; items are still handed out
+    #          in increasing order, so the tiles in flight stay a window of the banded order.
+    @cute.jit
+    def _fetch(self, sched):
+        """Producer warp: lane 0 takes a ticket from the global counter, the warp shares it."""
+        ticket = cutlass.Int32(0)
+        counter = sched.counters.iterator
+        if cute.arch.lane_idx() == 0:
+            ticket = cute.arch.atomic_add(counter, cutlass.Int32(1))
+        return cute.arch.shuffle_sync(ticket, 0)
+
+    @cute.jit
+    def _first_work(self, sched):
+        if cutlass.const_expr(self.scheduler == "dynamic"):
+            return self._fetch(sched)
+        return sched.first
+
+    @cute.jit
+    def _next_work(self, sched, work):
+        if cutlass.const_expr(self.scheduler == "dynamic"):
+            return self._fetch(sched)
+        return work + sched.stride
+
+    # (_publish and _receive leave ``slot.advance()`` to the caller: the DSL carries a pipeline
+    # state through a run-time loop only if the loop body itself advances it.)
+    @cute.jit
+    def _publish(self, sched, slot, work):
+        """Dynamic: write the work item into a free smem slot for the consumers (static: nothing)."""
+        if cutlass.const_expr(self.scheduler == "dynamic"):
+            queue, slots = sched.queue, sched.slots  # locals: see _epilogue on run-time ifs
+            queue.producer_acquire(slot)
+            if cute.arch.lane_idx() == 0:
+                slots[slot.index] = work
+            queue.producer_commit(slot)  # mbarrier arrive: releases lane 0's smem write
+
+    @cute.jit
+    def _receive(self, sched, slot, static_work):
+        """Consumers: the next work item (dynamic: from the producer's slot; static: computed)."""
+        work = static_work
+        if cutlass.const_expr(self.scheduler == "dynamic"):
+            sched.queue.consumer_wait(slot)
+            work = sched.slots[slot.index]
+            sched.queue.consumer_release(slot)
+        return work
+
+    @cute.jit
+    def _finish_counters(self, sched):
+        """Dynamic: the last CTA to finish sets both counters back to 0 for the next launch.
+
+        counters[1] counts CTAs whose producer is done fetching. The CTA that brings it to
+        P (the grid size) knows that no CTA will touch counters[0] again in this launch.
+        """
+        if cutlass.const_expr(self.scheduler == "dynamic"):
+            counter = sched.counters.iterator
+            grid = sched.stride
+            if cute.arch.lane_idx() == 0:
+                done_ptr = counter + 1
+                done = cute.arch.atomic_add(done_ptr, cutlass.Int32(1), sem="acq_rel", scope="gpu")
+                if done == grid - 1:
+                    cute.arch.atomic_exch(counter, cutlass.Int32(0))
+                    cute.arch.atomic_exch(done_ptr, cutlass.Int32(0))
+
     # -- producer: one warp, TMA only --------------------------------------------------------
     @cute.jit
     def _producer(self, ring, sched, k_tiles, tma_a, tAgA, tAsA, a_mcast_mask,
@@ -329,8 +427,11 @@ class PersistentHopperGemm:
         the next tile are loaded while the consumers still compute and store the current one.
         """
         prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
-        work = sched.first
+        slot = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, WORK_SLOTS)
+        work = self._first_work(sched)
         while work < sched.total:
+            self._publish(sched, slot, work)
+            slot.advance()
             tile_m, tile_n = self._tile_of(sched, work)
             tAgA_t = tAgA[(None, tile_m, None)]
             tBgB_t = tBgB[(None, tile_n, None)]
@@ -342,7 +443,9 @@ class PersistentHopperGemm:
                 cute.copy(tma_b, tBgB_t[(None, k)], tBsB[(None, prod.index)], tma_bar_ptr=bar,
                           mcast_mask=b_mcast_mask)
                 prod.advance()
-            work += sched.stride
+            work = self._next_work(sched, work)
+        self._publish(sched, slot, work)  # a work item >= total: "no more tiles"
+        self._finish_counters(sched)
         # Wait until the consumers (ours and, in a cluster, the peers') have released every stage:
         # the CTA must not exit while arrivals to its barriers are still on the way.
         ring.producer_tail(prod)
@@ -355,7 +458,9 @@ class PersistentHopperGemm:
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         epi = self._epilogue_setup(tma_c, sC, ops, ctid)
         store = epi.store
-        work = sched.first
+        slot = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, WORK_SLOTS)
+        work = self._receive(sched, slot, sched.first)
+        slot.advance()
         while work < sched.total:
             tile_m, tile_n = self._tile_of(sched, work)
             ops.acc.fill(0.0)
@@ -373,7 +478,8 @@ class PersistentHopperGemm:
             ring.consumer_release(release)  # the last k-tile (K >= 1: there is one)
             release.advance()
             self._epilogue(epi, gC[(None, None, tile_m, tile_n)], ops.acc, warp_idx)
-            work += sched.stride
+            work = self._receive(sched, slot, work + sched.stride)
+            slot.advance()
         if warp_idx == EPILOGUE_STORE_WARP:
             store.producer_tail()  # the last TMA stores must finish reading sC before exit
 
@@ -432,18 +538,21 @@ class PersistentHopperGemm:
 # Compile target for cutecourse.inspect, and the Python entry points
 # ------------------------------------------------------------------------------------------
 def compile_target(tile=(128, 256), in_dtype: str = "float16", out_dtype: str = "float16",
-                   cluster=(1, 1), sms: int = 132, group_m: int = GROUP_M, stages: int | None = None):
+                   cluster=(1, 1), sms: int = 132, group_m: int = GROUP_M, stages: int | None = None,
+                   scheduler: str = "static"):
     """(jit_fn, fake_args) for ``cutecourse.inspect.compile_report`` (symbolic M, N, K).
 
     ``compile_report("cutecourse.kernels.hopper_gemm_persistent:compile_target")``; inspect
     compiles with warnings on (``warnings{ptx}``), so compiler warnings land in ``Report.log``.
     """
     import cuda.bindings.driver as cuda
+    from cutlass.cute.runtime import make_fake_tensor
 
     plan_persistent(tuple(tile), in_dtype, out_dtype, stages=stages)  # clear errors before tracing
-    kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages)
+    kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, scheduler)
     a, b, c = hg.fake_operands(in_dtype, out_dtype)
-    return kernel, (a, b, c, cuda.CUstream(0))
+    counters = make_fake_tensor(cutlass.Int32, (2,), (1,), assumed_align=8)
+    return kernel, (a, b, c, counters, cuda.CUstream(0))
 
 
 _COMPILED: dict = {}
@@ -459,7 +568,7 @@ def validate(a, b, out_dtype=None, tile=(128, 256), stages: int | None = None) -
     return plan_persistent(tuple(tile), name[a.dtype], name[out], stages=stages)
 
 
-def _compiled(a, b, c, tile, cluster, group_m, stages, sms):
+def _compiled(a, b, c, tile, cluster, group_m, stages, sms, scheduler):
     import cuda.bindings.driver as cuda
     import torch
     from cutlass.cute.runtime import from_dlpack
@@ -468,23 +577,30 @@ def _compiled(a, b, c, tile, cluster, group_m, stages, sms):
 
     if tuple(cluster) not in hg.CLUSTERS:
         raise ShapeError(f"cluster {tuple(cluster)} is not supported", f"use one of {list(hg.CLUSTERS)}")
+    if scheduler not in SCHEDULERS:
+        raise ValueError(f"scheduler must be one of {SCHEDULERS}, not {scheduler!r}")
     validate(a, b, c.dtype, tile, stages)
     gpu = require_gpu("sm_90a")
     if a.device.type != "cuda" or c.device != a.device:
         raise DeviceError(f"the operands are on {a.device} (C on {c.device})",
                           "put A, B and C on the same GPU (.cuda())")
     args = [from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=1) for t in (a, b, c)]
+    # The dynamic scheduler's ticket counters: zero now, and zero again after every launch (the
+    # last CTA resets them). One pair per launcher: two launches in flight at once on different
+    # streams must not share it.
+    counters = torch.zeros(2, dtype=torch.int32, device=a.device)
+    args.append(from_dlpack(counters, assumed_align=8))
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
     sms = gpu.sm_count if sms is None else sms
-    key = (tuple(tile), a.dtype, c.dtype, tuple(cluster), sms, group_m, stages)
+    key = (tuple(tile), a.dtype, c.dtype, tuple(cluster), sms, group_m, stages, scheduler)
     if key not in _COMPILED:
-        kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages)
+        kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, scheduler)
         _COMPILED[key] = cute.compile(kernel, *args, stream)
-    return _COMPILED[key], args, stream
+    return _COMPILED[key], args + [counters], stream
 
 
 def gemm_persistent(a, b, out_dtype=None, tile=(128, 256), cluster=(1, 1), group_m: int = GROUP_M,
-                    stages: int | None = None, sms: int | None = None):
+                    stages: int | None = None, sms: int | None = None, scheduler: str = "static"):
     """C = A @ B.T on an H100 with the persistent, warp-specialized kernel; returns C (M, N).
 
     Same contract as ``hopper_gemm.gemm``: A (M, K), B (N, K) K-major fp16/bf16, out fp16/bf16/fp32;
@@ -501,17 +617,20 @@ def gemm_persistent(a, b, out_dtype=None, tile=(128, 256), cluster=(1, 1), group
     if a.device.type != "cuda":
         raise DeviceError(f"the operands are on {a.device}", "move them to the GPU with .cuda()")
     c = torch.empty((a.shape[0], b.shape[0]), dtype=out_dtype, device=a.device)
-    compiled, args, stream = _compiled(a, b, c, tile, cluster, group_m, stages, sms)
-    compiled(*args, stream)
+    compiled, args, stream = _compiled(a, b, c, tile, cluster, group_m, stages, sms, scheduler)
+    compiled(*args[:4], stream)
     return c
 
 
 def launcher(a, b, c, tile=(128, 256), cluster=(1, 1), group_m: int = GROUP_M,
-             stages: int | None = None, sms: int | None = None):
+             stages: int | None = None, sms: int | None = None, scheduler: str = "static"):
     """Validated, compiled launch closure for benchmarks: ``fn()`` writes A @ B.T into ``c``."""
-    compiled, args, stream = _compiled(a, b, c, tile, cluster, group_m, stages, sms)
+    compiled, args, stream = _compiled(a, b, c, tile, cluster, group_m, stages, sms, scheduler)
+    args, _keep_alive = args[:4], args[4]  # the counters tensor must outlive the closure's launches
 
     def fn():
         compiled(*args, stream)
+
+    fn.counters = _keep_alive
 
     return fn
