@@ -160,7 +160,31 @@ def _wait_for_run(page, timeout_s: float) -> int:
                          f"({len(pending)} cells not run: {pending[:5]})")
 
 
-def test_notebook_02_runs_and_the_explorer_answers(lab, capsys):
+def _change_and_see(page, widget, control: str, text: str) -> None:
+    """Type ``text`` into ``control`` of ``widget`` and press Enter, as a learner does; assert the
+    widget's picture is replaced by a different one and no error message appears."""
+    picture = widget.locator(".cc-picture").first
+    picture.wait_for(state="visible", timeout=60_000)
+    page.wait_for_function("img => img.complete && img.naturalWidth > 0",
+                           arg=picture.element_handle(), timeout=60_000)
+    src_before = picture.get_attribute("src")
+    pixels_before = picture.screenshot()
+    box = widget.locator(control).first
+    assert box.input_value() != text
+    box.fill(text)
+    box.press("Enter")
+    # Either a new picture arrives or the widget shows a message (then the test says which).
+    page.wait_for_function(
+        "([img, before, msg]) => (img.src !== before && img.complete && img.naturalWidth > 0)"
+        " || msg.innerText.trim() !== ''",
+        arg=[picture.element_handle(), src_before,
+             widget.locator(".cc-message").first.element_handle()], timeout=60_000)
+    message = widget.locator(".cc-message").first.inner_text().strip()
+    assert message == "", f"the widget answered {text} with: {message}"
+    assert picture.screenshot() != pixels_before, f"the picture did not change after {text}"
+
+
+def test_notebook_02_runs_and_the_explorers_answer(lab, capsys):
     from playwright.sync_api import sync_playwright
 
     shot = _artifact_dir() / "nb02_explorer.png"
@@ -187,32 +211,19 @@ def test_notebook_02_runs_and_the_explorer_answers(lab, capsys):
             # The explorer: rendered by JupyterLab's widget manager, with its picture.
             explorer = page.locator(".cc-explorer").first
             explorer.scroll_into_view_if_needed(timeout=60_000)
-            picture = explorer.locator(".cc-picture")
-            picture.wait_for(state="visible", timeout=60_000)
-            page.wait_for_function("img => img.complete && img.naturalWidth > 0",
-                                   arg=picture.element_handle(), timeout=60_000)
-            src_before = picture.get_attribute("src")
-            pixels_before = picture.screenshot()
-
-            # Change a control the way a learner does: type a new layout, press Enter.
-            box = explorer.locator(".cc-layout-text input")
-            new_layout = "(4,16):(1,4)"  # the tile column-major: every thread gets new addresses
-            assert box.input_value() != new_layout
-            box.fill(new_layout)
-            box.press("Enter")
-            page.wait_for_function(
-                "([img, before]) => img.src !== before && img.complete && img.naturalWidth > 0",
-                arg=[picture.element_handle(), src_before], timeout=60_000)
-            assert explorer.locator(".cc-message").inner_text().strip() == "", \
-                explorer.locator(".cc-message").inner_text()
-            pixels_after = picture.screenshot()
-            assert pixels_after != pixels_before, "the picture did not change"
-
+            _change_and_see(page, explorer, ".cc-layout-text input",
+                            "(4,16):(1,4)")  # the tile column-major: every thread gets new addresses
             explorer.screenshot(path=str(shot))  # the whole widget: controls and new picture
             page.screenshot(path=str(shot.with_name("nb02_page.png")))
+
+            # The TV explorer: number the threads down the tile's columns instead of along its rows.
+            tv_explorer = page.locator(".cc-tv-explorer").first
+            tv_explorer.scroll_into_view_if_needed(timeout=60_000)
+            _change_and_see(page, tv_explorer, ".cc-tv-thr input", "(4,32):(1,4)")
+            tv_explorer.screenshot(path=str(shot.with_name("nb02_tv_explorer.png")))
         finally:
             ctx.close()
             shutil.rmtree(profile, ignore_errors=True)
     with capsys.disabled():
-        print(f"\nbrowser screenshot: {shot}")
+        print(f"\nbrowser screenshots: {shot} {shot.with_name('nb02_tv_explorer.png')}")
     assert shot.stat().st_size > 10_000
