@@ -1,7 +1,7 @@
 """The persistent, warp-specialized GEMM against torch.matmul and the one-CTA-per-tile prefetch
 kernel, in one run.
 
-    python benchmarks/gemm_persistent.py [--out benchmarks/results] [--only fp16_8192,...]
+    python benchmarks/gemm_persistent.py [--out benchmarks/results] [--only fp16_8192,...] [--tag _run2]
 
 Every kernel is checked against torch.matmul before it is timed; compilation happens before
 timing; ``cutecourse.bench`` warms up and takes the median of 5 x 100 launches. Writes
@@ -50,7 +50,7 @@ PROBLEMS = {
 }
 
 
-def run(name: str, out: str) -> bench.BenchResult:
+def run(name: str, out: str, tag: str = "") -> bench.BenchResult:
     import torch
 
     dtype_name, n, data, configs = PROBLEMS[name]
@@ -85,7 +85,7 @@ def run(name: str, out: str) -> bench.BenchResult:
                                 "stages": {f"{t[0]}x{t[1]}": hp.plan_persistent(t, dtype_name).stages
                                            for t in (WIDE, SQUARE)}})
     print(res.table(), flush=True)
-    path = res.save(f"gemm_persistent_{name}", out)
+    path = res.save(f"gemm_persistent_{name}{tag}", out)
     print(f"wrote {path}", flush=True)
     return res
 
@@ -94,10 +94,11 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=str(bench.RESULTS_DIR))
     p.add_argument("--only", default=",".join(PROBLEMS))
+    p.add_argument("--tag", default="", help="suffix for the result files (a repeat run: _run2)")
     args = p.parse_args()
     cutecourse.modes.require_gpu("sm_90a")
     for name in args.only.split(","):
-        run(name, args.out)
+        run(name, args.out, args.tag)
     return 0
 
 

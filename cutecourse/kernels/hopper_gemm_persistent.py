@@ -27,6 +27,11 @@ ring, WGMMA and TMA-store epilogue; its helpers are reused), but organised diffe
   tiles in flight at any moment read ~16 row-panels of A and ~8 column-panels of B, which stay
   in L2, instead of a whole row of B.
 
+* **Two schedulers.** "static" (default): CTA i computes work items i, i + P, i + 2P ... and
+  needs no communication. "dynamic": the producer warp takes the next work item from a global
+  atomic counter when it is ready for one and hands it to its consumers through a two-slot smem
+  queue (``cutlass.pipeline.PipelineAsync``), so CTAs on faster SMs take more tiles.
+
 What it does *not* do (documented in docs/hopper_gemm.md): the epilogue is not overlapped with the
 MMAs of the next tile (that is the "pingpong" schedule, two consumer warpgroups on alternating
 tiles), and there is no stream-K / split-K for the last partial wave.
@@ -57,7 +62,8 @@ REGISTER_FILE = 65536
 #: Tile order: bands of this many tile-rows (in clusters). 16, not hopper_gemm's 8: the ~132
 #: tiles in flight then form a 16 x ~8 block, which reads 16 A panels (128 rows each) and ~8 B
 #: panels (256 rows each): 16*128 + 8*256 rows per k-step, the minimum of r*128 + c*256 with
-#: r*c = 132. Measured (docs/hopper_gemm.md): 8 -> 601, 16 -> 639 TFLOP/s, fp16 8192^3 randn.
+#: r*c = 132. Measured with the static scheduler, fp16 8192^3 randn (docs/hopper_gemm.md): G=4 565,
+#: G=8 590-601, G=16 639-658, G=32 641 TFLOP/s.
 GROUP_M = 16
 #: Tile schedulers: "static" (CTA i takes work items i, i + P, ...: no communication) and "dynamic"
 #: (the producer warp takes the next work item from a global atomic counter when it is ready for it,
