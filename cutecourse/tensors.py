@@ -84,3 +84,13 @@ def check_alignment(tensors: dict, nbytes: int) -> None:
 def check_divisible(name: str, extent: int, by: int, what: str, fix: str) -> None:
     if by <= 0 or extent % by:
         raise ShapeError(f"{name} = {extent} is not a multiple of {by} ({what})", fix)
+
+
+def check_elementwise(ops: dict, allowed_dtypes: Iterable, need_cuda: bool = True) -> None:
+    """What every elementwise kernel assumes: one dtype it handles, one device (CUDA unless told
+    otherwise), 2-D operands of one shape, contiguous row-major memory."""
+    check_dtypes(ops, allowed_dtypes)
+    check_same_device(ops, need_cuda)
+    check_rank(ops, 2)
+    check_same_shape(ops)
+    check_row_major(ops)

@@ -96,14 +96,15 @@ VARIANTS = {"naive": naive_add, "vectorized": vectorized_add}
 # ----------------------------------------------------------------------------------------------
 # Host side: validation, compilation cache, launch
 # ----------------------------------------------------------------------------------------------
-def _torch_dtypes():
+def torch_dtypes() -> dict:
+    """torch dtype -> CuTe dtype, for the dtypes the elementwise kernels handle."""
     import torch
 
     return {torch.float16: cutlass.Float16, torch.bfloat16: cutlass.BFloat16,
             torch.float32: cutlass.Float32}
 
 
-_NAMES = {"float16": "Float16", "bfloat16": "BFloat16", "float32": "Float32"}
+DTYPE_NAMES = {"float16": "Float16", "bfloat16": "BFloat16", "float32": "Float32"}
 
 
 def vector_elems(itemsize: int) -> int:
@@ -132,11 +133,7 @@ def check_operands(a, b, c, variant: str = "vectorized", elems: int | None = Non
                    need_cuda: bool = True) -> None:
     """Everything the kernels assume about their operands, checked with actionable errors."""
     ops = {"a": a, "b": b, "out": c}
-    tensors.check_dtypes(ops, _torch_dtypes())
-    tensors.check_same_device(ops, need_cuda)
-    tensors.check_rank(ops, 2)
-    tensors.check_same_shape(ops)
-    tensors.check_row_major(ops)
+    tensors.check_elementwise(ops, torch_dtypes(), need_cuda)
     m, n = a.shape
     if m * n >= 2**31:
         raise ShapeError(f"{m} x {n} = {m * n} elements overflows the kernels' 32-bit thread index",
@@ -189,9 +186,9 @@ def compile_target(variant: str = "vectorized", dtype: str = "float16", m: int =
     """``(jit_function, args, kwargs)`` for ``cute.compile``: fake row-major (m, n) tensors."""
     from cutlass.cute.runtime import make_fake_compact_tensor
 
-    if dtype not in _NAMES:
-        raise ValueError(f"dtype must be one of {sorted(_NAMES)}, not {dtype!r}")
-    cdtype = getattr(cutlass, _NAMES[dtype])
+    if dtype not in DTYPE_NAMES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPE_NAMES)}, not {dtype!r}")
+    cdtype = getattr(cutlass, DTYPE_NAMES[dtype])
     params = _params(variant, cdtype.width // 8, elems, threads)
     if variant == "vectorized" and n % params["elems"]:
         raise ShapeError(f"n = {n} is not a multiple of {params['elems']}", "choose another n")

@@ -39,6 +39,7 @@ import cutlass.cute as cute
 
 from .. import modes, tensors
 from ..errors import ShapeError
+from .elementwise import DTYPE_NAMES, torch_dtypes
 
 #: The widest global access one thread can issue: 16 bytes (128 bits).
 VECTOR_BYTES = 16
@@ -175,16 +176,6 @@ def tv_add(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor,
 # ----------------------------------------------------------------------------------------------
 # Host side: validation, compilation cache, launch
 # ----------------------------------------------------------------------------------------------
-_NAMES = {"float16": "Float16", "bfloat16": "BFloat16", "float32": "Float32"}
-
-
-def _torch_dtypes():
-    import torch
-
-    return {torch.float16: cutlass.Float16, torch.bfloat16: cutlass.BFloat16,
-            torch.float32: cutlass.Float32}
-
-
 def _pair(name: str, value) -> tuple[int, int]:
     try:
         pair = tuple(int(x) for x in value)
@@ -222,11 +213,7 @@ def make_shape(thr=(4, 32), val=(4, 8), raster: str = "n", hint: str = "",
 def check_operands(a, b, c, shape: TVShape, need_cuda: bool = True) -> None:
     """Everything the TV kernel assumes about its operands, with actionable errors."""
     ops = {"a": a, "b": b, "out": c}
-    tensors.check_dtypes(ops, _torch_dtypes())
-    tensors.check_same_device(ops, need_cuda)
-    tensors.check_rank(ops, 2)
-    tensors.check_same_shape(ops)
-    tensors.check_row_major(ops)
+    tensors.check_elementwise(ops, torch_dtypes(), need_cuda)
     check_tile(tuple(a.shape), shape)
     tensors.check_alignment(ops, VECTOR_BYTES)
 
@@ -286,9 +273,9 @@ def compile_target(thr=(4, 32), val=(4, 8), raster: str = "n", hint: str = "",
     """``(jit_function, args, kwargs)`` for ``cute.compile``: fake row-major (m, n) tensors."""
     from cutlass.cute.runtime import make_fake_compact_tensor
 
-    if dtype not in _NAMES:
-        raise ValueError(f"dtype must be one of {sorted(_NAMES)}, not {dtype!r}")
-    cdtype = getattr(cutlass, _NAMES[dtype])
+    if dtype not in DTYPE_NAMES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPE_NAMES)}, not {dtype!r}")
+    cdtype = getattr(cutlass, DTYPE_NAMES[dtype])
     shape = make_shape(thr, val, raster, hint, cdtype.width // 8)
     check_tile((m, n), shape)
     fake = make_fake_compact_tensor(cdtype, (m, n), stride_order=(1, 0), assumed_align=VECTOR_BYTES)
