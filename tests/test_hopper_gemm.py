@@ -222,3 +222,10 @@ def test_matches_torch_on_the_gpu():
     results = json.loads(proc.stdout.split("RESULT", 1)[1])
     bad = [r for r in results if not r[-1] < (2e-2 if "bfloat16" in (r[3] + r[4]) else 5e-3)]
     assert not bad, "\n".join(map(str, bad))
+
+
+def test_operands_on_two_devices_are_a_device_error():
+    a = torch.zeros(256, 64, dtype=torch.float16)
+    b = torch.empty(256, 64, dtype=torch.float16, device="meta")
+    with pytest.raises(DeviceError, match="same GPU"):
+        hg.validate(a, b)

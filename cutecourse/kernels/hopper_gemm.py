@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..errors import AlignmentError, DTypeError, LayoutError, ShapeError
+from ..errors import AlignmentError, DeviceError, DTypeError, LayoutError, ShapeError
 
 #: The variants, in teaching order.
 VARIANTS = ("naive", "prefetch", "compiler")
