@@ -55,6 +55,14 @@ def failed(title: str, message: str, hint: str = "") -> Result:
     return Result(False, title, message, hint)
 
 
+def answered(value, name: str):
+    """``value``, or NotImplementedError (which ``@checker`` reports as "not answered yet") if the
+    learner left it as ``...`` or ``None``: for values a check computes from the learner's code."""
+    if value is Ellipsis or value is None:
+        raise NotImplementedError(name)
+    return value
+
+
 def checker(title: str, hint: str = "") -> Callable:
     """Decorate a check so that an exception in the learner's code becomes a red Result."""
 

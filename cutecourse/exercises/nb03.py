@@ -11,16 +11,11 @@ from __future__ import annotations
 
 from ..models import gemm_plan
 from ..models import pipeline as pm
-from . import Result, checker, failed, passed
+from . import Result, answered, checker, failed, passed
 
 #: (stages, k-tiles) the loop-order checker runs: a short loop, one lap, several laps.
 ORDER_RUNS = [(2, 1), (2, 5), (3, 7), (4, 12)]
 
-
-def _answered(value, name: str):
-    if value is Ellipsis or value is None:
-        raise NotImplementedError(name)
-    return value
 
 
 @checker("the order of one naive mainloop step",
@@ -30,7 +25,7 @@ def _answered(value, name: str):
 def check_loop_order(order) -> Result:
     """``order``: the step names of one k-tile, e.g. ``["producer_acquire", ...]``."""
     title = "the order of one naive mainloop step"
-    order = list(_answered(order, "order"))
+    order = list(answered(order, "order"))
     if Ellipsis in order:  # the stub `order = [...]`
         raise NotImplementedError("order")
     unknown = [s for s in order if s not in pm.STEPS]
@@ -67,7 +62,7 @@ def check_phase(phase_fn) -> Result:
         for stages in range(1, 9):
             s = pm.make_pipeline_state(user, stages)
             for n in range(0, 4 * stages + 3):
-                got = _answered(phase_fn(user, stages, n), "phase_fn")
+                got = answered(phase_fn(user, stages, n), "phase_fn")
                 tried += 1
                 if got != s.phase:
                     return failed(title, f"{user}, {stages} stages, after {n} advances: you say "
@@ -88,7 +83,7 @@ def check_stages(stages_fn) -> Result:
              (128, 128, 64, 2, 4096), (64, 64, 64, 2, 4096)]  # the last two: the reserve matters
     for m, n, k, eb, reserved in cases:
         want = gemm_plan.stages_that_fit((m * k + n * k) * eb, budget, reserved)
-        got = _answered(stages_fn(m, n, k, eb, budget, reserved), "stages_fn")
+        got = answered(stages_fn(m, n, k, eb, budget, reserved), "stages_fn")
         if got != want:
             per = (m * k + n * k) * eb
             return failed(title, f"tile {m}x{n}x{k}, {eb}-byte elements: you say {got} stages; "

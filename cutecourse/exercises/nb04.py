@@ -16,13 +16,8 @@ import textwrap
 from dataclasses import dataclass
 
 from ..models import pipeline as pm
-from . import Result, checker, failed, passed
+from . import Result, answered, checker, failed, passed
 
-
-def _answered(value, name: str):
-    if value is Ellipsis or value is None:
-        raise NotImplementedError(name)
-    return value
 
 
 @checker("the minimal pipeline state from the loop index",
@@ -34,7 +29,7 @@ def check_minimal_state(state_fn) -> Result:
     tried = 0
     for stages in range(1, 9):
         for k in range(0, 5 * stages + 1):
-            got = tuple(_answered(state_fn(k, stages), "state_fn"))
+            got = tuple(answered(state_fn(k, stages), "state_fn"))
             cons = pm.state_from_index(k, stages, "consumer")
             prod = pm.state_from_index(k, stages, "producer")
             want = (cons.index, cons.phase, prod.phase)
@@ -114,7 +109,7 @@ def check_prefetch_stages(p, stages: int = 4, on_gpu: bool | None = None,
     H100 is present) the course kernel also runs with ``p`` in a subprocess with a timeout.
     """
     title = "the deepest prefetch_stages that cannot deadlock"
-    p = _answered(p, "p")
+    p = answered(p, "p")
     if not isinstance(p, int) or p < 0:
         return failed(title, f"prefetch_stages must be a non-negative integer, not {p!r}")
     k_tiles = 3 * stages + 2

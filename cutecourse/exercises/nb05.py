@@ -8,16 +8,11 @@ expected numbers it could get wrong on its own.
 from __future__ import annotations
 
 from ..models.multicast import fmt_mask, plan
-from . import Result, checker, failed, passed
+from . import Result, answered, checker, failed, passed
 
 #: Cluster shapes the mask checker tries, small to large (the 16-bit mask allows up to 16 CTAs).
 MASK_CLUSTERS = [(1, 1), (2, 1), (1, 2), (2, 2), (4, 1), (1, 4), (4, 2), (2, 4), (4, 4)]
 
-
-def _answered(value, name: str):
-    if value is Ellipsis or value is None:
-        raise NotImplementedError(name)
-    return value
 
 
 @checker("ctaMask of each CTA (CuTe's column-major cluster)",
@@ -34,7 +29,7 @@ def check_mask(mask_fn) -> Result:
         for rank in range(p.cluster_size):
             for op in "AB":
                 want = p.mask(op, 0, 0, rank)
-                got = _answered(mask_fn(op, rank, cluster), "mask_fn")
+                got = answered(mask_fn(op, rank, cluster), "mask_fn")
                 tried += 1
                 if not isinstance(got, int) or got != want:
                     shown = fmt_mask(got, width) if isinstance(got, int) else repr(got)
@@ -53,8 +48,8 @@ def check_mask(mask_fn) -> Result:
 def check_bytes(full_barrier_tx, issued_bytes) -> Result:
     """The full barrier's transaction bytes, and the bytes one CTA issues (reads from L2)."""
     title = "bytes per CTA per stage, cluster 2x1, tile 128x256x64 fp16"
-    tx = _answered(full_barrier_tx, "full_barrier_tx")
-    issued = _answered(issued_bytes, "issued_bytes")
+    tx = answered(full_barrier_tx, "full_barrier_tx")
+    issued = answered(issued_bytes, "issued_bytes")
     p = plan(tile=(128, 256, 64), cluster=(2, 1), tiles=(2, 1, 1))
     want_tx, want_issued = p.tx_bytes(0, 0, 0), p.l2_bytes(0, 0, 0)
     if tx != want_tx:
@@ -82,7 +77,7 @@ def check_empty_arrivals(arrivals_fn) -> Result:
         for warps in (4, 8):
             p = plan(tile=(128, 256, 64), cluster=cluster, tiles=(cluster[0], cluster[1], 1))
             want = p.empty_arrivals(0, 0, 0) * warps
-            got = _answered(arrivals_fn(cluster, warps), "arrivals_fn")
+            got = answered(arrivals_fn(cluster, warps), "arrivals_fn")
             if got != want:
                 return failed(title, f"cluster {cluster[0]}x{cluster[1]} with {warps} consumer "
                               f"warps: you gave {got}, expected {want}")
