@@ -154,6 +154,21 @@ from cutlass.cute.nvgpu import cpasync, warpgroup  # noqa: E402
 _CUTLASS_DTYPES = {"float16": cutlass.Float16, "bfloat16": cutlass.BFloat16, "float32": cutlass.Float32}
 
 
+def multicast_masks(cluster_mn, mcast_a: int, mcast_b: int):
+    """(cluster layout, this CTA's coordinate in it, A mask, B mask), traced inside a kernel.
+
+    A mask has one bit per CTA rank of the cluster that receives a multicast load (0 = this CTA
+    only). A tile of A is shared by the CTAs of one cluster row (same m, every n): the image of
+    this CTA's coordinate along mode 1; B's by the CTAs of one cluster column (mode 0).
+    """
+    cta_layout = cute.make_layout((*cluster_mn, 1))
+    cta_rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+    cluster_coord = cta_layout.get_flat_coord(cta_rank)
+    a_mask = cute.make_layout_image_mask(cta_layout, cluster_coord, mode=1) if mcast_a > 1 else 0
+    b_mask = cute.make_layout_image_mask(cta_layout, cluster_coord, mode=0) if mcast_b > 1 else 0
+    return cta_layout, cluster_coord, a_mask, b_mask
+
+
 class HopperGemm:
     """C = A @ B.T on Hopper, one CTA per (tile_m, tile_n) tile of C.
 
@@ -265,14 +280,8 @@ class HopperGemm:
         tile_m = cta_m * self.cluster_mn[0] + in_cluster[0]
         tile_n = cta_n * self.cluster_mn[1] + in_cluster[1]
 
-        # Multicast masks: which CTAs of the cluster receive each load (0 = this CTA only).
-        cta_layout = cute.make_layout((*self.cluster_mn, 1))
-        cta_rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
-        cluster_coord = cta_layout.get_flat_coord(cta_rank)
-        a_mcast_mask = cute.make_layout_image_mask(cta_layout, cluster_coord, mode=1)
-        b_mcast_mask = cute.make_layout_image_mask(cta_layout, cluster_coord, mode=0)
-        a_mcast_mask = a_mcast_mask if self.mcast_a > 1 else 0
-        b_mcast_mask = b_mcast_mask if self.mcast_b > 1 else 0
+        cta_layout, cluster_coord, a_mcast_mask, b_mcast_mask = multicast_masks(
+            self.cluster_mn, self.mcast_a, self.mcast_b)
 
         # The ring: full[s] flips when stage s's TMA bytes have landed (tx_count), empty[s] when
         # every consumer warp has released it (one arrive per warp and multicast partner).

@@ -364,7 +364,11 @@ def kernel_cluster_lines(cls=None) -> str:
     import re
 
     cls = cls or hg.HopperGemm
-    lines, first = inspect.getsourcelines(cls)
-    keep = re.compile(r"self\.cluster_mn|mcast|cluster_coord|cluster_(arrive|wait|idx|dim)|in_cluster")
-    return "\n".join(f"{first + i:4d}  {line.rstrip()}" for i, line in enumerate(lines)
-                     if keep.search(line) and not line.strip().startswith(("#", '"', "``")))
+    keep = re.compile(r"self\.cluster_mn|mcast|cluster_coord|cluster_(arrive|wait|idx|dim)|in_cluster"
+                      r"|image_mask")
+    out = []
+    for obj in (hg.multicast_masks, cls):  # the masks are computed by a helper the kernel calls
+        lines, first = inspect.getsourcelines(obj)
+        out += [f"{first + i:4d}  {line.rstrip()}" for i, line in enumerate(lines)
+                if keep.search(line) and not line.strip().startswith(("#", '"', "``"))]
+    return "\n".join(out)

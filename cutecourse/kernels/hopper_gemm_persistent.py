@@ -262,13 +262,8 @@ class PersistentHopperGemm:
             cpasync.prefetch_descriptor(tma_b)
             cpasync.prefetch_descriptor(tma_c)
 
-        cta_layout = cute.make_layout((*self.cluster_mn, 1))
-        cta_rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
-        cluster_coord = cta_layout.get_flat_coord(cta_rank)
-        a_mcast_mask = cute.make_layout_image_mask(cta_layout, cluster_coord, mode=1)
-        b_mcast_mask = cute.make_layout_image_mask(cta_layout, cluster_coord, mode=0)
-        a_mcast_mask = a_mcast_mask if self.mcast_a > 1 else 0
-        b_mcast_mask = b_mcast_mask if self.mcast_b > 1 else 0
+        cta_layout, cluster_coord, a_mcast_mask, b_mcast_mask = hg.multicast_masks(
+            self.cluster_mn, self.mcast_a, self.mcast_b)
 
         # The ring, as in hopper_gemm, except that only the consumer warps release stages:
         # the empty barrier of a stage completes after 8 consumer warps (x multicast peers) arrive.
