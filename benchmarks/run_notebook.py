@@ -3,12 +3,13 @@ Jupyter): one namespace, matplotlib's Agg backend, `display` falling back to pri
 
     python benchmarks/run_notebook.py notebooks/01_layouts_and_elementwise_add.ipynb [...]
 
-Exits non-zero at the first failing cell and prints that cell. nbval runs the same notebooks in
+Exits non-zero at the first failing cell (or failing exercise check) and prints that cell. nbval runs the same notebooks in
 CI (CPU); this shows that the GPU path of each notebook runs too.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import sys
@@ -39,6 +40,20 @@ def _install_ipython_stub() -> None:
     sys.modules["IPython"], sys.modules["IPython.display"] = ipy, disp
 
 
+def _run_cell(src: str, fname: str, ns: dict) -> None:
+    """Run a cell as Jupyter does: its last expression's value is shown. An exercise check that
+    fails (a ``cutecourse.exercises.Result`` that is not ok) fails the run."""
+    tree = ast.parse(src, fname)
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    exec(compile(tree, fname, "exec"), ns)
+    if last is not None:
+        value = eval(compile(ast.Expression(last.value), fname, "eval"), ns)
+        if value is not None:
+            print(repr(value))
+        if type(value).__name__ == "Result" and not value:
+            raise AssertionError(f"exercise check failed: {value!r}")
+
+
 def run(path: str) -> bool:
     os.environ.setdefault("MPLBACKEND", "Agg")
     _install_ipython_stub()
@@ -54,7 +69,7 @@ def run(path: str) -> bool:
         with open(fname, "w") as f:
             f.write(src + "\n")
         try:
-            exec(compile(src, fname, "exec"), ns)
+            _run_cell(src, fname, ns)
         except Exception:
             print(f"FAILED {path} cell {i}:\n{src}\n")
             traceback.print_exc()

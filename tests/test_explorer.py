@@ -8,6 +8,8 @@ matplotlib.use("Agg")
 
 import pytest
 
+pytest.importorskip("ipywidgets")  # the GPU machine runs `pytest -m gpu` without Jupyter
+
 import cutecourse  # noqa: F401
 from cutecourse import layouts
 from cutecourse.viz.explorer import OPERATIONS, LayoutExplorer, compute
