@@ -94,13 +94,7 @@ def run(name: str, out: str) -> bench.BenchResult:
         fn = hg.launcher(a, b, c, tile=tile, variant=variant, prefetch_stages=depth, stages=stages,
                          cluster=cluster)
         compile_s[case] = round(time.perf_counter() - t0, 2)
-        c.fill_(float("nan"))
-        fn()
-        torch.cuda.synchronize()
-        err = ((c.float() - ref.float()).abs().max() / ref.float().abs().max().clamp(min=1)).item()
-        if not err < 1e-2:
-            raise SystemExit(f"{case}: max relative error {err:.3g} against torch.matmul")
-        cases.append(bench.Case(case, fn))
+        cases.append(bench.checked_case(case, fn, c, ref, max_rel_err=1e-2))
     print(f"{name}: all {len(configs)} kernels match torch.matmul; compile seconds {compile_s}", flush=True)
     res = bench.compare(f"GEMM {dtype_name} {n}x{n}x{n} (C = A @ B.T)", cases,
                         bench.Work(flops=2 * n * n * n), baseline="torch.matmul",

@@ -183,6 +183,25 @@ def cold_l2_sets(make_args: Callable[[], tuple], bytes_per_set: int, l2: int | N
     return [make_args() for _ in range(count)]
 
 
+def checked_case(name: str, fn: Callable[..., Any], out, reference, max_rel_err: float = 0.0,
+                 args: tuple = ()) -> Case:
+    """A Case that has computed the right answer once: poison ``out`` with NaN (so an element the
+    kernel never writes cannot pass), run ``fn(*args)``, and compare ``out`` with ``reference``,
+    relative to the reference's largest magnitude. A wrong kernel is never timed."""
+    import torch
+
+    out.fill_(float("nan"))
+    fn(*args)
+    if out.is_cuda:
+        torch.cuda.synchronize()
+    ref = reference.float()
+    err = ((out.float() - ref).abs().max() / ref.abs().max().clamp(min=1)).item()
+    if not err <= max_rel_err:  # NaN fails here too
+        raise AssertionError(f"{name}: max relative error {err:.3g} against the reference "
+                             f"(allowed {max_rel_err:g})")
+    return Case(name, fn, (args,))
+
+
 def time_us(case: Case, warmup: int = 10, iterations: int = 100, repeats: int = 5) -> list[float]:
     """Mean microseconds per launch of ``case``, once per repeat (CUDA events, launch stream)."""
     from cutlass.testing import JitArguments, benchmark

@@ -65,3 +65,23 @@ def test_cold_l2_sets_cover_twice_the_cache():
     sets = bench.cold_l2_sets(lambda: made.append(1) or (len(made),), bytes_per_set=20 << 20, l2=50 << 20)
     assert len(sets) * (20 << 20) > 2 * (50 << 20) and sets[0] == (1,) and len(made) == len(sets)
     assert len(bench.cold_l2_sets(lambda: (), bytes_per_set=1 << 30, l2=50 << 20)) == 2
+
+
+def test_checked_case_poisons_runs_and_compares():
+    import torch
+
+    ref = torch.arange(12.0).view(3, 4)
+    out = torch.empty(3, 4)
+    case = bench.checked_case("copy", lambda: out.copy_(ref), out, ref)
+    assert case.name == "copy" and torch.equal(out, ref)
+    with pytest.raises(AssertionError, match="half: max relative error"):
+        bench.checked_case("half", lambda: out[:2].copy_(ref[:2]), out, ref)  # last row stays NaN
+    bench.checked_case("close", lambda: out.copy_(ref * 1.001), out, ref, max_rel_err=1e-2)
+
+
+def test_benchmark_scripts_import():
+    import importlib.util
+
+    for path in sorted((bench.RESULTS_DIR.parent).glob("*.py")):
+        spec = importlib.util.spec_from_file_location(f"bench_script_{path.stem}", path)
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
