@@ -169,6 +169,25 @@ def multicast_masks(cluster_mn, mcast_a: int, mcast_b: int):
     return cta_layout, cluster_coord, a_mask, b_mask
 
 
+def make_ring(barriers, stages: int, dtype, sA_layout, sB_layout, cta_layout, mcast_size: int,
+              consumer_threads: int):
+    """The smem ring's barriers (traced inside a kernel): full[s] completes when stage s's TMA
+    bytes (one A tile + one B tile) have landed, empty[s] when every consumer warp of this CTA and
+    of each multicast partner has released it (one arrive per warp)."""
+    stage_bytes = (cute.size_in_bytes(dtype, cute.slice_(sA_layout, (None, None, 0)))
+                   + cute.size_in_bytes(dtype, cute.slice_(sB_layout, (None, None, 0))))
+    return pipeline.PipelineTmaAsync.create(
+        barrier_storage=barriers,
+        num_stages=stages,
+        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
+                                                 mcast_size * consumer_threads // 32),
+        tx_count=stage_bytes,
+        cta_layout_vmnk=cute.make_layout((1, *cta_layout.shape)),
+        defer_sync=True,
+    )
+
+
 class HopperGemm:
     """C = A @ B.T on Hopper, one CTA per (tile_m, tile_n) tile of C.
 
@@ -287,18 +306,8 @@ class HopperGemm:
         # every consumer warp has released it (one arrive per warp and multicast partner).
         smem = utils.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
-        stage_bytes = (cute.size_in_bytes(self.a_dtype, cute.slice_(sA_layout, (None, None, 0)))
-                       + cute.size_in_bytes(self.a_dtype, cute.slice_(sB_layout, (None, None, 0))))
-        mcast_size = self.mcast_a + self.mcast_b - 1
-        ring = pipeline.PipelineTmaAsync.create(
-            barrier_storage=storage.barriers.data_ptr(),
-            num_stages=self.stages,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, mcast_size * THREADS // 32),
-            tx_count=stage_bytes,
-            cta_layout_vmnk=cute.make_layout((1, *cta_layout.shape)),
-            defer_sync=True,
-        )
+        ring = make_ring(storage.barriers.data_ptr(), self.stages, self.a_dtype, sA_layout, sB_layout,
+                         cta_layout, self.mcast_a + self.mcast_b - 1, THREADS)
         pipeline.pipeline_init_arrive(cluster_shape_mn=self.cluster_mn, is_relaxed=True)
 
         sA = storage.sA.get_tensor(sA_layout.outer, swizzle=sA_layout.inner)

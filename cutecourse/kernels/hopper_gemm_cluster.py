@@ -367,7 +367,7 @@ def kernel_cluster_lines(cls=None) -> str:
     keep = re.compile(r"self\.cluster_mn|mcast|cluster_coord|cluster_(arrive|wait|idx|dim)|in_cluster"
                       r"|image_mask")
     out = []
-    for obj in (hg.multicast_masks, cls):  # the masks are computed by a helper the kernel calls
+    for obj in (hg.multicast_masks, hg.make_ring, cls):  # helpers the kernel calls
         lines, first = inspect.getsourcelines(obj)
         out += [f"{first + i:4d}  {line.rstrip()}" for i, line in enumerate(lines)
                 if keep.search(line) and not line.strip().startswith(("#", '"', "``"))]

@@ -269,19 +269,8 @@ class PersistentHopperGemm:
         # the empty barrier of a stage completes after 8 consumer warps (x multicast peers) arrive.
         smem = utils.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
-        stage_bytes = (cute.size_in_bytes(self.a_dtype, cute.slice_(sA_layout, (None, None, 0)))
-                       + cute.size_in_bytes(self.a_dtype, cute.slice_(sB_layout, (None, None, 0))))
-        mcast_size = self.mcast_a + self.mcast_b - 1
-        ring = pipeline.PipelineTmaAsync.create(
-            barrier_storage=storage.barriers.data_ptr(),
-            num_stages=self.stages,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
-                                                     mcast_size * CONSUMER_THREADS // 32),
-            tx_count=stage_bytes,
-            cta_layout_vmnk=cute.make_layout((1, *cta_layout.shape)),
-            defer_sync=True,
-        )
+        ring = hg.make_ring(storage.barriers.data_ptr(), self.stages, self.a_dtype, sA_layout,
+                            sB_layout, cta_layout, self.mcast_a + self.mcast_b - 1, CONSUMER_THREADS)
         # Dynamic scheduler: the producer warp (32 threads arrive) publishes a work item in a slot,
         # the 256 consumer threads read it and release the slot.
         queue = pipeline.PipelineAsync.create(
