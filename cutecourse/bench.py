@@ -59,6 +59,11 @@ class Row:
     gbps: float | None = None
     tflops: float | None = None
     ratio: float | None = None  # throughput relative to the baseline (>1: faster)
+    # interleaved runs (compare(..., rounds=R)): this case's ratio to the baseline in each round
+    round_ratios: list[float] = field(default_factory=list)
+    # what the GPU did while this case ran (GpuMonitor): median SM clock (MHz), mean power (W)
+    sm_mhz: float | None = None
+    power_w: float | None = None
 
     @property
     def spread(self) -> float:
@@ -92,8 +97,20 @@ class BenchResult:
         """A small fixed-width table: name, time, throughput, ratio to the baseline."""
         lines = [f"{self.title}  ({self.environment.get('device', '?')})",
                  f"{'kernel':<28}{'time (us)':>12}{self.unit:>12}{'vs ' + self.baseline:>22}"]
+        rounds = any(r.round_ratios for r in self.rows)
+        clocks = any(r.sm_mhz for r in self.rows)
+        if rounds:
+            lines[1] += f"{'ratio per round':>18}"
+        if clocks:
+            lines[1] += f"{'SM MHz':>8}{'W':>6}"
         for r in self.rows:
-            lines.append(f"{r.name:<28}{r.us:>12.1f}{self.speed(r):>12.1f}{r.ratio:>21.3f}x")
+            line = f"{r.name:<28}{r.us:>12.1f}{self.speed(r):>12.1f}{r.ratio:>21.3f}x"
+            if rounds:
+                lo, hi = (min(r.round_ratios), max(r.round_ratios)) if r.round_ratios else (0, 0)
+                line += f"{lo:>11.3f}-{hi:.3f}"
+            if clocks:
+                line += f"{r.sm_mhz or 0:>8.0f}{r.power_w or 0:>6.0f}"
+            lines.append(line)
         return "\n".join(lines)
 
     def plot(self, ax=None, title: str | None = None):
@@ -223,25 +240,139 @@ def time_us(case: Case, warmup: int = 10, iterations: int = 100, repeats: int = 
 
 def compare(title: str, cases: Sequence[Case], work: Work, baseline: str,
             warmup: int = 10, iterations: int = 100, repeats: int = 5,
-            params: dict[str, Any] | None = None, progress: bool = True) -> BenchResult:
-    """Time every case in one run and express each as a ratio to the ``baseline`` case."""
-    if baseline not in [c.name for c in cases]:
-        raise ValueError(f"baseline {baseline!r} is not one of the cases {[c.name for c in cases]}")
+            params: dict[str, Any] | None = None, progress: bool = True,
+            rounds: int = 1, monitor: "GpuMonitor | None" = None) -> BenchResult:
+    """Time every case in one run and express each as a ratio to the ``baseline`` case.
+
+    ``rounds=1``: each case is timed ``repeats`` times, one case after the other. ``rounds=R``
+    interleaves: every round times every case ``repeats`` times, in an order rotated by one each
+    round, so that a drift of the GPU's clock (a power-capped GPU slows down as it heats up)
+    spreads over all cases instead of favouring the first ones. Each row's time is then the
+    median over all rounds, and ``Row.round_ratios`` keeps its ratio to the baseline per round:
+    their spread says how sure the ratio is. With a ``GpuMonitor``, each row also records the
+    SM clock and the power the GPU ran at while that case was timed.
+    """
+    names = [c.name for c in cases]
+    if baseline not in names:
+        raise ValueError(f"baseline {baseline!r} is not one of the cases {names}")
+    reps: dict[str, list[float]] = {c.name: [] for c in cases}
+    per_round: list[dict[str, float]] = []
+    for r in range(rounds):
+        order = list(cases[r % len(cases):]) + list(cases[:r % len(cases)])
+        this_round = {}
+        for c in order:
+            w = warmup if r == 0 else max(1, warmup // 4)
+            if monitor is not None:
+                with monitor.window(c.name):
+                    times = time_us(c, w, iterations, repeats)
+            else:
+                times = time_us(c, w, iterations, repeats)
+            reps[c.name] += times
+            this_round[c.name] = statistics.median(times)
+            if progress:
+                tag = f"round {r + 1}/{rounds} " if rounds > 1 else ""
+                print(f"  {tag}{c.name:<28} {this_round[c.name]:10.1f} us", flush=True)
+        per_round.append(this_round)
     rows = []
     for c in cases:
-        reps = time_us(c, warmup, iterations, repeats)
-        us = statistics.median(reps)
-        row = Row(c.name, us, reps)
+        us = statistics.median(reps[c.name])
+        row = Row(c.name, us, reps[c.name])
         w = c.work or work
         if w.bytes:
             row.gbps = w.bytes / (us * 1e-6) / 1e9
         if w.flops:
             row.tflops = w.flops / (us * 1e-6) / 1e12
+        if rounds > 1:  # same work per launch within a row: a time ratio is a throughput ratio
+            scale = (w.bytes or w.flops) / ((cases[names.index(baseline)].work or work).bytes
+                                            or (cases[names.index(baseline)].work or work).flops)
+            row.round_ratios = [scale * t[baseline] / t[c.name] for t in per_round]
+        if monitor is not None:
+            row.sm_mhz, row.power_w = monitor.summary(c.name)
         rows.append(row)
-        if progress:
-            print(f"  {c.name:<28} {us:10.1f} us", flush=True)
-    result = BenchResult(title, work, baseline, rows, params or {}, environment())
+    params = dict(params or {})
+    if rounds > 1:
+        params.setdefault("timing", f"{rounds} interleaved rounds x {repeats} repeats x "
+                                    f"{iterations} launches")
+    result = BenchResult(title, work, baseline, rows, params, environment())
     base = result.speed(result.row(baseline))
     for r in rows:
         r.ratio = result.speed(r) / base
     return result
+
+
+class GpuMonitor:
+    """What the GPU's clock and power did while each case ran (``nvidia-smi``, sampled).
+
+    An H100 running a GEMM at full speed hits its power cap (700 W) and lowers its SM clock
+    (1980 MHz -> ~1300-1700 MHz, depending on the data: random bits toggle more transistors
+    than small integers). Two kernels compared at different clocks compare the clocks as much
+    as the kernels; the monitor records the clock per case so a table can show it::
+
+        with bench.GpuMonitor() as mon:
+            res = bench.compare(..., rounds=10, monitor=mon)
+
+    Without ``nvidia-smi`` it records nothing (rows keep ``sm_mhz = None``).
+    """
+
+    def __init__(self, interval_ms: int = 20):
+        self.interval_ms = interval_ms
+        self.samples: list[tuple[float, float, float]] = []  # (time, MHz, W)
+        self.windows: dict[str, list[tuple[float, float]]] = {}
+        self._proc = None
+        self._thread = None
+
+    def __enter__(self) -> "GpuMonitor":
+        import shutil
+        import subprocess
+        import threading
+        import time
+
+        exe = shutil.which("nvidia-smi")
+        if exe is None:
+            return self
+        self._proc = subprocess.Popen(
+            [exe, "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
+             f"-lms={self.interval_ms}", "-i", "0"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+        def read():
+            for line in self._proc.stdout:
+                try:
+                    mhz, watts = (float(v) for v in line.split(","))
+                except ValueError:
+                    continue
+                self.samples.append((time.time(), mhz, watts))
+
+        self._thread = threading.Thread(target=read, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(timeout=10)
+            self._thread.join(timeout=10)
+
+    def window(self, name: str):
+        """Context manager: the samples taken while it is open belong to ``name``."""
+        import contextlib
+        import time
+
+        @contextlib.contextmanager
+        def _window():
+            t0 = time.time()
+            try:
+                yield
+            finally:
+                self.windows.setdefault(name, []).append((t0, time.time()))
+
+        return _window()
+
+    def summary(self, name: str) -> tuple[float | None, float | None]:
+        """(median SM clock in MHz, mean power in W) over ``name``'s windows, or (None, None)."""
+        inside = [(mhz, w) for t, mhz, w in self.samples
+                  if any(t0 <= t <= t1 for t0, t1 in self.windows.get(name, []))]
+        if not inside:
+            return None, None
+        return (statistics.median(m for m, _ in inside),
+                round(statistics.fmean(w for _, w in inside), 1))

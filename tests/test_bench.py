@@ -85,3 +85,44 @@ def test_benchmark_scripts_import():
     for path in sorted((bench.RESULTS_DIR.parent).glob("*.py")):
         spec = importlib.util.spec_from_file_location(f"bench_script_{path.stem}", path)
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+def test_interleaved_rounds_rotate_the_order_and_keep_ratios_per_round(monkeypatch):
+    calls = []
+    times = {"base": [10.0, 10.0, 12.0], "fast": [5.0, 5.0, 5.0]}  # the GPU slows in round 3
+
+    def fake_time_us(case, warmup, iterations, repeats):
+        calls.append(case.name)
+        rnd = sum(1 for c in calls if c == case.name) - 1
+        return [times[case.name][rnd]] * repeats
+
+    monkeypatch.setattr(bench, "time_us", fake_time_us)
+    cases = [bench.Case("base", None), bench.Case("fast", None)]
+    res = bench.compare("t", cases, bench.Work(flops=10**6), "base", rounds=3, progress=False)
+    assert calls == ["base", "fast", "fast", "base", "base", "fast"]  # rotated each round
+    fast = res.row("fast")
+    assert fast.round_ratios == [2.0, 2.0, 2.4]
+    assert fast.ratio == pytest.approx(2.0)  # medians: 10 us vs 5 us
+    assert "3 interleaved rounds" in res.params["timing"]
+    assert "ratio per round" in res.table() and "2.000-2.400" in res.table()
+
+
+def test_gpu_monitor_attributes_samples_to_the_case_that_was_running():
+    mon = bench.GpuMonitor()
+    mon.samples = [(1.0, 1980, 300.0), (2.0, 1500, 690.0), (3.0, 1400, 700.0), (5.0, 1980, 200.0)]
+    mon.windows = {"a": [(0.5, 1.5)], "b": [(1.8, 3.2)]}
+    assert mon.summary("a") == (1980, 300.0)
+    assert mon.summary("b") == (1450, 695.0)
+    assert mon.summary("never ran") == (None, None)
+    with mon.window("c"):
+        pass
+    assert len(mon.windows["c"]) == 1
+
+
+def test_result_files_without_the_new_fields_still_load(tmp_path):
+    d = _result().to_dict()
+    for row in d["rows"]:
+        for key in ("round_ratios", "sm_mhz", "power_w"):
+            row.pop(key)
+    (tmp_path / "old.json").write_text(json.dumps(d))
+    assert bench.load("old", tmp_path).row("mine").round_ratios == []
