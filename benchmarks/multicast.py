@@ -1,20 +1,24 @@
 """Notebook 05's measurement: the Hopper GEMM with clusters 1x1, 2x1, 1x2, 2x2, one run.
 
-    python benchmarks/multicast.py [--size 8192] [--out benchmarks/results] [--ncu]
+    python benchmarks/multicast.py [--size 8192] [--out benchmarks/results] [--ncu] [--nvidia PATH]
 
 1. Correctness: every cluster shape against torch (fp32 reference), on a few shapes including a
    ragged K, and on the timed problem itself (output poisoned with NaN first).
-2. Optional (``--ncu``): Nsight Compute reads the L2 and DRAM counters of one launch per cluster
-   shape (``--clock-control none``), in a child process each; if it cannot (no ncu, no counter
-   permission) the reason is recorded instead.
-3. Timing: same harness (``cutecourse.bench.time_us``), same run, same kernel, fp16 size^3,
-   tile 128x256: cluster 1x1 (the baseline), 2x1, 1x2, 2x2; 1x1 and 2x1 with L2 eviction hints
-   both ways round; torch.matmul for reference. The cases are timed in interleaved rounds (a
-   first run timed them one after the other and the GPU's clocks drifted by 2% between the
-   first and the last case), each row the median over all rounds.
+2. Optional (``--ncu``): Nsight Compute, one launch per kernel in a child process, at a fixed SM
+   clock (``--clock-control base``): L2 and DRAM traffic, and the kernel's duration with the
+   power controller taken out of the comparison. If ncu cannot read the counters, the reason is
+   recorded instead.
+3. Timing, same harness, same run, same kernel, fp16 size^3, small-integer data as NVIDIA's
+   examples (``random_(-2, 2)``): tile 128x256 at cluster 1x1 (the baseline), 2x1, 1x2, 2x2, with
+   L2 eviction hints both ways round; tile 128x128 (3 stages, two CTAs per SM) at 1x1 and 2x1,
+   where each flop needs twice the operand bytes; torch.matmul; with ``--nvidia PATH``, NVIDIA's
+   CuTeDSL example at 1x1 and 2x1. Two protocols (``cutecourse.bench.compare``): *sustained*,
+   interleaved rounds, each case run 0.5 s before it is timed: the clock the GPU can hold
+   at its power cap; *burst*, 3 s idle
+   before each case, the boost clock. SM clock recorded per case.
 
-Writes ``multicast_fp16_<size>.json`` (cutecourse.bench format; counters and the planner's
-predicted L2 bytes under ``params``).
+Writes ``multicast_fp16_<size>.json`` (sustained) and ``multicast_fp16_<size>_burst.json``
+(cutecourse.bench format; counters and the planner's predicted L2 bytes under ``params``).
 """
 
 from __future__ import annotations
@@ -22,9 +26,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import os
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -40,7 +42,7 @@ from cutecourse.models.multicast import l2_traffic, plan  # noqa: E402
 TILE = (128, 256)
 CHECK_SHAPES = [(1024, 2048, 512), (512, 1024, 1000), (2048, 2048, 4096)]
 NCU_METRICS = ["lts__t_bytes.sum", "dram__bytes_read.sum", "lts__t_sectors_srcunit_tex_op_read.sum",
-               "lts__t_sectors_op_read.sum", "gpu__time_duration.sum"]
+               "lts__t_sectors_op_read.sum", "gpu__time_duration.sum", "sm__cycles_elapsed.avg.per_second"]
 NCU_FALLBACK = ["lts__t_bytes.sum", "dram__bytes_read.sum"]
 
 
@@ -66,15 +68,29 @@ def check(cluster, shapes, **kernel) -> float:
     return worst
 
 
-def ncu_child(cluster: tuple[int, int], n: int) -> None:
-    """Run under ncu: one launch of the cluster kernel on the timed problem."""
+#: The kernels measured: name -> (tile, stages, cluster). 128x128 with 3 stages fits two CTAs per SM.
+KERNELS = {f"cluster {m}x{n}": (TILE, None, (m, n)) for m, n in hc.CLUSTERS}
+KERNELS.update({f"128x128 cluster {m}x{n}": ((128, 128), 3, (m, n)) for m, n in ((1, 1), (2, 1))})
+#: What ncu profiles (at the base clock).
+NCU_KERNELS = ["cluster 1x1", "cluster 2x1", "128x128 cluster 1x1", "128x128 cluster 2x1"]
+
+
+def operands(n: int):
+    """Small integers as NVIDIA's CuTeDSL examples (exact in fp16, less power than randn)."""
     import torch
 
     torch.manual_seed(0)
-    a = torch.randn(n, n, device="cuda").half()
-    b = torch.randn(n, n, device="cuda").half()
+    return [torch.empty(n, n, device="cuda", dtype=torch.float16).random_(-2, 2) for _ in "ab"]
+
+
+def ncu_child(kernel: str, n: int) -> None:
+    """Run under ncu: one launch of a kernel of KERNELS on the timed problem."""
+    import torch
+
+    a, b = operands(n)
     c = torch.empty(n, n, device="cuda", dtype=torch.float16)
-    fn = hc.launcher(a, b, c, cluster, TILE)
+    tile, stages, cluster = KERNELS[kernel]
+    fn = hc.launcher(a, b, c, cluster, tile, stages=stages)
     fn()
     torch.cuda.synchronize()
 
@@ -113,30 +129,28 @@ def parse_ncu_csv(text: str) -> dict[str, float]:
     return out
 
 
-def counters(n: int, clusters) -> dict:
+def counters(n: int, kernels) -> dict:
     ncu = find_ncu()
     if ncu is None:
         return {"error": "ncu not found on this machine"}
-    result = {"ncu": ncu, "metrics": {}}
-    for cluster in clusters:
+    result = {"ncu": ncu, "clock_control": "base", "metrics": {}}
+    for kernel in kernels:
         for metrics in (NCU_METRICS, NCU_FALLBACK):
-            cmd = [ncu, "--clock-control", "none", "--metrics", ",".join(metrics), "--csv",
+            cmd = [ncu, "--clock-control", "base", "--metrics", ",".join(metrics), "--csv",
                    "--print-units", "base", "-k", "regex:ClusterHopperGemm", "--launch-count", "1",
-                   sys.executable, __file__, "--ncu-child", f"{cluster[0]}x{cluster[1]}",
-                   "--size", str(n)]
+                   sys.executable, __file__, "--ncu-child", kernel, "--size", str(n)]
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
             except subprocess.TimeoutExpired:
-                result.setdefault("errors", {})[name(cluster)] = "ncu timed out after 240 s"
+                result.setdefault("errors", {})[kernel] = "ncu timed out after 240 s"
                 break
             values = parse_ncu_csv(proc.stdout)
             if values:
-                result["metrics"][name(cluster)] = values
+                result["metrics"][kernel] = values
                 break
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-6:]
-            result.setdefault("errors", {})[name(cluster)] = " | ".join(tail)[-800:]
-        print(f"  ncu {name(cluster)}: {result['metrics'].get(name(cluster), 'no counters')}",
-              flush=True)
+            result.setdefault("errors", {})[kernel] = " | ".join(tail)[-800:]
+        print(f"  ncu {kernel}: {result['metrics'].get(kernel, 'no counters')}", flush=True)
     return result
 
 
@@ -146,12 +160,13 @@ def main() -> int:
     p.add_argument("--out", default=str(bench.RESULTS_DIR))
     p.add_argument("--ncu", action="store_true", help="also read L2/DRAM counters with Nsight Compute")
     p.add_argument("--ncu-child", help=argparse.SUPPRESS)
-    p.add_argument("--iterations", type=int, default=30)
-    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--iterations", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--nvidia", help="path to NVIDIA's CuTeDSL hopper dense_gemm.py (reference rows)")
     args = p.parse_args()
     n = args.size
     if args.ncu_child:
-        ncu_child(tuple(int(v) for v in args.ncu_child.split("x")), n)
+        ncu_child(args.ncu_child, n)
         return 0
 
     import torch
@@ -174,64 +189,53 @@ def main() -> int:
                                                                   l2_hints=hints)
     print(f"every kernel matches torch on {CHECK_SHAPES}: {errors}", flush=True)
 
-    # 2. counters
-    traffic = counters(n, [(1, 1), (2, 1)]) if args.ncu else {"error": "not requested (--ncu)"}
+    # 2. counters and fixed-clock durations
+    traffic = counters(n, NCU_KERNELS) if args.ncu else {"error": "not requested (--ncu)"}
 
-    # 3. timing, interleaved: every round times every case once (in a rotated order), so that
-    # a slow drift of the clocks (power, temperature) spreads over all cases instead of
-    # favouring whichever ran first. Each row: the median over all rounds and repeats.
-    a = torch.randn(n, n, device="cuda").half()
-    b = torch.randn(n, n, device="cuda").half()
+    # 3. timing: every case checked on the timed problem first (bench.checked_case)
+    a, b = operands(n)
     c = torch.empty(n, n, device="cuda", dtype=torch.float16)
     ref = torch.matmul(a, b.T)
-    kernels = [(name(cl), cl, None) for cl in hc.CLUSTERS]
-    kernels += [(f"{name(cl)} + L2 hints {h}", cl, h) for cl in ((1, 1), (2, 1))
-                for h in hc.L2_HINTS]
-    cases = []
-    for case_name, cluster, hints in kernels:
-        fn = hc.launcher(a, b, c, cluster, TILE, l2_hints=hints)
-        c.fill_(float("nan"))
-        fn()
-        torch.cuda.synchronize()
-        err = ((c.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-        if not err < 1e-2:
-            raise SystemExit(f"{case_name} at {n}^3: max relative error {err:.3g}")
-        cases.append(bench.Case(case_name, fn))
-    cases.append(bench.Case("torch.matmul", lambda: torch.matmul(a, b.T, out=c)))
+    cases = {}
+    for case_name, (tile, stages, cluster) in KERNELS.items():
+        cases[case_name] = bench.checked_case(
+            case_name, hc.launcher(a, b, c, cluster, tile, stages=stages), c, ref, 1e-2)
+    for cluster in ((1, 1), (2, 1)):
+        for h in hc.L2_HINTS:
+            case_name = f"{name(cluster)} + L2 hints {h}"
+            cases[case_name] = bench.checked_case(
+                case_name, hc.launcher(a, b, c, cluster, TILE, l2_hints=h), c, ref, 1e-2)
+    if args.nvidia:
+        from gemm import nvidia_kernel  # benchmarks/gemm.py
 
-    clocks = {"before": gpu_clocks()}
-    repeats = {case.name: [] for case in cases}
-    for r in range(args.rounds):
-        order = cases[r % len(cases):] + cases[:r % len(cases)]
-        for case in order:
-            repeats[case.name] += bench.time_us(case, warmup=5, iterations=args.iterations,
-                                                repeats=2)
-    clocks["after"] = gpu_clocks()
-    work = bench.Work(flops=2 * n * n * n)
-    rows = [bench.Row(case.name, statistics.median(repeats[case.name]), repeats[case.name],
-                      tflops=work.flops / (statistics.median(repeats[case.name]) * 1e-6) / 1e12)
-            for case in cases]
-    for row in rows:
-        print(f"  {row.name:<34} {row.us:9.1f} us  spread {row.spread:.1%}", flush=True)
+        for cluster in ((1, 1), (2, 1)):
+            case_name = f"NVIDIA example {cluster[0]}x{cluster[1]}"
+            cases[case_name] = bench.checked_case(
+                case_name, nvidia_kernel(args.nvidia, a, b, c, cluster), c, ref, 1e-2)
+    cases["torch.matmul"] = bench.Case("torch.matmul", lambda: torch.matmul(a, b.T, out=c))
 
     predicted = {}
-    for cluster in hc.CLUSTERS:
-        t = l2_traffic(plan(tile=(*TILE, 64), cluster=cluster, problem=(n, n, n)))
-        predicted[name(cluster)] = t["with_multicast"]
-    res = bench.BenchResult(
-        f"GEMM fp16 {n}x{n}x{n}, tile 128x256: TMA multicast clusters", work, "cluster 1x1", rows,
-        {"m": n, "n": n, "k": n, "dtype": "float16", "tile": list(TILE), "variant": "prefetch",
-         "timing": f"{args.rounds} interleaved rounds x 2 repeats x {args.iterations} launches",
-         "check_shapes": CHECK_SHAPES, "max_rel_error": errors,
-         "first_compile_and_check_s": compile_s, "gpu_clocks": clocks,
-         "predicted_l2_to_smem_bytes": predicted, "ncu": traffic},
-        bench.environment())
-    base = res.speed(res.row("cluster 1x1"))
-    for row in rows:
-        row.ratio = res.speed(row) / base
-    path = res.save(f"multicast_fp16_{n}", args.out)
-    print(res.table())
-    print("wrote", path)
+    for case_name, (tile, _, cluster) in KERNELS.items():
+        t = l2_traffic(plan(tile=(*tile, 64), cluster=cluster, problem=(n, n, n)))
+        predicted[case_name] = t["with_multicast"]
+    work = bench.Work(flops=2 * n * n * n)
+    params = {"m": n, "n": n, "k": n, "dtype": "float16", "data": "random_(-2, 2)",
+              "tile": list(TILE), "variant": "prefetch", "check_shapes": CHECK_SHAPES,
+              "max_rel_error": errors, "first_compile_and_check_s": compile_s,
+              "predicted_l2_to_smem_bytes": predicted, "ncu": traffic}
+    burst_cases = ["cluster 1x1", "cluster 2x1", "128x128 cluster 1x1", "128x128 cluster 2x1",
+                   "NVIDIA example 1x1", "NVIDIA example 2x1", "torch.matmul"]
+    for protocol, chosen, settings, suffix in [
+            ("sustained", list(cases), dict(rounds=args.rounds, warmup=5, iterations=args.iterations,
+                                            repeats=2, settle_s=0.5), ""),
+            ("burst", [k for k in burst_cases if k in cases],
+             dict(rounds=5, warmup=5, iterations=100, repeats=1, idle_s=3.0), "_burst")]:
+        with bench.GpuMonitor() as monitor:
+            res = bench.compare(f"GEMM fp16 {n}^3, TMA multicast clusters, {protocol}",
+                                [cases[k] for k in chosen], work, "cluster 1x1", progress=False,
+                                monitor=monitor, params={**params, "protocol": protocol}, **settings)
+        print(res.table(), flush=True)
+        print("wrote", res.save(f"multicast_fp16_{n}{suffix}", args.out), flush=True)
     return 0
 
 

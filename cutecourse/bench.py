@@ -241,27 +241,49 @@ def time_us(case: Case, warmup: int = 10, iterations: int = 100, repeats: int = 
 def compare(title: str, cases: Sequence[Case], work: Work, baseline: str,
             warmup: int = 10, iterations: int = 100, repeats: int = 5,
             params: dict[str, Any] | None = None, progress: bool = True,
-            rounds: int = 1, monitor: "GpuMonitor | None" = None) -> BenchResult:
+            rounds: int = 1, monitor: "GpuMonitor | None" = None,
+            idle_s: float = 0.0, settle_s: float = 0.0) -> BenchResult:
     """Time every case in one run and express each as a ratio to the ``baseline`` case.
 
     ``rounds=1``: each case is timed ``repeats`` times, one case after the other. ``rounds=R``
-    interleaves: every round times every case ``repeats`` times, in an order rotated by one each
-    round, so that a drift of the GPU's clock (a power-capped GPU slows down as it heats up)
-    spreads over all cases instead of favouring the first ones. Each row's time is then the
+    interleaves: every round times every case ``repeats`` times, in a shuffled order (seeded;
+    round 1 in the given order), so that a drift of the GPU's clock (a power-capped GPU slows
+    down as it heats up) spreads over all cases instead of favouring the first ones, and no
+    case always follows the same neighbour. ``settle_s``: before it is timed, each case first
+    runs for that many seconds, so that the clock has settled to what *this* kernel's power
+    allows rather than what the previous case left (the power controller lags by a fraction of
+    a second: a kernel timed right after a light one borrows its headroom). Each row's time is then the
     median over all rounds, and ``Row.round_ratios`` keeps its ratio to the baseline per round:
     their spread says how sure the ratio is. With a ``GpuMonitor``, each row also records the
     SM clock and the power the GPU ran at while that case was timed.
+
+    ``idle_s > 0`` is the *burst* protocol: the GPU idles that long before each case is timed,
+    so the timed launches start at the boost clock, before the power controller reacts, as in
+    a short standalone script. Without it (the default, *sustained*), cases run back to back
+    and a power-limited GPU is measured at the clock it can hold.
     """
     names = [c.name for c in cases]
     if baseline not in names:
         raise ValueError(f"baseline {baseline!r} is not one of the cases {names}")
     reps: dict[str, list[float]] = {c.name: [] for c in cases}
     per_round: list[dict[str, float]] = []
+    import random
+    import time
+
+    launch_us: dict[str, float] = {}
     for r in range(rounds):
-        order = list(cases[r % len(cases):]) + list(cases[:r % len(cases)])
+        order = list(cases)
+        if r:
+            random.Random(r).shuffle(order)
         this_round = {}
         for c in order:
-            w = warmup if r == 0 else max(1, warmup // 4)
+            w = warmup if r == 0 and not idle_s else max(1, warmup // 4)
+            if settle_s:
+                if c.name not in launch_us:  # a rough launch time, to turn seconds into launches
+                    launch_us[c.name] = time_us(c, 1, 3, 1)[0]
+                w = max(w, int(settle_s * 1e6 / max(launch_us[c.name], 1.0)))
+            if idle_s:
+                time.sleep(idle_s)
             if monitor is not None:
                 with monitor.window(c.name):
                     times = time_us(c, w, iterations, repeats)
@@ -292,7 +314,10 @@ def compare(title: str, cases: Sequence[Case], work: Work, baseline: str,
     params = dict(params or {})
     if rounds > 1:
         params.setdefault("timing", f"{rounds} interleaved rounds x {repeats} repeats x "
-                                    f"{iterations} launches")
+                                    f"{iterations} launches"
+                                    + (f", {idle_s:g} s idle before each (burst)" if idle_s else "")
+                                    + (f", each case run {settle_s:g} s before it is timed"
+                                       if settle_s else ""))
     result = BenchResult(title, work, baseline, rows, params, environment())
     base = result.speed(result.row(baseline))
     for r in rows:
@@ -330,8 +355,13 @@ class GpuMonitor:
         exe = shutil.which("nvidia-smi")
         if exe is None:
             return self
+        # power.draw is a 1 s average; power.draw.instant (newer drivers) follows short bursts
+        probe = subprocess.run([exe, "--query-gpu=power.draw.instant", "--format=csv,noheader,nounits"],
+                               capture_output=True, text=True)
+        power = "power.draw.instant" if probe.returncode == 0 and "N/A" not in probe.stdout \
+            and "nvalid" not in probe.stdout else "power.draw"
         self._proc = subprocess.Popen(
-            [exe, "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
+            [exe, f"--query-gpu=clocks.sm,{power}", "--format=csv,noheader,nounits",
              f"-lms={self.interval_ms}", "-i", "0"],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 

@@ -90,16 +90,23 @@ def test_benchmark_scripts_import():
 def test_interleaved_rounds_rotate_the_order_and_keep_ratios_per_round(monkeypatch):
     calls = []
     times = {"base": [10.0, 10.0, 12.0], "fast": [5.0, 5.0, 5.0]}  # the GPU slows in round 3
+    warmups = []
 
     def fake_time_us(case, warmup, iterations, repeats):
+        if iterations == 3:  # settle_s's estimate of the launch time
+            return [100.0]
+        warmups.append(warmup)
         calls.append(case.name)
         rnd = sum(1 for c in calls if c == case.name) - 1
         return [times[case.name][rnd]] * repeats
 
     monkeypatch.setattr(bench, "time_us", fake_time_us)
     cases = [bench.Case("base", None), bench.Case("fast", None)]
-    res = bench.compare("t", cases, bench.Work(flops=10**6), "base", rounds=3, progress=False)
-    assert calls == ["base", "fast", "fast", "base", "base", "fast"]  # rotated each round
+    res = bench.compare("t", cases, bench.Work(flops=10**6), "base", rounds=3, progress=False,
+                        settle_s=0.01)
+    assert min(warmups) == 100  # 0.01 s of 100 us launches before each timing
+    assert calls[:2] == ["base", "fast"]  # round 1 in the given order, then shuffled
+    assert sorted(calls[2:4]) == sorted(calls[4:6]) == ["base", "fast"]  # each case once per round
     fast = res.row("fast")
     assert fast.round_ratios == [2.0, 2.0, 2.4]
     assert fast.ratio == pytest.approx(2.0)  # medians: 10 us vs 5 us
