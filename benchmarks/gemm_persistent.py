@@ -4,8 +4,10 @@ kernel, in one run.
     python benchmarks/gemm_persistent.py [--out benchmarks/results] [--only fp16_8192,...] [--tag _run2]
 
 Every kernel is checked against torch.matmul before it is timed; compilation happens before
-timing; ``cutecourse.bench`` warms up and takes the median of 5 x 100 launches. Writes
-``gemm_persistent_<problem>.json``. Work: 2*M*N*K flops.
+timing. Data and protocol as ``benchmarks/gemm.py``: small integers (``random_(-2, 2)``) unless
+the problem says randn, the *sustained* protocol (interleaved shuffled rounds, each case run
+0.5 s before it is timed, SM clock per case). Writes ``gemm_persistent_<problem>.json``.
+Work: 2*M*N*K flops.
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/gemm.py
 
 import cutecourse  # noqa: E402  (sets the DSL's arch before cutlass is imported)
 from cutecourse import bench  # noqa: E402
 from cutecourse.kernels import hopper_gemm as hg  # noqa: E402
 from cutecourse.kernels import hopper_gemm_persistent as hp  # noqa: E402
+
+import gemm  # noqa: E402  (benchmarks/gemm.py: data and protocol)
 
 WIDE, SQUARE = (128, 256), (128, 128)
 
@@ -43,10 +48,10 @@ SHORT = [c for c in CASES if c[0] in ("prefetch 128x256", "persistent 128x256", 
 
 #: problem -> (dtype, size, data, cases). data: "randn" or "ints" (-2..2, as CUTLASS's examples).
 PROBLEMS = {
-    "fp16_8192": ("float16", 8192, "randn", CASES),
-    "fp16_8192_ints": ("float16", 8192, "ints", CASES),
-    "bf16_8192": ("bfloat16", 8192, "randn", SHORT),
-    "fp16_4096": ("float16", 4096, "randn", CASES),
+    "fp16_8192": ("float16", 8192, "ints", CASES),
+    "fp16_8192_randn": ("float16", 8192, "randn", SHORT),
+    "bf16_8192": ("bfloat16", 8192, "ints", SHORT),
+    "fp16_4096": ("float16", 4096, "ints", CASES),
 }
 
 
@@ -55,13 +60,7 @@ def run(name: str, out: str, tag: str = "") -> bench.BenchResult:
 
     dtype_name, n, data, configs = PROBLEMS[name]
     dtype = getattr(torch, dtype_name)
-    torch.manual_seed(0)
-    if data == "ints":
-        a = torch.randint(-2, 3, (n, n), device="cuda").to(dtype)
-        b = torch.randint(-2, 3, (n, n), device="cuda").to(dtype)
-    else:
-        a = torch.randn(n, n, device="cuda").to(dtype)
-        b = torch.randn(n, n, device="cuda").to(dtype)
+    a, b = gemm.operands(data, n, dtype)
     c = torch.empty(n, n, device="cuda", dtype=dtype)
     ref = torch.matmul(a, b.T)
     cases = [bench.Case("torch.matmul", lambda: torch.matmul(a, b.T, out=c))]
@@ -72,12 +71,14 @@ def run(name: str, out: str, tag: str = "") -> bench.BenchResult:
         compile_s[case] = round(time.perf_counter() - t0, 2)
         cases.append(bench.checked_case(case, fn, c, ref, max_rel_err=1e-2))
     print(f"{name}: all {len(configs)} kernels match torch.matmul; compile seconds {compile_s}", flush=True)
-    res = bench.compare(f"GEMM {dtype_name} {n}x{n}x{n} {data} (C = A @ B.T)", cases,
-                        bench.Work(flops=2 * n * n * n), baseline="torch.matmul",
-                        params={"m": n, "n": n, "k": n, "dtype": dtype_name, "data": data,
-                                "compile_s": compile_s,
-                                "stages": {f"{t[0]}x{t[1]}": hp.plan_persistent(t, dtype_name).stages
-                                           for t in (WIDE, SQUARE)}})
+    with bench.GpuMonitor() as monitor:
+        res = bench.compare(f"GEMM {dtype_name} {n}x{n}x{n}, {data} data, sustained (C = A @ B.T)", cases,
+                            bench.Work(flops=2 * n * n * n), baseline="torch.matmul", monitor=monitor,
+                            progress=False, **gemm.PROTOCOLS["sustained"],
+                            params={"m": n, "n": n, "k": n, "dtype": dtype_name, "data": data,
+                                    "protocol": "sustained", "compile_s": compile_s,
+                                    "stages": {f"{t[0]}x{t[1]}": hp.plan_persistent(t, dtype_name).stages
+                                               for t in (WIDE, SQUARE)}})
     print(res.table(), flush=True)
     path = res.save(f"gemm_persistent_{name}{tag}", out)
     print(f"wrote {path}", flush=True)

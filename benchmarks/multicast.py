@@ -11,7 +11,8 @@
 3. Timing, same harness, same run, same kernel, fp16 size^3, small-integer data as NVIDIA's
    examples (``random_(-2, 2)``): tile 128x256 at cluster 1x1 (the baseline), 2x1, 1x2, 2x2, with
    L2 eviction hints both ways round; tile 128x128 (3 stages, two CTAs per SM) at 1x1 and 2x1,
-   where each flop needs twice the operand bytes; torch.matmul; with ``--nvidia PATH``, NVIDIA's
+   where each flop needs twice the operand bytes; the persistent warp-specialized schedule
+   (``hopper_gemm_persistent``) at 1x1 and 2x1; torch.matmul; with ``--nvidia PATH``, NVIDIA's
    CuTeDSL example at 1x1 and 2x1. Two protocols (``cutecourse.bench.compare``): *sustained*,
    interleaved rounds, each case run 0.5 s before it is timed: the clock the GPU can hold
    at its power cap; *burst*, 3 s idle
@@ -33,10 +34,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/gemm.py
 
 import cutecourse  # noqa: E402  (sets the DSL's arch before cutlass is imported)
 from cutecourse import bench  # noqa: E402
 from cutecourse.kernels import hopper_gemm_cluster as hc  # noqa: E402
+from cutecourse.kernels import hopper_gemm_persistent as hp  # noqa: E402
 from cutecourse.models.multicast import l2_traffic, plan  # noqa: E402
 
 TILE = (128, 256)
@@ -71,8 +74,19 @@ def check(cluster, shapes, **kernel) -> float:
 #: The kernels measured: name -> (tile, stages, cluster). 128x128 with 3 stages fits two CTAs per SM.
 KERNELS = {f"cluster {m}x{n}": (TILE, None, (m, n)) for m, n in hc.CLUSTERS}
 KERNELS.update({f"128x128 cluster {m}x{n}": ((128, 128), 3, (m, n)) for m, n in ((1, 1), (2, 1))})
+#: The persistent, warp-specialized schedule (hopper_gemm_persistent, static tile order) at 1x1, 2x1.
+PERSISTENT = {f"persistent cluster {m}x{n}": (m, n) for m, n in ((1, 1), (2, 1))}
 #: What ncu profiles (at the base clock).
-NCU_KERNELS = ["cluster 1x1", "cluster 2x1", "128x128 cluster 1x1", "128x128 cluster 2x1"]
+NCU_KERNELS = ["cluster 1x1", "cluster 2x1", "128x128 cluster 1x1", "128x128 cluster 2x1",
+               *PERSISTENT]
+
+
+def launcher(kernel: str, a, b, c):
+    """``fn()`` for a kernel of KERNELS or PERSISTENT on these operands (validated, compiled)."""
+    if kernel in PERSISTENT:
+        return hp.launcher(a, b, c, TILE, cluster=PERSISTENT[kernel])
+    tile, stages, cluster = KERNELS[kernel]
+    return hc.launcher(a, b, c, cluster, tile, stages=stages)
 
 
 def operands(n: int):
@@ -89,9 +103,7 @@ def ncu_child(kernel: str, n: int) -> None:
 
     a, b = operands(n)
     c = torch.empty(n, n, device="cuda", dtype=torch.float16)
-    tile, stages, cluster = KERNELS[kernel]
-    fn = hc.launcher(a, b, c, cluster, tile, stages=stages)
-    fn()
+    launcher(kernel, a, b, c)()
     torch.cuda.synchronize()
 
 
@@ -137,7 +149,7 @@ def counters(n: int, kernels) -> dict:
     for kernel in kernels:
         for metrics in (NCU_METRICS, NCU_FALLBACK):
             cmd = [ncu, "--clock-control", "base", "--metrics", ",".join(metrics), "--csv",
-                   "--print-units", "base", "-k", "regex:ClusterHopperGemm", "--launch-count", "1",
+                   "--print-units", "base", "-k", "regex:HopperGem", "--launch-count", "1",
                    sys.executable, __file__, "--ncu-child", kernel, "--size", str(n)]
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
@@ -197,9 +209,8 @@ def main() -> int:
     c = torch.empty(n, n, device="cuda", dtype=torch.float16)
     ref = torch.matmul(a, b.T)
     cases = {}
-    for case_name, (tile, stages, cluster) in KERNELS.items():
-        cases[case_name] = bench.checked_case(
-            case_name, hc.launcher(a, b, c, cluster, tile, stages=stages), c, ref, 1e-2)
+    for case_name in [*KERNELS, *PERSISTENT]:
+        cases[case_name] = bench.checked_case(case_name, launcher(case_name, a, b, c), c, ref, 1e-2)
     for cluster in ((1, 1), (2, 1)):
         for h in hc.L2_HINTS:
             case_name = f"{name(cluster)} + L2 hints {h}"
@@ -218,13 +229,16 @@ def main() -> int:
     for case_name, (tile, _, cluster) in KERNELS.items():
         t = l2_traffic(plan(tile=(*tile, 64), cluster=cluster, problem=(n, n, n)))
         predicted[case_name] = t["with_multicast"]
+    for case_name, cluster in PERSISTENT.items():  # same tiles, other order: same bytes in total
+        predicted[case_name] = l2_traffic(plan(tile=(*TILE, 64), cluster=cluster,
+                                               problem=(n, n, n)))["with_multicast"]
     work = bench.Work(flops=2 * n * n * n)
     params = {"m": n, "n": n, "k": n, "dtype": "float16", "data": "random_(-2, 2)",
               "tile": list(TILE), "variant": "prefetch", "check_shapes": CHECK_SHAPES,
               "max_rel_error": errors, "first_compile_and_check_s": compile_s,
               "predicted_l2_to_smem_bytes": predicted, "ncu": traffic}
     burst_cases = ["cluster 1x1", "cluster 2x1", "128x128 cluster 1x1", "128x128 cluster 2x1",
-                   "NVIDIA example 1x1", "NVIDIA example 2x1", "torch.matmul"]
+                   *PERSISTENT, "NVIDIA example 1x1", "NVIDIA example 2x1", "torch.matmul"]
     for protocol, chosen, settings, suffix in [
             ("sustained", list(cases), dict(rounds=args.rounds, warmup=5, iterations=args.iterations,
                                             repeats=2, settle_s=0.5), ""),

@@ -88,6 +88,9 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=12)
     p.add_argument("--iterations", type=int, default=20)
     p.add_argument("--out", default=str(bench.RESULTS_DIR))
+    p.add_argument("--only", help="comma-separated case names (default: all)")
+    p.add_argument("--settle", type=float, default=0.0, help="bench.compare settle_s (sustained protocol)")
+    p.add_argument("--tag", default="")
     args = p.parse_args()
     cutecourse.modes.require_gpu("sm_90a")
 
@@ -100,6 +103,8 @@ def main() -> int:
             ("prefetch 1x1 G=16", lambda: course_kernel(a, b, c, GROUP_M=16)),
             ("prefetch 1x1 G=4", lambda: course_kernel(a, b, c, GROUP_M=4)),
             ("prefetch 1x1 epi 128x64", lambda: course_kernel(a, b, c, EPI_TILE=(128, 64))),
+            ("prefetch 1x1 epi 128x64 G=16", lambda: course_kernel(a, b, c, EPI_TILE=(128, 64),
+                                                                   GROUP_M=16)),
             ("prefetch 2x1", lambda: course_kernel(a, b, c, cluster=(2, 1))),
             ("prefetch 2x1 G=16", lambda: course_kernel(a, b, c, cluster=(2, 1), GROUP_M=16)),
             ("persistent dynamic 1x1", lambda: hp.launcher(a, b, c, WIDE, scheduler="dynamic")),
@@ -108,6 +113,8 @@ def main() -> int:
         if args.nvidia:
             builders += [(f"nvidia example {m}x{n}", lambda cl=(m, n): nvidia_kernel(args.nvidia, a, b, c, cl))
                          for m, n in ((1, 1), (2, 1))]
+        if args.only:
+            builders = [bd for bd in builders if bd[0] in args.only.split(",")]
         cases = [bench.Case("torch.matmul", lambda: torch.matmul(a, b.T, out=c))]
         compile_s, failed = {}, {}
         for name, build in builders:
@@ -125,11 +132,11 @@ def main() -> int:
             res = bench.compare(f"GEMM fp16 {N}^3, {kind} data: protocol calibration", cases,
                                 bench.Work(flops=2 * N ** 3), "torch.matmul", warmup=10,
                                 iterations=args.iterations, repeats=2, rounds=args.rounds,
-                                monitor=mon, progress=False,
+                                monitor=mon, progress=False, settle_s=args.settle,
                                 params={"m": N, "n": N, "k": N, "data": kind, "compile_s": compile_s,
                                         "failed": failed, "nvidia_example": args.nvidia})
         print(res.table(), flush=True)
-        print("wrote", res.save(f"experiment_gemm_calibration_{kind}", args.out), flush=True)
+        print("wrote", res.save(f"experiment_gemm_calibration_{kind}{args.tag}", args.out), flush=True)
     return 0
 
 

@@ -315,7 +315,9 @@ def traffic_summary(result) -> str:
     predicted = result.params.get("predicted_l2_to_smem_bytes", {})
     ncu = result.params.get("ncu", {})
     measured = ncu.get("metrics", {})
-    lines = ["L2 -> shared memory bytes of the whole GEMM (GiB = 2**30 B)"]
+    clock = ncu.get("clock_control", "none")
+    lines = ["L2 -> shared memory bytes of the whole GEMM (GiB = 2**30 B); ncu durations at "
+             + ("the base clock" if clock == "base" else "the GPU's own clock")]
     for name, nbytes in predicted.items():
         line = f"  {name}: planner {nbytes / 2**30:6.2f} GiB"
         m = measured.get(name)
@@ -325,6 +327,8 @@ def traffic_summary(result) -> str:
                          f"{m['lts__t_sectors_srcunit_tex_op_read.sum'] * 32 / 2**30:6.2f} GiB")
             line += f" | all L2 traffic {m.get('lts__t_bytes.sum', float('nan')) / 2**30:6.2f} GiB"
             line += f" | DRAM reads {m.get('dram__bytes_read.sum', float('nan')) / 2**30:5.2f} GiB"
+            if "gpu__time_duration.sum" in m:  # ns, at the clock ncu fixed (params["ncu"])
+                line += f" | {m['gpu__time_duration.sum'] / 1e3:6.0f} us"
         lines.append(line)
     if not measured:
         lines.append(f"  (no counters: {ncu.get('error', 'not recorded')})")
@@ -337,9 +341,9 @@ def traffic_summary(result) -> str:
 def paired_ratio(result, case: str, baseline: str = "cluster 1x1") -> str:
     """How ``case`` compares with ``baseline`` in a result, and whether the run can tell.
 
-    The interleaved benchmark times every case once per round, so repeat i of one case ran next
-    to repeat i of the other: their ratio, repeat by repeat, shows how much of a difference in
-    the medians is noise (the clocks drift between rounds, the pairs drift together).
+    The interleaved benchmark times every case once per round, so repeat i of one case ran in
+    the same round as repeat i of the other: their ratio, repeat by repeat, shows how much of a
+    difference in the medians is noise (the clocks drift between rounds, the pairs together).
     """
     import statistics
 
