@@ -139,17 +139,23 @@ def run(name: str, out: str, nvidia: str | None = None) -> bench.BenchResult:
             case = f"NVIDIA example {cluster[0]}x{cluster[1]}"
             cases.append(bench.checked_case(case, nvidia_kernel(nvidia, a, b, c, cluster), c, ref, 1e-2))
     print(f"{name}: all {len(cases) - 1} kernels match torch.matmul; compile seconds {compile_s}", flush=True)
+    stages = {f"{t[0]}x{t[1]}": hg.plan_stages(t, dtype_name).stages for t in (WIDE, SQUARE)}
+    return time_and_save(f"gemm_{name}", cases, n, dtype_name, data, protocol, out,
+                         compile_s=compile_s, stages=stages)
+
+
+def time_and_save(file: str, cases, n: int, dtype_name: str, data: str, protocol: str, out: str,
+                  **params) -> bench.BenchResult:
+    """Time ``cases`` (torch.matmul among them: the baseline) on an n^3 GEMM under ``protocol``,
+    with the SM clock monitored; print the table and save it as ``<out>/<file>.json``."""
     with bench.GpuMonitor() as monitor:
         res = bench.compare(f"GEMM {dtype_name} {n}x{n}x{n}, {data} data, {protocol} (C = A @ B.T)",
                             cases, bench.Work(flops=2 * n * n * n), baseline="torch.matmul",
                             monitor=monitor, progress=False, **PROTOCOLS[protocol],
                             params={"m": n, "n": n, "k": n, "dtype": dtype_name, "data": data,
-                                    "protocol": protocol, "compile_s": compile_s,
-                                    "stages": {f"{t[0]}x{t[1]}": hg.plan_stages(t, dtype_name).stages
-                                               for t in (WIDE, SQUARE)}})
+                                    "protocol": protocol, **params})
     print(res.table(), flush=True)
-    path = res.save(f"gemm_{name}", out)
-    print(f"wrote {path}", flush=True)
+    print(f"wrote {res.save(file, out)}", flush=True)
     return res
 
 

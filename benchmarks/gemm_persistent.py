@@ -71,18 +71,9 @@ def run(name: str, out: str, tag: str = "") -> bench.BenchResult:
         compile_s[case] = round(time.perf_counter() - t0, 2)
         cases.append(bench.checked_case(case, fn, c, ref, max_rel_err=1e-2))
     print(f"{name}: all {len(configs)} kernels match torch.matmul; compile seconds {compile_s}", flush=True)
-    with bench.GpuMonitor() as monitor:
-        res = bench.compare(f"GEMM {dtype_name} {n}x{n}x{n}, {data} data, sustained (C = A @ B.T)", cases,
-                            bench.Work(flops=2 * n * n * n), baseline="torch.matmul", monitor=monitor,
-                            progress=False, **gemm.PROTOCOLS["sustained"],
-                            params={"m": n, "n": n, "k": n, "dtype": dtype_name, "data": data,
-                                    "protocol": "sustained", "compile_s": compile_s,
-                                    "stages": {f"{t[0]}x{t[1]}": hp.plan_persistent(t, dtype_name).stages
-                                               for t in (WIDE, SQUARE)}})
-    print(res.table(), flush=True)
-    path = res.save(f"gemm_persistent_{name}{tag}", out)
-    print(f"wrote {path}", flush=True)
-    return res
+    stages = {f"{t[0]}x{t[1]}": hp.plan_persistent(t, dtype_name).stages for t in (WIDE, SQUARE)}
+    return gemm.time_and_save(f"gemm_persistent_{name}{tag}", cases, n, dtype_name, data, "sustained",
+                              out, compile_s=compile_s, stages=stages)
 
 
 def main() -> int:
