@@ -41,6 +41,7 @@ from cutecourse import bench  # noqa: E402
 from cutecourse.kernels import hopper_gemm_cluster as hc  # noqa: E402
 from cutecourse.kernels import hopper_gemm_persistent as hp  # noqa: E402
 from cutecourse.models.multicast import l2_traffic, plan  # noqa: E402
+from gemm import nvidia_kernel, operands  # noqa: E402  (benchmarks/gemm.py)
 
 TILE = (128, 256)
 CHECK_SHAPES = [(1024, 2048, 512), (512, 1024, 1000), (2048, 2048, 4096)]
@@ -89,32 +90,14 @@ def launcher(kernel: str, a, b, c):
     return hc.launcher(a, b, c, cluster, tile, stages=stages)
 
 
-def operands(n: int):
-    """Small integers as NVIDIA's CuTeDSL examples (exact in fp16, less power than randn)."""
-    import torch
-
-    torch.manual_seed(0)
-    return [torch.empty(n, n, device="cuda", dtype=torch.float16).random_(-2, 2) for _ in "ab"]
-
-
 def ncu_child(kernel: str, n: int) -> None:
     """Run under ncu: one launch of a kernel of KERNELS on the timed problem."""
     import torch
 
-    a, b = operands(n)
+    a, b = operands("ints", n, torch.float16)  # as NVIDIA's examples: random_(-2, 2)
     c = torch.empty(n, n, device="cuda", dtype=torch.float16)
     launcher(kernel, a, b, c)()
     torch.cuda.synchronize()
-
-
-def gpu_clocks() -> str:
-    """SM clock, power and temperature now (nvidia-smi), to explain drift between rounds."""
-    try:
-        return subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,power.draw,temperature.gpu",
-                               "--format=csv,noheader"], capture_output=True, text=True,
-                              timeout=20).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"nvidia-smi failed: {e}"
 
 
 def find_ncu() -> str | None:
@@ -205,7 +188,7 @@ def main() -> int:
     traffic = counters(n, NCU_KERNELS) if args.ncu else {"error": "not requested (--ncu)"}
 
     # 3. timing: every case checked on the timed problem first (bench.checked_case)
-    a, b = operands(n)
+    a, b = operands("ints", n, torch.float16)  # as NVIDIA's examples: random_(-2, 2)
     c = torch.empty(n, n, device="cuda", dtype=torch.float16)
     ref = torch.matmul(a, b.T)
     cases = {}
@@ -217,8 +200,6 @@ def main() -> int:
             cases[case_name] = bench.checked_case(
                 case_name, hc.launcher(a, b, c, cluster, TILE, l2_hints=h), c, ref, 1e-2)
     if args.nvidia:
-        from gemm import nvidia_kernel  # benchmarks/gemm.py
-
         for cluster in ((1, 1), (2, 1)):
             case_name = f"NVIDIA example {cluster[0]}x{cluster[1]}"
             cases[case_name] = bench.checked_case(

@@ -20,12 +20,15 @@ Throughput: ``Work(bytes=...)`` for memory-bound kernels (GB/s, bytes read + wri
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
 import platform
+import random
 import statistics
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -267,9 +270,6 @@ def compare(title: str, cases: Sequence[Case], work: Work, baseline: str,
         raise ValueError(f"baseline {baseline!r} is not one of the cases {names}")
     reps: dict[str, list[float]] = {c.name: [] for c in cases}
     per_round: list[dict[str, float]] = []
-    import random
-    import time
-
     launch_us: dict[str, float] = {}
     for r in range(rounds):
         order = list(cases)
@@ -295,6 +295,7 @@ def compare(title: str, cases: Sequence[Case], work: Work, baseline: str,
                 tag = f"round {r + 1}/{rounds} " if rounds > 1 else ""
                 print(f"  {tag}{c.name:<28} {this_round[c.name]:10.1f} us", flush=True)
         per_round.append(this_round)
+    base_work = cases[names.index(baseline)].work or work
     rows = []
     for c in cases:
         us = statistics.median(reps[c.name])
@@ -305,8 +306,7 @@ def compare(title: str, cases: Sequence[Case], work: Work, baseline: str,
         if w.flops:
             row.tflops = w.flops / (us * 1e-6) / 1e12
         if rounds > 1:  # same work per launch within a row: a time ratio is a throughput ratio
-            scale = (w.bytes or w.flops) / ((cases[names.index(baseline)].work or work).bytes
-                                            or (cases[names.index(baseline)].work or work).flops)
+            scale = (w.bytes or w.flops) / (base_work.bytes or base_work.flops)
             row.round_ratios = [scale * t[baseline] / t[c.name] for t in per_round]
         if monitor is not None:
             row.sm_mhz, row.power_w = monitor.summary(c.name)
@@ -350,7 +350,6 @@ class GpuMonitor:
         import shutil
         import subprocess
         import threading
-        import time
 
         exe = shutil.which("nvidia-smi")
         if exe is None:
@@ -383,20 +382,14 @@ class GpuMonitor:
             self._proc.wait(timeout=10)
             self._thread.join(timeout=10)
 
+    @contextlib.contextmanager
     def window(self, name: str):
         """Context manager: the samples taken while it is open belong to ``name``."""
-        import contextlib
-        import time
-
-        @contextlib.contextmanager
-        def _window():
-            t0 = time.time()
-            try:
-                yield
-            finally:
-                self.windows.setdefault(name, []).append((t0, time.time()))
-
-        return _window()
+        t0 = time.time()
+        try:
+            yield
+        finally:
+            self.windows.setdefault(name, []).append((t0, time.time()))
 
     def summary(self, name: str) -> tuple[float | None, float | None]:
         """(median SM clock in MHz, mean power in W) over ``name``'s windows, or (None, None)."""

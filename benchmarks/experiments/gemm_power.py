@@ -39,6 +39,7 @@ import cutecourse  # noqa: E402
 from cutecourse import bench  # noqa: E402
 from cutecourse.kernels import hopper_gemm as hg  # noqa: E402
 from cutecourse.kernels import hopper_gemm_persistent as hp  # noqa: E402
+from gemm import nvidia_kernel, operands  # noqa: E402  (benchmarks/gemm.py)
 
 N = 8192
 WIDE, SQUARE = (128, 256), (128, 128)
@@ -50,8 +51,6 @@ CASES = ["torch.matmul", "prefetch 1x1", "prefetch 2x1", "persistent dynamic 1x1
 
 def build(name: str, a, b, c, nvidia: str | None):
     import torch
-
-    from gemm import nvidia_kernel
 
     if name == "torch.matmul":
         return lambda: torch.matmul(a, b.T, out=c)
@@ -71,8 +70,7 @@ def build(name: str, a, b, c, nvidia: str | None):
 def data(n: int):
     import torch
 
-    torch.manual_seed(0)
-    a, b = (torch.empty(n, n, device="cuda", dtype=torch.float16).random_(-2, 2) for _ in "ab")
+    a, b = operands("ints", n, torch.float16)
     return a, b, torch.empty(n, n, device="cuda", dtype=torch.float16)
 
 
