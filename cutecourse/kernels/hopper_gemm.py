@@ -169,6 +169,19 @@ def multicast_masks(cluster_mn, mcast_a: int, mcast_b: int):
     return cta_layout, cluster_coord, a_mask, b_mask
 
 
+def tma_views(tma_a, tma_b, cta_layout, cluster_coord, sA, sB, gA, gB):
+    """(tAsA, tAgA, tBsB, tBgB): this CTA's TMA views of the smem ring and of global A and B
+    (traced inside a kernel). With multicast, A's box is split among the CTAs of this CTA's
+    cluster row (its slice: ``cluster_coord[1]``) and B's among those of its column."""
+    tAsA, tAgA = cpasync.tma_partition(
+        tma_a, cluster_coord[1], cute.make_layout(cute.slice_(cta_layout, (0, None, 0)).shape),
+        cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
+    tBsB, tBgB = cpasync.tma_partition(
+        tma_b, cluster_coord[0], cute.make_layout(cute.slice_(cta_layout, (None, 0, 0)).shape),
+        cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2))
+    return tAsA, tAgA, tBsB, tBgB
+
+
 def make_ring(barriers, stages: int, dtype, sA_layout, sB_layout, cta_layout, mcast_size: int,
               consumer_threads: int):
     """The smem ring's barriers (traced inside a kernel): full[s] completes when stage s's TMA
@@ -320,12 +333,7 @@ class HopperGemm:
         gC = cute.local_tile(mC, self.tile_mnk, coord, proj=(1, 1, None))
 
         # TMA views: tAgA[(None, k)] is k-tile k in global memory, tAsA[(None, s)] ring stage s.
-        tAsA, tAgA = cpasync.tma_partition(
-            tma_a, cluster_coord[1], cute.make_layout(cute.slice_(cta_layout, (0, None, 0)).shape),
-            cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
-        tBsB, tBgB = cpasync.tma_partition(
-            tma_b, cluster_coord[0], cute.make_layout(cute.slice_(cta_layout, (None, 0, 0)).shape),
-            cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2))
+        tAsA, tAgA, tBsB, tBgB = tma_views(tma_a, tma_b, cta_layout, cluster_coord, sA, sB, gA, gB)
 
         # WGMMA views: each warpgroup's slice of the smem ring, and its fp32 accumulators.
         wg = cute.arch.make_warp_uniform(tidx // 128)

@@ -290,12 +290,7 @@ class PersistentHopperGemm:
         gB = cute.local_tile(mB, self.tile_mnk, (None, None, None), proj=(None, 1, 1))
         gC = cute.local_tile(mC, self.tile_mnk, (None, None, None), proj=(1, 1, None))
         # tAgA[(None, m, k)]: k-tile k of row-panel m; tAsA[(None, s)]: ring stage s.
-        tAsA, tAgA = cpasync.tma_partition(
-            tma_a, cluster_coord[1], cute.make_layout(cute.slice_(cta_layout, (0, None, 0)).shape),
-            cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
-        tBsB, tBgB = cpasync.tma_partition(
-            tma_b, cluster_coord[0], cute.make_layout(cute.slice_(cta_layout, (None, 0, 0)).shape),
-            cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2))
+        tAsA, tAgA, tBsB, tBgB = hg.tma_views(tma_a, tma_b, cta_layout, cluster_coord, sA, sB, gA, gB)
 
         # The static scheduler's state: this cluster's first work item, the stride between its
         # work items (the number of clusters in the grid) and the grid of work items.
