@@ -11,8 +11,9 @@ Three steps, all in one process so that torch.add is measured next to the kernel
    once, compare with ``a + b``. A configuration that fails is reported and left out.
 2. **sweep**: time all of them and torch.add in one ``cutecourse.bench.compare`` run (GB/s,
    bytes = 3 x size x itemsize) -> ``elementwise_tv_sweep_<dtype>_<m>.json``.
-3. **confirm**: time torch.add, the seed's configuration and the sweep's best again with more
-   repeats -> ``elementwise_tv_<dtype>_<m>.json``, the figure notebook 02 quotes.
+3. **confirm**: time torch.add, ``tv.SEED`` (the configuration of the CuTe DSL blog post on
+   elementwise add) and the sweep's best again with more repeats ->
+   ``elementwise_tv_<dtype>_<m>.json``, the figure notebook 02 quotes.
 
 A plot of the sweep (GB/s per configuration) is written beside the JSON files as a PNG.
 """
@@ -33,8 +34,8 @@ from cutecourse.kernels.elementwise_tv import TVShape
 def candidates(itemsize: int) -> list[TVShape]:
     """The configurations the sweep tries: 128..512 threads x 1..8 rows of one 16-byte vector,
     plus the lessons: narrower vectors (8 and 4 bytes), values that are not interleaved across
-    threads (one thread owning 2 or 4 vectors side by side), the seed's block order, and cache
-    hints on the loads."""
+    threads (one thread owning 2 or 4 vectors side by side), the blog post's block order
+    (``tv.SEED``, raster "m"), and cache hints on the loads."""
     vec = 16 // itemsize  # elements in one 128-bit vector
     out = [TVShape(thr, (rows, vec))
            for thr in [(1, 128), (4, 32), (1, 256), (2, 128), (8, 32), (1, 512), (4, 128)]
@@ -125,7 +126,8 @@ def run(m: int, n: int, dtype_name: str, out_dir: Path, confirm_only: bool, swee
         best = next(s for s, _, _ in ok if s.name == best_name)
         summary["sweep_best"] = best_name
 
-    # Confirmation: torch.add first, then the seed's configuration and the winner, more repeats.
+    # Confirmation: torch.add first, then the blog post's configuration (tv.SEED) and the winner,
+    # more repeats.
     chosen = {s.name: (s, fn, args) for s, fn, args in ok}
     names = [tv.SEED.name] + ([best.name] if best.name != tv.SEED.name else [])
     cases = [torch_case(a, b, c)] + [bench.Case(nm, chosen[nm][1], [chosen[nm][2]]) for nm in names]

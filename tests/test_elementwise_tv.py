@@ -40,7 +40,7 @@ def tv_layout_of(thr, val):
 
 
 def test_seed_tv_layout_matches_the_seed_printout():
-    # the seed blog post printed: Tiler: (16, 256)  TV Layout: ((32,4),(8,4)):((128,4),(16,1))
+    # the CuTe DSL blog post on elementwise add printed: Tiler: (16, 256)  TV Layout: ((32,4),(8,4)):((128,4),(16,1))
     tiler, layout = tv_layout_of((4, 32), (4, 8))
     assert tiler == (16, 256) == TVShape((4, 32), (4, 8)).tile
     assert layout == "((32,4),(8,4)):((128,4),(16,1))"

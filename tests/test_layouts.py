@@ -151,8 +151,9 @@ def test_divides_by_mode_tile_regroup_the_same_offsets(op):
 
 
 def test_divide_shapes_as_cute_prints_them():
-    # The seed's vectorised add: zipped_divide of a row-major matrix by (1,4) (extents scaled
-    # down from 2048 to 16; the pattern of the printout is the seed's).
+    # The vectorised add of the CuTe DSL blog post on elementwise add: zipped_divide of a
+    # row-major matrix by (1,4) (extents scaled down from 2048 to 16; the pattern of the printout
+    # is the post's).
     z = layouts.zipped_divide("(16,16):(16,1)", (1, 4))
     assert z.layout == "((1,4),(16,4)):((0,1),(16,4))"
     assert layouts.tiled_divide("(8,8):(8,1)", "(2,4)").layout == "((2,4),4,2):((8,1),16,4)"

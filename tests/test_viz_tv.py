@@ -13,11 +13,13 @@ from cutecourse import layouts
 from cutecourse.errors import LayoutError
 from cutecourse.viz import tv as V
 
-SEED = ("(4,32):(32,1)", "(4,8):(8,1)")  # seed 004: 128 threads, 4x8 fp16 values each
+# The layouts of the CuTe DSL blog post on elementwise add ("An applied introduction to CuTeDSL"),
+# kernels.elementwise_tv.SEED: 128 threads, 4x8 fp16 values each.
+SEED = ("(4,32):(32,1)", "(4,8):(8,1)")
 
 
-def test_address_map_is_the_seeds_composition():
-    # The seed prints tidfrgA = ((32,4),(8,4)):((8,8192),(1,2048)) for a row-major tensor with
+def test_address_map_is_the_blog_posts_composition():
+    # The blog post prints tidfrgA = ((32,4),(8,4)):((8,8192),(1,2048)) for a row-major tensor with
     # 2048 columns; the same TV layout on a 16x2048 tensor gives the same map.
     a = V.address_map(*SEED, tensor="(16,2048):(2048,1)")
     assert a.layout == "((32,4),(8,4)):((8,8192),(1,2048))" and a.base == 0

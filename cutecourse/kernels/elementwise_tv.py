@@ -23,8 +23,9 @@ layout) keep more loads in flight per thread: thread coarsening. The benchmark
 ``benchmarks/elementwise_tv.py`` sweeps these shapes; ``TUNED`` records its winner.
 
 Block order ("raster"): with ``raster="n"`` the grid is 2-D and ``blockIdx.x`` walks along N,
-so blocks that run at the same time read neighbouring memory; ``raster="m"`` is the seed's 1-D
-grid, whose linear block index walks down M first (mode 1 of the zipped tensor is column-major).
+so blocks that run at the same time read neighbouring memory; ``raster="m"`` is the 1-D grid of
+the CuTe DSL blog post on elementwise add ("An applied introduction to CuTeDSL"), whose linear
+block index walks down M first (mode 1 of the zipped tensor is column-major).
 
 Entry point for torch tensors: ``add(a, b, thr=(4, 32), val=(4, 8))``. Compile targets for
 ``cutecourse.inspect``: ``compile_target(thr=..., val=..., dtype=..., m=..., n=...)``.
@@ -54,7 +55,7 @@ class TVShape:
 
     thr: tuple[int, int] = (4, 32)  # threads of one block arranged as (rows, columns)
     val: tuple[int, int] = (4, 8)  # values of one thread arranged as (rows, columns)
-    raster: str = "n"  # "n": neighbouring blocks along N (2-D grid); "m": the seed's 1-D order
+    raster: str = "n"  # "n": neighbouring blocks along N (2-D grid); "m": the blog post's 1-D order
     hint: str = ""  # a cache hint on the loads, a key of LOAD_HINTS ("" = plain loads)
 
     @property
@@ -77,7 +78,8 @@ class TVShape:
                 + (f" {self.hint}" if self.hint else ""))
 
 
-#: The seed's configuration (its blog post measured 2961 GB/s on an H100 with it).
+#: The configuration of the CuTe DSL blog post on elementwise add, the one notebook 02 starts from
+#: and calls "the seed" (the post measured 2961 GB/s on an H100 with it).
 SEED = TVShape((4, 32), (4, 8), "m")
 #: The configuration the sweep in benchmarks/elementwise_tv.py chose for fp16 32768 x 32768 on
 #: an H100 (benchmarks/results/elementwise_tv_sweep_fp16_32768.json holds the evidence).

@@ -20,7 +20,9 @@ This module reproduces that machinery in plain Python:
 
 * :class:`PipelineState` is ``cutlass.pipeline.PipelineState``: (count, index, phase), ``advance``
   wraps the index at ``stages`` and flips the phase. ``tests/test_pipeline_model.py`` checks it
-  against the DSL's own state, compiled and run on the host (:func:`dsl_state_trace`).
+  against the DSL's own state: :func:`dsl_state_walks` compiles a host-only ``@cute.jit``
+  function that advances the DSL's ``PipelineState`` and prints each step, runs it on the CPU in
+  a fresh process, and the test compares those rows with :func:`model_state_walk`.
 * :class:`Mbarrier` is one hardware mbarrier: phase bit, pending arrivals, pending bytes.
 * :class:`PipelineModel` has the four calls of ``PipelineTmaAsync`` (``producer_acquire``,
   ``producer_commit``, ``consumer_wait``, ``consumer_release``), the TMA copy and the WGMMA
@@ -582,6 +584,11 @@ def compiler_pipelined(p: PipelineModel, k_tiles: int, prefetch: int | None = No
     so iteration k+P's state is known without running the ones in between. Depth ``stages-1``
     is the most that fits: the load for k+P goes into the stage k-1 released at the end of the
     previous iteration; with P = stages it would need stage k, still being read.
+
+    The kernel itself defaults to ``max(1, stages - 2)`` (``HopperGemm``): with ``stages-1``
+    warp 0 waits at the top of every iteration for the slowest warp's release, which this model
+    charges only through ``Costs.release_skew``. This function keeps the deepest depth that fits
+    as its default; :func:`cutecourse.models.timeline.predict` uses the kernel's.
     """
     depth = p.stages - 1 if prefetch is None else prefetch
 
@@ -670,7 +677,8 @@ def simulate(variant: str | Callable = "prefetch", stages: int = 4, k_tiles: int
     _check_positive("k_tiles", k_tiles)
     if prefetch is not None and prefetch < 0:
         raise ShapeError(f"prefetch depth {prefetch} is negative",
-                         "use 0 (no prefetch) up to stages (prefetch variant) or stages-1 (compiler)")
+                         "use 1 up to stages-1 (prefetch variant) or 0 (the naive order) up to "
+                         "stages-1 (compiler); deeper deadlocks once there is a k-tile to refill")
     if callable(variant):
         program, name = variant, getattr(variant, "__name__", "custom")
     else:

@@ -1,10 +1,11 @@
 """Run a notebook's code cells top to bottom as plain Python (for the GPU machine, which has no
 Jupyter): one namespace, matplotlib's Agg backend, `display` falling back to print.
 
-    python benchmarks/run_notebook.py notebooks/01_layouts_and_elementwise_add.ipynb [...]
+    python tools/run_notebook.py notebooks/01_layouts_and_elementwise_add.ipynb [...]
 
-Exits non-zero at the first failing cell (or failing exercise check) and prints that cell. nbval runs the same notebooks in
-CI (CPU); this shows that the GPU path of each notebook runs too.
+Run it from the repository root: the cells import ``cutecourse`` from the current directory.
+Exits non-zero at the first failing cell (or failing exercise check) and prints that cell. nbval
+runs the same notebooks in CI (CPU); this shows that the GPU path of each notebook runs too.
 """
 
 from __future__ import annotations
@@ -81,6 +82,9 @@ def run(path: str) -> bool:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0 if len(sys.argv) > 1 else 2)
     sys.path.insert(0, os.getcwd())
     ok = all([run(p) for p in sys.argv[1:]])
     sys.exit(0 if ok else 1)
