@@ -154,7 +154,8 @@ class BenchResult:
 
 
 def load(name: str, directory: Path | str | None = None) -> BenchResult:
-    """A committed result, e.g. ``load("elementwise_add_fp16_32768")``."""
+    """A committed result, by file name without ``.json``: ``load("elementwise_add_float16_32768")``
+    reads ``benchmarks/results/elementwise_add_float16_32768.json`` (``directory``: read elsewhere)."""
     path = Path(directory or RESULTS_DIR) / f"{name}.json"
     if not path.exists():
         raise FileNotFoundError(f"no benchmark result {path}; run the benchmark script on a GPU first")
@@ -399,3 +400,27 @@ class GpuMonitor:
             return None, None
         return (statistics.median(m for m, _ in inside),
                 round(statistics.fmean(w for _, w in inside), 1))
+
+
+def paired_ratio(result, case: str, baseline: str = "cluster 1x1") -> str:
+    """How ``case`` compares with ``baseline`` in a result, and whether the run can tell.
+
+    The interleaved benchmark times every case once per round, so repeat i of one case ran in
+    the same round as repeat i of the other: their ratio, repeat by repeat, shows how much of a
+    difference in the medians is noise (the clocks drift between rounds, the pairs together).
+    """
+    import statistics
+
+    a, b = result.row(case), result.row(baseline)
+    ratio = b.us / a.us
+    pairs = [y / x for x, y in zip(a.us_repeats, b.us_repeats)]
+    faster = sum(p > 1 for p in pairs)
+    n = len(pairs)
+    if faster >= 0.9 * n:
+        verdict = f"faster in {faster} of {n} paired repeats"
+    elif faster <= 0.1 * n:
+        verdict = f"slower in {n - faster} of {n} paired repeats"
+    else:
+        verdict = f"no consistent difference: faster in {faster} of {n} paired repeats"
+    return (f"{case} vs {baseline}: {ratio:.3f}x (medians), paired repeats "
+            f"{statistics.median(pairs):.3f}x [{min(pairs):.2f} .. {max(pairs):.2f}]; {verdict}")

@@ -22,6 +22,7 @@ from cutecourse.errors import AlignmentError, DeviceError, DTypeError, LayoutErr
 from cutecourse.inspect import compile_report
 from cutecourse.kernels import hopper_gemm as hg
 from cutecourse.kernels.hopper_gemm_ptx import loop_structure
+from cutecourse.models import gemm_plan as gp
 
 TARGET = "cutecourse.kernels.hopper_gemm:compile_target"
 SKIPPED = r"software pipelining.*skipped"
@@ -30,21 +31,21 @@ SKIPPED = r"software pipelining.*skipped"
 # -- shared-memory plan (seed 002) ------------------------------------------------------------
 @pytest.mark.parametrize("tile,stages", [((128, 256), 4), ((128, 128), 7)])
 def test_stage_count_is_the_most_that_fits(tile, stages):
-    plan = hg.plan_stages(tile, "float16")
+    plan = gp.plan_stages(tile, "float16")
     assert plan.stages == stages
     per_stage = (tile[0] * 64 + tile[1] * 64) * 2
     assert plan.bytes_per_stage == per_stage
-    budget = hg.SMEM_CAPACITY - hg.BARRIER_BYTES
+    budget = gp.SMEM_CAPACITY - gp.BARRIER_BYTES
     assert per_stage * plan.stages <= budget < per_stage * (plan.stages + 1)
-    assert plan.smem_bytes <= hg.SMEM_CAPACITY
+    assert plan.smem_bytes <= gp.SMEM_CAPACITY
     assert plan.epi_bytes <= plan.a_ring_bytes  # the epilogue fits in the A ring it reuses
 
 
 def test_too_many_stages_is_a_shape_error():
     with pytest.raises(ShapeError, match="stages"):
-        hg.plan_stages((128, 256), "float16", stages=5)
+        gp.plan_stages((128, 256), "float16", stages=5)
     with pytest.raises(ShapeError, match="tile"):
-        hg.plan_stages((256, 256), "float16")
+        gp.plan_stages((256, 256), "float16")
 
 
 # -- input errors (CPU tensors: validation runs before any GPU work) --------------------------
@@ -96,8 +97,6 @@ def test_shape_errors():
         hg.validate(*_ab(), tile=(64, 64))
     with pytest.raises(ShapeError, match="stages"):
         hg.validate(*_ab(), stages=9)
-    with pytest.raises(ShapeError, match="cluster"):
-        hg.HopperGemm(cluster_mn=(2, 2))
     with pytest.raises(ValueError, match="variant"):
         hg.HopperGemm(variant="fast")
 
@@ -153,7 +152,8 @@ def test_compiler_really_pipelines(depth):
 
 @pytest.mark.parametrize("cluster", [(2, 1), (1, 2)])
 def test_multicast_pairs_compile_with_multicast_loads(cluster):
-    r = _report("compiler", cluster=list(cluster))
+    r = compile_report("cutecourse.kernels.hopper_gemm_cluster:compile_target", variant="compiler",
+                       cluster=list(cluster))
     assert r.count("TMA multicast loads") == 2  # the shared operand, prologue + steady loop
     assert loop_structure(r.ptx).pipelined and not r.diagnostics(SKIPPED)
 
@@ -178,7 +178,7 @@ def test_other_tiles_and_dtypes_compile(tile, in_dtype, out_dtype):
 _GPU_CHECK = textwrap.dedent("""
     import json, sys, torch
     import cutecourse
-    from cutecourse.kernels import hopper_gemm as hg
+    from cutecourse.kernels import hopper_gemm as hg, hopper_gemm_cluster as hc
     torch.manual_seed(0)
     cases = json.loads(sys.argv[1])
     out = []
@@ -187,7 +187,10 @@ _GPU_CHECK = textwrap.dedent("""
         a = torch.randn(m, k, device="cuda").to(ind)
         b = torch.randn(n, k, device="cuda").to(ind)
         cl = tuple(cluster[0]) if cluster else (1, 1)
-        c = hg.gemm(a, b, out_dtype=outd, tile=tuple(tile), variant=variant, cluster=cl)
+        if cl == (1, 1):
+            c = hg.gemm(a, b, out_dtype=outd, tile=tuple(tile), variant=variant)
+        else:
+            c = hc.gemm(a, b, cluster=cl, out_dtype=outd, tile=tuple(tile), variant=variant)
         ref = (a.float() @ b.float().T)
         err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
         out.append([m, n, k, str(ind), str(outd), tile, variant, cl, err])
@@ -209,6 +212,10 @@ GPU_CASES = [
     (2048, 2048, 2048, "float16", "float16", (128, 128), "compiler", (2, 1)),
     (1500, 700, 1000, "float16", "float32", (128, 256), "compiler_overlap"),
     (1024, 1024, 128, "float16", "float16", (128, 256), "compiler_guarded"),
+    # 33 x 17 tiles, not a whole number of clusters; group_m is a parameter now
+    (4160, 4224, 520, "float16", "float16", (128, 256), "prefetch", (2, 1)),
+    (4160, 4224, 1000, "bfloat16", "float32", (128, 256), "compiler", (2, 2)),
+    (4160, 4224, 72, "float16", "float16", (128, 256), "naive", (1, 2)),
 ]
 
 

@@ -18,8 +18,9 @@ import torch
 import cutecourse
 from cutecourse.errors import AlignmentError, DeviceError, DTypeError, ShapeError
 from cutecourse.inspect import compile_report
-from cutecourse.kernels import hopper_gemm as hg
 from cutecourse.kernels import hopper_gemm_persistent as hp
+from cutecourse.models import gemm_plan as gp
+from cutecourse.models import tile_order
 
 TARGET = "cutecourse.kernels.hopper_gemm_persistent:compile_target"
 
@@ -30,9 +31,9 @@ TARGET = "cutecourse.kernels.hopper_gemm_persistent:compile_target"
 def test_plan_keeps_c_buffers_out_of_the_ring(tile, out, stages):
     plan = hp.plan_persistent(tile, "float16", out)
     assert plan.stages == stages
-    assert plan.epi_bytes == 128 * 32 * hg._BYTES[out] * hg.EPI_STAGES
-    assert plan.smem_bytes == plan.barrier_bytes + plan.ring_bytes + plan.epi_bytes <= hg.SMEM_CAPACITY
-    assert plan.smem_bytes + plan.bytes_per_stage > hg.SMEM_CAPACITY  # one more stage would not fit
+    assert plan.epi_bytes == 128 * 32 * gp.BYTES[out] * gp.EPI_STAGES
+    assert plan.smem_bytes == plan.barrier_bytes + plan.ring_bytes + plan.epi_bytes <= gp.SMEM_CAPACITY
+    assert plan.smem_bytes + plan.bytes_per_stage > gp.SMEM_CAPACITY  # one more stage would not fit
 
 
 def test_plan_errors():
@@ -58,7 +59,7 @@ GRIDS = [(64, 32, 132, 8), (65, 33, 132, 8), (7, 5, 132, 8), (13, 11, 4, 8), (9,
 
 @pytest.mark.parametrize("tiles_m,tiles_n,ctas,group", GRIDS)
 def test_every_tile_exactly_once(tiles_m, tiles_n, ctas, group):
-    order = hp.tile_order(tiles_m, tiles_n, ctas, group)
+    order = tile_order.tile_order(tiles_m, tiles_n, ctas, group)
     visits = collections.Counter(t for cta in order for t in cta)
     expected = {(m, n) for m in range(tiles_m) for n in range(tiles_n)}
     assert set(visits) == expected and set(visits.values()) == {1}
@@ -69,18 +70,18 @@ def test_every_tile_exactly_once(tiles_m, tiles_n, ctas, group):
 
 def test_order_walks_bands_of_group_rows():
     # the first 16 work items of a 16 x 4 grid with bands of 8: down column 0, then column 1
-    first = [hp.band_coord(w, 16, 4, 8) for w in range(16)]
+    first = [tile_order.band_coord(w, 16, 4, 8) for w in range(16)]
     assert first == [(m, 0) for m in range(8)] + [(m, 1) for m in range(8)]
     # the short last band of a ragged grid (10 rows: a band of 8, then one of 2)
-    assert [hp.band_coord(w, 10, 3, 8) for w in range(24, 30)] == [(8, 0), (9, 0), (8, 1), (9, 1),
+    assert [tile_order.band_coord(w, 10, 3, 8) for w in range(24, 30)] == [(8, 0), (9, 0), (8, 1), (9, 1),
                                                                     (8, 2), (9, 2)]
 
 
 def test_persistent_ctas():
-    assert hp.persistent_ctas(2048) == 132
-    assert hp.persistent_ctas(100) == 100
-    assert hp.persistent_ctas(9, cluster_size=2) == 10  # whole clusters
-    assert hp.persistent_ctas(2048, cluster_size=2) == 132
+    assert tile_order.persistent_ctas(2048) == 132
+    assert tile_order.persistent_ctas(100) == 100
+    assert tile_order.persistent_ctas(9, cluster_size=2) == 10  # whole clusters
+    assert tile_order.persistent_ctas(2048, cluster_size=2) == 132
 
 
 # cutlass.utils' scheduler keeps its tile order in a CuTe layout built at trace time: read its
@@ -131,13 +132,13 @@ def _layout_order(shape, stride):
 def test_band_order_is_cutlass_swizzle_along_n_raster(tiles_m, tiles_n, group):
     # Ours == cutlass.utils with swizzle_size=group, raster_along_m=False when group divides tiles_m
     shape, stride = _cutlass_scheduler_layout(tiles_m, tiles_n, group, False)
-    assert _layout_order(shape, stride) == [hp.band_coord(w, tiles_m, tiles_n, group)
+    assert _layout_order(shape, stride) == [tile_order.band_coord(w, tiles_m, tiles_n, group)
                                             for w in range(tiles_m * tiles_n)]
 
 
 def test_one_band_is_cutlass_plain_m_raster():
     shape, stride = _cutlass_scheduler_layout(6, 5, 1, True)
-    assert _layout_order(shape, stride) == [hp.band_coord(w, 6, 5, 8) for w in range(30)]
+    assert _layout_order(shape, stride) == [tile_order.band_coord(w, 6, 5, 8) for w in range(30)]
 
 
 def test_cutlass_swizzle_pads_ragged_grids_ours_does_not():
@@ -146,7 +147,7 @@ def test_cutlass_swizzle_pads_ragged_grids_ours_does_not():
     shape, stride = _cutlass_scheduler_layout(6, 5, 4, False)
     theirs = _layout_order(shape, stride)
     assert len(theirs) == 40 and sum(m >= 6 for m, _ in theirs) == 10
-    ours = {hp.band_coord(w, 6, 5, 4) for w in range(30)}
+    ours = {tile_order.band_coord(w, 6, 5, 4) for w in range(30)}
     assert ours == {(m, n) for m in range(6) for n in range(5)}
 
 
@@ -276,6 +277,9 @@ GPU_CASES = [
     (2176, 1000, 256, "float16", "bfloat16", (128, 128), (1, 1), 7, "dynamic"),
     (128, 256, 8, "float16", "float16", (128, 256), (1, 1), None, "dynamic"),
     (3000, 3000, 520, "float16", "float32", (128, 256), (1, 1), None, "dynamic"),
+    # 33 x 17 tiles: neither side a whole number of clusters
+    (4160, 4224, 520, "float16", "float16", (128, 256), (2, 1), None, "static"),
+    (4160, 4224, 200, "bfloat16", "bfloat16", (128, 256), (1, 2), 10, "static"),
 ]
 
 

@@ -1,40 +1,41 @@
-"""Experiment (issues 4 and 5): how far the measurement protocol moves the GEMM ratios.
+"""Experiment (notebooks 03 and 05's GEMMs): how far the measurement protocol moves the GEMM
+ratios.
 
     python benchmarks/experiments/gemm_calibration.py [--nvidia .ref/nv_dense_gemm.py] [--rounds 12]
 
 Questions, answered in one run on one GPU:
 
 * **Data.** NVIDIA's CuTeDSL examples fill A and B with small integers (``random_(-2, 2)``:
-  -2, -1, 0, 1); the issues' anchors (torch.matmul 763 TFLOP/s, NVIDIA's example 808 / 837)
-  were measured that way. ``randn`` data toggles more bits in the tensor cores: more power,
+  -2, -1, 0, 1); reference figures quoted for this problem on an H100 (torch.matmul 763 TFLOP/s,
+  NVIDIA's example 808 / 837) were measured that way. ``randn`` data toggles more bits in the tensor cores: more power,
   and an H100 at its 700 W cap lowers its clock. Each data kind is timed separately.
 * **Drift.** Cases are timed in interleaved rounds (``bench.compare(rounds=...)``) with the SM
   clock and power recorded per case (``bench.GpuMonitor``).
 * **Calibration.** With ``--nvidia PATH`` (CUTLASS's ``examples/python/CuTeDSL/cute/hopper/
   kernel/dense_gemm/dense_gemm.py``, fetched separately and never committed here) NVIDIA's
   example runs in the same harness and the same rounds, 1x1 and 2x1, as a reference point.
-* **Small kernel knobs** (the course kernel, changed only for this run by patching module
-  constants before compiling): the tile-order band height ``GROUP_M`` and the epilogue tile.
+* **Small kernel knobs** (constructor parameters of the course kernel): the tile-order band
+  height ``group_m`` and the epilogue tile ``epi_tile``.
 
-Writes ``experiment_gemm_calibration_<data>.json`` per data kind.
+Writes ``experiment_gemm_calibration_<data><tag>.json`` per data kind (``--data nvidia,randn``;
+``nvidia`` is the small-integer data). ``..._nvidia_knobs.json`` is ``--data nvidia --only
+"prefetch 1x1,prefetch 1x1 epi 128x64,prefetch 1x1 epi 128x64 G=16,prefetch 1x1 G=16" --rounds 8
+--settle 0.5 --tag _knobs``.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/
 
 import cutecourse  # noqa: E402  (sets the DSL's arch before cutlass is imported)
 from cutecourse import bench  # noqa: E402
-from cutecourse.kernels import hopper_gemm as hg  # noqa: E402
+from cutecourse.kernels import hopper_gemm_cluster as hc  # noqa: E402
 from cutecourse.kernels import hopper_gemm_persistent as hp  # noqa: E402
 from gemm import nvidia_kernel  # noqa: E402  (benchmarks/gemm.py)
 
@@ -42,27 +43,11 @@ N = 8192
 WIDE = (128, 256)
 
 
-@contextmanager
-def patched(**constants):
-    """hopper_gemm's module constants replaced while a kernel is traced (compiled)."""
-    with contextlib.ExitStack() as stack:
-        for name, value in constants.items():
-            stack.enter_context(mock.patch.object(hg, name, value))
-        yield
-
-
-def course_kernel(a, b, c, cluster=(1, 1), **constants):
-    import cuda.bindings.driver as cuda
-    import cutlass.cute as cute
-    import torch
-    from cutlass.cute.runtime import from_dlpack
-
-    hg.validate(a, b, c.dtype, WIDE)
-    args = [from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=1) for t in (a, b, c)]
-    stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    with patched(**constants):
-        compiled = cute.compile(hg.HopperGemm(WIDE, "prefetch", cluster), *args, stream)
-    return lambda: compiled(*args, stream)
+def course_kernel(a, b, c, cluster=(1, 1), group_m: int | None = None, epi_tile=None):
+    """The course's prefetch kernel, with the tile order's band height and the epilogue tile set
+    for this run (constructor parameters; defaults: the kernel's own)."""
+    knobs = {k: v for k, v in (("group_m", group_m), ("epi_tile", epi_tile)) if v is not None}
+    return hc.launcher(a, b, c, cluster, WIDE, "prefetch", **knobs)
 
 
 def make_data(kind: str, n: int):
@@ -95,13 +80,13 @@ def main() -> int:
         ref = torch.matmul(a, b.T)
         builders = [
             ("prefetch 1x1", lambda: course_kernel(a, b, c)),
-            ("prefetch 1x1 G=16", lambda: course_kernel(a, b, c, GROUP_M=16)),
-            ("prefetch 1x1 G=4", lambda: course_kernel(a, b, c, GROUP_M=4)),
-            ("prefetch 1x1 epi 128x64", lambda: course_kernel(a, b, c, EPI_TILE=(128, 64))),
-            ("prefetch 1x1 epi 128x64 G=16", lambda: course_kernel(a, b, c, EPI_TILE=(128, 64),
-                                                                   GROUP_M=16)),
+            ("prefetch 1x1 G=16", lambda: course_kernel(a, b, c, group_m=16)),
+            ("prefetch 1x1 G=4", lambda: course_kernel(a, b, c, group_m=4)),
+            ("prefetch 1x1 epi 128x64", lambda: course_kernel(a, b, c, epi_tile=(128, 64))),
+            ("prefetch 1x1 epi 128x64 G=16", lambda: course_kernel(a, b, c, epi_tile=(128, 64),
+                                                                   group_m=16)),
             ("prefetch 2x1", lambda: course_kernel(a, b, c, cluster=(2, 1))),
-            ("prefetch 2x1 G=16", lambda: course_kernel(a, b, c, cluster=(2, 1), GROUP_M=16)),
+            ("prefetch 2x1 G=16", lambda: course_kernel(a, b, c, cluster=(2, 1), group_m=16)),
             ("persistent dynamic 1x1", lambda: hp.launcher(a, b, c, WIDE, scheduler="dynamic")),
             ("persistent 2x1 G=8", lambda: hp.launcher(a, b, c, WIDE, cluster=(2, 1), group_m=8)),
         ]

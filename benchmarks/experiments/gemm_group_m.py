@@ -1,4 +1,5 @@
-"""Experiment (issue 4): the tile order's band height GROUP_M, under the sustained protocol.
+"""Experiment (notebook 03's prefetch kernel against the 1.05x torch.matmul target): the tile
+order's band height GROUP_M, under the sustained protocol.
 
     python benchmarks/experiments/gemm_group_m.py [--ncu]
 
@@ -6,7 +7,7 @@ At its power cap an H100 runs a GEMM at the clock its energy per flop allows, an
 costs energy. The band height sets how many A and B panels the ~132 CTAs in flight touch: with
 128x256 tiles, GROUP_M = 8 covers 8 tile-rows x ~16.5 tile-columns (A 16 MiB + B 69 MiB of
 K = 8192 panels), GROUP_M = 16 covers 16 x ~8.3 (32 + 35 MiB). Times the course's prefetch kernel
-at several GROUP_M (patched before compiling, as gemm_calibration.py does) against
+at several ``group_m`` (a constructor parameter of the kernel) against
 torch.matmul; with ``--ncu``, also its DRAM reads and duration at the base clock.
 Writes ``experiment_gemm_group_m.json``.
 """
@@ -32,7 +33,7 @@ GROUPS = (4, 8, 16, 32)
 def build(group_m: int, a, b, c):
     from gemm_calibration import course_kernel
 
-    return course_kernel(a, b, c, GROUP_M=group_m)
+    return course_kernel(a, b, c, group_m=group_m)
 
 
 def main() -> int:

@@ -1,4 +1,5 @@
-"""Experiment (issues 4 and 5): the same GEMMs at a fixed clock, and after the GPU idled.
+"""Experiment (notebooks 03 and 05's GEMMs): the same GEMMs at a fixed clock, and after the GPU
+idled.
 
     python benchmarks/experiments/gemm_power.py [--nvidia .ref/nv_dense_gemm.py]
 
@@ -37,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cutecourse  # noqa: E402
 from cutecourse import bench  # noqa: E402
-from cutecourse.kernels import hopper_gemm as hg  # noqa: E402
+from cutecourse.kernels import hopper_gemm_cluster as hc  # noqa: E402
 from cutecourse.kernels import hopper_gemm_persistent as hp  # noqa: E402
 from gemm import nvidia_kernel, operands  # noqa: E402  (benchmarks/gemm.py)
 
@@ -63,8 +64,8 @@ def build(name: str, a, b, c, nvidia: str | None):
         return hp.launcher(a, b, c, WIDE, cluster=cluster, scheduler="static" if "G=8" in name else "dynamic",
                            **({"group_m": 8} if "G=8" in name else {}))
     if "128x128" in name:
-        return hg.launcher(a, b, c, tile=SQUARE, stages=3, cluster=cluster)
-    return hg.launcher(a, b, c, tile=WIDE, cluster=cluster)
+        return hc.launcher(a, b, c, cluster, SQUARE, stages=3)
+    return hc.launcher(a, b, c, cluster, WIDE)
 
 
 def data(n: int):

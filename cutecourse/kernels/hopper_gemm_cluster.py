@@ -1,29 +1,23 @@
 """The course's Hopper GEMM with thread-block clusters and TMA multicast (notebook 05).
 
-The 1x1 kernel (``hopper_gemm.HopperGemm``) was written with the cluster shape as a parameter
-from the start, so the multicast machinery is in it and costs nothing at 1x1:
+``ClusterHopperGemm`` is ``hopper_gemm.HopperGemm`` plus one small change: a cluster shape
+(CM, CN) and the three steps that depend on it. Everything else is the 1x1 kernel, because its
+shared pieces (``sm90.py``) already take the cluster shape as a parameter and are the plain
+single-CTA code at (1, 1):
 
-* the ctaMasks: ``cute.make_layout_image_mask(cta_layout, coord, mode=1)`` for A (the CTAs of
-  this CTA's row of the cluster, which share its rows of C) and ``mode=0`` for B (its column);
-* each CTA's slice of the box: ``cpasync.tma_partition(tma_a, cluster_coord[1], ...)`` gives
-  this CTA 1/CN of A's box and 1/CM of B's, and ``make_tiled_tma_atom(..., num_multicast=)``
-  sizes the TMA box to that slice;
-* the full barrier's ``tx_count``: the whole A and B tiles, since every slice lands in every
-  CTA of its mask (the CTA issues only a slice but receives all of them);
-* the empty barrier's arrival count: ``(CM + CN - 1)`` CTAs x 8 consumer warps, because a
-  producer overwrites a stage in every CTA of its row (A) and column (B), so all of them must
-  have released it; ``PipelineTmaAsync`` makes each consumer warp arrive on the empty barrier of
-  each of those CTAs (a remote ``mbarrier.arrive.shared::cluster`` through ``mapa``);
-* cluster-wide barrier init: ``pipeline_init_arrive`` / ``pipeline_init_wait`` make every CTA's
-  barriers initialised before any peer can multicast into them or arrive on them;
-* cluster-wide teardown: the epilogue starts with ``cluster_arrive`` + ``cluster_wait`` instead
-  of ``sync_threads`` when the cluster has more than one CTA, so that no CTA reuses its ring or
-  exits while a peer may still arrive on its empty barriers.
+* the TMA atoms: a multicast copy op, each CTA loading a 1/CN slice of A's box and 1/CM of B's
+  (``sm90.tma_load(..., mcast=)``); the ctaMasks (``sm90.multicast_masks``: the CTAs of this
+  CTA's cluster row share its A tile, those of its column its B tile);
+* the full barrier's ``tx_count``: the whole A and B tiles, since every slice lands in every CTA
+  of its mask; the empty barrier's arrivals: ``(CM + CN - 1)`` CTAs x 8 consumer warps, because
+  a producer overwrites a stage in every CTA of its row and column (``sm90.make_ring``);
+* cluster-wide barrier init (``pipeline_init_arrive/wait`` with the cluster shape) and a grid of
+  whole clusters (``HopperGemm.__call__`` rounds it up; TMA zero-fills and clips past the edge).
 
-``HopperGemm`` itself accepts the pairs (2, 1) and (1, 2). ``ClusterHopperGemm`` here is the
-same kernel for every cluster shape that :func:`check_cluster` accepts (2x2 included): it only
-replaces the constructor's list of shapes by that check. It also carries one experiment that is
-not part of the multicast change, L2 eviction hints on the TMA loads (``l2_hints``).
+The three overridden steps: which tile a CTA computes (clusters walk the band order, CTAs
+take their place inside the cluster), the barrier before the epilogue reuses the ring (the whole
+cluster, since peers may still arrive on our empty barriers), and - a separate experiment, not
+part of the multicast change - L2 eviction hints on the loads (``l2_hints``).
 
 ``kernel_facts(cluster)`` reads back from a trace of the kernel (no GPU, no compile) the masks,
 transaction bytes and arrival counts it really uses, so tests can hold them against the CPU
@@ -36,8 +30,13 @@ import contextlib
 from dataclasses import dataclass, field
 from unittest import mock
 
+import cutlass
+import cutlass.cute as cute
+
 from ..errors import CourseError, ShapeError
-from . import hopper_gemm as hg
+from ..models.gemm_plan import EPI_TILE, TILE_K
+from . import gemm_launch, sm90
+from .hopper_gemm import GROUP_M, HopperGemm, validate
 
 #: The cluster shapes the course runs and measures.
 CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
@@ -52,11 +51,8 @@ EVICT_LAST = 0x14F0000000000000
 L2_HINTS = {"a_first": (EVICT_FIRST, EVICT_LAST), "b_first": (EVICT_LAST, EVICT_FIRST)}
 
 
-def check_cluster(cluster_mn, tile_mn=(128, 256), tiles_mn=None) -> tuple[int, int]:
-    """Refuse a cluster shape that cannot work, saying why; return it as a tuple.
-
-    ``tiles_mn``: the grid of C tiles (ceil(M / tile_m), ceil(N / tile_n)), when known.
-    """
+def check_cluster(cluster_mn) -> tuple[int, int]:
+    """Refuse a cluster shape that cannot work, saying why; return it as a tuple."""
     try:
         cm, cn = (int(v) for v in cluster_mn)
     except (TypeError, ValueError):
@@ -74,60 +70,70 @@ def check_cluster(cluster_mn, tile_mn=(128, 256), tiles_mn=None) -> tuple[int, i
                              f"{'N' if name == 'CM' else 'M'} rows are split into {name} equal "
                              "TMA slices of whole 8-row swizzle atoms",
                              "use 1, 2, 4, 8 or 16 along each side")
-    if tiles_mn is not None:
-        tm, tn = tiles_mn
-        if tm % cm or tn % cn:
-            raise ShapeError(
-                f"the C tiles form a {tm}x{tn} grid (tile {tile_mn[0]}x{tile_mn[1]}), which is not a "
-                f"whole number of {cm}x{cn} clusters: the CTAs past the edge would have no tile, and "
-                "the masks (closed form: every CTA of the row/column) would name them",
-                f"make ceil(M/{tile_mn[0]}) a multiple of {cm} and ceil(N/{tile_mn[1]}) a multiple "
-                f"of {cn} (pad M or N), or use a smaller cluster")
     return cm, cn
 
 
-class ClusterHopperGemm(hg.HopperGemm):
-    """``HopperGemm`` for every cluster shape :func:`check_cluster` accepts (module docstring)."""
+class ClusterHopperGemm(HopperGemm):
+    """``HopperGemm`` on clusters of CM x CN CTAs sharing A and B tiles by TMA multicast."""
 
     def __init__(self, tile_mn=(128, 256), variant: str = "prefetch", cluster_mn=(2, 1),
                  prefetch_stages: int | None = None, stages: int | None = None,
-                 l2_hints: str | None = None):
-        cluster_mn = check_cluster(cluster_mn, tile_mn)  # instead of HopperGemm's short list
+                 group_m: int = GROUP_M, epi_tile=EPI_TILE, l2_hints: str | None = None):
+        super().__init__(tile_mn, variant, prefetch_stages, stages, group_m, epi_tile)
         if l2_hints is not None and l2_hints not in L2_HINTS:
             raise CourseError(f"l2_hints={l2_hints!r} is not a policy pair this kernel knows",
                               f"use None or one of {list(L2_HINTS)}")
-        # Construct as 1x1 (HopperGemm's list of shapes stops at the pairs), then set the shape:
-        # every line of the kernel reads self.cluster_mn at trace time.
-        super().__init__(tile_mn, variant, (1, 1), prefetch_stages, stages)
-        self.cluster_mn = cluster_mn
+        self.cluster_mn = check_cluster(cluster_mn)
         self.l2_hints = l2_hints
+        self.config += (self.cluster_mn, l2_hints)
 
-    def _issue_tma(self, ring, ops, state, pred=None):
-        """The 1x1 kernel's loads, optionally with L2 eviction hints (not part of the diff that
-        turns clusters on: a separate experiment, ``l2_hints="a_first"`` or ``"b_first"``)."""
-        if self.l2_hints is None:
-            return hg.HopperGemm._issue_tma(ring, ops, state, pred=pred)
-        policy_a, policy_b = L2_HINTS[self.l2_hints]
-        bar = ring.producer_get_barrier(state)
-        hg.cute.copy(ops.tma_a, ops.tAgA[(None, state.count)], ops.tAsA[(None, state.index)],
-                     tma_bar_ptr=bar, mcast_mask=ops.a_mcast_mask, pred=pred,
-                     cache_policy=hg.cutlass.Int64(policy_a))
-        hg.cute.copy(ops.tma_b, ops.tBgB[(None, state.count)], ops.tBsB[(None, state.index)],
-                     tma_bar_ptr=bar, mcast_mask=ops.b_mcast_mask, pred=pred,
-                     cache_policy=hg.cutlass.Int64(policy_b))
+    def _tile_coord(self):
+        """The 1x1 kernel's band order over *clusters*, then this CTA's place in its cluster."""
+        cx, cy, _ = cute.arch.cluster_idx()
+        nx, ny, _ = cute.arch.cluster_dim()
+        cluster_m, cluster_n = sm90.band_tile(cx + cy * nx, nx, ny, self.group_m)
+        in_cluster = cute.arch.block_in_cluster_idx()
+        return (cluster_m * self.cluster_mn[0] + in_cluster[0],
+                cluster_n * self.cluster_mn[1] + in_cluster[1])
+
+    def _mainloop_done(self):
+        """Every CTA of the cluster is past the mainloop: a peer may still be sending its last
+        "empty" arrivals to our barriers, and must not find the ring reused (or the CTA gone)."""
+        cute.arch.cluster_arrive()
+        cute.arch.cluster_wait()
+
+    def _load(self, ring, loads, state, pred=None):
+        """The 1x1 kernel's loads, optionally with L2 eviction hints (``l2_hints``)."""
+        policies = (None, None)
+        if self.l2_hints is not None:
+            policies = tuple(cutlass.Int64(p) for p in L2_HINTS[self.l2_hints])
+        sm90.issue_tma(ring, loads, state, pred=pred, policies=policies)
+
+
+#: The steps ClusterHopperGemm replaces, for notebook 05 to show as diffs against HopperGemm.
+CLUSTER_STEPS = ("_tile_coord", "_mainloop_done", "_load")
+
+
+def make_kernel(tile=(128, 256), variant: str = "prefetch", cluster=(2, 1),
+                prefetch_stages: int | None = None, stages: int | None = None,
+                group_m: int = GROUP_M, l2_hints: str | None = None, epi_tile=EPI_TILE) -> HopperGemm:
+    """The kernel for ``cluster``: at (1, 1) without hints, the plain 1x1 ``HopperGemm`` (the
+    baseline every cluster shape is compared with); otherwise a ``ClusterHopperGemm``."""
+    if tuple(cluster) == (1, 1) and l2_hints is None:
+        return HopperGemm(tuple(tile), variant, prefetch_stages, stages, group_m, epi_tile)
+    return ClusterHopperGemm(tuple(tile), variant, tuple(cluster), prefetch_stages, stages,
+                             group_m, epi_tile, l2_hints)
 
 
 def compile_target(variant: str = "prefetch", tile=(128, 256), cluster=(2, 1),
                    in_dtype: str = "float16", out_dtype: str = "float16",
                    prefetch_stages: int | None = None, stages: int | None = None,
-                   l2_hints: str | None = None):
+                   l2_hints: str | None = None, group_m: int = GROUP_M):
     """(jit_fn, args) for ``cutecourse.inspect.compile_report`` (all params JSON-able)."""
     import cuda.bindings.driver as cuda
 
-    kernel = ClusterHopperGemm(tuple(tile), variant, tuple(cluster), prefetch_stages, stages,
-                               l2_hints)
-    a, b, c = hg.fake_operands(in_dtype, out_dtype)
-    return kernel, (a, b, c, cuda.CUstream(0))
+    kernel = make_kernel(tile, variant, cluster, prefetch_stages, stages, group_m, l2_hints)
+    return kernel, (*gemm_launch.fake_operands(in_dtype, out_dtype), cuda.CUstream(0))
 
 
 #: PTX of a multicast TMA load, and of any TMA load (CTA-local loads write ``shared::cta``).
@@ -178,34 +184,24 @@ class KernelFacts:
     plain_copies: dict[str, int] = field(default_factory=dict)
 
 
-def kernel_facts(cluster=(2, 1), tile=(128, 256), variant: str = "prefetch",
-                 kernel_class=None) -> KernelFacts:
+def kernel_facts(cluster=(2, 1), tile=(128, 256), variant: str = "prefetch") -> KernelFacts:
     """Trace the kernel for ``cluster`` and record what it hands CuTe.
 
     Every TMA load copy is recorded with its ``mcast_mask``; a mask that came from
     ``cute.make_layout_image_mask`` is traced back to the layout and mode it was built from and
     evaluated here, with CuTe, for every rank of the cluster (the kernel evaluates it for its own
     rank at run time, from the same layout). ``PipelineTmaAsync.create`` is recorded for the
-    full barrier's ``tx_count`` and the empty barrier's arrival count. ``kernel_class``:
-    ``ClusterHopperGemm`` (default) or ``hopper_gemm.HopperGemm`` itself (for the shapes it takes).
+    full barrier's ``tx_count`` and the empty barrier's arrival count.
     """
-    import cutlass.cute as cute
     import cutlass.pipeline as pipeline
-    from cutlass.cute.nvgpu import cpasync  # noqa: F401  (the kernel's own module references)
 
     from ..layouts import parse_layout, run_on_host
 
     if tile[0] == tile[1]:
         raise ShapeError(f"tile {tile}: kernel_facts tells A's loads from B's by their size",
                          "use a tile whose M and N differ, e.g. (128, 256)")
-    if kernel_class is None:
-        jit_fn, args = compile_target(variant, tuple(tile), tuple(cluster))
-    else:
-        import cuda.bindings.driver as cuda
-
-        jit_fn = kernel_class(tuple(tile), variant, tuple(cluster))
-        args = (*hg.fake_operands(), cuda.CUstream(0))
-    a_elems, b_elems = tile[0] * hg.TILE_K, tile[1] * hg.TILE_K
+    jit_fn, args = compile_target(variant, tuple(tile), tuple(cluster))
+    a_elems, b_elems = tile[0] * TILE_K, tile[1] * TILE_K
     built: dict[int, tuple[str, int]] = {}  # id(mask value) -> (layout text, mode)
     copies: list[tuple[str, object]] = []
     created: dict = {}
@@ -264,115 +260,15 @@ def kernel_facts(cluster=(2, 1), tile=(128, 256), variant: str = "prefetch",
 # ------------------------------------------------------------------------------------------
 # Running it (H100)
 # ------------------------------------------------------------------------------------------
-_COMPILED: dict = {}
-
-
 def launcher(a, b, c, cluster=(2, 1), tile=(128, 256), variant: str = "prefetch",
              prefetch_stages: int | None = None, stages: int | None = None,
-             l2_hints: str | None = None):
+             l2_hints: str | None = None, group_m: int = GROUP_M, epi_tile=EPI_TILE):
     """Validate, compile once, and return ``fn`` that launches ``c = a @ b.T`` (for benchmarks)."""
-    import cuda.bindings.driver as cuda
-    import torch
-    from cutlass.cute.runtime import from_dlpack
-
-    from ..modes import require_gpu
-
-    hg.validate(a, b, c.dtype, tile, stages)
-    tiles_mn = (-(-a.shape[0] // tile[0]), -(-b.shape[0] // tile[1]))
-    cluster = check_cluster(cluster, tile, tiles_mn)
-    if c.shape != (a.shape[0], b.shape[0]):
-        raise ShapeError(f"c is {tuple(c.shape)}, expected {(a.shape[0], b.shape[0])}",
-                         "allocate c as torch.empty(M, N)")
-    require_gpu("sm_90a")
-    args = [from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=1) for t in (a, b, c)]
-    stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    key = (variant, tuple(tile), a.dtype, c.dtype, cluster, prefetch_stages, stages, l2_hints)
-    if key not in _COMPILED:
-        kernel = ClusterHopperGemm(tuple(tile), variant, cluster, prefetch_stages, stages,
-                                   l2_hints)
-        _COMPILED[key] = hg.cute.compile(kernel, *args, stream)
-    compiled = _COMPILED[key]
-
-    def fn():
-        compiled(*args, stream)
-
-    return fn
+    validate(a, b, c.dtype, tile, stages, c, epi_tile)
+    kernel = make_kernel(tile, variant, cluster, prefetch_stages, stages, group_m, l2_hints, epi_tile)
+    return gemm_launch.launcher(kernel, a, b, c)
 
 
-def gemm(a, b, cluster=(2, 1), out_dtype=None, tile=(128, 256), variant: str = "prefetch"):
+def gemm(a, b, cluster=(2, 1), out_dtype=None, **config):
     """C = A @ B.T with a ``cluster`` of CTAs sharing A and B tiles by TMA multicast."""
-    import torch
-
-    out_dtype = a.dtype if out_dtype is None else out_dtype
-    c = torch.empty((a.shape[0], b.shape[0]), dtype=out_dtype, device=a.device)
-    launcher(a, b, c, cluster, tile, variant)()
-    return c
-
-
-def traffic_summary(result) -> str:
-    """L2 -> SM traffic of a ``benchmarks/multicast.py`` result: the planner's prediction per
-    cluster shape, next to what Nsight Compute counted (when it could read the counters)."""
-    predicted = result.params.get("predicted_l2_to_smem_bytes", {})
-    ncu = result.params.get("ncu", {})
-    measured = ncu.get("metrics", {})
-    clock = ncu.get("clock_control", "none")
-    lines = ["L2 -> shared memory bytes of the whole GEMM (GiB = 2**30 B); ncu durations at "
-             + ("the base clock" if clock == "base" else "the GPU's own clock")]
-    for name, nbytes in predicted.items():
-        line = f"  {name}: planner {nbytes / 2**30:6.2f} GiB"
-        m = measured.get(name)
-        if m:
-            if "lts__t_sectors_srcunit_tex_op_read.sum" in m:
-                line += (f" | ncu L2 reads by the SMs "
-                         f"{m['lts__t_sectors_srcunit_tex_op_read.sum'] * 32 / 2**30:6.2f} GiB")
-            line += f" | all L2 traffic {m.get('lts__t_bytes.sum', float('nan')) / 2**30:6.2f} GiB"
-            line += f" | DRAM reads {m.get('dram__bytes_read.sum', float('nan')) / 2**30:5.2f} GiB"
-            if "gpu__time_duration.sum" in m:  # ns, at the clock ncu fixed (params["ncu"])
-                line += f" | {m['gpu__time_duration.sum'] / 1e3:6.0f} us"
-        lines.append(line)
-    if not measured:
-        lines.append(f"  (no counters: {ncu.get('error', 'not recorded')})")
-    for name, why in ncu.get("errors", {}).items():
-        if name not in measured:
-            lines.append(f"  {name}: ncu could not read counters: {why[:200]}")
-    return "\n".join(lines)
-
-
-def paired_ratio(result, case: str, baseline: str = "cluster 1x1") -> str:
-    """How ``case`` compares with ``baseline`` in a result, and whether the run can tell.
-
-    The interleaved benchmark times every case once per round, so repeat i of one case ran in
-    the same round as repeat i of the other: their ratio, repeat by repeat, shows how much of a
-    difference in the medians is noise (the clocks drift between rounds, the pairs together).
-    """
-    import statistics
-
-    a, b = result.row(case), result.row(baseline)
-    ratio = b.us / a.us
-    pairs = [y / x for x, y in zip(a.us_repeats, b.us_repeats)]
-    faster = sum(p > 1 for p in pairs)
-    n = len(pairs)
-    if faster >= 0.9 * n:
-        verdict = f"faster in {faster} of {n} paired repeats"
-    elif faster <= 0.1 * n:
-        verdict = f"slower in {n - faster} of {n} paired repeats"
-    else:
-        verdict = f"no consistent difference: faster in {faster} of {n} paired repeats"
-    return (f"{case} vs {baseline}: {ratio:.3f}x (medians), paired repeats "
-            f"{statistics.median(pairs):.3f}x [{min(pairs):.2f} .. {max(pairs):.2f}]; {verdict}")
-
-
-def kernel_cluster_lines(cls=None) -> str:
-    """Every line of the 1x1 kernel's source that the cluster shape touches (with numbers)."""
-    import inspect
-    import re
-
-    cls = cls or hg.HopperGemm
-    keep = re.compile(r"self\.cluster_mn|mcast|cluster_coord|cluster_(arrive|wait|idx|dim)|in_cluster"
-                      r"|image_mask")
-    out = []
-    for obj in (hg.multicast_masks, hg.make_ring, cls):  # helpers the kernel calls
-        lines, first = inspect.getsourcelines(obj)
-        out += [f"{first + i:4d}  {line.rstrip()}" for i, line in enumerate(lines)
-                if keep.search(line) and not line.strip().startswith(("#", '"', "``"))]
-    return "\n".join(out)
+    return gemm_launch.run(launcher, a, b, out_dtype, cluster=cluster, **config)

@@ -7,9 +7,10 @@ once and writes it into the shared memory of every CTA whose bit is set in a 16-
 (bit ``r`` = the CTA of rank ``r`` in the cluster), signalling each receiver's mbarrier at the
 same offset. So for every k-tile the kernel must know:
 
-* which CTAs need the same tile (the "same bulk" relation of seed 003),
+* which CTAs need the same tile (the "same bulk" relation of the nvFuser multicast issue,
+  NVIDIA/Fuser#3689 "Optimize matrix multiplication performance using tma multicast"),
 * who issues the load (CUTLASS: *every* CTA of the group issues 1/g of the box, so the g loads
-  are spread over g SMs' TMA units; seed 003: the lowest rank issues the whole box),
+  are spread over g SMs' TMA units; nvFuser's design: the lowest rank issues the whole box),
 * the mask of each load,
 * how many bytes land in each CTA (its *full* barrier's transaction count: the whole A and B
   tiles, although the CTA itself issued only a slice of each), and
@@ -29,10 +30,10 @@ Two tile orders (how a CTA, in a wave of a persistent grid, finds its output til
     ``CM x CN`` block of output tiles; the CTA at cluster coordinate ``(cm, cn)`` takes tile
     ``(cm, cn)`` of it. Rank in the cluster is column-major, ``r = cm + cn * CM``
     (``cute.make_layout((CM, CN))``). A persistent grid hands out these cluster tiles, M fastest.
-``"linear"`` (seed 003's nvFuser schedule): tile index ``I = wave * G + cta`` over a grid of
-    ``G`` CTAs, tiles grouped ``CM x CN`` with N fastest inside a group; rank ``r = cta % S``,
-    ``S = CM * CN``. Clusters are a run of consecutive ``cta`` ids, and nothing ties them to
-    the groups: that is where the divisibility conditions come from.
+``"linear"`` (the schedule of nvFuser's multicast design): tile index ``I = wave * G + cta``
+    over a grid of ``G`` CTAs, tiles grouped ``CM x CN`` with N fastest inside a group; rank
+    ``r = cta % S``, ``S = CM * CN``. Clusters are a run of consecutive ``cta`` ids, and nothing
+    ties them to the groups: that is where the divisibility conditions come from.
 
 A grid whose CTA count is not a multiple of the cluster size cannot be launched on Hopper, but
 the planner accepts it (its last cluster is partial) to show what the closed form gets wrong;
@@ -84,7 +85,7 @@ class ClosedForm:
     operand: str
     rank: int
     mask: int
-    single_issuer: bool  # seed 003's predicate: this rank issues the whole box
+    single_issuer: bool  # nvFuser's predicate: this rank issues the whole box
     slice_index: int  # CUTLASS: this rank issues slice ``slice_index`` of ``slice_count``
     slice_count: int
 
@@ -220,7 +221,7 @@ class Plan:
             cm, cn = self.coord(rank)
             m, n = (t % clusters_m) * cm_size + cm, (t // clusters_m) * cn_size + cn
         else:
-            index = wave * self.grid + cluster * self.cluster_size + rank  # seed 003's I
+            index = wave * self.grid + cluster * self.cluster_size + rank  # nvFuser's I
             if index >= self.num_tiles:
                 return None
             group, within = divmod(index, cm_size * cn_size)
@@ -263,7 +264,8 @@ class Plan:
                    if self.same_bulk(operand, cluster, wave, k, r, rank))
 
     def single_issuer(self, operand: Operand, cluster: int, wave: int, rank: int, k: int = 0) -> bool:
-        """Seed 003's predicate: no lower rank loads the same bulk, so this one issues it."""
+        """nvFuser's single-issuer predicate: no lower rank loads the same bulk, so this one
+        issues it."""
         if self.needs(cluster, wave, rank, k) is None:
             return False
         return not any(self.same_bulk(operand, cluster, wave, k, r, rank) for r in range(rank))
@@ -362,7 +364,7 @@ class Plan:
             out.append(Condition(f"grid {g} % cluster size {s} == 0 (whole clusters; in the "
                                  "linear order each cluster is then exactly one tile group)",
                                  g % s == 0))
-        else:  # seed 003's two conditions for A in the linear order
+        else:  # the nvFuser issue's two conditions for A in the linear order
             out.append(Condition(f"grid {g} % CN {cn_size} == 0 (the groups of CN do not shift "
                                  "from one wave to the next)", g % cn_size == 0))
             out.append(Condition(f"cluster size {s} % CN {cn_size} == 0 (nor from one cluster "
@@ -449,7 +451,7 @@ def plan(tile=(128, 256, 64), cluster=(2, 1), problem=None, tiles=None, grid: in
     tiles:    (Mt, Nt, Kt) tile counts directly.
     grid:     CTAs launched; None = one CTA per output tile, rounded up to whole clusters. Less
               than that makes a persistent grid (several waves).
-    order:    "cluster" (CuTe's scheduler, the course's kernel) or "linear" (seed 003).
+    order:    "cluster" (CuTe's scheduler, the course's kernel) or "linear" (nvFuser's design).
     """
     bm, bn, bk = _triple(tile, "tile")
     cm, cn = _pair(cluster, "cluster")
@@ -491,3 +493,32 @@ def l2_traffic(p: Plan) -> dict[str, int]:
                 with_mc += p.l2_bytes(c, wave, r, 0, multicast=True)
                 without += p.l2_bytes(c, wave, r, 0, multicast=False)
     return {"with_multicast": with_mc * p.tiles[2], "without_multicast": without * p.tiles[2]}
+
+
+def traffic_summary(result) -> str:
+    """L2 -> SM traffic of a ``benchmarks/multicast.py`` result: the planner's prediction per
+    cluster shape, next to what Nsight Compute counted (when it could read the counters)."""
+    predicted = result.params.get("predicted_l2_to_smem_bytes", {})
+    ncu = result.params.get("ncu", {})
+    measured = ncu.get("metrics", {})
+    clock = ncu.get("clock_control", "none")
+    lines = ["L2 -> shared memory bytes of the whole GEMM (GiB = 2**30 B); ncu durations at "
+             + ("the base clock" if clock == "base" else "the GPU's own clock")]
+    for name, nbytes in predicted.items():
+        line = f"  {name}: planner {nbytes / 2**30:6.2f} GiB"
+        m = measured.get(name)
+        if m:
+            if "lts__t_sectors_srcunit_tex_op_read.sum" in m:
+                line += (f" | ncu L2 reads by the SMs "
+                         f"{m['lts__t_sectors_srcunit_tex_op_read.sum'] * 32 / 2**30:6.2f} GiB")
+            line += f" | all L2 traffic {m.get('lts__t_bytes.sum', float('nan')) / 2**30:6.2f} GiB"
+            line += f" | DRAM reads {m.get('dram__bytes_read.sum', float('nan')) / 2**30:5.2f} GiB"
+            if "gpu__time_duration.sum" in m:  # ns, at the clock ncu fixed (params["ncu"])
+                line += f" | {m['gpu__time_duration.sum'] / 1e3:6.0f} us"
+        lines.append(line)
+    if not measured:
+        lines.append(f"  (no counters: {ncu.get('error', 'not recorded')})")
+    for name, why in ncu.get("errors", {}).items():
+        if name not in measured:
+            lines.append(f"  {name}: ncu could not read counters: {why[:200]}")
+    return "\n".join(lines)

@@ -1,0 +1,257 @@
+"""Hopper (sm_90a) building blocks that every course GEMM is made of.
+
+The one-CTA-per-tile kernel (``hopper_gemm``), its cluster version (``hopper_gemm_cluster``) and
+the persistent kernel (``hopper_gemm_persistent``) differ in *schedule*: who loads, who computes,
+which tile when. The pieces below are the same in all of them, so they live here once:
+
+* host side: the WGMMA tiling (:func:`tiled_mma`), the swizzled smem layouts (:func:`smem_layouts`),
+  the TMA atoms for loads (:func:`tma_load`, multicast when a cluster shares the tile) and for the
+  C store (:func:`tma_store`);
+* device side: this CTA's TMA views of A and B (:func:`tma_views`) and its multicast masks
+  (:func:`multicast_masks`), the smem ring's barriers (:func:`make_ring`), one k-tile's loads
+  (:func:`issue_tma`) and MMAs (:func:`issue_mma`), the tile order (:func:`band_tile`), and the
+  TMA-store epilogue (:class:`Epilogue`, :func:`store_tile`, :func:`finish_stores`).
+
+Every function takes the cluster shape (CM, CN); at (1, 1) each one reduces to the plain
+single-CTA code (no mask, a CTA-local copy op, arrivals from this CTA only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils as utils
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass.cute.nvgpu import cpasync, warpgroup
+
+from ..errors import DTypeError
+from ..models.gemm_plan import IN_DTYPES, OUT_DTYPES
+from ..models.tile_order import band_coord
+
+DTYPES = {"float16": cutlass.Float16, "bfloat16": cutlass.BFloat16, "float32": cutlass.Float32}
+#: K-major A (M, K) and B (N, K), N-major C (M, N): all "row-major" in CuTe's layout enum.
+ROW_MAJOR = utils.LayoutEnum.ROW_MAJOR
+
+
+def dtype_name(dtype) -> str:
+    for name, d in DTYPES.items():
+        if d is dtype:
+            return name
+    raise DTypeError(f"dtype {dtype} is not supported by the Hopper GEMM",
+                     f"use inputs in {IN_DTYPES} and outputs in {OUT_DTYPES}")
+
+
+# -- host side ---------------------------------------------------------------------------------
+def tiled_mma(a_dtype, acc_dtype, warpgroups: int, tile_n: int):
+    """``warpgroups`` warpgroups stacked along M, each issuing 64 x tile_n wgmmas (A, B from smem)."""
+    return sm90_utils.make_trivial_tiled_mma(
+        a_dtype, a_dtype, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.K, acc_dtype,
+        (warpgroups, 1, 1), tiler_mn=(64, tile_n))
+
+
+def smem_layouts(tile_mnk, a_dtype, c_dtype, stages: int, epi_tile, epi_stages: int):
+    """The 128B-swizzled smem layouts: A and B rings (tile, TILE_K, stages), C buffers."""
+    return (sm90_utils.make_smem_layout_a(ROW_MAJOR, tile_mnk, a_dtype, stages),
+            sm90_utils.make_smem_layout_b(ROW_MAJOR, tile_mnk, a_dtype, stages),
+            sm90_utils.make_smem_layout_epi(c_dtype, ROW_MAJOR, epi_tile, epi_stages))
+
+
+def tma_load(tensor, smem_layout_staged, tile, mcast: int):
+    """TMA atom and view for loading ``tile`` boxes of ``tensor`` into one ring stage.
+
+    ``mcast`` > 1: the tile is shared by that many CTAs of a cluster, so each loads a 1/mcast
+    slice of the box and multicasts it to all of them (a multicast copy op).
+    """
+    op = cpasync.CopyBulkTensorTileG2SOp() if mcast == 1 else cpasync.CopyBulkTensorTileG2SMulticastOp()
+    return cpasync.make_tiled_tma_atom(op, tensor, cute.slice_(smem_layout_staged, (None, None, 0)),
+                                       tile, num_multicast=mcast)
+
+
+def tma_store(c, sC_layout, epi_tile):
+    """TMA atom and view for storing ``epi_tile`` boxes of C from one smem buffer."""
+    return cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), c,
+                                       cute.slice_(sC_layout, (None, None, 0)), epi_tile)
+
+
+# -- device side: clusters, views, the ring ----------------------------------------------------
+def multicast_masks(cluster_mn):
+    """(cluster layout, this CTA's coordinate in it, A mask, B mask), traced inside a kernel.
+
+    A mask has one bit per CTA rank of the cluster that receives a multicast load (0 = this CTA
+    only). A tile of A is shared by the CTAs of one cluster row (same m, every n): the image of
+    this CTA's coordinate along mode 1; B's by the CTAs of one cluster column (mode 0).
+    """
+    cta_layout = cute.make_layout((*cluster_mn, 1))
+    cta_rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+    cluster_coord = cta_layout.get_flat_coord(cta_rank)
+    a_mask = cute.make_layout_image_mask(cta_layout, cluster_coord, mode=1) if cluster_mn[1] > 1 else 0
+    b_mask = cute.make_layout_image_mask(cta_layout, cluster_coord, mode=0) if cluster_mn[0] > 1 else 0
+    return cta_layout, cluster_coord, a_mask, b_mask
+
+
+def tma_views(tma_a, tma_b, cta_layout, cluster_coord, sA, sB, gA, gB):
+    """(tAsA, tAgA, tBsB, tBgB): this CTA's TMA views of the smem ring and of global A and B.
+
+    ``tAgA[(None, ..., k)]`` is k-tile k in global memory, ``tAsA[(None, s)]`` ring stage s. With
+    multicast, A's box is split among the CTAs of this CTA's cluster row (its slice:
+    ``cluster_coord[1]``) and B's among those of its column.
+    """
+    tAsA, tAgA = cpasync.tma_partition(
+        tma_a, cluster_coord[1], cute.make_layout(cute.slice_(cta_layout, (0, None, 0)).shape),
+        cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
+    tBsB, tBgB = cpasync.tma_partition(
+        tma_b, cluster_coord[0], cute.make_layout(cute.slice_(cta_layout, (None, 0, 0)).shape),
+        cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2))
+    return tAsA, tAgA, tBsB, tBgB
+
+
+def make_ring(barriers, stages: int, dtype, sA_layout, sB_layout, cta_layout, cluster_mn,
+              consumer_threads: int):
+    """The smem ring's barriers: full[s] completes when stage s's TMA bytes (one A tile + one B
+    tile, whatever CTA issued each slice) have landed; empty[s] when every consumer warp of this
+    CTA *and of each CTA it multicasts to* has released it (one arrive per warp): CM + CN - 1 CTAs
+    share a stage's contents, so all of them must be done before any refills it."""
+    stage_bytes = (cute.size_in_bytes(dtype, cute.slice_(sA_layout, (None, None, 0)))
+                   + cute.size_in_bytes(dtype, cute.slice_(sB_layout, (None, None, 0))))
+    sharing = cluster_mn[0] + cluster_mn[1] - 1
+    return pipeline.PipelineTmaAsync.create(
+        barrier_storage=barriers,
+        num_stages=stages,
+        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
+                                                 sharing * consumer_threads // 32),
+        tx_count=stage_bytes,
+        cta_layout_vmnk=cute.make_layout((1, *cta_layout.shape)),
+        defer_sync=True,
+    )
+
+
+def band_tile(linear, tiles_m, tiles_n, group_m: int):
+    """(m, n) of work item ``linear`` in bands of ``group_m`` rows: the L2-friendly tile order of
+    ``models/tile_order.py``, whose CPU model is this same arithmetic."""
+    return band_coord(linear, tiles_m, tiles_n, group_m, min_=cutlass.min)
+
+
+# -- device side: one k-tile -------------------------------------------------------------------
+@dataclass
+class Loads:
+    """What a producer needs to load k-tiles: TMA atoms, this CTA's views, multicast masks."""
+
+    tma_a: object
+    tAgA: object  # (box, k_tiles): A's k-tiles of this CTA's tile-row
+    tAsA: object  # (box, stages): the A ring
+    a_mcast_mask: object
+    tma_b: object
+    tBgB: object
+    tBsB: object
+    b_mcast_mask: object
+
+
+@dataclass
+class Mma:
+    """What a consumer needs to compute: the tiled MMA, its smem fragments, the accumulators."""
+
+    tiled_mma: object
+    tCrA: object  # (mma, mma_m, k_blocks, stages): views of the A ring
+    tCrB: object
+    acc: object
+
+
+def issue_tma(ring, loads: Loads, state, k=None, pred=None, policies=(None, None)):
+    """TMA-load k-tile ``k`` (default: ``state.count``) of A and B into ring stage ``state.index``.
+
+    One elected thread issues both copies; both complete on the stage's full barrier, which
+    ``producer_acquire`` armed with the stage's byte count. ``pred``: a predicate tensor (the
+    compiler-pipelined loop issues from every warp, predicated). ``policies``: optional L2
+    cache-policy operands for A and B.
+    """
+    k = state.count if k is None else k
+    bar = ring.producer_get_barrier(state)
+    cute.copy(loads.tma_a, loads.tAgA[(None, k)], loads.tAsA[(None, state.index)],
+              tma_bar_ptr=bar, mcast_mask=loads.a_mcast_mask, pred=pred, cache_policy=policies[0])
+    cute.copy(loads.tma_b, loads.tBgB[(None, k)], loads.tBsB[(None, state.index)],
+              tma_bar_ptr=bar, mcast_mask=loads.b_mcast_mask, pred=pred, cache_policy=policies[1])
+
+
+def issue_mma(mma: Mma, stage):
+    """acc += A_tile @ B_tile.T from ring stage ``stage``: TILE_K/16 async wgmmas, one group.
+
+    ``warpgroup.fence`` orders the accumulator registers before the wgmmas read them;
+    ``commit_group`` closes the batch, so ``wait_group(n)`` can later wait for all but n batches.
+    """
+    warpgroup.fence()
+    for kb in range(cute.size(mma.tCrA, mode=[2])):
+        coord = (None, None, kb, stage)
+        cute.gemm(mma.tiled_mma, mma.acc, mma.tCrA[coord], mma.tCrB[coord], mma.acc)
+    warpgroup.commit_group()
+
+
+# -- device side: the epilogue -----------------------------------------------------------------
+class Epilogue:
+    """fp32 accumulators -> C dtype -> smem (stmatrix) -> TMA store, one ``epi_tile`` at a time.
+
+    Built once per CTA (the register -> smem copy and the TMA-store pipeline); then
+    :func:`store_tile` writes one C tile and :func:`finish_stores` drains the stores. ``threads``
+    take part (they own the accumulators); ``barrier_threads`` is None when they are the whole
+    CTA (a plain ``bar.sync 1``), else their count (a named barrier that the other warps, e.g. a
+    producer, never wait on). ``store_warp`` issues the TMA stores.
+    """
+
+    def __init__(self, tma_c, sC, tiled_mma, acc, thread, c_dtype, epi_tile, epi_stages: int,
+                 threads: int, store_warp: int, barrier_threads=None):
+        r2s_atom = sm90_utils.sm90_get_smem_store_op(ROW_MAJOR, elem_ty_d=c_dtype,
+                                                     elem_ty_acc=acc.element_type)
+        stmatrix = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), c_dtype)
+        self.r2s = cute.make_tiled_copy_S(r2s_atom, cute.make_tiled_copy_C_atom(stmatrix, tiled_mma))
+        thr_r2s = self.r2s.get_slice(thread)
+        self.tRS_sC = thr_r2s.partition_D(sC)
+        self.tRS_acc = self.r2s.retile(acc)
+        self.rC_layout = cute.make_layout(cute.shape(thr_r2s.partition_S(sC))[:3])
+        self.tma_c, self.sC, self.c_dtype, self.acc_dtype = tma_c, sC, c_dtype, acc.element_type
+        self.epi_tile, self.epi_stages = epi_tile, epi_stages
+        self.store_warp, self.barrier_threads = store_warp, barrier_threads
+        # at most epi_stages - 1 TMA stores in flight: a buffer is free again once acquired
+        self.pipe = pipeline.PipelineTmaStore.create(
+            num_stages=epi_stages, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, threads))
+
+
+# (Functions, not methods: the DSL treats an object whose method is called inside a run-time loop
+# as carried through the loop, and a Python object cannot be.)
+@cute.jit
+def store_tile(epi: Epilogue, gC_tile, warp_idx):
+    """Write the accumulators to the C tile ``gC_tile``, one ``epi_tile`` sub-tile at a time."""
+    gC_epi = cute.zipped_divide(gC_tile, epi.epi_tile)
+    bSG_sC, bSG_gC = cpasync.tma_partition(epi.tma_c, 0, cute.make_layout(1),
+                                           cute.group_modes(epi.sC, 0, 2), gC_epi)
+    n_epi = cute.size(gC_epi, mode=[1])
+    epi_grid = cute.make_layout(gC_epi.shape[1], stride=(gC_epi.shape[1][1], 1))
+    rC = cute.make_rmem_tensor_like(epi.rC_layout, epi.acc_dtype)
+    # Plain locals, for the same reason: an object whose attribute is used inside a run-time
+    # ``if`` would be carried through it.
+    pipe, tma_c = epi.pipe, epi.tma_c
+    for e in cutlass.range_constexpr(n_epi):
+        for v in cutlass.range_constexpr(cute.size(rC)):
+            rC[v] = epi.tRS_acc[e * cute.size(rC) + v]
+        rC_out = cute.make_rmem_tensor_like(epi.rC_layout, epi.c_dtype)
+        rC_out.store(rC.load().to(epi.c_dtype))
+        buf = e % epi.epi_stages
+        cute.copy(epi.r2s, rC_out, epi.tRS_sC[(None, None, None, buf)])
+        # generic-proxy smem writes must be visible to the async proxy (TMA) before the store
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.barrier(barrier_id=1, number_of_threads=epi.barrier_threads)
+        if warp_idx == epi.store_warp:
+            cute.copy(tma_c, bSG_sC[(None, buf)], bSG_gC[(None, epi_grid.get_hier_coord(e))])
+            pipe.producer_commit()
+            pipe.producer_acquire()
+        cute.arch.barrier(barrier_id=1, number_of_threads=epi.barrier_threads)
+
+
+@cute.jit
+def finish_stores(epi: Epilogue, warp_idx):
+    """The last TMA stores must finish reading smem before the CTA exits."""
+    pipe = epi.pipe
+    if warp_idx == epi.store_warp:
+        pipe.producer_tail()

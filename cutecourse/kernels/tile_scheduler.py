@@ -1,0 +1,124 @@
+"""The tile scheduler of the persistent Hopper GEMMs: which work item a CTA computes next.
+
+A persistent kernel launches one CTA (or one cluster) per SM, and each loops over *work items*:
+cluster-sized blocks of C tiles, numbered in the banded order of ``models/tile_order.py``.
+
+* ``static``: cluster i takes items i, i + P, i + 2P ... (P clusters in the grid). Producer and
+  consumers compute the same sequence independently; nothing is communicated.
+* ``dynamic``: the producer warp takes the next item from a global atomic counter when it is
+  ready for one, and publishes it in a smem slot (a ``cutlass.pipeline.PipelineAsync`` of
+  ``WORK_SLOTS`` slots); the consumers read it from there. CTAs on fast SMs come back sooner and
+  take more tiles; items are still handed out in increasing order, so the tiles in flight stay a
+  window of the banded order.
+
+The functions are module-level ``@cute.jit`` functions taking the :class:`Scheduler` state, not
+its methods: the DSL treats a local object whose method is called inside a run-time loop as
+carried through the loop, and a Python object cannot be. ``publish`` and ``receive`` leave
+``slot.advance()`` to the caller for the same reason: the DSL carries a pipeline state through a
+run-time loop only if the loop body itself advances it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cutlass
+import cutlass.cute as cute
+
+from .sm90 import band_tile
+
+KINDS = ("static", "dynamic")
+#: Dynamic scheduler: work-item slots in smem between the producer and the consumers. Two, so the
+#: producer can publish item t+1 while the consumers still read item t's slot.
+WORK_SLOTS = 2
+
+
+@dataclass
+class Scheduler:
+    """The scheduler's state inside one CTA (built by the kernel at trace time)."""
+
+    kind: str  # "static" or "dynamic"
+    first: object  # this cluster's first work item (static)
+    stride: object  # clusters in the grid
+    clusters_m: object  # the grid of work items
+    clusters_n: object
+    total: object  # clusters_m * clusters_n
+    group_m: int  # band height of the tile order
+    cluster_mn: tuple[int, int]
+    in_cluster: object  # this CTA's (m, n) inside its cluster
+    queue: object  # dynamic: the PipelineAsync of the smem slots
+    slots: object  # dynamic: the slots (int32 work items)
+    counters: object  # dynamic: 2 x int32 in global memory, zero between launches
+
+
+def tile_of(sched: Scheduler, work):
+    """This CTA's (m, n) C tile for work item ``work`` (a cluster-sized block of tiles)."""
+    cluster_m, cluster_n = band_tile(work, sched.clusters_m, sched.clusters_n, sched.group_m)
+    return (cluster_m * sched.cluster_mn[0] + sched.in_cluster[0],
+            cluster_n * sched.cluster_mn[1] + sched.in_cluster[1])
+
+
+@cute.jit
+def _fetch(sched: Scheduler):
+    """Producer warp: lane 0 takes a ticket from the global counter, the warp shares it."""
+    ticket = cutlass.Int32(0)
+    counter = sched.counters.iterator
+    if cute.arch.lane_idx() == 0:
+        ticket = cute.arch.atomic_add(counter, cutlass.Int32(1))
+    return cute.arch.shuffle_sync(ticket, 0)
+
+
+@cute.jit
+def first_work(sched: Scheduler):
+    """Producer: the first work item."""
+    if cutlass.const_expr(sched.kind == "dynamic"):
+        return _fetch(sched)
+    return sched.first
+
+
+@cute.jit
+def next_work(sched: Scheduler, work):
+    """Producer: the work item after ``work``."""
+    if cutlass.const_expr(sched.kind == "dynamic"):
+        return _fetch(sched)
+    return work + sched.stride
+
+
+@cute.jit
+def publish(sched: Scheduler, slot, work):
+    """Producer, dynamic: write the work item into a free smem slot for the consumers."""
+    if cutlass.const_expr(sched.kind == "dynamic"):
+        queue, slots = sched.queue, sched.slots  # locals: see sm90.store_tile
+        queue.producer_acquire(slot)
+        if cute.arch.lane_idx() == 0:
+            slots[slot.index] = work
+        queue.producer_commit(slot)  # mbarrier arrive: releases lane 0's smem write
+
+
+@cute.jit
+def receive(sched: Scheduler, slot, static_work):
+    """Consumers: the next work item (dynamic: from the producer's slot; static: computed)."""
+    work = static_work
+    if cutlass.const_expr(sched.kind == "dynamic"):
+        sched.queue.consumer_wait(slot)
+        work = sched.slots[slot.index]
+        sched.queue.consumer_release(slot)
+    return work
+
+
+@cute.jit
+def finish(sched: Scheduler):
+    """Producer, dynamic: the last CTA to finish sets both counters back to 0 for the next launch.
+
+    counters[1] counts CTAs whose producer is done fetching. The CTA that brings it to
+    P (the grid size) knows that no CTA will touch counters[0] again in this launch.
+    """
+    if cutlass.const_expr(sched.kind == "dynamic"):
+        counter = sched.counters.iterator
+        grid = sched.stride
+        if cute.arch.lane_idx() == 0:
+            done_ptr = counter + 1
+            done = cute.arch.atomic_add(done_ptr, cutlass.Int32(1), sem="acq_rel", scope="gpu")
+            if done == grid - 1:
+                cute.arch.atomic_exch(counter, cutlass.Int32(0))
+                cute.arch.atomic_exch(done_ptr, cutlass.Int32(0))

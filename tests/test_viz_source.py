@@ -1,0 +1,43 @@
+"""viz.source: the code a notebook shows comes from the package, with its file and lines."""
+
+import pytest
+
+from cutecourse.kernels import hopper_gemm as hg
+from cutecourse.kernels import hopper_gemm_cluster as hc
+from cutecourse.viz.source import diff_lines, show_diff, show_source, snippet
+
+
+def test_snippet_of_a_jit_method_has_its_file_and_lines():
+    snip = snippet(hg.HopperGemm._mainloop_naive)
+    assert snip.path == "cutecourse/kernels/hopper_gemm.py"
+    with open(snip.path) as f:
+        lines = f.read().splitlines()
+    assert lines[snip.first - 1].strip() == "@cute.jit"  # decorators included
+    assert snip.lines[1].startswith("def _mainloop_naive(")  # dedented
+    assert snip.where == f"{snip.path}:{snip.first}-{snip.first + len(snip.lines) - 1}"
+
+
+def test_a_piece_between_markers():
+    snip = snippet(hg.HopperGemm.kernel, start="# The ring:", stop="# WGMMA views")
+    assert snip.lines[0].startswith("# The ring:")
+    assert not any("WGMMA views" in ln for ln in snip.lines)
+    assert any("sm90.make_ring(" in ln for ln in snip.lines)
+    with open(snip.path) as f:
+        assert f.read().splitlines()[snip.first - 1].strip() == snip.lines[0].strip()
+
+
+def test_a_marker_that_moved_is_an_error():
+    with pytest.raises(ValueError, match="no line"):
+        snippet(hg.HopperGemm.kernel, start="# a comment that is not there")
+    with pytest.raises(ValueError, match="no line after"):
+        snippet(hg.HopperGemm.kernel, start="# The ring:", stop="# not there either")
+
+
+def test_diff_of_the_cluster_step(capsys):
+    lines = diff_lines(hg.HopperGemm._mainloop_done, hc.ClusterHopperGemm._mainloop_done)
+    assert "+    cute.arch.cluster_arrive()" in lines
+    show_diff(hg.HopperGemm._mainloop_done, hc.ClusterHopperGemm._mainloop_done, title="step")
+    show_source(hg.HopperGemm._tile_coord)
+    out = capsys.readouterr().out  # outside IPython: plain text, with file:line
+    assert "step  cutecourse/kernels/hopper_gemm.py:" in out and "-> cutecourse/kernels/hopper_gemm_cluster.py:" in out
+    assert "cute.arch.block_idx()" in out

@@ -1,0 +1,169 @@
+"""Fingerprint the PTX of every GEMM configuration the course compiles (sm_90a, no GPU).
+
+A refactor of the kernels must not change what the compiler makes, or must say why. This tool
+compiles each configuration in one process and writes, per configuration, the SHA-256 of its PTX
+(and, with ``--keep DIR``, the PTX itself for diffing). Compare two runs with ``--compare``:
+
+    python tools/ptx_fingerprints.py --out before.json --keep /tmp/ptx-before
+    ... change the code ...
+    python tools/ptx_fingerprints.py --out after.json --keep /tmp/ptx-after --compare before.json
+
+Kernel entry names are normalised (``.entry NAME`` and calls to it), since they spell the Python
+class and module the kernel came from, not what it does. ``--explain`` (with ``--compare`` and
+both runs' ``--keep`` directories) prints, for each configuration that differs, the instructions
+that differ once virtual register numbers are ignored: a renumbering is no change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+ONE = "cutecourse.kernels.hopper_gemm:compile_target"
+CLUSTER = "cutecourse.kernels.hopper_gemm_cluster:compile_target"
+PERSISTENT = "cutecourse.kernels.hopper_gemm_persistent:compile_target"
+
+
+def configurations() -> dict[str, tuple[str, dict]]:
+    """name -> (compile target, its keyword arguments): every configuration the course builds."""
+    out = {}
+    for variant in ("naive", "prefetch", "compiler", "compiler_guarded", "compiler_overlap"):
+        for tile in ((128, 128), (128, 256)):
+            out[f"one/{variant}/{tile[0]}x{tile[1]}/1x1"] = (ONE, dict(variant=variant, tile=list(tile)))
+            for cluster in ((2, 1), (1, 2)):
+                out[f"one/{variant}/{tile[0]}x{tile[1]}/{cluster[0]}x{cluster[1]}"] = (
+                    CLUSTER, dict(variant=variant, tile=list(tile), cluster=list(cluster)))
+    for p in (1, 2, 3):
+        out[f"one/compiler/128x256/1x1/P={p}"] = (ONE, dict(variant="compiler", prefetch_stages=p))
+    out["one/prefetch/128x128/1x1/S=3"] = (ONE, dict(tile=[128, 128], stages=3))
+    out["one/prefetch/128x256/1x1/bf16"] = (ONE, dict(in_dtype="bfloat16", out_dtype="bfloat16"))
+    out["one/prefetch/128x256/1x1/fp32out"] = (ONE, dict(out_dtype="float32"))
+    for variant in ("naive", "prefetch", "compiler"):
+        for cluster in ((2, 1), (1, 2), (2, 2)):
+            out[f"cluster/{variant}/128x256/{cluster[0]}x{cluster[1]}"] = (
+                CLUSTER, dict(variant=variant, cluster=list(cluster)))
+    out["cluster/prefetch/128x128/2x1"] = (CLUSTER, dict(tile=[128, 128], cluster=[2, 1]))
+    for hints in ("a_first", "b_first"):
+        out[f"cluster/prefetch/128x256/2x1/{hints}"] = (CLUSTER, dict(cluster=[2, 1], l2_hints=hints))
+    for tile in ((128, 128), (128, 256)):
+        for cluster in ((1, 1), (2, 1), (1, 2)):
+            out[f"persistent/static/{tile[0]}x{tile[1]}/{cluster[0]}x{cluster[1]}"] = (
+                PERSISTENT, dict(tile=list(tile), cluster=list(cluster)))
+        out[f"persistent/dynamic/{tile[0]}x{tile[1]}/1x1"] = (
+            PERSISTENT, dict(tile=list(tile), scheduler="dynamic"))
+    out["persistent/static/128x256/1x1/G=8"] = (PERSISTENT, dict(group_m=8))
+    out["persistent/static/128x256/1x1/S=3"] = (PERSISTENT, dict(stages=3))
+    out["persistent/static/128x256/1x1/fp32out"] = (PERSISTENT, dict(out_dtype="float32"))
+    out["persistent/static/128x256/2x1/bf16"] = (
+        PERSISTENT, dict(cluster=[2, 1], in_dtype="bfloat16", out_dtype="bfloat16"))
+    return out
+
+
+_ENTRY = re.compile(r"(\.entry|\.func|call(?:\.uni)?\s*\(?[^,]*,?)\s+([A-Za-z_$][\w$]*)")
+
+
+def normalise(ptx: str) -> str:
+    """PTX without comments and with kernel names replaced by their order of appearance."""
+    names: dict[str, str] = {}
+    for m in re.finditer(r"\.entry\s+([A-Za-z_$][\w$]*)", ptx):
+        names.setdefault(m.group(1), f"kernel{len(names)}")
+    lines = []
+    for line in ptx.splitlines():
+        line = line.split("//")[0].rstrip()
+        if not line:
+            continue
+        for old, new in names.items():
+            line = line.replace(old, new)
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def compile_ptx(target: str, params: dict) -> str:
+    import cutlass.cute as cute
+    from cutlass.cutlass_dsl import CuTeDSL
+
+    mod, fn = target.split(":")
+    jit_fn, args, *rest = getattr(importlib.import_module(mod), fn)(**params)
+    env = CuTeDSL._get_dsl().envar
+    with tempfile.TemporaryDirectory() as dump:
+        saved = (env.keep_ptx, env.dump_dir)
+        env.keep_ptx, env.dump_dir = True, dump
+        try:
+            compiled = cute.compile(jit_fn, *args, **(rest[0] if rest else {}))
+        finally:
+            env.keep_ptx, env.dump_dir = saved
+    return compiled.artifacts.PTX
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="JSON file: configuration -> sha256 of its PTX")
+    ap.add_argument("--keep", help="directory to write each configuration's normalised PTX into")
+    ap.add_argument("--compare", help="an earlier --out file: list the configurations that differ")
+    ap.add_argument("--only", help="regular expression: compile only matching configurations")
+    ap.add_argument("--explain", metavar="BEFORE_DIR",
+                    help="the --keep directory of the --compare run: summarise each difference")
+    opts = ap.parse_args()
+    os.environ["CUTE_DSL_DISABLE_FILE_CACHING"] = "1"
+    hashes, t0 = {}, time.time()
+    for name, (target, params) in configurations().items():
+        if opts.only and not re.search(opts.only, name):
+            continue
+        try:
+            ptx = normalise(compile_ptx(target, params))
+        except Exception as exc:  # a configuration that no longer compiles is a finding too
+            hashes[name] = f"error: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__}"
+            print(f"{name}: {hashes[name]}", flush=True)
+            continue
+        hashes[name] = hashlib.sha256(ptx.encode()).hexdigest()
+        if opts.keep:
+            os.makedirs(opts.keep, exist_ok=True)
+            with open(os.path.join(opts.keep, name.replace("/", "_") + ".ptx"), "w") as f:
+                f.write(ptx)
+        print(f"{name}: {hashes[name][:16]}", flush=True)
+    with open(opts.out, "w") as f:
+        json.dump(hashes, f, indent=1, sort_keys=True)
+    print(f"{len(hashes)} configurations in {time.time() - t0:.0f} s")
+    if opts.compare:
+        with open(opts.compare) as f:
+            before = json.load(f)
+        differ = [n for n in hashes if n in before and before[n] != hashes[n]]
+        missing = [] if opts.only else [n for n in before if n not in hashes]
+        print(f"identical: {len(hashes) - len(differ)}; differ: {differ or 'none'}; "
+              f"not compiled now: {missing or 'none'}")
+        if opts.explain and opts.keep:
+            for name in differ:
+                print(f"{name}:\n" + explain(os.path.join(opts.explain, name.replace("/", "_") + ".ptx"),
+                                              os.path.join(opts.keep, name.replace("/", "_") + ".ptx")))
+        return 1 if differ else 0
+    return 0
+
+
+def explain(before_path: str, after_path: str) -> str:
+    """The instructions only one side has, with register numbers (and declarations) ignored."""
+    import collections
+
+    def instructions(path):
+        with open(path) as f:
+            text = re.sub(r"%(r|rd|p|f|fd|rs|h|hh)\d+", r"%\1", f.read())
+        return collections.Counter(ln.strip() for ln in text.splitlines()
+                                   if ln.strip() and not ln.strip().startswith(".reg"))
+
+    a, b = instructions(before_path), instructions(after_path)
+    lines = [f"  - {n}x {ins}" for ins, n in sorted((a - b).items())]
+    lines += [f"  + {n}x {ins}" for ins, n in sorted((b - a).items())]
+    return "\n".join(lines) or "  (only register numbers differ)"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
