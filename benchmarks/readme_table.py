@@ -22,6 +22,8 @@ def table() -> str:
         if path.stem.startswith("experiment_"):
             continue  # tuning experiments: see the scripts in benchmarks/experiments/
         d = json.loads(path.read_text())
+        if "set" in d:
+            continue  # a result set (several problems, bench.save_set): its notebook shows it
         unit = d.get("unit", "GB/s")
         env = d.get("environment", {})
         where = f"{env.get('device', '?')}, {env.get('date', '?')[:10]}"

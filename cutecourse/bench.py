@@ -162,6 +162,23 @@ def load(name: str, directory: Path | str | None = None) -> BenchResult:
     return BenchResult.from_dict(json.loads(path.read_text()))
 
 
+def save_set(name: str, results: dict[str, BenchResult], directory: Path | str | None = None) -> Path:
+    """Several problems measured in one run (e.g. one GEMM per shape), in one file ``name.json``."""
+    path = Path(directory or RESULTS_DIR) / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {"set": {key: res.to_dict() for key, res in results.items()}}
+    path.write_text(json.dumps(body, indent=1) + "\n")
+    return path
+
+
+def load_set(name: str, directory: Path | str | None = None) -> dict[str, BenchResult]:
+    """A committed result set (``save_set``): problem name -> ``BenchResult``, in the run's order."""
+    path = Path(directory or RESULTS_DIR) / f"{name}.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no benchmark result {path}; run the benchmark script on a GPU first")
+    return {key: BenchResult.from_dict(d) for key, d in json.loads(path.read_text())["set"].items()}
+
+
 def environment() -> dict[str, Any]:
     """Device and software versions, recorded with every result."""
     env: dict[str, Any] = {

@@ -133,3 +133,12 @@ def test_result_files_without_the_new_fields_still_load(tmp_path):
             row.pop(key)
     (tmp_path / "old.json").write_text(json.dumps(d))
     assert bench.load("old", tmp_path).row("mine").round_ratios == []
+
+
+def test_result_sets_round_trip(tmp_path):
+    res = bench.BenchResult("t", bench.Work(flops=2), "base", [bench.Row("base", 1.0, [1.0])])
+    bench.save_set("some_set", {"small": res, "large": res}, tmp_path)
+    back = bench.load_set("some_set", tmp_path)
+    assert list(back) == ["small", "large"] and back["large"].rows[0].name == "base"
+    with pytest.raises(FileNotFoundError, match="run the benchmark"):
+        bench.load_set("missing", tmp_path)

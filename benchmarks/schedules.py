@@ -1,0 +1,104 @@
+"""The course's GEMM schedules across problem shapes, against torch.matmul (the kernel-schedules
+table): one CTA per tile (prefetch mainloop, 1x1 and 2x1 clusters, two tiles) and the persistent
+warp-specialized kernel (static and dynamic schedulers, 1x1 and 2x1, two tiles).
+
+    python benchmarks/schedules.py [--dtypes float16,bfloat16] [--rounds 3] [--out DIR]
+
+Shapes: square 1024, 2048, 4096, 8192, and three transformer-layer GEMMs with M = 4096 tokens:
+the QKV projection (N = 6144, K = 4096), the MLP up projection (N = 14336, K = 4096) and the MLP
+down projection (N = 4096, K = 14336). Every kernel is checked against torch (1e-2 relative)
+before it is timed; data are small integers as in NVIDIA's examples; the sustained protocol of
+``benchmarks/gemm.py`` (interleaved shuffled rounds, each case run 0.5 s before it is timed),
+fewer rounds. Writes ``schedules_<dtype>.json``: one file per dtype holding every shape's
+``BenchResult`` (``bench.load_set``), so that the shapes of one dtype come from one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/gemm.py
+
+import cutecourse  # noqa: E402  (sets the DSL's arch before cutlass is imported)
+from cutecourse import bench  # noqa: E402
+from cutecourse.kernels import hopper_gemm_cluster as hc  # noqa: E402
+from cutecourse.kernels import hopper_gemm_persistent as hp  # noqa: E402
+
+import gemm  # noqa: E402  (benchmarks/gemm.py: the protocol)
+
+SHAPES = {"1024^3": (1024, 1024, 1024), "2048^3": (2048, 2048, 2048), "4096^3": (4096, 4096, 4096),
+          "8192^3": (8192, 8192, 8192), "qkv 4096x6144x4096": (4096, 6144, 4096),
+          "mlp up 4096x14336x4096": (4096, 14336, 4096), "mlp down 4096x4096x14336": (4096, 4096, 14336)}
+WIDE, SQUARE = (128, 256), (128, 128)
+#: (row name, schedule, launcher keywords)
+KERNELS = [
+    ("one CTA/tile 128x256", "one_cta", dict(tile=WIDE, cluster=(1, 1))),
+    ("one CTA/tile 128x256 2x1", "one_cta", dict(tile=WIDE, cluster=(2, 1))),
+    ("one CTA/tile 128x128", "one_cta", dict(tile=SQUARE, cluster=(1, 1))),
+    ("persistent 128x256", "persistent", dict(tile=WIDE)),
+    ("persistent 128x256 2x1", "persistent", dict(tile=WIDE, cluster=(2, 1))),
+    ("persistent 128x256 dynamic", "persistent", dict(tile=WIDE, scheduler="dynamic")),
+    ("persistent 128x128", "persistent", dict(tile=SQUARE)),
+]
+
+
+def launcher(schedule: str, a, b, c, opts: dict):
+    if schedule == "one_cta":
+        return hc.launcher(a, b, c, opts["cluster"], opts["tile"])
+    return hp.launcher(a, b, c, **opts)
+
+
+def run(dtype_name: str, rounds: int) -> dict[str, bench.BenchResult]:
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    torch.manual_seed(0)
+    out = {}
+    for shape, (m, n, k) in SHAPES.items():
+        a = torch.empty(m, k, device="cuda", dtype=dtype).random_(-2, 2)
+        b = torch.empty(n, k, device="cuda", dtype=dtype).random_(-2, 2)
+        c = torch.empty(m, n, device="cuda", dtype=dtype)
+        ref = torch.matmul(a, b.T)
+        cases = [bench.Case("torch.matmul", lambda a=a, b=b, c=c: torch.matmul(a, b.T, out=c))]
+        t0 = time.perf_counter()
+        for name, schedule, opts in KERNELS:
+            cases.append(bench.checked_case(name, launcher(schedule, a, b, c, opts), c, ref, 1e-2))
+        print(f"{dtype_name} {shape}: {len(KERNELS)} kernels match torch.matmul "
+              f"({time.perf_counter() - t0:.0f} s with compiles)", flush=True)
+        with bench.GpuMonitor() as monitor:
+            res = bench.compare(f"GEMM {dtype_name} {shape} (M={m}, N={n}, K={k}), ints, sustained",
+                                cases, bench.Work(flops=2 * m * n * k), baseline="torch.matmul",
+                                monitor=monitor, progress=False,
+                                **{**gemm.PROTOCOLS["sustained"], "rounds": rounds},
+                                params={"m": m, "n": n, "k": k, "dtype": dtype_name, "data": "ints",
+                                        "protocol": "sustained",
+                                        "kernels": {name: opts for name, _, opts in KERNELS}})
+        print(res.table(), flush=True)
+        out[shape] = res
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--dtypes", default="float16,bfloat16")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--out", default=str(bench.RESULTS_DIR))
+    args = p.parse_args()
+    cutecourse.modes.require_gpu("sm_90a")
+    for dtype_name in args.dtypes.split(","):
+        results = run(dtype_name, args.rounds)
+        path = bench.save_set(f"schedules_{dtype_name}", results, args.out)
+        print(f"wrote {path}", flush=True)
+        best = {s: max((r for r in res.rows if r.name != "torch.matmul"), key=lambda r: r.ratio)
+                for s, res in results.items()}
+        print(json.dumps({s: f"{r.name}: {r.ratio:.3f}x" for s, r in best.items()}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
