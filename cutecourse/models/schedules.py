@@ -1,0 +1,349 @@
+"""Four GEMM kernel schedules on one H100, as a timeline: who waits for whom, and for how long.
+
+All four run the same mainloop (TMA streams k-tiles of A and B into a ring of smem stages, the
+tensor cores multiply them) and epilogue (accumulators -> C). They differ in what the tensor cores
+do while a tile *starts* (ring empty: a load latency) and while it *ends* (the epilogue):
+
+* ``one_cta``: one CTA per C tile, one CTA per SM (its ring fills shared memory), CTAs in waves.
+  Each CTA pays launch + ring fill (prologue) + mainloop + epilogue; all of it on the critical path.
+* ``cooperative``: persistent, one CTA per SM loops over tiles. The producer warp keeps loading
+  across tile boundaries, so tile t+1's ring fill hides under tile t's epilogue; the two consumer
+  warpgroups share one tile, so its epilogue is exposed (the tensor cores wait for it).
+* ``pingpong``: persistent; each consumer warpgroup owns a whole tile and they alternate: an
+  ordered barrier hands the tensor cores to the other warpgroup at the end of a mainloop, so one's
+  epilogue hides under the other's MMAs. As in CUTLASS (``KernelTmaWarpSpecializedPingpong``,
+  whose ``TileShape`` is one warpgroup's tile) a warpgroup holds a whole tile's accumulators, so a
+  tile needing >= 208 registers per thread for them (CUTLASS's ``HeavyRegisterPressure``; 128x256
+  fp32: 256) is halved along M: 64x256 per warpgroup, reading 1.67x the bytes per flop.
+* ``two_cta``: the Ampere picture: two non-persistent CTAs per SM, each with half the smem and
+  registers (a half tile, one consumer warpgroup, a smaller ring); their mainloops interleave on
+  the tensor cores, so one's prologue and epilogue hide under the other's MMAs.
+
+Per SM: a discrete-event simulation of two shared servers, the load port (a k-tile streams in
+``load_ns`` after ``latency_ns``; transfers queue, latencies overlap) and the tensor cores (a
+k-tile's MMAs take ``mma_ns``, one at a time). A stage is free again when its k-tile's MMAs end.
+Tiles go round robin (tile i to SM i mod 132), as the block scheduler does when all CTAs cost the
+same; SMs with the same work behave alike, so one per class is simulated.
+
+Ignored: L2 hit rates and tile order (loads stream at an assumed L2 bandwidth; HBM only bounds the
+compulsory traffic, A, B, C once), power-capped clocks (at 700 W an H100 runs dense GEMMs at
+1.3-1.6 GHz, not the peak's 1.83: docs/hopper_gemm.md), WGMMA issue costs, ``wait_group`` overlap,
+register spills, the grid launch (equal for all four), stream-K, partial tiles' smaller work.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import partialmethod
+
+from ..errors import CourseError, ShapeError
+
+SCHEDULES = ("one_cta", "cooperative", "pingpong", "two_cta")
+TITLES = {"one_cta": "one CTA per tile", "cooperative": "persistent cooperative", "pingpong": "ping-pong",
+          "two_cta": "2 CTAs per SM"}
+KINDS = ("load", "mma", "epilogue", "idle")
+LLM_SHAPES = ((4096, 4096, 4096), (4096, 14336, 4096), (4096, 4096, 14336))
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What one H100 SXM5 can do, and what the model assumes where NVIDIA publishes no number."""
+
+    sms: int = 132
+    # Dense fp16/bf16 tensor-core peak: 989.4 TFLOP/s (H100 whitepaper) = 132 SMs x 4096
+    # flop/clock x 1.83 GHz: per SM per cycle 4096 flop (1024 fp16 FMA per tensor core x 4 x 2).
+    clock_ghz: float = 1.83
+    flops_per_clock: int = 4096
+    # Issue of a TMA load to its first byte (assumed: idle HBM round trips measure ~600-800 ns,
+    # queues under a full GEMM's load add more; cutecourse.models.timeline assumes 700 ns).
+    latency_ns: float = 1000.0
+    # HBM3: 3.35 TB/s (datasheet). Only the compulsory traffic (A, B, C once) is charged to it.
+    hbm_bytes_per_ns: float = 3350.0
+    # L2 -> SMEM, all SMs (no NVIDIA figure; assumed 80 B/ns per SM as in models.timeline. A100's
+    # documented 5120 B/clock at 1.83 GHz is 9.4 TB/s; our 8192^3 kernel spends ~650-700 ns per
+    # 48 KiB k-tile at 1575 and at 1980 MHz alike: ~75 B/ns per SM, a bandwidth limit).
+    l2_bytes_per_ns: float = 80.0 * 132
+    # One SM's own port to L2 (assumed 64 B/clock): caps an SM's share when few SMs are busy.
+    sm_port_bytes_per_clock: float = 64.0
+    # Epilogue = C tile bytes at the SM's L2 share + this (convert, stmatrix, barriers, last TMA
+    # store leaving smem; assumed).
+    epilogue_fixed_ns: float = 300.0
+    # A CTA's start: block scheduler, smem carve-out, mbarrier init, descriptor prefetch (assumed).
+    # Persistent schedules pay it once per SM, one_cta/two_cta once per tile.
+    cta_launch_ns: float = 500.0
+    smem_bytes: int = 232448  # 227 KiB per SM a CTA may opt in to
+    barrier_bytes: int = 1024
+
+    sm_flops_per_ns = property(lambda self: self.flops_per_clock * self.clock_ghz)
+    peak_tflops = property(lambda self: self.sms * self.sm_flops_per_ns / 1e3)
+
+    def sm_bytes_per_ns(self, busy_sms: int) -> float:
+        return min(self.sm_port_bytes_per_clock * self.clock_ghz, self.l2_bytes_per_ns / max(busy_sms, 1))
+
+
+H100 = Machine()
+
+
+@dataclass(frozen=True)
+class Interval:
+    kind: str  # one of KINDS
+    start: float  # us
+    end: float  # us
+    tile: int  # tile id in this schedule's grid (-1 for idle)
+    lane: int  # consumer warpgroup (pingpong) or CTA slot (two_cta); 0 otherwise
+
+
+@dataclass
+class ScheduleResult:
+    """One schedule's run. ``waves``: tiles / lanes running at once (SMs x 1 or 2 lanes)."""
+    schedule: str
+    problem: tuple[int, int, int]
+    tile: tuple[int, int, int]  # the tile one consumer lane computes
+    lanes: int
+    stages: int
+    tiles: int
+    sms: int
+    k_tiles: int
+    mma_ns: float  # one k-tile
+    load_ns: float
+    epilogue_ns: float
+    k_tile_ns: float  # steady state: max(T, X, (L + X + T) / (stages x rings)), see simulate()
+    total_us: float
+    hbm_floor_us: float
+    mma_flops: float  # flops the simulated MMAs did, all SMs
+    work: list = field(repr=False)  # per SM: [(tile, lane)]
+    _classes: dict = field(repr=False)  # key -> simulated SM
+    _class_of: list = field(repr=False)
+
+    name = property(lambda self: TITLES[self.schedule])
+    tflops = property(lambda self: 2 * math.prod(self.problem) / (self.total_us * 1e6))
+    waves = property(lambda self: self.tiles / (self.sms * self.lanes))
+    last_wave_utilisation = property(lambda self: self.waves - (math.ceil(self.waves) - 1))
+
+    def _sm(self, sm: int) -> dict:
+        return self._classes[self._class_of[sm]]
+
+    def intervals(self, sm: int, start: float = 0.0, end: float | None = None) -> list[Interval]:
+        """SM ``sm``'s timeline between ``start`` and ``end`` us (idle: a lane waiting, tail included)."""
+        end = self.total_us if end is None else end
+        tiles = [t for t, _ in self.work[sm]]
+        out = [Interval(k, s / 1e3, e / 1e3, tiles[i], ln) for k, s, e, i, ln in self._sm(sm)["raw"]
+               if e / 1e3 > start and s / 1e3 < end]
+        for lane in range(self.lanes):
+            t = start
+            for a, b in sorted((iv.start, iv.end) for iv in out if iv.lane == lane and iv.kind != "load") + [(end, end)]:
+                if a - t > 1e-3:
+                    out.append(Interval("idle", t, a, -1, lane))
+                t = max(t, b)
+        return out
+
+    def tile_spans(self, sm: int) -> list[tuple[int, int, float, float]]:
+        """(tile, lane, first MMA start, epilogue end) in us for each tile on this SM."""
+        c = self._sm(sm)
+        if "spans" not in c:
+            spans = {}
+            for kind, s, e, i, ln in c["raw"]:
+                if kind in ("mma", "epilogue"):
+                    a, b, _ = spans.get(i, (s, e, ln))
+                    spans[i] = (min(a, s), max(b, e), ln)
+            c["spans"] = sorted((i, ln, a / 1e3, b / 1e3) for i, (a, b, ln) in spans.items())
+        tiles = [t for t, _ in self.work[sm]]
+        return [(tiles[i], ln, a, b) for i, ln, a, b in c["spans"]]
+
+    def _mean(self, what: str, sm: int | None = None) -> float:
+        sms = range(self.sms) if sm is None else [sm]
+        return sum(self._sm(s)[what] for s in sms) / len(sms) / 1e3
+
+    # Time the tensor cores sat idle on SM ``sm`` (None: the mean over SMs), by cause: the lane's
+    # own epilogue; a tile's first k-tile (launch, latency, ring fill); later k-tiles (loads slow).
+    exposed_epilogue_us = partialmethod(_mean, "epilogue")
+    exposed_prologue_us = partialmethod(_mean, "prologue")
+    stall_us = partialmethod(_mean, "stall")
+    # The busiest SM's k-tiles at the tensor cores' rate (nothing on this tile grid is faster), and
+    # at the steady-state rate (the MMA bound, or the loads' or the ring latency's if slower).
+    mma_bound_us = property(lambda self: max(map(len, self.work)) * self.k_tiles * self.mma_ns / 1e3)
+    mainloop_bound_us = property(lambda self: max(map(len, self.work)) * self.k_tiles * self.k_tile_ns / 1e3)
+
+    def summary(self) -> str:
+        return (f"{self.name:23s}{self.total_us:8.1f} us {self.tflops:4.0f} TFLOP/s {self.tile[0]}x{self.tile[1]}, "
+                f"{self.stages} stages, {self.waves:.2f} waves; per SM exposed: epilogue "
+                f"{self.exposed_epilogue_us():.1f} us, prologue {self.exposed_prologue_us():.1f} us")
+
+
+def lane_tile(schedule: str, tile: tuple[int, int, int], acc_bytes: int = 4) -> tuple[int, int, int]:
+    """The tile one consumer lane computes under ``schedule`` (see the module docstring)."""
+    m, n, k = tile
+    halve = schedule == "two_cta" or (schedule == "pingpong" and m * n * acc_bytes // (128 * 4) >= 208)
+    return (m // 2, n, k) if halve else tuple(tile)
+
+
+def _simulate_sm(work, kt, S, L, X, T, E, launch, lanes, own_rings, drain):
+    """One SM: ``work`` = [(tile, lane)], ``kt`` k-tiles each, rings of ``S`` stages (one per lane if
+    ``own_rings``); ``drain``: each tile is a new CTA (its loads wait for the last one's epilogue
+    + launch). Returns the timeline (ns; tile = index into ``work``) and the idle time by cause."""
+    R = lanes if own_rings else 1
+    jobs = [[] for _ in range(R)]  # per ring: (tile index, lane, k) in load order
+    for i, (_, lane) in enumerate(work):
+        jobs[lane if own_rings else 0] += [(i, lane, k) for k in range(kt)]
+    landed, done = [[] for _ in range(R)], [[] for _ in range(R)]  # per ring, per job
+    nl, nm, issued, epi_end = [0] * R, [0] * R, [0.0] * R, [0.0] * R
+    lane_free, lane_epi = [0.0] * lanes, [0.0] * lanes
+    port = tc = 0.0  # when the load port / the tensor cores are next free
+    raw, why = [], {"epilogue": 0.0, "prologue": 0.0, "stall": 0.0}
+    while any(nm[r] < len(jobs[r]) for r in range(R)):
+        cands = []  # (start, MMAs before loads, oldest data first, kind, ring, issue)
+        for r in range(R):
+            j = nl[r]
+            new_cta = drain and j > 0 and j < len(jobs[r]) and jobs[r][j][2] == 0
+            # Load j needs its stage back (k-tile j-S multiplied) and, for a new CTA, the old
+            # CTA gone: every MMA issued, the epilogue over, the launch paid.
+            if j < len(jobs[r]) and (j < S or nm[r] > j - S) and not (new_cta and nm[r] < j):
+                gate = epi_end[r] + launch if new_cta else launch
+                issue = max(gate, issued[r], done[r][j - S] if j >= S else 0.0)
+                start = max(issue + L, port)  # latencies overlap, transfers queue
+                cands.append((start, 1, issue, "load", r, issue))
+            j = nm[r]
+            if j < nl[r]:
+                start = max(landed[r][j], lane_free[jobs[r][j][1]], tc)
+                cands.append((start, 0, landed[r][j], "mma", r, None))
+        start, _, _, kind, r, issue = min(cands)
+        tile, lane, k = jobs[r][nl[r] if kind == "load" else nm[r]]
+        if kind == "load":
+            issued[r], port = issue, start + X
+            landed[r].append(port)
+            raw.append(("load", start, port, tile, lane))
+            nl[r] += 1
+            continue
+        # The tensor cores sat idle from tc to start: first blame this lane's epilogue, then
+        # the data (a tile's first k-tile: prologue; a later one: the loads fall behind).
+        epi = max(0.0, min(start, lane_epi[lane]) - tc)
+        why["epilogue"] += epi
+        why["prologue" if k == 0 else "stall"] += start - tc - epi
+        tc = lane_free[lane] = start + T
+        done[r].append(tc)
+        raw.append(("mma", start, tc, tile, lane))
+        nm[r] += 1
+        if k == kt - 1:
+            lane_free[lane] = lane_epi[lane] = epi_end[r] = tc + E
+            raw.append(("epilogue", tc, tc + E, tile, lane))
+    end = max((iv[2] for iv in raw), default=0.0)
+    why["epilogue"] += end - tc  # after the last MMA only epilogues remain
+    return {"raw": _merge(raw), "end": end, "mmas": sum(map(len, done)), **why}
+
+
+def _merge(raw):
+    """Join back-to-back intervals of the same kind, tile and lane (fewer bars to draw)."""
+    out = []
+    for iv in sorted(raw, key=lambda x: (x[0], x[4], x[1])):
+        if out and out[-1][0] == iv[0] and out[-1][3] == iv[3] and out[-1][4] == iv[4] and iv[1] - out[-1][2] < 1e-6:
+            out[-1] = (iv[0], out[-1][1], iv[2], iv[3], iv[4])
+        else:
+            out.append(iv)
+    return out
+
+
+def simulate(schedule: str, m: int, n: int, k: int, tile: tuple[int, int, int] = (128, 256, 64),
+             dtype_bytes: int = 2, out_bytes: int | None = None, acc_bytes: int = 4,
+             sms: int | None = None, machine: Machine = H100) -> ScheduleResult:
+    """Run ``schedule`` for C (m x n) = A (m x k) @ B.T on ``machine`` (``sms`` overrides its SM count)."""
+    if schedule not in SCHEDULES:
+        raise CourseError(f"unknown schedule {schedule!r}", f"use one of {SCHEDULES}")
+    sms = sms or machine.sms
+    for name, v in (("M", m), ("N", n), ("K", k), ("dtype_bytes", dtype_bytes), ("sms", sms),
+                    *zip(("tile_m", "tile_n", "tile_k"), tile)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ShapeError(f"{name} must be a positive integer, not {v!r}", "e.g. M=N=K=4096, tile=(128, 256, 64)")
+    if tile[0] % 128:
+        raise ShapeError(f"tile_m = {tile[0]}: two consumer warpgroups need 64 rows each", "use tile_m = 128 or 256")
+    out_bytes = out_bytes or dtype_bytes
+    tm, tn, tk = lt = lane_tile(schedule, tile, acc_bytes)
+    lanes = 1 if schedule in ("one_cta", "cooperative") else 2
+    tiles, kt = math.ceil(m / tm) * math.ceil(n / tn), math.ceil(k / tk)
+    # Stages: what is left of the CTA's smem after barriers and (persistent) a 32 KiB C buffer;
+    # one_cta/two_cta stage C in the drained ring, as the course's non-persistent kernel does.
+    ctas = 2 if schedule == "two_cta" else 1
+    stage_bytes = (tm + tn) * tk * dtype_bytes
+    c_buffer = 0 if schedule in ("one_cta", "two_cta") else 32768
+    stages = (machine.smem_bytes // ctas - machine.barrier_bytes - c_buffer) // stage_bytes
+    if stages < 1:
+        raise ShapeError(f"a {tm}x{tn}x{tk} stage ({stage_bytes} B) does not fit in shared memory",
+                         "use a smaller tile")
+    bw = machine.sm_bytes_per_ns(min(sms, tiles))
+    T, X = 2 * tm * tn * tk / machine.sm_flops_per_ns, stage_bytes / bw
+    E = tm * tn * out_bytes / bw + machine.epilogue_fixed_ns
+    slots = sms * ctas
+    work = [[] for _ in range(sms)]  # per SM: (tile, lane); two_cta: slot s -> SM s % sms
+    for t in range(tiles):
+        sm = t % slots % sms
+        work[sm].append((t, t % slots // sms if schedule == "two_cta" else len(work[sm]) % lanes))
+    classes, class_of = {}, []
+    for w in work:
+        key = tuple(ln for _, ln in w)
+        if key not in classes:
+            classes[key] = _simulate_sm(w, kt, stages, machine.latency_ns, X, T, E, machine.cta_launch_ns,
+                                        lanes, schedule == "two_cta", schedule in ("one_cta", "two_cta"))
+        class_of.append(key)
+    hbm_floor = ((m * k + n * k) * dtype_bytes + m * n * out_bytes) / machine.hbm_bytes_per_ns
+    total = max(max(c["end"] for c in classes.values()), hbm_floor)
+    flops = sum(classes[c]["mmas"] for c in class_of) * 2 * tm * tn * tk
+    # Steady state per k-tile: tensor cores, load port, or the ring's latency loop (a stage comes
+    # back L + X + T after its release; the stages of all rings on the SM share that wait).
+    k_tile = max(T, X, (machine.latency_ns + X + T) / (stages * ctas))
+    return ScheduleResult(schedule, (m, n, k), lt, lanes, stages, tiles, sms, kt, T, X, E, k_tile, total / 1e3,
+                          hbm_floor / 1e3, flops, work, classes, class_of)
+
+
+def simulate_all(m: int, n: int, k: int, tile=(128, 256, 64), schedules=SCHEDULES, **kw) -> dict[str, ScheduleResult]:
+    return {s: simulate(s, m, n, k, tile, **kw) for s in schedules}
+
+
+@dataclass
+class Ranking:
+    shape: tuple[int, int, int]
+    tile: tuple[int, int, int]
+    tflops: dict[str, float]  # predicted, per schedule
+    order = property(lambda self: sorted(self.tflops, key=self.tflops.get, reverse=True))
+
+    def __str__(self) -> str:
+        head = "x".join(map(str, self.shape)) + f" tile {self.tile[0]}x{self.tile[1]}: "
+        return head + " > ".join(f"{s} {self.tflops[s]:.0f}" for s in self.order)
+
+
+def predict_ranking(shapes, tiles=((128, 256, 64),), schedules=SCHEDULES, **kw) -> dict[tuple, Ranking]:
+    """Predicted TFLOP/s and order of the schedules, per (shape, tile)."""
+    return {(tuple(sh), tuple(t)): Ranking(tuple(sh), tuple(t), {
+        s: r.tflops for s, r in simulate_all(*sh, tile=tuple(t), schedules=schedules, **kw).items()})
+        for sh in shapes for t in tiles}
+
+
+@dataclass
+class Agreement:
+    predicted_order: list[str]
+    measured_order: list[str]
+    spearman: float
+    kendall: float
+    flips: list[tuple[str, str]]  # (a, b): predicted a faster than b, measured b faster
+
+    def __str__(self) -> str:
+        flips = ", ".join(f"{a} > {b}" for a, b in self.flips) or "none"
+        return (f"predicted: {' > '.join(self.predicted_order)}\nmeasured:  {' > '.join(self.measured_order)}"
+                f"\nSpearman {self.spearman:+.2f}, Kendall {self.kendall:+.2f}; reversed pairs: {flips}")
+
+
+def compare_with_measured(predicted, measured: dict[str, float]) -> Agreement:
+    """How well a prediction (a Ranking, {schedule: TFLOP/s} or an order) matches measured TFLOP/s."""
+    predicted = (predicted.order if isinstance(predicted, Ranking) else
+                 sorted(predicted, key=predicted.get, reverse=True) if isinstance(predicted, dict) else list(predicted))
+    unknown = [s for s in list(predicted) + list(measured) if s not in SCHEDULES]
+    if unknown:
+        raise CourseError(f"unknown schedule names {unknown}", f"name schedules as in {SCHEDULES}")
+    common = [s for s in predicted if s in measured]
+    if len(common) < 2:
+        raise CourseError(f"only {common} is both predicted and measured", "compare at least two schedules")
+    meas = sorted(common, key=measured.get, reverse=True)
+    n, d2 = len(common), sum((common.index(s) - meas.index(s)) ** 2 for s in common)
+    pairs = [(a, b) for i, a in enumerate(common) for b in common[i + 1:]]
+    flips = [(a, b) for a, b in pairs if measured[b] > measured[a]]
+    return Agreement(common, meas, 1 - 6 * d2 / (n * (n * n - 1)),
+                     (len(pairs) - 2 * len(flips)) / len(pairs), flips)

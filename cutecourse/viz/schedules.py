@@ -1,0 +1,229 @@
+"""Pictures and a widget for :mod:`cutecourse.models.schedules`: where the tensor cores wait.
+
+``draw_timelines(results)`` puts the four schedules one above the other on one time axis: per SM
+a TMA row (k-tiles streaming in) and one row per consumer lane (the warpgroup for ping-pong, the
+CTA slot for 2 CTAs per SM) with MMA, epilogue and idle bars. ``draw_waves(result)`` shows every
+SM's tiles over the whole run, so a partial last wave is an empty band on the right.
+``schedule_widget()`` redraws both for any problem, tile and set of schedules.
+"""
+
+from __future__ import annotations
+
+from ..errors import CourseError
+from ..models import schedules as sm
+
+#: Colour per kind of interval (amber: TMA bytes arriving, as in viz.pipeline; blue: tensor
+#: cores; purple: epilogue; grey: a lane with nothing to do).
+KIND_COLORS = {"load": "#ffd54f", "mma": "#42a5f5", "epilogue": "#ab47bc", "idle": "#eeeeee"}
+#: What each picture shows (the title's point).
+POINTS = {
+    "one_cta": "every tile pays launch + ring fill, then its epilogue",
+    "cooperative": "next tile's loads hide under the epilogue; the epilogue itself is exposed",
+    "pingpong": "epilogue hidden under the other warpgroup's MMAs",
+    "two_cta": "two CTAs' mainloops interleave; one's prologue/epilogue hides under the other",
+}
+SHAPES = (1024, 2048, 4096, 8192, 14336, 16384)
+TILES = ((128, 256, 64), (128, 128, 64), (256, 128, 64))
+
+
+def _as_list(results) -> list:
+    if isinstance(results, sm.ScheduleResult):
+        return [results]
+    items = list(results.values()) if isinstance(results, dict) else list(results)
+    if not items:
+        raise CourseError("nothing to draw", "pass simulate_all(M, N, K) or a list of simulate(...) results")
+    return items
+
+
+def _auto_window(results, sm0: int) -> float:
+    """Long enough for about three CTA-sized tiles on SM ``sm0`` in every schedule."""
+    ends = []
+    for r in results:
+        spans = sorted(e for *_, e in r.tile_spans(sm0))
+        ends.append(spans[min(len(spans), 3 * r.lanes) - 1] if spans else r.total_us)
+    return max(ends) * 1.03
+
+
+def draw_timelines(results, sms=(0, 1, 2), window=None, label_tiles: bool = True):
+    """One panel per schedule, shared time axis (µs), rows per SM: TMA, then each consumer lane.
+
+    ``window``: ``(start_us, end_us)``, ``"all"`` (the whole run) or None (the first few tiles).
+    Returns the figure.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    results = _as_list(results)
+    sms = tuple(sms)
+    if not sms or any(not 0 <= s < r.sms for s in sms for r in results):
+        raise CourseError(f"SMs {sms} are not all on the machine", "pick SMs in 0..sms-1, e.g. sms=(0, 1)")
+    if window == "all":
+        window = (0.0, max(r.total_us for r in results) * 1.01)
+    elif window is None:
+        window = (0.0, _auto_window(results, sms[0]))
+    lo, hi = window
+    rows = [len(sms) * (r.lanes + 1) for r in results]
+    fig, axes = plt.subplots(len(results), 1, sharex=True, squeeze=False,
+                             figsize=(10, 0.9 + sum(0.32 * n + 0.55 for n in rows)),
+                             gridspec_kw={"height_ratios": rows})
+    for ax, r in zip(axes[:, 0], results):
+        yticks, ylabels, y = [], [], 0.0
+        for s in sms:
+            ivs = r.intervals(s, lo, hi)
+            lane_name = {"pingpong": "WG", "two_cta": "CTA"}.get(r.schedule)
+            lane_rows = {ln: y - 1 - ln for ln in range(r.lanes)}
+            for kind in sm.KINDS:
+                if kind == "load":
+                    spans = [(iv.start, iv.end - iv.start) for iv in ivs if iv.kind == kind]
+                    ax.broken_barh(spans, (y - 0.3, 0.6), facecolors=KIND_COLORS[kind], edgecolor="#8d6e00",
+                                   linewidth=0.2)
+                    continue
+                for ln, row in lane_rows.items():
+                    spans = [(iv.start, iv.end - iv.start) for iv in ivs if iv.kind == kind and iv.lane == ln]
+                    ax.broken_barh(spans, (row - 0.38, 0.76), facecolors=KIND_COLORS[kind], linewidth=0.3,
+                                   edgecolor={"idle": "none", "mma": "#1565c0"}.get(kind, "black"))
+            if label_tiles:  # a tile's MMAs, first to last, labelled where the bar is wide enough
+                spans = {}
+                for iv in ivs:
+                    if iv.kind == "mma":
+                        a, b, _ = spans.get(iv.tile, (iv.start, iv.end, iv.lane))
+                        spans[iv.tile] = (min(a, iv.start), max(b, iv.end), iv.lane)
+                for t, (a, b, ln) in spans.items():
+                    a, b = max(a, lo), min(b, hi)
+                    if b - a > 0.05 * (hi - lo):
+                        ax.text((a + b) / 2, lane_rows[ln], f"t{t}", ha="center", va="center", fontsize=7)
+            yticks += [y] + list(lane_rows.values())
+            ylabels += [f"SM {s} TMA"] + [f"SM {s} " + (f"{lane_name}{ln}" if lane_name else "MMA")
+                                          for ln in range(r.lanes)]
+            y -= r.lanes + 1.4
+        ax.set_yticks(yticks, ylabels, fontsize=7.5)
+        ax.set_ylim(y + 0.8, 0.7)
+        ax.set_title(f"{r.name}: {POINTS[r.schedule]}  ({r.tile[0]}x{r.tile[1]} per lane, "
+                     f"{r.total_us:.0f} µs, {r.tflops:.0f} TFLOP/s)", fontsize=9, loc="left")
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("time (µs)")
+    m, n, k = results[0].problem
+    fig.legend(handles=[Patch(facecolor=c, edgecolor="black", label=k_) for k_, c in KIND_COLORS.items()],
+               loc="upper right", ncol=4, fontsize=8, frameon=False)
+    fig.suptitle(f"C = A @ B.T, {m}x{n}x{k} on {results[0].sms} SMs: what the tensor cores wait for",
+                 fontsize=10, x=0.01, ha="left")
+    fig.tight_layout()
+    return fig
+
+
+def draw_waves(result, ax=None):
+    """Every SM's tiles over the run (x: µs, y: SM), coloured by wave; the last wave in red."""
+    import matplotlib.pyplot as plt
+
+    r = result
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 4.2))
+    slots = r.sms * r.lanes
+    last = (r.tiles - 1) // slots
+    colors = ("#90caf9", "#1e88e5")
+    h = 1.0 / r.lanes
+    for s in range(r.sms):
+        bars = {}
+        for t, ln, a, b in r.tile_spans(s):
+            wave = t // slots
+            color = "#e53935" if wave == last and r.last_wave_utilisation < 1 else colors[wave % 2]
+            bars.setdefault(color, {}).setdefault(ln, []).append((a, b - a))
+        for color, by_lane in bars.items():
+            for ln, spans in by_lane.items():
+                ax.broken_barh(spans, (s - 0.5 + ln * h, h), facecolors=color, edgecolor="none",
+                               antialiased=False)
+    ax.axvline(r.total_us, color="black", linewidth=0.8)
+    ax.set_xlim(0, r.total_us * 1.02)
+    ax.set_ylim(r.sms, -1)
+    ax.set_xlabel("time (µs): one bar per tile, first MMA to end of epilogue; waves alternate blue, "
+                  "the last (partial) wave red", fontsize=8)
+    ax.set_ylabel("SM")
+    m, n, k = r.problem
+    lanes = f" x {r.lanes} {'warpgroups' if r.schedule == 'pingpong' else 'CTAs'}" if r.lanes > 1 else ""
+    ax.set_title(f"{r.name}, {m}x{n}x{k}, {r.tile[0]}x{r.tile[1]} tiles: {r.tiles} tiles = "
+                 f"{r.waves:.2f} waves on {r.sms} SMs{lanes}; last wave {r.last_wave_utilisation:.0%} full",
+                 fontsize=9)
+    ax.figure.tight_layout()
+    return ax
+
+
+class ScheduleWidget:
+    """Pick M, N, K (or an LLM shape), a tile and schedules; the timelines and a table redraw.
+
+    Callbacks are plain methods, so tests drive it without a browser (``render=False`` skips
+    the figures). In a notebook, the object displays itself.
+    """
+
+    PRESETS = {"custom": None, **{f"LLM {m}x{n}x{k}": (m, n, k) for m, n, k in sm.LLM_SHAPES}}
+
+    def __init__(self, m: int = 4096, n: int = 4096, k: int = 4096, tile=(128, 256, 64),
+                 schedules=sm.SCHEDULES, render: bool = True):
+        import ipywidgets as w
+
+        self._render_enabled = render
+        self.preset = w.Dropdown(options=list(self.PRESETS), value="custom", description="shape")
+        self.m, self.n, self.k = (w.Dropdown(options=SHAPES, value=v, description=d, layout=w.Layout(width="160px"))
+                                  for v, d in ((m, "M"), (n, "N"), (k, "K")))
+        self.tile = w.Dropdown(options=[(f"{a}x{b}x{c}", (a, b, c)) for a, b, c in TILES], value=tuple(tile),
+                               description="tile")
+        self.schedules = w.SelectMultiple(options=[(sm.TITLES[s], s) for s in sm.SCHEDULES],
+                                          value=tuple(schedules), description="schedules", rows=4)
+        self.view = w.ToggleButtons(options=["first tiles", "whole run", "waves"], value="first tiles")
+        self.table = w.HTML()
+        self.out = w.Output()
+        self.preset.observe(self._on_preset, names="value")
+        for c in (self.m, self.n, self.k, self.tile, self.schedules, self.view):
+            c.observe(self.redraw, names="value")
+        self.results: dict = {}
+        self.redraw()
+
+    def _on_preset(self, change=None) -> None:
+        shape = self.PRESETS[self.preset.value]
+        if shape is not None:
+            self._render_enabled, on = False, self._render_enabled  # one redraw, not three
+            self.m.value, self.n.value, self.k.value = shape
+            self._render_enabled = on
+            self.redraw()
+
+    def redraw(self, change=None) -> None:
+        chosen = self.schedules.value or ("cooperative",)
+        self.results = sm.simulate_all(self.m.value, self.n.value, self.k.value, tile=self.tile.value,
+                                       schedules=chosen)
+        best = max(r.tflops for r in self.results.values())
+        rows = "".join(
+            f"<tr><td>{r.name}</td><td>{r.tile[0]}x{r.tile[1]}</td><td>{r.total_us:.1f}</td>"
+            f"<td>{'<b>' if r.tflops == best else ''}{r.tflops:.0f}</td><td>{r.waves:.2f}</td>"
+            f"<td>{r.exposed_epilogue_us():.1f}</td><td>{r.exposed_prologue_us():.1f}</td><td>{r.stall_us():.1f}</td></tr>"
+            for r in self.results.values())
+        self.table.value = ("<table><tr><th>schedule</th><th>lane tile</th><th>µs</th><th>TFLOP/s</th>"
+                            "<th>waves</th><th colspan=3>per SM, tensor cores waiting (µs) for: epilogue / "
+                            f"prologue / loads</th></tr>{rows}</table>")
+        if not self._render_enabled:
+            return
+        import matplotlib.pyplot as plt
+        from IPython.display import display
+
+        with self.out:
+            self.out.clear_output(wait=True)
+            if self.view.value == "waves":
+                fig = draw_waves(next(iter(self.results.values()))).figure
+            else:
+                fig = draw_timelines(self.results, sms=(0, 1), window="all" if self.view.value == "whole run" else None)
+            display(fig)
+            plt.close(fig)
+
+    def show(self):
+        import ipywidgets as w
+
+        return w.VBox([w.HBox([self.preset, self.m, self.n, self.k]), w.HBox([self.tile, self.schedules]),
+                       self.view, self.out, self.table])
+
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        display(self.show())
+
+
+def schedule_widget(**kw) -> ScheduleWidget:
+    """``schedule_widget()`` in a notebook cell: controls, the timelines, and a table."""
+    return ScheduleWidget(**kw)

@@ -1,0 +1,203 @@
+"""The kernel-schedule model: resources never double-booked, work done once, the schedules'
+signature behaviours (what each exposes), convergence, waves, and the pictures and widget."""
+
+import math
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from cutecourse.errors import CourseError, ShapeError  # noqa: E402
+from cutecourse.models import schedules as sc  # noqa: E402
+from cutecourse.viz import schedules as vs  # noqa: E402
+
+#: Loads keep up: ample L2 bandwidth, a latency the ring covers. Here only MMAs set the pace.
+FAST_LOADS = sc.Machine(l2_bytes_per_ns=1e6, sm_port_bytes_per_clock=1e4, latency_ns=500)
+# Small problems with several tiles per SM (and classes of SMs with different tile counts).
+SMALL = [(2048, 2048, 512, (128, 256, 64)), (1536, 2560, 256, (128, 128, 64))]
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return {(s, *case[:3], case[3]): sc.simulate(s, *case[:3], tile=case[3], sms=8)
+            for case in SMALL for s in sc.SCHEDULES}
+
+
+def _overlaps(spans):
+    spans = sorted(spans)
+    return [(a, b) for a, b in zip(spans, spans[1:]) if b[0] < a[1] - 1e-9]
+
+
+def test_tensor_cores_and_load_port_never_double_booked(runs):
+    for key, r in runs.items():
+        for s in range(r.sms):
+            ivs = r.intervals(s)
+            # One MMA at a time per SM, across ping-pong warpgroups and across the two CTAs too.
+            assert not _overlaps([(iv.start, iv.end) for iv in ivs if iv.kind == "mma"]), key
+            assert not _overlaps([(iv.start, iv.end) for iv in ivs if iv.kind == "load"]), key
+            for lane in range(r.lanes):  # a lane does one thing at a time: MMA, epilogue or idle
+                busy = [(iv.start, iv.end) for iv in ivs if iv.lane == lane and iv.kind != "load"]
+                assert not _overlaps(busy), (key, s, lane)
+
+
+def test_every_tile_computed_exactly_once_and_all_the_flops(runs):
+    for (schedule, m, n, k, tile), r in runs.items():
+        seen = [t for s in range(r.sms) for t in {iv.tile for iv in r.intervals(s) if iv.kind == "epilogue"}]
+        assert sorted(seen) == list(range(r.tiles)), schedule
+        tm, tn, _ = r.tile
+        assert r.tiles == math.ceil(m / tm) * math.ceil(n / tn)
+        assert r.mma_flops == 2 * m * n * k  # these shapes divide by every lane tile
+
+
+def test_every_k_tile_is_loaded_before_it_is_multiplied(runs):
+    r = runs[("cooperative", *SMALL[0][:3], SMALL[0][3])]
+    for s in range(r.sms):
+        ivs = r.intervals(s)
+        for t in {iv.tile for iv in ivs if iv.kind == "mma"}:
+            # (back-to-back loads are drawn as one bar: the first k-tile lands load_ns after it starts)
+            landed = min(iv.start for iv in ivs if iv.kind == "load" and iv.tile == t) + r.load_ns / 1e3
+            first_mma = min(iv.start for iv in ivs if iv.kind == "mma" and iv.tile == t)
+            assert landed <= first_mma + 1e-9
+
+
+def test_pingpong_exposes_only_the_last_epilogue():
+    r = sc.simulate("pingpong", 4096, 4096, 1024, tile=(128, 128, 64))
+    e = r.epilogue_ns / 1e3
+    assert r.lanes == 2 and r.tile == (128, 128, 64)  # 128 accumulator registers: a whole tile each
+    for s in (0, 50, 131):
+        assert len(r.work[s]) >= 7
+        assert r.exposed_epilogue_us(s) == pytest.approx(e, rel=1e-6)
+
+
+def test_cooperative_exposes_one_epilogue_per_tile():
+    r = sc.simulate("cooperative", 4096, 4096, 1024)
+    e = r.epilogue_ns / 1e3
+    for s in (0, 100, 131):
+        assert r.exposed_epilogue_us(s) == pytest.approx(len(r.work[s]) * e, rel=1e-6)
+        assert r.exposed_prologue_us(s) < 2 * e  # only the first tile waits for its ring fill
+
+
+def test_one_cta_per_tile_exposes_the_prologue_of_every_tile():
+    m = sc.H100
+    r = sc.simulate("one_cta", 4096, 4096, 1024)
+    prologue = (m.cta_launch_ns + m.latency_ns + r.load_ns) / 1e3  # launch, latency, first k-tile
+    for s in (0, 131):
+        assert r.exposed_prologue_us(s) == pytest.approx(len(r.work[s]) * prologue, rel=1e-6)
+        assert r.exposed_epilogue_us(s) == pytest.approx(len(r.work[s]) * r.epilogue_ns / 1e3, rel=1e-6)
+    coop = sc.simulate("cooperative", 4096, 4096, 1024)
+    assert coop.total_us < r.total_us
+
+
+@pytest.mark.parametrize("shape", [(2048, 2048, 16384), (4096, 4096, 16384)])
+def test_long_k_converges_to_the_mainloop_bound(shape):
+    # With the default machine each schedule runs at its own steady state (MMA, loads or ring).
+    for r in sc.simulate_all(*shape).values():
+        assert r.mainloop_bound_us <= r.total_us <= 1.03 * r.mainloop_bound_us, r.schedule
+    # Where the loads keep up, that is the MMA bound, and all four schedules agree.
+    fast = sc.simulate_all(*shape, machine=FAST_LOADS)
+    for r in fast.values():
+        assert r.mainloop_bound_us == pytest.approx(r.mma_bound_us)
+        assert r.total_us <= 1.03 * r.mma_bound_us, r.schedule
+    assert max(r.tflops for r in fast.values()) <= 1.03 * min(r.tflops for r in fast.values())
+
+
+def test_tiny_k_pingpong_beats_cooperative():
+    # Same tile for both (CUTLASS's 128x128, the seed's benchmark configuration): the epilogue
+    # is a large share of a 4-k-tile tile, and only ping-pong hides it.
+    res = sc.simulate_all(4096, 4096, 256, tile=(128, 128, 64), schedules=("cooperative", "pingpong"))
+    assert res["pingpong"].tflops > 1.05 * res["cooperative"].tflops
+    # 128x256 with fp16 accumulators fits a whole tile per warpgroup (128 registers): same story.
+    res = sc.simulate_all(4096, 4096, 256, acc_bytes=2, schedules=("cooperative", "pingpong"))
+    assert res["pingpong"].tile == (128, 256, 64)
+    assert res["pingpong"].tflops > 1.05 * res["cooperative"].tflops
+
+
+def test_pingpong_halves_a_tile_whose_fp32_accumulators_do_not_fit():
+    assert sc.lane_tile("pingpong", (128, 256, 64), acc_bytes=4) == (64, 256, 64)
+    assert sc.lane_tile("pingpong", (128, 128, 64), acc_bytes=4) == (128, 128, 64)
+    assert sc.lane_tile("cooperative", (128, 256, 64)) == (128, 256, 64)
+    assert sc.lane_tile("two_cta", (128, 256, 64)) == (64, 256, 64)
+
+
+def test_waves_8192_with_128x256_tiles():
+    r = sc.simulate("cooperative", 8192, 8192, 8192)
+    assert r.tiles == 2048
+    assert r.waves == pytest.approx(2048 / 132) and round(r.waves, 1) == 15.5
+    assert r.last_wave_utilisation == pytest.approx(2048 / 132 - 15)
+    assert sorted({len(w) for w in r.work}) == [15, 16]
+    assert sum(len(w) == 16 for w in r.work) == 2048 - 15 * 132  # 68 SMs run the 16th tile
+    pp = sc.simulate("pingpong", 8192, 8192, 8192)  # 64x256 per warpgroup, 2 per SM
+    assert pp.tiles == 4096 and pp.waves == pytest.approx(r.waves)
+    one = sc.simulate("cooperative", 1024, 1024, 1024)
+    assert one.tiles == 32 and one.last_wave_utilisation == pytest.approx(32 / 132)
+
+
+def test_stages_match_the_course_kernels():
+    assert sc.simulate("one_cta", 1024, 1024, 1024).stages == 4  # plan_stages: 128x256 fp16
+    assert sc.simulate("cooperative", 1024, 1024, 1024).stages == 4  # plan_persistent
+    assert sc.simulate("cooperative", 1024, 1024, 1024, tile=(128, 128, 64)).stages == 6
+
+
+def test_predict_ranking_and_compare_with_measured():
+    shapes = [(8192, 8192, 8192), (4096, 4096, 256)]
+    ranks = sc.predict_ranking(shapes, tiles=[(128, 256, 64)])
+    assert set(ranks) == {(s, (128, 256, 64)) for s in shapes}
+    rk = ranks[((8192, 8192, 8192), (128, 256, 64))]
+    assert sorted(rk.order) == sorted(sc.SCHEDULES) and str(rk).startswith("8192x8192x8192")
+    same = sc.compare_with_measured(rk, dict(rk.tflops))
+    assert same.spearman == pytest.approx(1.0) and same.kendall == pytest.approx(1.0) and not same.flips
+    reverse = {s: float(i) for i, s in enumerate(rk.order)}  # measured order exactly reversed
+    rev = sc.compare_with_measured(rk, reverse)
+    assert rev.spearman == pytest.approx(-1.0) and len(rev.flips) == 6
+    a = sc.compare_with_measured(["pingpong", "cooperative", "one_cta"],
+                                 {"pingpong": 700.0, "cooperative": 790.0, "one_cta": 600.0})
+    assert a.flips == [("pingpong", "cooperative")] and a.kendall == pytest.approx(1 / 3)
+    assert "pingpong > cooperative" in str(a)
+    with pytest.raises(CourseError):
+        sc.compare_with_measured(rk, {"coop": 1.0, "pingpong": 2.0})
+    with pytest.raises(CourseError):
+        sc.compare_with_measured(rk, {"pingpong": 2.0})
+
+
+def test_bad_inputs_raise_course_errors():
+    with pytest.raises(CourseError):
+        sc.simulate("stream_k", 1024, 1024, 1024)
+    with pytest.raises(ShapeError):
+        sc.simulate("cooperative", 0, 1024, 1024)
+    with pytest.raises(ShapeError):
+        sc.simulate("cooperative", 1024, 1024, 1024, tile=(64, 256, 64))
+    with pytest.raises(ShapeError):
+        sc.simulate("cooperative", 1024, 1024, 1024, tile=(256, 256, 512))  # one stage > smem
+
+
+def test_draw_functions_return_figures():
+    import matplotlib.pyplot as plt
+
+    res = sc.simulate_all(2048, 2048, 1024)
+    fig = vs.draw_timelines(res, sms=(0, 1))
+    assert len(fig.axes) == 4 and "ping-pong" in fig.axes[2].get_title(loc="left")
+    plt.close(fig)
+    fig = vs.draw_timelines(res["pingpong"], sms=(3,), window="all")
+    plt.close(fig)
+    ax = vs.draw_waves(sc.simulate("cooperative", 8192, 8192, 512))
+    assert "15.52 waves" in ax.get_title()
+    plt.close(ax.figure)
+    with pytest.raises(CourseError):
+        vs.draw_timelines(res, sms=(500,))
+
+
+def test_widget_redraws():
+    w = vs.schedule_widget(m=2048, n=2048, k=1024, render=False)
+    assert set(w.results) == set(sc.SCHEDULES) and "ping-pong" in w.table.value
+    w.preset.value = "LLM 4096x14336x4096"
+    assert (w.m.value, w.n.value, w.k.value) == (4096, 14336, 4096)
+    assert w.results["cooperative"].problem == (4096, 14336, 4096)
+    w.schedules.value = ("pingpong",)
+    assert list(w.results) == ["pingpong"]
+    w.k.value = 1024
+    w.tile.value = (128, 128, 64)
+    assert w.results["pingpong"].tile == (128, 128, 64)
+    shown = vs.ScheduleWidget(m=1024, n=1024, k=1024, render=True)  # draws into its Output
+    shown.view.value = "waves"
+    assert shown.out in shown.show().children
