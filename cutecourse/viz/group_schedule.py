@@ -1,0 +1,187 @@
+"""Pictures of the grouped GEMM's tile scheduler (model: :mod:`cutecourse.models.group_scheduler`).
+
+``draw_groups(problem)`` puts every group's C matrix side by side, cut into its work items
+(cluster tiles), each coloured by its group and labelled with its linear index: the order the
+scheduler hands them out (down each column first, group after group; an empty group is a dashed
+outline with nothing in it). ``draw_schedule(problem, ctas)`` is the persistent schedule: one row
+per CTA (SM), one cell per work item it computes, coloured by group; a black bar on a cell's left
+edge marks a tensor-map rewrite (the CTA's next item is in another group). ``schedule_widget()``
+adds controls for the number of groups, the M range and the CTA count.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt  # headless (no display): matplotlib picks Agg by itself
+import numpy as np
+from matplotlib.collections import PatchCollection
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import Rectangle
+
+from ..errors import ShapeError
+from ..models import group_scheduler as gs
+
+_COLORS = plt.get_cmap("tab10").colors + plt.get_cmap("Set2").colors
+
+
+def color_of(group: int):
+    """The colour of group ``group`` in every picture of this module."""
+    return _COLORS[group % len(_COLORS)]
+
+
+def draw_groups(problem: gs.GroupedProblem, fig=None):
+    """Every group's C tile grid, side by side, tiles coloured by group and labelled by linear index.
+
+    Widths and heights are in work items (cluster tiles), drawn at a common scale, so a group
+    with twice the rows is twice as tall. Returns the Figure.
+    """
+    grids = problem.grids
+    gap = 0.6
+    width = sum(max(cn, 1) for _, cn in grids) + gap * (len(grids) - 1)
+    height = max(max(cm for cm, _ in grids), 1)
+    if fig is None:
+        fig = plt.figure(figsize=(min(10.0, 1.2 + 0.55 * width), min(6.5, 1.6 + 0.45 * height)))
+    fig.clear()
+    ax = fig.add_subplot(1, 1, 1)
+    x0, small = 0.0, problem.total > 120
+    cells, colors = [], []  # one PatchCollection: thousands of tiles draw in milliseconds
+    for g, ((cm, cn), first) in enumerate(zip(grids, problem.offsets)):
+        m, n, k = problem.sizes[g]
+        if cm == 0:  # an empty group: an outline, no work items
+            ax.add_patch(Rectangle((x0, 0), max(cn, 1), 1, fill=False, linestyle="--",
+                                   edgecolor=color_of(g)))
+        for i in range(cm * cn):
+            r, c = i % cm, i // cm  # m fastest: the scheduler's order inside a group
+            cells.append(Rectangle((x0 + c, r), 1, 1))
+            colors.append(color_of(g))
+            if not small:
+                ax.text(x0 + c + 0.5, r + 0.5, str(first + i), ha="center", va="center",
+                        fontsize=7, color="black")
+        if not small or problem.groups <= 12:
+            ax.text(x0 + max(cn, 1) / 2, -0.15, f"g{g}\n{m}x{n}x{k}", ha="center", va="bottom",
+                    fontsize=7)
+        x0 += max(cn, 1) + gap
+    ax.add_collection(PatchCollection(cells, facecolors=colors, edgecolors="white", alpha=0.85,
+                                      linewidths=1.0 if problem.total <= 500 else 0.0))
+    ax.set_xlim(-0.2, width + 0.2)
+    ax.set_ylim(height + 0.1, -1.3)  # row 0 (the top rows of C) at the top
+    if width <= 4 * height + 20:  # square tiles unless that would squash the picture to a strip
+        ax.set_aspect("equal")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    cmt, cnt, _ = problem.cluster_tile
+    ax.set_xlabel(f"N, in work items of {cnt} columns (groups side by side)")
+    ax.set_ylabel(f"M, in work items of {cmt} rows")
+    ax.set_title(f"{problem.groups} groups, {problem.total} work items: numbered down each "
+                 "column, group after group", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def draw_schedule(problem: gs.GroupedProblem, ctas: int, show_updates: bool = True, fig=None):
+    """The static persistent schedule: x = step (the CTA's n-th item), y = CTA, colour = group.
+
+    With ``show_updates``, a black bar at a cell's left edge marks a tensor-map rewrite; the title
+    gives their total and the max/mean k-tile load. The x axis counts items, not time: an item
+    of a group with a larger K takes longer (see :func:`~cutecourse.models.group_scheduler.balance`).
+    """
+    sched = gs.schedule(problem, ctas)
+    ups = gs.tensormap_updates(sched)
+    bal = gs.balance(sched)
+    steps = max(len(items) for items in sched)
+    rows = len(sched)
+    if fig is None:
+        fig = plt.figure(figsize=(min(10.0, 2.5 + 0.5 * steps), min(7.0, 1.8 + 0.16 * rows)))
+    fig.clear()
+    ax = fig.add_subplot(1, 1, 1)
+    grid = np.full((rows, steps), np.nan)  # group of each (CTA, step) cell; NaN: no item
+    for cta, items in enumerate(sched):
+        for i, it in enumerate(items):
+            grid[cta, i] = it.group
+            if rows <= 24 and steps <= 24:
+                ax.text(i + 0.5, cta + 0.5, str(it.linear), ha="center", va="center", fontsize=6)
+    cmap = ListedColormap([color_of(g) for g in range(problem.groups)])
+    ax.pcolormesh(np.ma.masked_invalid(grid), cmap=cmap, vmin=-0.5, vmax=problem.groups - 0.5,
+                  edgecolors="white", linewidth=0.3 if rows * steps < 4000 else 0)
+    if show_updates:
+        xs = [i + 0.04 for cta in range(rows) for i in ups.positions[cta]]
+        ys = [cta for cta in range(rows) for _ in ups.positions[cta]]
+        ax.vlines(xs, [y + 0.08 for y in ys], [y + 0.92 for y in ys], color="black",
+                  linewidth=2 if rows <= 40 else 1)
+    ax.set_xlim(0, steps)
+    ax.set_ylim(rows, 0)
+    ax.set_xlabel("step (the CTA's 1st, 2nd, ... work item)")
+    ax.set_ylabel("CTA (one per SM)")
+    handles = [Rectangle((0, 0), 1, 1, facecolor=color_of(g)) for g in range(problem.groups)
+               if problem.tiles_per_group[g]]
+    labels = [f"g{g}" for g in range(problem.groups) if problem.tiles_per_group[g]]
+    if len(handles) <= 16:
+        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7,
+                  title="group", title_fontsize=7, frameon=False)
+    what = f"{ups.total} tensor-map rewrites (black bars)" if show_updates else \
+        f"{problem.total} work items"
+    ax.set_title(f"{len(sched)} CTAs, {what}; k-tile load max/mean = {bal.ratio:.2f}",
+                 fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+class ScheduleWidget:
+    """Controls for groups, M range and CTAs over MoE-like sizes; redraws both pictures on change.
+
+    The handler (``update``) is a plain method, so tests drive it by setting control values;
+    ``self.problem``, ``self.text`` and the two figures hold the state.
+    """
+
+    def __init__(self, groups: int = 8, m_range=(64, 1024), ctas: int = 32, n: int = 1024,
+                 k: int = 512, tile=(128, 256), cluster=(1, 1), seed: int = 0):
+        import ipywidgets as w
+
+        if not 1 <= groups <= 64:
+            raise ShapeError(f"groups={groups}: the widget offers 1 to 64", "e.g. groups=8")
+        self.n, self.k, self.tile, self.cluster, self.seed = n, k, tuple(tile), tuple(cluster), seed
+        self.groups = w.IntSlider(value=groups, min=1, max=64, description="groups")
+        self.m_range = w.IntRangeSlider(value=tuple(m_range), min=0, max=4096, step=32,
+                                        description="M range")
+        self.ctas = w.IntSlider(value=ctas, min=1, max=132, description="CTAs")
+        self.info = w.HTML()
+        self.out = w.Output()
+        self.fig_groups = plt.figure(figsize=(10, 3.5))
+        self.fig_sched = plt.figure(figsize=(10, 4.5))
+        plt.close(self.fig_groups)  # shown through the Output widget, not by pyplot
+        plt.close(self.fig_sched)
+        for control in (self.groups, self.m_range, self.ctas):
+            control.observe(self.update, names="value")
+        self.box = w.VBox([w.HBox([self.groups, self.m_range, self.ctas]), self.info, self.out])
+        self.update()
+
+    def update(self, change=None) -> None:
+        """Rebuild the problem from the controls and redraw (the handler of every control)."""
+        lo, hi = self.m_range.value
+        sizes = gs.moe_sizes(self.groups.value, self.n, self.k, (lo, max(hi, 1)), self.seed)
+        if all(m == 0 for m, _, _ in sizes):
+            sizes[0] = (1, self.n, self.k)  # keep one tile so there is something to draw
+        self.problem = gs.GroupedProblem(sizes, self.tile, self.cluster)
+        ctas = max(self.ctas.value // self.problem.cluster_size, 1) * self.problem.cluster_size
+        sched = gs.schedule(self.problem, ctas)
+        ups, bal = gs.tensormap_updates(sched), gs.balance(sched)
+        self.text = (f"{self.problem.total} work items on {len(sched)} CTAs; "
+                     f"{ups.total} tensor-map rewrites; k-tile load max/mean {bal.ratio:.2f}")
+        self.info.value = f"<p>{self.text}</p>"
+        draw_groups(self.problem, fig=self.fig_groups)
+        draw_schedule(self.problem, ctas, fig=self.fig_sched)
+        from IPython.display import display
+
+        self.out.clear_output(wait=True)
+        with self.out:
+            display(self.fig_groups)
+            display(self.fig_sched)
+
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        display(self.box)
+
+
+def schedule_widget(**kwargs) -> ScheduleWidget:
+    """The interactive picture: ``schedule_widget(groups=8, m_range=(64, 1024), ctas=32)``."""
+    return ScheduleWidget(**kwargs)
