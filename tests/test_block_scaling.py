@@ -1,0 +1,334 @@
+"""CPU references of block scaling: formats, scale rules, the SF layout (checked against CuTe)."""
+
+import math
+
+import pytest
+import torch
+
+from cutecourse.errors import CourseError, DTypeError, ShapeError
+from cutecourse.models import block_scaling as bs
+
+BLOCK_FORMATS = ("nvfp4", "mxfp4", "mxfp8")
+
+
+def randn(rows, cols, seed=0, spread=0.0):
+    """Gaussian rows, each row scaled by 10**u with u uniform in [-spread, spread]."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, cols, generator=g)
+    return x * 10 ** ((torch.rand(rows, 1, generator=g) * 2 - 1) * spread)
+
+
+def e4m3_positive_values():
+    return torch.arange(0, 127, dtype=torch.uint8).view(torch.float8_e4m3fn).float()  # 0 .. 448
+
+
+def block_scales(sf, fmt, global_scale=None):
+    f = bs.get_format(fmt)
+    return sf.float().repeat_interleave(f.block, 1) * (global_scale or 1.0)
+
+
+# ------------------------------------------------------------------------------ e2m1 ----
+
+def test_e2m1_rounds_to_nearest_even_and_saturates():
+    y = torch.tensor([0.0, 0.2, 0.25, 0.26, 0.75, 1.25, 1.75, 2.5, 2.6, 3.5, 5.0, 5.1, 6.0, 100.0, -0.75, -7.0])
+    want = [0.0, 0.0, 0.0, 0.5, 1.0, 1.0, 2.0, 2.0, 3.0, 4.0, 4.0, 6.0, 6.0, 6.0, -1.0, -6.0]
+    assert bs.e2m1_values(bs.e2m1_codes(y)).tolist() == want
+    codes = torch.arange(16, dtype=torch.uint8)
+    assert torch.equal(bs.e2m1_codes(bs.e2m1_values(codes)) & 7, codes & 7)  # grid survives
+
+
+def test_e2m1_packing_low_nibble_first():
+    codes = torch.tensor([[1, 2, 15, 0]], dtype=torch.uint8)
+    packed = bs.pack_e2m1(codes)
+    assert packed.dtype == torch.float4_e2m1fn_x2 and packed.shape == (1, 2)
+    assert packed.view(torch.uint8).tolist() == [[0x21, 0x0F]]
+    g = torch.Generator().manual_seed(1)
+    many = torch.randint(0, 16, (8, 64), generator=g, dtype=torch.uint8)
+    assert torch.equal(bs.unpack_e2m1(bs.pack_e2m1(many)), many)
+    with pytest.raises(ShapeError):
+        bs.pack_e2m1(torch.zeros(2, 3, dtype=torch.uint8))
+
+
+# ---------------------------------------------------------------- quantize / dequantize ----
+
+@pytest.mark.parametrize("fmt", BLOCK_FORMATS)
+def test_round_trip_within_the_format_bound(fmt):
+    f = bs.get_format(fmt)
+    # Rows spread over 10^+-3 (e8m0 spans 2^+-127); NVFP4's e4m3 scales span only 2^-6 .. 448 as
+    # normals, so it gets 10^+-1.5 and the global scale that centres them.
+    x = randn(64, 256, seed=2, spread=1.5 if fmt == "nvfp4" else 3.0)
+    gs = bs.nvfp4_global_scale(x) if fmt == "nvfp4" else None
+    q, sf = bs.quantize(x, fmt, gs)
+    assert q.dtype == f.data_dtype and sf.dtype == f.scale_dtype
+    assert q.shape == (64, 256 // 2 if f.data == "e2m1" else 256) and sf.shape == (64, 256 // f.block)
+    d = bs.dequantize(q, sf, fmt, gs)
+    s = block_scales(sf, fmt, gs)
+    err, y = (d - x).abs(), x.abs() / s
+    if f.data == "e2m1":  # half the grid step at |x|/s: .25 up to 2, .5 up to 4, 1 beyond
+        bound = s * torch.where(y <= 2, 0.25, torch.where(y <= 4, 0.5, 1.0))
+    else:  # e4m3: 3 mantissa bits -> relative 2^-4; subnormal half step 2^-10
+        bound = torch.maximum(x.abs() * 2**-4, s * 2**-10)
+    assert (err <= bound * (1 + 1e-6)).all()
+    rel = ((d - x).norm() / x.norm()).item()
+    assert rel < {"nvfp4": 0.12, "mxfp4": 0.16, "mxfp8": 0.04}[fmt]
+
+
+@pytest.mark.parametrize("fmt", BLOCK_FORMATS)
+def test_values_on_the_grid_survive_unchanged(fmt):
+    f = bs.get_format(fmt)
+    g = torch.Generator().manual_seed(3)
+    rows, k = 8, 4 * f.block
+    if f.data == "e2m1":
+        codes = torch.randint(0, 16, (rows, k), generator=g, dtype=torch.uint8)
+        codes[:, :: f.block] = 7  # every block holds the data max, so the scale is exactly s
+        v = bs.e2m1_values(codes)
+    else:
+        v = e4m3_positive_values()[torch.randint(0, 127, (rows, k), generator=g)]
+        v = v * torch.where(torch.rand(rows, k, generator=g) < 0.5, -1.0, 1.0)
+        v[:, :: f.block] = 448.0
+    if f.scale == "e8m0":
+        s = 2.0 ** torch.randint(-20, 20, (rows, k // f.block), generator=g).float()
+    else:
+        s = e4m3_positive_values()[torch.randint(1, 127, (rows, k // f.block), generator=g)]
+    x = v * s.repeat_interleave(f.block, 1)
+    q, sf = bs.quantize(x, fmt)
+    assert torch.equal(sf.float(), s)
+    assert torch.equal(bs.dequantize(q, sf, fmt), x)
+
+
+@pytest.mark.parametrize("fmt", ["mxfp8", "mxfp4"])
+def test_e8m0_scale_is_the_smallest_power_of_two_that_fits(fmt):
+    f = bs.get_format(fmt)
+    x = randn(32, 128, seed=4, spread=8.0)
+    x[0, : f.block] = 0.0  # a zero block
+    _, sf = bs.quantize(x, fmt)
+    exp = sf.view(torch.uint8).int() - 127
+    s = sf.float()
+    assert torch.equal(s.double(), 2.0 ** exp.double())  # byte = exponent + 127, value = 2^exponent
+    amax = x.view(32, -1, f.block).abs().amax(-1)
+    assert (amax / s <= f.data_max).all()  # nothing saturates
+    assert ((amax / (s / 2) > f.data_max) | (exp == -127)).all()  # and half the scale would
+    assert exp[0, 0] == -127  # zero block: the rule's smallest scale, byte 0
+
+
+def test_nvfp4_scale_is_the_nearest_e4m3_per_16():
+    x = randn(16, 160, seed=5, spread=1.5)
+    _, sf = bs.quantize(x, "nvfp4")
+    assert sf.shape == (16, 10)
+    ideal = x.view(16, 10, 16).abs().amax(-1) / 6
+    grid = e4m3_positive_values()
+    nearest = grid[(ideal[..., None] - grid).abs().argmin(-1)]  # brute force over all 127 values
+    assert torch.equal(sf.float(), nearest)
+
+
+def test_saturation_never_gives_inf_or_nan():
+    x = torch.zeros(2, 32)
+    x[0, :16] = torch.linspace(-6.36, 6.36, 16)  # amax/6 = 1.06 -> e4m3 scale 1.0 -> 6.36 saturates
+    x[1, :] = 3e38 * (-1.0) ** torch.arange(32)     # far beyond what e4m3 scales reach
+    q, sf = bs.quantize(x, "nvfp4")
+    assert sf[0, 0].float() == 1.0
+    codes = bs.unpack_e2m1(q)
+    assert codes[0, 0] == 15 and codes[0, 15] == 7  # -6 and +6
+    for fmt in BLOCK_FORMATS:
+        q, sf = bs.quantize(x, fmt)
+        assert torch.isfinite(sf.float()).all() and (sf.view(torch.uint8) != 0xFF).all()  # 0xFF: NaN
+        if fmt == "mxfp8":
+            assert q.float().abs().max() <= 448
+        # Dequantized in fp32, a value rounded up near fp32's max (3.4e38) may pass it; 1e38 does not.
+        assert torch.isfinite(bs.dequantize(*bs.quantize(x / 3, fmt), fmt)).all()
+    qf, sb = bs.quantize_blockwise_fp8(x, (1, 32))
+    assert torch.isfinite(qf.float()).all() and qf.float().abs().max() <= 448
+
+
+@pytest.mark.parametrize("fmt", BLOCK_FORMATS)
+def test_zero_blocks_quantize_to_zero_and_leave_neighbours_alone(fmt):
+    f = bs.get_format(fmt)
+    x = randn(4, 3 * f.block, seed=6)
+    x0 = x.clone()
+    x0[:, f.block: 2 * f.block] = 0
+    d, d0 = (bs.dequantize(*bs.quantize(t, fmt), fmt) for t in (x, x0))
+    assert (d0[:, f.block: 2 * f.block] == 0).all()
+    assert torch.equal(d0[:, : f.block], d[:, : f.block])
+    assert torch.equal(d0[:, 2 * f.block:], d[:, 2 * f.block:])
+
+
+def test_nvfp4_global_scale_rescues_tiny_tensors():
+    x = randn(32, 64, seed=7) * 1e-4  # amax/6 ~ 6e-5: below e4m3's smallest scale 2^-9
+    q, sf = bs.quantize(x, "nvfp4")
+    assert (sf.float() == 0).all() and (bs.dequantize(q, sf, "nvfp4") == 0).all()
+    gs = bs.nvfp4_global_scale(x)
+    assert gs == pytest.approx(x.abs().max().item() / (448 * 6))
+    q, sf = bs.quantize(x, "nvfp4", gs)
+    assert sf.float().max() == 448  # the tensor's largest block uses the top of e4m3's range
+    d = bs.dequantize(q, sf, "nvfp4", gs)
+    assert ((d - x).norm() / x.norm()).item() < 0.12
+
+
+# ------------------------------------------------------------------- Hopper fp8 blockwise ----
+
+def test_blockwise_fp8_scales_and_ragged_edges():
+    x = randn(130, 200, seed=8, spread=2.0)
+    qa, sa = bs.quantize_blockwise_fp8(x, (1, 128))
+    assert qa.shape == (130, 200) and sa.shape == (130, 2) and sa.dtype == torch.float32
+    assert torch.allclose(sa[:, 1], x[:, 128:].abs().amax(1) / 448)  # partial block: real elements
+    qb, sb = bs.quantize_blockwise_fp8(x, (128, 128))
+    assert sb.shape == (2, 2)
+    assert torch.allclose(sb[1, 1], x[128:, 128:].abs().max() / 448)
+    d = bs.dequantize_blockwise(qb, sb, (128, 128))
+    assert ((d - x).abs() <= torch.maximum(x.abs() * 2**-4, sb.max() * 2**-10)).all()
+    q0, s0 = bs.quantize_blockwise_fp8(torch.zeros(2, 128))
+    assert (q0.float() == 0).all() and torch.allclose(s0, torch.full((2, 1), 1e-4 / 448))
+
+
+@pytest.mark.parametrize("m,n,k", [(64, 256, 512), (70, 200, 200)])  # second: ragged N and K
+def test_scaled_mm_reference_matches_dequantized_matmul(m, n, k):
+    a = randn(m, k, seed=9, spread=2.0)
+    w = bs.outlier_weights(n, k, seed=1)
+    qa, sa = bs.quantize_blockwise_fp8(a, (1, 128))
+    qb, sb = bs.quantize_blockwise_fp8(w, (128, 128))
+    c = bs.scaled_mm_reference(qa, sa, qb, sb)
+    ref = bs.dequantize_blockwise(qa, sa, (1, 128)) @ bs.dequantize_blockwise(qb, sb, (128, 128)).T
+    scale = (a.abs() @ w.abs().T).max()
+    assert (c - ref).abs().max() <= 1e-5 * scale  # same products, fp32 rounding apart
+    assert ((c - a @ w.T).norm() / (a @ w.T).norm()).item() < 0.05  # and close to the exact GEMM
+    assert bs.scaled_mm_reference(qa, sa, qb, sb, out_dtype=torch.bfloat16).dtype == torch.bfloat16
+    with pytest.raises(ShapeError):
+        bs.scaled_mm_reference(qa, sa[:, :1], qb, sb)
+    with pytest.raises(DTypeError):
+        bs.scaled_mm_reference(qa.float(), sa, qb, sb)
+
+
+# ------------------------------------------------------------- the interleaved SF layout ----
+
+def test_sf_offset_is_a_bijection_on_the_padded_shape():
+    rows, kbl = 200, 5
+    pr, pk = bs.padded_sf_shape(rows, kbl)
+    assert (pr, pk) == (256, 8)
+    offs = [bs.sf_offset(r, k, pr, pk) for r in range(pr) for k in range(pk)]
+    assert sorted(offs) == list(range(pr * pk))
+    assert bs.sf_offset(1, 0, 128, 4) == 16 and bs.sf_offset(32, 0, 128, 4) == 4
+    assert bs.sf_offset(0, 4, 128, 8) == 512 and bs.sf_offset(128, 0, 256, 8) == 1024
+    with pytest.raises(ShapeError):
+        bs.sf_offset(200, 0, rows, kbl)
+
+
+def test_interleave_round_trip_and_offsets():
+    x = randn(200, 5 * 16, seed=10)
+    _, sf = bs.quantize(x, "nvfp4")
+    buf = bs.to_interleaved(sf)
+    assert buf.shape == (256 * 8,) and buf.dtype == sf.dtype
+    u, s = buf.view(torch.uint8), sf.view(torch.uint8)
+    for r in range(200):
+        for k in range(5):
+            assert u[bs.sf_offset(r, k, 200, 5)] == s[r, k]
+    assert int(u.sum()) == int(s.int().sum())  # padding bytes are zero
+    assert torch.equal(bs.from_interleaved(buf, 200, 5).view(torch.uint8), s)
+    with pytest.raises(ShapeError):
+        bs.from_interleaved(buf[:-1], 200, 5)
+
+
+def test_sf_offset_equals_cute_tile_atom_to_shape_SF():
+    """CuTe's own layout (cutlass.utils.blockscaled_layout), evaluated on the host by tracing."""
+    from cutecourse.layouts import run_on_host
+
+    cases = [(256, 8, 16), (200, 5, 32)]  # rows, k-blocks, sf_vec (the second ragged: padded)
+
+    def build():
+        from cutlass.utils.blockscaled_layout import tile_atom_to_shape_SF
+
+        out = []
+        for rows, kbl, vec in cases:
+            L = tile_atom_to_shape_SF((rows, kbl * vec, 1), vec)
+            # The atom gives every element of a k-block the same offset (stride 0): probe the
+            # block's first and last element.
+            out.append((str(L), [(L((r, k * vec, 0)), L((r, k * vec + vec - 1, 0)))
+                                 for r in range(rows) for k in range(kbl)]))
+        return out
+
+    for (rows, kbl, vec), (text, offs) in zip(cases, run_on_host(build)):
+        assert "((16,4)," in text and "((0,1)," in text, text  # the 32x4 atom, strides (16,4)x(0,1)
+        mine = [bs.sf_offset(r, k, rows, kbl) for r in range(rows) for k in range(kbl)]
+        assert [a for a, _ in offs] == mine and [b for _, b in offs] == mine
+
+
+def test_formats_name_real_cutlass_types():
+    import cutlass
+
+    for f in bs.FORMATS.values():
+        data, scale = (getattr(cutlass, n) for n in f.cutlass_types)
+        assert data.width == (4 if f.data == "e2m1" else 8) and scale.width == 8
+
+
+# ------------------------------------------------------------------- grouped reference ----
+
+@pytest.mark.parametrize("fmt", ["nvfp4", "mxfp8", "mxfp4", "fp8_blockwise"])
+def test_grouped_reference(fmt):
+    shapes = [(128, 64, 256), (40, 200, 128), (256, 128, 384)]
+    groups = [(randn(m, k, seed=i), randn(n, k, seed=10 + i)) for i, (m, n, k) in enumerate(shapes)]
+    cs = bs.grouped_reference(groups, fmt)
+    tol = {"nvfp4": 0.15, "mxfp4": 0.2, "mxfp8": 0.05, "fp8_blockwise": 0.05}[fmt]
+    for (a, b), c, (m, n, _) in zip(groups, cs, shapes):
+        assert c.shape == (m, n) and c.dtype == torch.float32
+        exact = a @ b.T
+        assert ((c - exact).norm() / exact.norm()).item() < tol
+        if fmt != "fp8_blockwise":
+            da = bs.dequantize(*bs.quantize(a, fmt), fmt)
+            db = bs.dequantize(*bs.quantize(b, fmt), fmt)
+            assert torch.equal(c, da @ db.T)
+    with pytest.raises(ShapeError):
+        bs.grouped_reference([(randn(8, 64), randn(8, 32))], fmt)
+
+
+def test_grouped_reference_with_global_scale():
+    a, b = randn(32, 64, seed=1) * 1e-4, randn(16, 64, seed=2) * 1e-3
+    plain, scaled = bs.grouped_reference([(a, b)], "nvfp4")[0], bs.grouped_reference([(a, b)], "nvfp4", True)[0]
+    exact = a @ b.T
+    assert (plain == 0).all()  # a's block scales underflow e4m3 without the global scale
+    assert ((scaled - exact).norm() / exact.norm()).item() < 0.15
+
+
+# --------------------------------------------------------------- error table and outliers ----
+
+def test_error_table_orders_formats_by_bits():
+    w = bs.outlier_weights(128, 256, seed=0)
+    rows = bs.error_table(w, ("bf16", "fp8_blockwise", "mxfp8", "nvfp4", "mxfp4"))
+    err = {r.format: r for r in rows}
+    assert [r.format for r in rows][:3] == ["bf16", "fp8_blockwise", "mxfp8"]
+    assert err["bf16"].rel_fro < err["mxfp8"].rel_fro < err["nvfp4"].rel_fro < err["mxfp4"].rel_fro
+    assert err["nvfp4"].bits_per_value == 4.5 and err["mxfp8"].bits_per_value == 8.25
+    assert all(0 < r.rel_max < 1 for r in rows)
+
+
+def test_outlier_weights_are_deterministic_and_have_outliers():
+    w = bs.outlier_weights(64, 128, seed=3)
+    assert torch.equal(w, bs.outlier_weights(64, 128, seed=3))
+    assert not torch.equal(w, bs.outlier_weights(64, 128, seed=4))
+    col = w.norm(dim=0)
+    assert col.max() > 10 * col.median()
+
+
+# ------------------------------------------------------------------------------ errors ----
+
+def test_bad_input_raises_course_errors():
+    with pytest.raises(ShapeError, match="multiple of the block size 16"):
+        bs.quantize(torch.randn(4, 40), "nvfp4")
+    with pytest.raises(ShapeError, match="dimensions"):
+        bs.quantize(torch.randn(2, 4, 32), "mxfp8")
+    with pytest.raises(DTypeError, match="unknown block-scaled format"):
+        bs.quantize(torch.randn(4, 32), "fp6")
+    with pytest.raises(DTypeError):
+        bs.quantize(torch.ones(4, 32, dtype=torch.int32), "mxfp8")
+    with pytest.raises(CourseError, match="inf or NaN"):
+        bs.quantize(torch.full((1, 32), math.inf), "mxfp8")
+    q, sf = bs.quantize(torch.randn(4, 32), "mxfp8")
+    with pytest.raises(DTypeError):
+        bs.dequantize(q, sf, "nvfp4")
+    with pytest.raises(ShapeError):
+        bs.dequantize(q, sf[:, :0], "mxfp8")
+    with pytest.raises(DTypeError):
+        bs.error_table(torch.randn(4, 32), ("bf16", "int3"))
+    with pytest.raises(ShapeError):
+        bs.quantize_blockwise_fp8(torch.randn(4, 32), (0, 128))
+    with pytest.raises(ShapeError, match="K differs"):
+        bs.scaled_mm_reference(*bs.quantize_blockwise_fp8(torch.randn(4, 64)),
+                               *bs.quantize_blockwise_fp8(torch.randn(4, 32), (128, 128)))
