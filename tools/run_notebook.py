@@ -38,6 +38,7 @@ def _install_ipython_stub() -> None:
     disp.clear_output = lambda *a, **k: None
     ipy.display = disp
     ipy.get_ipython = lambda: None  # matplotlib asks whether it runs under IPython
+    ipy.version_info = (9, 0)  # and which IPython: >= 8.24 needs none of its backend workarounds
     sys.modules["IPython"], sys.modules["IPython.display"] = ipy, disp
 
 
