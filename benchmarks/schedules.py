@@ -28,6 +28,7 @@ import cutecourse  # noqa: E402  (sets the DSL's arch before cutlass is imported
 from cutecourse import bench  # noqa: E402
 from cutecourse.kernels import hopper_gemm_cluster as hc  # noqa: E402
 from cutecourse.kernels import hopper_gemm_persistent as hp  # noqa: E402
+from cutecourse.kernels import hopper_gemm_pingpong as hpp  # noqa: E402
 
 import gemm  # noqa: E402  (benchmarks/gemm.py: the protocol)
 
@@ -44,31 +45,37 @@ KERNELS = [
     ("persistent 128x256 2x1", "persistent", dict(tile=WIDE, cluster=(2, 1))),
     ("persistent 128x256 dynamic", "persistent", dict(tile=WIDE, scheduler="dynamic")),
     ("persistent 128x128", "persistent", dict(tile=SQUARE)),
+    ("ping-pong 64x256", "pingpong", dict()),
 ]
 
 
 def launcher(schedule: str, a, b, c, opts: dict):
     if schedule == "one_cta":
         return hc.launcher(a, b, c, opts["cluster"], opts["tile"])
+    if schedule == "pingpong":
+        return hpp.launcher(a, b, c, **opts)
     return hp.launcher(a, b, c, **opts)
 
 
-def run(dtype_name: str, rounds: int) -> dict[str, bench.BenchResult]:
+def run(dtype_name: str, rounds: int, shapes=None, kernels=None) -> dict[str, bench.BenchResult]:
     import torch
 
     dtype = getattr(torch, dtype_name)
     torch.manual_seed(0)
     out = {}
+    chosen = [kn for kn in KERNELS if kernels is None or kn[0] in kernels]
     for shape, (m, n, k) in SHAPES.items():
+        if shapes is not None and shape not in shapes:
+            continue
         a = torch.empty(m, k, device="cuda", dtype=dtype).random_(-2, 2)
         b = torch.empty(n, k, device="cuda", dtype=dtype).random_(-2, 2)
         c = torch.empty(m, n, device="cuda", dtype=dtype)
         ref = torch.matmul(a, b.T)
         cases = [bench.Case("torch.matmul", lambda a=a, b=b, c=c: torch.matmul(a, b.T, out=c))]
         t0 = time.perf_counter()
-        for name, schedule, opts in KERNELS:
+        for name, schedule, opts in chosen:
             cases.append(bench.checked_case(name, launcher(schedule, a, b, c, opts), c, ref, 1e-2))
-        print(f"{dtype_name} {shape}: {len(KERNELS)} kernels match torch.matmul "
+        print(f"{dtype_name} {shape}: {len(chosen)} kernels match torch.matmul "
               f"({time.perf_counter() - t0:.0f} s with compiles)", flush=True)
         with bench.GpuMonitor() as monitor:
             res = bench.compare(f"GEMM {dtype_name} {shape} (M={m}, N={n}, K={k}), ints, sustained",
@@ -77,7 +84,7 @@ def run(dtype_name: str, rounds: int) -> dict[str, bench.BenchResult]:
                                 **{**gemm.PROTOCOLS["sustained"], "rounds": rounds},
                                 params={"m": m, "n": n, "k": k, "dtype": dtype_name, "data": "ints",
                                         "protocol": "sustained",
-                                        "kernels": {name: opts for name, _, opts in KERNELS}})
+                                        "kernels": {name: opts for name, _, opts in chosen}})
         print(res.table(), flush=True)
         out[shape] = res
     return out
@@ -88,11 +95,15 @@ def main() -> int:
     p.add_argument("--dtypes", default="float16,bfloat16")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--out", default=str(bench.RESULTS_DIR))
+    p.add_argument("--shapes", help="comma-separated names of SHAPES (default: all)")
+    p.add_argument("--kernels", help="comma-separated row names of KERNELS (default: all)")
+    p.add_argument("--tag", default="", help="appended to the file name")
     args = p.parse_args()
     cutecourse.modes.require_gpu("sm_90a")
     for dtype_name in args.dtypes.split(","):
-        results = run(dtype_name, args.rounds)
-        path = bench.save_set(f"schedules_{dtype_name}", results, args.out)
+        results = run(dtype_name, args.rounds, args.shapes and args.shapes.split(","),
+                      args.kernels and args.kernels.split(","))
+        path = bench.save_set(f"schedules_{dtype_name}{args.tag}", results, args.out)
         print(f"wrote {path}", flush=True)
         best = {s: max((r for r in res.rows if r.name != "torch.matmul"), key=lambda r: r.ratio)
                 for s, res in results.items()}

@@ -43,8 +43,8 @@ import cutlass.utils as utils
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from ..errors import ShapeError
-from ..models.gemm_plan import (EPI_STAGES, EPI_TILE, SMEM_CAPACITY, TILE_K, check_epi_tile, check_tile,
-                                plan_stages)
+from ..models.gemm_plan import (EPI_STAGES, EPI_TILE, SMEM_CAPACITY, TILE_K, TILES, check_epi_tile,
+                                check_tile, plan_stages)
 from ..models.tile_order import persistent_ctas, tile_order  # noqa: F401  (the scheduler's CPU model)
 from . import gemm_launch, sm90, tile_scheduler
 
@@ -70,10 +70,12 @@ EPILOGUE_STORE_WARP = 4
 
 
 def plan_persistent(tile_mn=(128, 256), in_dtype="float16", out_dtype="float16",
-                    capacity: int = SMEM_CAPACITY, stages: int | None = None, epi_tile=EPI_TILE):
-    """The smem plan with C staged in its own buffers: 128x256 fp16 out: 4 stages; fp32 out: 3."""
+                    capacity: int = SMEM_CAPACITY, stages: int | None = None, epi_tile=EPI_TILE,
+                    c_buffer_sets: int = 1, tiles=TILES):
+    """The smem plan with C staged in its own buffers: 128x256 fp16 out: 4 stages; fp32 out: 3.
+    ``c_buffer_sets``: sets of EPI_STAGES C buffers (one per warpgroup that stores on its own)."""
     return plan_stages(tile_mn, in_dtype, out_dtype, capacity, stages, c_in_ring=False,
-                       epi_tile=epi_tile)
+                       epi_tile=epi_tile, epi_stages=EPI_STAGES * c_buffer_sets, tiles=tiles)
 
 
 class PersistentHopperGemm:
@@ -86,10 +88,16 @@ class PersistentHopperGemm:
     finishes), the static one ignores it. ``cluster_mn``: one of ``CLUSTERS``.
     """
 
+    #: The tiles it takes; warpgroups sharing one tile's MMAs (2: each owns 64 of its 128 rows);
+    #: sets of C buffers (one: the two warpgroups store each tile together).
+    TILES = TILES
+    MMA_WARPGROUPS = CONSUMER_WARPGROUPS
+    C_BUFFER_SETS = 1
+
     def __init__(self, tile_mn=(128, 256), cluster_mn=(1, 1), sms: int = 132,
                  group_m: int = GROUP_M, stages: int | None = None, scheduler: str = "static",
                  epi_tile=EPI_TILE):
-        self.tile_mn = check_tile(tile_mn)
+        self.tile_mn = check_tile(tile_mn, self.TILES)
         if tuple(cluster_mn) not in CLUSTERS:
             raise ShapeError(f"cluster {tuple(cluster_mn)} is not supported",
                              f"use one of {list(CLUSTERS)} ((1, 1) = no multicast)")
@@ -116,14 +124,14 @@ class PersistentHopperGemm:
         self.a_dtype, self.c_dtype = a.element_type, c.element_type
         self.stages = plan_persistent(self.tile_mn, sm90.dtype_name(self.a_dtype),
                                       sm90.dtype_name(self.c_dtype), stages=self.requested_stages,
-                                      epi_tile=self.epi_tile).stages
-        self.tiled_mma = sm90.tiled_mma(self.a_dtype, self.acc_dtype, CONSUMER_WARPGROUPS, self.tile_mn[1])
-        sA_layout, sB_layout, sC_layout = sm90.smem_layouts(
-            self.tile_mnk, self.a_dtype, self.c_dtype, self.stages, self.epi_tile, EPI_STAGES)
-        cm, cn = self.cluster_mn
-        tma_a, gA = sm90.tma_load(a, sA_layout, (self.tile_mn[0], TILE_K), mcast=cn)
-        tma_b, gB = sm90.tma_load(b, sB_layout, (self.tile_mn[1], TILE_K), mcast=cm)
-        tma_c, gC = sm90.tma_store(c, sC_layout, self.epi_tile)
+                                      epi_tile=self.epi_tile, c_buffer_sets=self.C_BUFFER_SETS,
+                                      tiles=self.TILES).stages
+        self.tiled_mma = sm90.tiled_mma(self.a_dtype, self.acc_dtype, self.MMA_WARPGROUPS, self.tile_mn[1])
+        sA_layout, sB_layout, sC_layout = sm90.smem_layouts(self.tile_mnk, self.a_dtype, self.c_dtype,
+                                                            self.stages, self.epi_tile,
+                                                            EPI_STAGES * self.C_BUFFER_SETS)
+        tma_a, gA, tma_b, gB, tma_c, gC = sm90.tma_atoms(
+            a, b, c, sA_layout, sB_layout, sC_layout, self.tile_mn, self.cluster_mn, self.epi_tile)
 
         @cute.struct
         class SharedStorage:
@@ -140,6 +148,7 @@ class PersistentHopperGemm:
         # The persistent grid: (cluster_m, cluster_n, clusters). Each cluster of CTAs loops over
         # work items (one cluster-sized block of C tiles each); as many clusters as fit on the SMs,
         # fewer when the problem has fewer tiles.
+        cm, cn = self.cluster_mn
         clusters_m = cute.ceil_div(cute.ceil_div(c.shape[0], self.tile_mn[0]), cm)
         clusters_n = cute.ceil_div(cute.ceil_div(c.shape[1], self.tile_mn[1]), cn)
         clusters = cutlass.min(clusters_m * clusters_n, self.sms // (cm * cn))
@@ -163,10 +172,11 @@ class PersistentHopperGemm:
 
         cta_layout, cluster_coord, a_mcast_mask, b_mcast_mask = sm90.multicast_masks(self.cluster_mn)
 
-        # The ring, as in hopper_gemm, except that only the consumer warps release stages.
+        # The ring, as in hopper_gemm, except that only the warpgroups that compute a tile release
+        # its stages.
         storage = utils.SmemAllocator().allocate(self.shared_storage)
         ring = sm90.make_ring(storage.barriers.data_ptr(), self.stages, self.a_dtype, sA_layout,
-                              sB_layout, cta_layout, self.cluster_mn, CONSUMER_THREADS)
+                              sB_layout, cta_layout, self.cluster_mn, 128 * self.MMA_WARPGROUPS)
         # Dynamic scheduler: the producer warp (32 threads arrive) publishes a work item in a slot,
         # the 256 consumer threads read it and release the slot.
         queue = pipeline.PipelineAsync.create(
@@ -213,16 +223,8 @@ class PersistentHopperGemm:
                 self._producer(ring, sched, k_tiles, loads)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGISTERS)
-            ctid = tidx - 128 * PRODUCER_WARPGROUPS  # 0..255 among the consumers
-            thr_mma = tiled_mma.get_slice(
-                cute.make_layout(CONSUMER_WARPGROUPS, stride=128)(warpgroup_idx - PRODUCER_WARPGROUPS))
-            tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
-            tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
-            acc = cute.make_rmem_tensor(thr_mma.partition_C(gC[(None, None, 0, 0)]).shape,
-                                        self.acc_dtype)
-            tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
-            mma = sm90.Mma(tiled_mma, tCrA, tCrB, acc)
-            self._consumer(ring, sched, k_tiles, mma, tma_c, gC, sC, ctid, warp_idx)
+            self._consumers(ring, sched, k_tiles, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx,
+                            warpgroup_idx)
 
     # -- producer: one warp, TMA only --------------------------------------------------------
     @cute.jit
@@ -255,6 +257,20 @@ class PersistentHopperGemm:
         ring.producer_tail(prod)
 
     # -- consumers: two warpgroups, WGMMA + epilogue -----------------------------------------
+    @cute.jit
+    def _consumers(self, ring, sched, k_tiles, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx,
+                   warpgroup_idx):
+        """Both consumer warpgroups work on the same tile: each owns 64 of its 128 rows."""
+        ctid = tidx - 128 * PRODUCER_WARPGROUPS  # 0..255 among the consumers
+        thr_mma = tiled_mma.get_slice(
+            cute.make_layout(CONSUMER_WARPGROUPS, stride=128)(warpgroup_idx - PRODUCER_WARPGROUPS))
+        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
+        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
+        acc = cute.make_rmem_tensor(thr_mma.partition_C(gC[(None, None, 0, 0)]).shape, self.acc_dtype)
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+        mma = sm90.Mma(tiled_mma, tCrA, tCrB, acc)
+        self._consumer(ring, sched, k_tiles, mma, tma_c, gC, sC, ctid, warp_idx)
+
     @cute.jit
     def _consumer(self, ring, sched, k_tiles, mma, tma_c, gC, sC, ctid, warp_idx):
         """Per work item: the prefetch variant's MMA loop (without the loads), then the epilogue.

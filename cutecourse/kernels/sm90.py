@@ -5,8 +5,8 @@ the persistent kernel (``hopper_gemm_persistent``) differ in *schedule*: who loa
 which tile when. The pieces below are the same in all of them, so they live here once:
 
 * host side: the WGMMA tiling (:func:`tiled_mma`), the swizzled smem layouts (:func:`smem_layouts`),
-  the TMA atoms for loads (:func:`tma_load`, multicast when a cluster shares the tile) and for the
-  C store (:func:`tma_store`);
+  the TMA atoms (:func:`tma_atoms`: :func:`tma_load` for A and B, multicast when a cluster shares
+  the tile, and :func:`tma_store` for C);
 * device side: this CTA's TMA views of A and B (:func:`tma_views`) and its multicast masks
   (:func:`multicast_masks`), the smem ring's barriers (:func:`make_ring`), one k-tile's loads
   (:func:`issue_tma`) and MMAs (:func:`issue_mma`), the tile order (:func:`band_tile`), and the
@@ -28,7 +28,7 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from ..errors import DTypeError
-from ..models.gemm_plan import IN_DTYPES, OUT_DTYPES
+from ..models.gemm_plan import IN_DTYPES, OUT_DTYPES, TILE_K
 from ..models.tile_order import band_coord
 
 DTYPES = {"float16": cutlass.Float16, "bfloat16": cutlass.BFloat16, "float32": cutlass.Float32}
@@ -74,6 +74,17 @@ def tma_store(c, sC_layout, epi_tile):
     """TMA atom and view for storing ``epi_tile`` boxes of C from one smem buffer."""
     return cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), c,
                                        cute.slice_(sC_layout, (None, None, 0)), epi_tile)
+
+
+def tma_atoms(a, b, c, sA_layout, sB_layout, sC_layout, tile_mn, cluster_mn, epi_tile):
+    """(tma_a, gA, tma_b, gB, tma_c, gC): the TMA atoms and views of one GEMM. A's tile is shared
+    by the CN CTAs of a cluster row, B's by the CM of a column: one load each, multicast (at 1x1:
+    plain loads)."""
+    cm, cn = cluster_mn
+    tma_a, gA = tma_load(a, sA_layout, (tile_mn[0], TILE_K), mcast=cn)
+    tma_b, gB = tma_load(b, sB_layout, (tile_mn[1], TILE_K), mcast=cm)
+    tma_c, gC = tma_store(c, sC_layout, epi_tile)
+    return tma_a, gA, tma_b, gB, tma_c, gC
 
 
 # -- device side: clusters, views, the ring ----------------------------------------------------
@@ -196,12 +207,15 @@ class Epilogue:
     Built once per CTA (the register -> smem copy and the TMA-store pipeline); then
     :func:`store_tile` writes one C tile and :func:`finish_stores` drains the stores. ``threads``
     take part (they own the accumulators); ``barrier_threads`` is None when they are the whole
-    CTA (a plain ``bar.sync 1``), else their count (a named barrier that the other warps, e.g. a
-    producer, never wait on). ``store_warp`` issues the TMA stores.
+    CTA (a plain ``bar.sync``), else their count (a named barrier, ``barrier_id``, that the other
+    warps, e.g. a producer, never wait on). ``store_warp`` issues the TMA stores; ``first_buffer``:
+    where this epilogue's ``epi_stages`` buffers start among the C buffers in smem (each ping-pong
+    warpgroup has its own).
     """
 
     def __init__(self, tma_c, sC, tiled_mma, acc, thread, c_dtype, epi_tile, epi_stages: int,
-                 threads: int, store_warp: int, barrier_threads=None):
+                 threads: int, store_warp: int, barrier_threads=None, barrier_id: int = 1,
+                 first_buffer: int = 0):
         r2s_atom = sm90_utils.sm90_get_smem_store_op(ROW_MAJOR, elem_ty_d=c_dtype,
                                                      elem_ty_acc=acc.element_type)
         stmatrix = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), c_dtype)
@@ -212,7 +226,8 @@ class Epilogue:
         self.rC_layout = cute.make_layout(cute.shape(thr_r2s.partition_S(sC))[:3])
         self.tma_c, self.sC, self.c_dtype, self.acc_dtype = tma_c, sC, c_dtype, acc.element_type
         self.epi_tile, self.epi_stages = epi_tile, epi_stages
-        self.store_warp, self.barrier_threads = store_warp, barrier_threads
+        self.store_warp, self.barrier_threads, self.barrier_id = store_warp, barrier_threads, barrier_id
+        self.first_buffer = first_buffer  # of the smem C buffers, this epilogue's first
         # at most epi_stages - 1 TMA stores in flight: a buffer is free again once acquired
         self.pipe = pipeline.PipelineTmaStore.create(
             num_stages=epi_stages, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, threads))
@@ -237,16 +252,16 @@ def store_tile(epi: Epilogue, gC_tile, warp_idx):
             rC[v] = epi.tRS_acc[e * cute.size(rC) + v]
         rC_out = cute.make_rmem_tensor_like(epi.rC_layout, epi.c_dtype)
         rC_out.store(rC.load().to(epi.c_dtype))
-        buf = e % epi.epi_stages
+        buf = epi.first_buffer + e % epi.epi_stages
         cute.copy(epi.r2s, rC_out, epi.tRS_sC[(None, None, None, buf)])
         # generic-proxy smem writes must be visible to the async proxy (TMA) before the store
         cute.arch.fence_proxy("async.shared", space="cta")
-        cute.arch.barrier(barrier_id=1, number_of_threads=epi.barrier_threads)
+        cute.arch.barrier(barrier_id=epi.barrier_id, number_of_threads=epi.barrier_threads)
         if warp_idx == epi.store_warp:
             cute.copy(tma_c, bSG_sC[(None, buf)], bSG_gC[(None, epi_grid.get_hier_coord(e))])
             pipe.producer_commit()
             pipe.producer_acquire()
-        cute.arch.barrier(barrier_id=1, number_of_threads=epi.barrier_threads)
+        cute.arch.barrier(barrier_id=epi.barrier_id, number_of_threads=epi.barrier_threads)
 
 
 @cute.jit

@@ -56,11 +56,11 @@ def check_dtype_names(in_dtype: str, out_dtype: str) -> None:
         raise DTypeError(f"output dtype {out_dtype} is not supported", f"use one of {OUT_DTYPES}")
 
 
-def check_tile(tile_mn) -> tuple[int, int]:
+def check_tile(tile_mn, tiles=TILES) -> tuple[int, int]:
     tile_mn = tuple(tile_mn)
-    if tile_mn not in TILES:
-        raise ShapeError(f"tile {tile_mn} is not one of the course's tiles {list(TILES)}",
-                         "use tile=(128, 128) or tile=(128, 256)")
+    if tile_mn not in tiles:
+        raise ShapeError(f"tile {tile_mn} is not one of this kernel's tiles {list(tiles)}",
+                         " or ".join(f"tile={t}" for t in tiles))
     return tile_mn
 
 
@@ -119,7 +119,7 @@ class StagePlan:
 
 def plan_stages(tile_mn=(128, 256), in_dtype="float16", out_dtype="float16",
                 capacity: int = SMEM_CAPACITY, stages: int | None = None, c_in_ring: bool = True,
-                epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES) -> StagePlan:
+                epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES, tiles=TILES) -> StagePlan:
     """The largest stage count whose ring fits the shared-memory budget (or check ``stages``).
 
     ``c_in_ring=True`` (one CTA per tile): the epilogue runs after the last k-tile is consumed, so
@@ -127,7 +127,7 @@ def plan_stages(tile_mn=(128, 256), in_dtype="float16", out_dtype="float16",
     already refilling for the next tile while the epilogue runs, so C gets its own buffers, taken
     off the budget first. 128x256 fp16: 4 stages of 48 KiB either way; fp32 out, own buffers: 3.
     """
-    tile_mn = check_tile(tile_mn)
+    tile_mn = check_tile(tile_mn, tiles)
     check_dtype_names(in_dtype, out_dtype)
     m, n = tile_mn
     per_stage = (m * TILE_K + n * TILE_K) * BYTES[in_dtype]

@@ -1,0 +1,104 @@
+"""The ping-pong schedule: what the compiler made of it (two warpgroups' MMA loops, the ordered
+barrier, setmaxnreg, no spills), its smem plan and errors, and on an H100 correctness against
+torch in a subprocess with a timeout (a broken handoff hangs, it does not fail)."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import cutecourse
+from cutecourse.errors import ShapeError
+from cutecourse.inspect import compile_report
+from cutecourse.kernels import hopper_gemm_pingpong as hpp
+
+TARGET = "cutecourse.kernels.hopper_gemm_pingpong:compile_target"
+
+
+def test_plan_has_two_sets_of_c_buffers():
+    plan = hpp.plan_pingpong((64, 256), "float16", "float16")
+    assert plan.bytes_per_stage == (64 + 256) * 64 * 2  # 40 KiB
+    assert plan.epi_bytes == 2 * 4 * 64 * 32 * 2  # two warpgroups x 4 buffers of 64x32 fp16
+    assert plan.stages == 4 and plan.smem_bytes <= 232448 < plan.smem_bytes + plan.bytes_per_stage
+
+
+def test_errors():
+    with pytest.raises(ShapeError, match="tile"):
+        hpp.PingPongHopperGemm(tile_mn=(128, 256))  # 256 accumulator registers per thread
+    with pytest.raises(ShapeError, match="stages"):
+        hpp.plan_pingpong(stages=6)
+
+
+def test_compiles_two_alternating_warpgroups():
+    r = compile_report(TARGET)
+    assert r.spill_bytes == 0 and r.registers is not None
+    assert r.count("setmaxnreg") == 2
+    # each consumer warpgroup has its own copy of the loop: 4 m64n256k16 wgmmas per k-tile each
+    assert r.count("wgmma") == 8 and r.count("TMA stores") == 16
+    ptx = r.ptx
+    # the ordered barrier: each warpgroup waits for its turn (256 = both warpgroups' threads) ...
+    assert f"bar.sync \t{hpp.ORDER_BARRIER}, 256;" in ptx and f"bar.sync \t{hpp.ORDER_BARRIER + 1}, 256;" in ptx
+    # ... and the other passes it on
+    assert f"bar.arrive {hpp.ORDER_BARRIER}, 256;" in ptx and f"bar.arrive {hpp.ORDER_BARRIER + 1}, 256;" in ptx
+    # the epilogues synchronise one warpgroup each, on their own barriers
+    assert "bar.sync \t1, 128;" in ptx and "bar.sync \t2, 128;" in ptx
+
+
+_GPU_CHECK = textwrap.dedent("""
+    import json, sys, torch
+    import cutecourse
+    from cutecourse.kernels import hopper_gemm_pingpong as hpp
+    torch.manual_seed(0)
+    out = []
+    for m, n, k, ind, outd, sms in json.loads(sys.argv[1]):
+        ind, outd = getattr(torch, ind), getattr(torch, outd)
+        a = torch.randn(m, k, device="cuda").to(ind)
+        b = torch.randn(n, k, device="cuda").to(ind)
+        ref = a.float() @ b.float().T
+        c = torch.full((m, n), float("nan"), dtype=outd, device="cuda")
+        fn = hpp.launcher(a, b, c, sms=sms)
+        err = 0.0
+        for _ in range(2):
+            c.fill_(float("nan"))
+            fn()
+            torch.cuda.synchronize()
+            err = max(err, ((c.float() - ref).abs().max() / ref.abs().max()).item())
+        out.append([m, n, k, str(ind), str(outd), sms, err])
+        print(out[-1], flush=True)
+    print("RESULT" + json.dumps(out))
+""")
+
+GPU_CASES = [
+    # m, n, k, in, out, sms (None: all SMs; small: many tiles per CTA, odd and even counts)
+    (1024, 1024, 1024, "float16", "float16", None),
+    (4096, 4096, 512, "float16", "float16", None),
+    (3000, 1000, 520, "float16", "float32", 7),  # ragged M, K; 7 CTAs: both warpgroups busy
+    (777, 520, 72, "bfloat16", "bfloat16", 5),
+    (64, 256, 8, "float16", "float16", None),  # one tile: warpgroup 1 has none
+    (192, 256, 64, "float16", "float16", 2),  # 3 tiles on 2 CTAs: 2 and 1
+    (4160, 4224, 1000, "bfloat16", "float32", None),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cutecourse.modes.mode_for("sm_90a").run, reason="needs an sm_90a GPU")
+def test_matches_torch_on_the_gpu():
+    proc = subprocess.run([sys.executable, "-c", _GPU_CHECK, json.dumps(GPU_CASES)],
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    results = json.loads(proc.stdout.split("RESULT", 1)[1])
+    bad = [r for r in results if not r[-1] < (2e-2 if "bfloat16" in (r[3] + r[4]) else 5e-3)]
+    assert not bad, "\n".join(map(str, bad))
+
+
+@pytest.mark.skipif(cutecourse.modes.mode_for("sm_90a").run, reason="this machine can run sm_90a")
+def test_no_hopper_gpu_is_a_device_error():
+    from cutecourse.errors import DeviceError
+
+    a, b = torch.randn(256, 64).half(), torch.randn(256, 64).half()
+    with pytest.raises(DeviceError):
+        hpp.gemm_pingpong(a, b)
