@@ -46,8 +46,10 @@ def test_committed_results_record_device_and_versions():
     files = sorted(bench.RESULTS_DIR.glob("*.json"))
     assert files, "no committed benchmark results"
     for f in files:
-        env = json.loads(f.read_text())["environment"]
-        assert env.get("device") and env.get("date") and env.get("nvidia-cutlass-dsl"), f.name
+        d = json.loads(f.read_text())
+        for name, res in (d["set"].items() if "set" in d else [("", d)]):  # a result set: each member
+            env = res["environment"]
+            assert env.get("device") and env.get("date") and env.get("nvidia-cutlass-dsl"), (f.name, name)
 
 
 def test_readme_table_comes_from_the_result_files():

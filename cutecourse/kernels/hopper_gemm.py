@@ -87,12 +87,9 @@ class HopperGemm:
         self.tiled_mma = sm90.tiled_mma(self.a_dtype, self.acc_dtype, WARPGROUPS, self.tile_mn[1])
         sA_layout, sB_layout, sC_layout = sm90.smem_layouts(
             self.tile_mnk, self.a_dtype, self.c_dtype, self.stages, self.epi_tile, EPI_STAGES)
-        # A's tile is shared by the CN CTAs of a cluster row, B's by the CM of a column: one
-        # load each, multicast (at 1x1: plain loads).
-        cm, cn = self.cluster_mn
-        tma_a, gA = sm90.tma_load(a, sA_layout, (self.tile_mn[0], TILE_K), mcast=cn)
-        tma_b, gB = sm90.tma_load(b, sB_layout, (self.tile_mn[1], TILE_K), mcast=cm)
-        tma_c, gC = sm90.tma_store(c, sC_layout, self.epi_tile)
+        # TMA atoms (tensor maps) for A and B (at 1x1 plain loads; a cluster multicasts) and C.
+        tma_a, gA, tma_b, gB, tma_c, gC = sm90.tma_atoms(
+            a, b, c, sA_layout, sB_layout, sC_layout, self.tile_mn, self.cluster_mn, self.epi_tile)
 
         @cute.struct
         class SharedStorage:
@@ -105,6 +102,7 @@ class HopperGemm:
 
         # One CTA per C tile, whole clusters: the grid is rounded up, and TMA fills the boxes
         # past the edge of A and B with zeros and clips the stores past the edge of C.
+        cm, cn = self.cluster_mn
         grid = (cute.round_up(cute.ceil_div(c.shape[0], self.tile_mn[0]), cm),
                 cute.round_up(cute.ceil_div(c.shape[1], self.tile_mn[1]), cn), 1)
         self.kernel(tma_a, gA, tma_b, gB, tma_c, gC, self.tiled_mma, sA_layout, sB_layout,
