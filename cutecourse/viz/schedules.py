@@ -5,6 +5,7 @@ a TMA row (k-tiles streaming in) and one row per consumer lane (the warpgroup fo
 CTA slot for 2 CTAs per SM) with MMA, epilogue and idle bars. ``draw_waves(result)`` shows every
 SM's tiles over the whole run, so a partial last wave is an empty band on the right.
 ``schedule_widget()`` redraws both for any problem, tile and set of schedules.
+``draw_measured(results)`` shows the measured table (``benchmarks/schedules.py``) beside them.
 """
 
 from __future__ import annotations
@@ -227,3 +228,28 @@ class ScheduleWidget:
 def schedule_widget(**kw) -> ScheduleWidget:
     """``schedule_widget()`` in a notebook cell: controls, the timelines, and a table."""
     return ScheduleWidget(**kw)
+
+
+def draw_measured(results: dict, title: str = "", kernels=None, ax=None):
+    """A measured result set (``bench.load_set("schedules_float16")``): for every shape, each
+    kernel's speed relative to torch.matmul in the same run (1.0 = as fast as cuBLAS)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    shapes = list(results)
+    names = kernels or [r.name for r in next(iter(results.values())).rows if r.name != "torch.matmul"]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(11, 3.6))
+    width = 0.8 / len(names)
+    cmap = plt.get_cmap("tab10")
+    for i, name in enumerate(names):
+        ratios = [results[s].row(name).ratio for s in shapes]
+        ax.bar(np.arange(len(shapes)) + (i - (len(names) - 1) / 2) * width, ratios, width,
+               label=name, color=cmap(i % 10))
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set_xticks(range(len(shapes)), [s.replace(" 4096x", "\n4096x", 1) for s in shapes], fontsize=8)
+    ax.set_ylabel("speed / torch.matmul")
+    ax.set_ylim(0.5, max(1.1, max(r.ratio for res in results.values() for r in res.rows) + 0.05))
+    ax.set_title(title or "measured on the H100, same run per shape: which schedule wins where")
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    return ax

@@ -1,0 +1,98 @@
+"""Checkers for notebook 06 (kernel schedules).
+
+Each answer is compared with what the course's code or the hardware rule says, computed here by
+the definition, never with a table of numbers: the wave arithmetic of ``models.gemm_plan``, the
+``setmaxnreg`` rule (multiples of 8, at most 256 per thread, 64 K registers per SM), and the order
+in which the ping-pong kernel's producer fills the ring (enumerated step by step).
+"""
+
+from __future__ import annotations
+
+from ..models import gemm_plan
+from . import Result, answered, checker, failed, passed
+
+#: Shapes (M, N) the wave checker tries: square, LLM-like, ragged, smaller than one wave.
+WAVE_SHAPES = [(1024, 1024), (2048, 2048), (4096, 4096), (8192, 8192), (4096, 6144),
+               (4096, 14336), (1000, 3000), (128, 256), (129, 257), (16896, 256)]
+REGISTER_FILE = 65536
+
+
+@checker("last-wave use of a one-CTA-per-tile grid",
+         hint="CTAs = ceil(M / tile_m) * ceil(N / tile_n); the grid runs in ceil(CTAs / SMs) "
+              "waves, and the last one is full only if SMs divides CTAs: use = CTAs / (waves * SMs).")
+def check_last_wave(fn) -> Result:
+    """``fn(m, n, tile_mn, sms) -> float``: busy SM-slots / SM-slots paid for (1.0 = full)."""
+    title = "last-wave use of a one-CTA-per-tile grid"
+    tried = 0
+    for m, n in WAVE_SHAPES:
+        for tile in gemm_plan.TILES:
+            for sms in (132, 114):
+                want = gemm_plan.plan(m, n, 64, tile, sms=sms).wave_efficiency
+                got = answered(fn(m, n, tile, sms), "last_wave_use")
+                tried += 1
+                if not isinstance(got, (int, float)) or abs(got - want) > 1e-9:
+                    ctas = gemm_plan.plan(m, n, 64, tile, sms=sms).ctas
+                    return failed(title, f"M={m}, N={n}, tile {tile[0]}x{tile[1]}, {sms} SMs: you gave "
+                                  f"{got!r}; {ctas} CTAs in {-(-ctas // sms)} waves use {want:.4f} "
+                                  "of the SM-slots", "a ragged edge still takes a whole CTA (round up)")
+    return passed(title, f"all {tried} cases agree with gemm_plan.plan(...).wave_efficiency")
+
+
+def _largest_consumer_count(producer: int, producer_wgs: int, consumer_wgs: int) -> int:
+    fits = [r for r in range(24, 257, 8)
+            if 128 * (producer_wgs * producer + consumer_wgs * r) <= REGISTER_FILE]
+    return max(fits)
+
+
+@checker("registers per consumer thread under setmaxnreg",
+         hint="every thread of a warpgroup gets the same count; counts are multiples of 8 between "
+              "24 and 256; all threads of the SM together have 65536 registers.")
+def check_consumer_registers(fn) -> Result:
+    """``fn(producer_regs, producer_wgs, consumer_wgs) -> int``: the most a consumer thread may
+    ask for (``setmaxnreg.inc``) once the producer warpgroups have given theirs back."""
+    title = "registers per consumer thread under setmaxnreg"
+    tried = 0
+    for producer in (24, 32, 40, 48, 56):
+        for producer_wgs, consumer_wgs in ((1, 1), (1, 2), (1, 3), (2, 2)):
+            want = _largest_consumer_count(producer, producer_wgs, consumer_wgs)
+            got = answered(fn(producer, producer_wgs, consumer_wgs), "consumer_registers")
+            tried += 1
+            if got != want:
+                why = ("not a multiple of 8" if isinstance(got, int) and got % 8 else
+                       "more than a thread may have (256)" if isinstance(got, int) and got > 256 else
+                       "over the 65536 registers of the SM" if isinstance(got, int) and got > want else
+                       "fewer than fit")
+                return failed(title, f"producer {producer} x {producer_wgs} warpgroup(s), "
+                              f"{consumer_wgs} consumer warpgroup(s): you gave {got!r} ({why}); "
+                              f"the most is {want}", "128 threads per warpgroup")
+    return passed(title, f"all {tried} splits agree; the course's kernel: producer 40, 2 consumer "
+                  f"warpgroups -> {_largest_consumer_count(40, 1, 2)}")
+
+
+def _producer_order(items: int, k_tiles: int) -> dict[tuple[int, int, int], int]:
+    """Ring position of (warpgroup, its j-th tile, k): the producer loads items in order."""
+    pos, count = {}, 0
+    for item in range(items):
+        for k in range(k_tiles):
+            pos[(item % 2, item // 2, k)] = count
+            count += 1
+    return pos
+
+
+@checker("ring positions in the ping-pong kernel",
+         hint="the producer loads work item 0's k-tiles, then item 1's, ...; warpgroup w computes "
+              "items w, w + 2, w + 4, ...")
+def check_ring_position(fn) -> Result:
+    """``fn(w, j, k, k_tiles) -> int``: how many k-tiles the producer loaded into the ring before
+    k-tile ``k`` of warpgroup ``w``'s ``j``-th tile (its stage is that number % stages)."""
+    title = "ring positions in the ping-pong kernel"
+    tried = 0
+    for k_tiles in (1, 3, 64):
+        for (w, j, k), want in _producer_order(7, k_tiles).items():
+            got = answered(fn(w, j, k, k_tiles), "ring_position")
+            tried += 1
+            if got != want:
+                return failed(title, f"warpgroup {w}, its tile {j}, k-tile {k} of {k_tiles}: you gave "
+                              f"{got!r}, the producer loaded it as number {want}",
+                              "between two tiles of one warpgroup lie the other warpgroup's k_tiles")
+    return passed(title, f"all {tried} positions agree with the producer's order")
