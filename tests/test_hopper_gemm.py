@@ -28,7 +28,7 @@ TARGET = "cutecourse.kernels.hopper_gemm:compile_target"
 SKIPPED = r"software pipelining.*skipped"
 
 
-# -- shared-memory plan (seed 002) ------------------------------------------------------------
+# -- shared-memory plan (the talk notes' formula) ------------------------------------------------------------
 @pytest.mark.parametrize("tile,stages", [((128, 256), 4), ((128, 128), 7)])
 def test_stage_count_is_the_most_that_fits(tile, stages):
     plan = gp.plan_stages(tile, "float16")

@@ -1,4 +1,4 @@
-"""The multicast planner: brute force ("same bulk", seed 003) against the closed form."""
+"""The multicast planner: brute force ("same bulk", nvFuser's multicast design) against the closed form."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_closed_form_equals_brute_force_wherever_its_conditions_hold():
 
 
 def test_closed_form_issuer_and_slice_equal_brute_force_wherever_the_conditions_hold():
-    """Not only the mask: seed 003's single-issuer predicate and CUTLASS's slice index too."""
+    """Not only the mask: the nvFuser design's single-issuer predicate and CUTLASS's slice index too."""
     checked = 0
     for p in _sweep():
         for op in "AB":
@@ -66,7 +66,7 @@ def test_conditions_are_not_vacuous_some_failing_shapes_do_differ():
 
 
 def test_persistent_grid_of_127_ctas_breaks_the_closed_form():
-    """Seed 003's example: 127 CTAs in clusters of 2x2 in the linear order."""
+    """The nvFuser design's example: 127 CTAs in clusters of 2x2 in the linear order."""
     p = plan(tile=(128, 128, 64), cluster=(2, 2), tiles=(16, 16, 1), grid=127, order="linear")
     assert not p.launchable
     assert not p.closed_form_holds("A") and not p.closed_form_holds("B")
@@ -92,8 +92,8 @@ def test_persistent_grid_of_127_ctas_breaks_the_closed_form():
     assert q.differences("A") == [] and q.differences("B") == []
 
 
-def test_seed_003_conditions_for_a_hold_with_a_grid_that_is_not_whole_clusters():
-    """Seed 003 asks only grid % CN == 0 (and cluster % CN == 0) for A: 126 CTAs in 2x2."""
+def test_nvfuser_conditions_for_a_hold_with_a_grid_that_is_not_whole_clusters():
+    """The nvFuser design asks only grid % CN == 0 (and cluster % CN == 0) for A: 126 CTAs in 2x2."""
     p = plan(tile=(128, 128, 64), cluster=(2, 2), tiles=(16, 16, 1), grid=126, order="linear")
     assert p.closed_form_holds("A") and p.differences("A") == []
     assert not p.closed_form_holds("B") and p.differences("B")
@@ -113,8 +113,8 @@ def test_cute_cluster_order_masks(cluster):
         assert (cf.mask, cf.slice_index, cf.slice_count) == ((2 ** cm - 1) << (r // cm * cm), r % cm, cm)
 
 
-def test_linear_order_masks_match_seed_003():
-    """Seed 003: issuer rank % CN == 0 and mask (2**CN - 1) << ... for A."""
+def test_linear_order_masks_match_the_nvfuser_closed_form():
+    """The nvFuser design: issuer rank % CN == 0 and mask (2**CN - 1) << ... for A."""
     p = plan(tile=(128, 128, 64), cluster=(2, 4), tiles=(8, 8, 1), grid=64, order="linear")
     for r in range(8):
         cf = p.closed_form("A", r)
