@@ -46,6 +46,7 @@ KERNELS = [
     ("persistent 128x256 dynamic", "persistent", dict(tile=WIDE, scheduler="dynamic")),
     ("persistent 128x128", "persistent", dict(tile=SQUARE)),
     ("ping-pong 64x256", "pingpong", dict()),
+    ("ping-pong 64x256 2x1", "pingpong", dict(cluster=(2, 1))),
 ]
 
 

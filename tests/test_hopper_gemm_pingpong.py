@@ -33,6 +33,11 @@ def test_errors():
         hpp.plan_pingpong(stages=6)
 
 
+def test_cluster_pair_multicasts_b():
+    r = compile_report(TARGET, cluster=[2, 1])
+    assert r.count("TMA multicast loads") == 1 and r.spill_bytes == 0
+
+
 def test_compiles_two_alternating_warpgroups():
     r = compile_report(TARGET)
     assert r.spill_bytes == 0 and r.registers is not None
@@ -54,13 +59,13 @@ _GPU_CHECK = textwrap.dedent("""
     from cutecourse.kernels import hopper_gemm_pingpong as hpp
     torch.manual_seed(0)
     out = []
-    for m, n, k, ind, outd, sms in json.loads(sys.argv[1]):
+    for m, n, k, ind, outd, sms, *cluster in json.loads(sys.argv[1]):
         ind, outd = getattr(torch, ind), getattr(torch, outd)
         a = torch.randn(m, k, device="cuda").to(ind)
         b = torch.randn(n, k, device="cuda").to(ind)
         ref = a.float() @ b.float().T
         c = torch.full((m, n), float("nan"), dtype=outd, device="cuda")
-        fn = hpp.launcher(a, b, c, sms=sms)
+        fn = hpp.launcher(a, b, c, sms=sms, cluster=tuple(cluster[0]) if cluster else (1, 1))
         err = 0.0
         for _ in range(2):
             c.fill_(float("nan"))
@@ -81,6 +86,9 @@ GPU_CASES = [
     (64, 256, 8, "float16", "float16", None),  # one tile: warpgroup 1 has none
     (192, 256, 64, "float16", "float16", 2),  # 3 tiles on 2 CTAs: 2 and 1
     (4160, 4224, 1000, "bfloat16", "float32", None),
+    # 2x1 clusters: the pair shares B (multicast); 4160 rows = 65 tiles of 64: not whole clusters
+    (4160, 4224, 1000, "float16", "float16", None, (2, 1)),
+    (1000, 520, 200, "bfloat16", "float32", 6, (2, 1)),
 ]
 
 
