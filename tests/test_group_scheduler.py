@@ -272,6 +272,17 @@ from cutlass.cute.runtime import from_dlpack
 from cutecourse.models.group_scheduler import GroupedProblem, schedule
 
 
+@cute.jit
+def record(out: cute.Tensor, cta, step, lane, r, linear):
+    """Lane 0 writes one work item: (group, tile m, tile n, k-tile count, linear index)."""
+    if lane == 0:
+        out[cta, step, 0] = r.group_idx
+        out[cta, step, 1] = r.cta_tile_idx_m
+        out[cta, step, 2] = r.cta_tile_idx_n
+        out[cta, step, 3] = r.cta_tile_count_k
+        out[cta, step, 4] = linear
+
+
 @cute.kernel
 def probe(shapes: cute.Tensor, out: cute.Tensor, params: utils.PersistentTileSchedulerParams,
           cluster_tile: cutlass.Constexpr, group_count: cutlass.Constexpr,
@@ -287,13 +298,7 @@ def probe(shapes: cute.Tensor, out: cute.Tensor, params: utils.PersistentTileSch
                                                       utils.create_initial_search_state())
         work = sched.initial_work_tile_info()
         while work.is_valid_tile:
-            r = helper.delinearize_z(work.tile_idx, shapes)
-            if lane == 0:
-                out[cta, step, 0] = r.group_idx
-                out[cta, step, 1] = r.cta_tile_idx_m
-                out[cta, step, 2] = r.cta_tile_idx_n
-                out[cta, step, 3] = r.cta_tile_count_k
-                out[cta, step, 4] = work.tile_idx[2]
+            record(out, cta, step, lane, helper.delinearize_z(work.tile_idx, shapes), work.tile_idx[2])
             step = step + 1
             sched.advance_to_next_work()
             work = sched.get_current_work()
@@ -303,13 +308,7 @@ def probe(shapes: cute.Tensor, out: cute.Tensor, params: utils.PersistentTileSch
             group_count, shapes)
         work = sched.initial_work_tile_info()
         while work.is_valid_tile:
-            r = work.group_search_result
-            if lane == 0:
-                out[cta, step, 0] = r.group_idx
-                out[cta, step, 1] = r.cta_tile_idx_m
-                out[cta, step, 2] = r.cta_tile_idx_n
-                out[cta, step, 3] = r.cta_tile_count_k
-                out[cta, step, 4] = work.tile_idx[2]
+            record(out, cta, step, lane, work.group_search_result, work.tile_idx[2])
             step = step + 1
             sched.advance_to_next_work()
             work = sched.get_current_work()
