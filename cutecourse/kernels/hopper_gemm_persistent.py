@@ -316,13 +316,19 @@ def compile_target(tile=(128, 256), in_dtype: str = "float16", out_dtype: str = 
                    cluster=(1, 1), sms: int = 132, group_m: int = GROUP_M, stages: int | None = None,
                    scheduler: str = "static"):
     """(jit_fn, fake_args) for ``cutecourse.inspect.compile_report`` (symbolic M, N, K)."""
+    plan_persistent(tuple(tile), in_dtype, out_dtype, stages=stages)  # clear errors before tracing
+    kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, scheduler)
+    return kernel, fake_arguments(in_dtype, out_dtype)
+
+
+def fake_arguments(in_dtype: str, out_dtype: str) -> tuple:
+    """A persistent kernel's arguments for compiling without a GPU: fake A, B, C, the
+    scheduler's counters and a stream."""
     import cuda.bindings.driver as cuda
     from cutlass.cute.runtime import make_fake_tensor
 
-    plan_persistent(tuple(tile), in_dtype, out_dtype, stages=stages)  # clear errors before tracing
-    kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, scheduler)
     counters = make_fake_tensor(cutlass.Int32, (2,), (1,), assumed_align=8)
-    return kernel, (*gemm_launch.fake_operands(in_dtype, out_dtype), counters, cuda.CUstream(0))
+    return (*gemm_launch.fake_operands(in_dtype, out_dtype), counters, cuda.CUstream(0))
 
 
 def validate(a, b, out_dtype=None, tile=(128, 256), stages: int | None = None, c=None):
@@ -337,16 +343,20 @@ def launcher(a, b, c, tile=(128, 256), cluster=(1, 1), group_m: int = GROUP_M,
 
     ``sms``: how many CTAs the persistent grid may use (default: every SM of the GPU).
     """
-    import torch
-
     from ..modes import require_gpu
 
     validate(a, b, c.dtype, tile, stages, c)
     sms = require_gpu("sm_90a").sm_count if sms is None else sms
     kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, scheduler)
-    # The dynamic scheduler's ticket counters: zero now, and zero again after every launch (the
-    # last CTA resets them). One pair per launcher: two launches in flight at once on different
-    # streams must not share it.
+    return counted_launcher(kernel, a, b, c)
+
+
+def counted_launcher(kernel, a, b, c):
+    """``gemm_launch.launcher`` for a persistent kernel, which also takes the dynamic scheduler's
+    ticket counters: zero now, and zero again after every launch (the last CTA resets them). One
+    pair per launcher: two launches in flight at once on different streams must not share it."""
+    import torch
+
     counters = torch.zeros(2, dtype=torch.int32, device=a.device)
     fn = gemm_launch.launcher(kernel, a, b, c, extra=[(counters, 8)])
     fn.counters = counters

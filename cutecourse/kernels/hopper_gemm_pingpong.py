@@ -34,7 +34,8 @@ from cutlass.cute.nvgpu import warpgroup
 
 from ..models.gemm_plan import EPI_STAGES
 from . import gemm_launch, sm90, tile_scheduler
-from .hopper_gemm_persistent import PRODUCER_WARPGROUPS, PersistentHopperGemm, plan_persistent
+from .hopper_gemm_persistent import (PRODUCER_WARPGROUPS, PersistentHopperGemm, counted_launcher,
+                                     fake_arguments, plan_persistent)
 
 #: A warpgroup's tile: 64 rows (one wgmma's M) by 256.
 TILES = ((64, 256),)
@@ -117,13 +118,9 @@ class PingPongHopperGemm(PersistentHopperGemm):
 def compile_target(tile=(64, 256), in_dtype: str = "float16", out_dtype: str = "float16",
                    cluster=(1, 1), sms: int = 132, group_m: int = GROUP_M, stages: int | None = None):
     """(jit_fn, fake_args) for ``cutecourse.inspect.compile_report`` (symbolic M, N, K)."""
-    import cuda.bindings.driver as cuda
-    from cutlass.cute.runtime import make_fake_tensor
-
     plan_pingpong(tuple(tile), in_dtype, out_dtype, stages=stages)  # clear errors before tracing
     kernel = PingPongHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages)
-    counters = make_fake_tensor(cutlass.Int32, (2,), (1,), assumed_align=8)
-    return kernel, (*gemm_launch.fake_operands(in_dtype, out_dtype), counters, cuda.CUstream(0))
+    return kernel, fake_arguments(in_dtype, out_dtype)
 
 
 def plan_pingpong(tile_mn=(64, 256), in_dtype="float16", out_dtype="float16", stages: int | None = None):
@@ -140,15 +137,12 @@ def validate(a, b, out_dtype=None, tile=(64, 256), stages: int | None = None, c=
 def launcher(a, b, c, tile=(64, 256), cluster=(1, 1), group_m: int = GROUP_M,
              stages: int | None = None, sms: int | None = None):
     """Validated, compiled launch closure for benchmarks: ``fn()`` writes A @ B.T into ``c``."""
-    import torch
-
     from ..modes import require_gpu
 
     validate(a, b, c.dtype, tile, stages, c)
     sms = require_gpu("sm_90a").sm_count if sms is None else sms
     kernel = PingPongHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages)
-    counters = torch.zeros(2, dtype=torch.int32, device=a.device)  # unused: static scheduler
-    return gemm_launch.launcher(kernel, a, b, c, extra=[(counters, 8)])
+    return counted_launcher(kernel, a, b, c)  # the counters go unused: static scheduler
 
 
 def gemm_pingpong(a, b, out_dtype=None, **config):
