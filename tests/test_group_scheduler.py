@@ -384,3 +384,20 @@ def test_schedule_matches_the_dsl_scheduler_on_the_gpu():
     for case, res in zip(GPU_CASES, run_dsl_probe()):
         assert res["new"] == res["model"], case
         assert res["old"] == res["model"], case
+
+
+def test_banded_order_inside_a_group():
+    # group_m: the dense persistent kernel's bands of tile-rows, inside each group; every tile once
+    sizes = [(1000, 1024, 64), (0, 1024, 64), (3000, 512, 64)]
+    for group_m in (1, 2, 3, 16):
+        p = GroupedProblem(sizes, tile=(128, 256), group_m=group_m)
+        seen = [p.locate(w)[:3] for w in range(p.total)]
+        assert sorted(seen) == sorted(GroupedProblem(sizes, tile=(128, 256)).locate(w)[:3]
+                                      for w in range(p.total))
+        first = p.offsets[2]
+        from cutecourse.models.tile_order import band_coord
+        assert [s[1:] for s in seen[first:]] == [band_coord(w, 24, 2, group_m) for w in range(48)]
+    # a band at least as tall as the group is the m-fastest order
+    assert GroupedProblem(sizes, group_m=64).items() == GroupedProblem(sizes).items()
+    with pytest.raises(ShapeError, match="group_m"):
+        GroupedProblem(sizes, group_m=0)

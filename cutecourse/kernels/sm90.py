@@ -171,20 +171,23 @@ class Mma:
     acc: object
 
 
-def issue_tma(ring, loads: Loads, state, k=None, pred=None, policies=(None, None)):
+def issue_tma(ring, loads: Loads, state, k=None, pred=None, policies=(None, None), maps=(None, None)):
     """TMA-load k-tile ``k`` (default: ``state.count``) of A and B into ring stage ``state.index``.
 
     One elected thread issues both copies; both complete on the stage's full barrier, which
     ``producer_acquire`` armed with the stage's byte count. ``pred``: a predicate tensor (the
     compiler-pipelined loop issues from every warp, predicated). ``policies``: optional L2
-    cache-policy operands for A and B.
+    cache-policy operands for A and B. ``maps``: optional pointers to tensor maps in global memory
+    that replace the atoms' own (the grouped GEMM rewrites one per group).
     """
     k = state.count if k is None else k
     bar = ring.producer_get_barrier(state)
     cute.copy(loads.tma_a, loads.tAgA[(None, k)], loads.tAsA[(None, state.index)],
-              tma_bar_ptr=bar, mcast_mask=loads.a_mcast_mask, pred=pred, cache_policy=policies[0])
+              tma_bar_ptr=bar, mcast_mask=loads.a_mcast_mask, pred=pred, cache_policy=policies[0],
+              tma_desc_ptr=maps[0])
     cute.copy(loads.tma_b, loads.tBgB[(None, k)], loads.tBsB[(None, state.index)],
-              tma_bar_ptr=bar, mcast_mask=loads.b_mcast_mask, pred=pred, cache_policy=policies[1])
+              tma_bar_ptr=bar, mcast_mask=loads.b_mcast_mask, pred=pred, cache_policy=policies[1],
+              tma_desc_ptr=maps[1])
 
 
 def issue_mma(mma: Mma, stage):
@@ -236,8 +239,9 @@ class Epilogue:
 # (Functions, not methods: the DSL treats an object whose method is called inside a run-time loop
 # as carried through the loop, and a Python object cannot be.)
 @cute.jit
-def store_tile(epi: Epilogue, gC_tile, warp_idx):
-    """Write the accumulators to the C tile ``gC_tile``, one ``epi_tile`` sub-tile at a time."""
+def store_tile(epi: Epilogue, gC_tile, warp_idx, c_map=None):
+    """Write the accumulators to the C tile ``gC_tile``, one ``epi_tile`` sub-tile at a time.
+    ``c_map``: optional pointer to a tensor map in global memory to store with (grouped GEMM)."""
     gC_epi = cute.zipped_divide(gC_tile, epi.epi_tile)
     bSG_sC, bSG_gC = cpasync.tma_partition(epi.tma_c, 0, cute.make_layout(1),
                                            cute.group_modes(epi.sC, 0, 2), gC_epi)
@@ -258,7 +262,8 @@ def store_tile(epi: Epilogue, gC_tile, warp_idx):
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.barrier(barrier_id=epi.barrier_id, number_of_threads=epi.barrier_threads)
         if warp_idx == epi.store_warp:
-            cute.copy(tma_c, bSG_sC[(None, buf)], bSG_gC[(None, epi_grid.get_hier_coord(e))])
+            cute.copy(tma_c, bSG_sC[(None, buf)], bSG_gC[(None, epi_grid.get_hier_coord(e))],
+                      tma_desc_ptr=c_map)
             pipe.producer_commit()
             pipe.producer_acquire()
         cute.arch.barrier(barrier_id=epi.barrier_id, number_of_threads=epi.barrier_threads)

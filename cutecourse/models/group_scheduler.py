@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Sequence
 
 from ..errors import ShapeError
+from .tile_order import band_coord
 
 
 class WorkItem(NamedTuple):
@@ -55,13 +56,18 @@ class WorkItem(NamedTuple):
     linear: int  # the scheduler's linear work index (one per cluster tile)
 
 
-def locate(linear, shapes, cluster_tile, cluster=(1, 1), cta_in_cluster=(0, 0), int_=int) -> WorkItem:
+def locate(linear, shapes, cluster_tile, cluster=(1, 1), cta_in_cluster=(0, 0), int_=int,
+           group_m=None, min_=min) -> WorkItem:
     """(group, tile_m, tile_n, k_tiles) of work item ``linear``: the kernel's own arithmetic.
 
     ``shapes[g]`` is ``(M_g, N_g, K_g)``; ``cluster_tile`` is ``(CM, CN, tile_k)``, the CTA tile
     times the cluster shape ``cluster``; ``cta_in_cluster`` is this CTA's (m, n) position in its
     cluster (every CTA of a cluster gets the same ``linear`` and takes its own part of the cluster
     tile). ``linear`` must be below the total item count (the kernel's loop condition).
+
+    ``group_m``: None walks each group m fastest (the DSL helper's order); an int walks it in bands
+    of ``group_m`` tile-rows (``models/tile_order.band_coord``, the dense persistent kernel's
+    L2-friendly order), which the course's Hopper grouped kernel uses.
 
     Only + - * // and comparisons: inside a ``@cute.jit`` function pass DSL integers and
     ``int_=cutlass.Int32`` (which turns a comparison into 0 or 1); with ``len(shapes)`` a
@@ -84,8 +90,12 @@ def locate(linear, shapes, cluster_tile, cluster=(1, 1), cta_in_cluster=(0, 0), 
         m_g, n_g, k_g = m_g + hit * shapes[g][0], n_g + hit * shapes[g][1], k_g + hit * shapes[g][2]
     rows = (m_g + cm - 1) // cm  # cluster tiles along M in this group
     within = linear - first  # index local to the group; m fastest ("along M")
-    tile_m = (within % rows) * cluster[0] + cta_in_cluster[0]
-    tile_n = (within // rows) * cluster[1] + cta_in_cluster[1]
+    if group_m is None:
+        block_m, block_n = within % rows, within // rows
+    else:
+        block_m, block_n = band_coord(within, rows, (n_g + cn - 1) // cn, group_m, min_)
+    tile_m = block_m * cluster[0] + cta_in_cluster[0]
+    tile_n = block_n * cluster[1] + cta_in_cluster[1]
     return WorkItem(group, tile_m, tile_n, (k_g + ck - 1) // ck, linear)
 
 
@@ -102,6 +112,7 @@ class GroupedProblem:
     tile: tuple = (128, 256)
     cluster: tuple = (1, 1)
     tile_k: int = 64
+    group_m: int | None = None  # order inside a group: None m fastest, else bands (see locate)
 
     def __post_init__(self):
         sizes = tuple(tuple(s) for s in self.sizes)
@@ -122,6 +133,9 @@ class GroupedProblem:
                                  "e.g. tile=(128, 256), cluster=(2, 1)")
         if not (isinstance(self.tile_k, int) and self.tile_k > 0):
             raise ShapeError(f"tile_k={self.tile_k!r} must be a positive int", "e.g. tile_k=64")
+        if self.group_m is not None and not (isinstance(self.group_m, int) and self.group_m > 0):
+            raise ShapeError(f"group_m={self.group_m!r} must be None or a positive int",
+                             "None walks a group m fastest; e.g. group_m=16 walks it in bands")
         if self.total == 0:
             raise ShapeError("every group is empty (all M = 0): there is nothing to launch",
                              "skip the launch, or give one group a positive M")
@@ -177,7 +191,8 @@ class GroupedProblem:
         if not all(0 <= c < s for c, s in zip(cta_in_cluster, self.cluster)):
             raise ShapeError(f"cta_in_cluster={cta_in_cluster} is outside cluster {self.cluster}",
                              "each coordinate runs from 0 to the cluster side - 1")
-        return locate(linear, self.sizes, self.cluster_tile, self.cluster, tuple(cta_in_cluster))
+        return locate(linear, self.sizes, self.cluster_tile, self.cluster, tuple(cta_in_cluster),
+                      group_m=self.group_m)
 
     def items(self) -> list[WorkItem]:
         """Every work item in linear order (cluster leaders' view, cta_in_cluster = (0, 0))."""

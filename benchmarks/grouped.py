@@ -1,0 +1,124 @@
+"""The course's Hopper grouped GEMM against torch._grouped_mm and a loop of torch.matmul.
+
+    python benchmarks/grouped.py [--dtype bfloat16] [--rounds 3] [--out DIR] [--tag _x]
+
+Problems (N = K = 4096, every group's B a (N, K) weight, as the experts of an MoE layer):
+
+* ``8 mixed``: 8 groups with M in {256, 512, ..., 4096} in a shuffled order;
+* ``32 x 256``: 32 groups of M = 256 (small experts: a loop of launches cannot fill the GPU);
+* ``moe 64``: 64 groups, M drawn from 64..1024 (``models.group_scheduler.moe_sizes``, seed 0).
+
+Every case computes the same products from the same memory: A packed (sum M, K), the weights
+(G, N, K), C packed (sum M, N), so ``torch._grouped_mm(a, w.transpose(-2, -1), offs)`` and the
+course's ``grouped_mm`` (the same call) read and write exactly what the loop does. Each case is
+checked against torch.matmul on integer data before it is timed; the sustained protocol of
+``benchmarks/gemm.py``. Writes ``grouped_<dtype><tag>.json`` (a result set, ``bench.load_set``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import cutecourse  # noqa: E402
+from cutecourse import bench  # noqa: E402
+from cutecourse.kernels import hopper_grouped_gemm as hg  # noqa: E402
+from cutecourse.models import group_scheduler as gs  # noqa: E402
+
+import gemm  # noqa: E402  (the protocols)
+
+N = K = 4096
+MIXED = [256, 512, 768, 1024, 1536, 2048, 3072, 4096]
+random.Random(0).shuffle(MIXED)
+PROBLEMS = {
+    "8 mixed": MIXED,
+    "32 x 256": [256] * 32,
+    "moe 64": [m for m, _, _ in gs.moe_sizes(64, N, K, (64, 1024), seed=0)],
+}
+#: course rows: launcher keywords. group_m: the order inside a group (bands of 16 tile-rows, the
+#: default, or m fastest, the DSL helper's order).
+KERNELS = {"course 128x256": dict(tile=(128, 256)),
+           "course 128x256 m fastest": dict(tile=(128, 256), group_m=1 << 16),
+           "course 128x256 2x1": dict(tile=(128, 256), cluster=(2, 1)),
+           "course 128x256 2x1 m fastest": dict(tile=(128, 256), cluster=(2, 1), group_m=1 << 16),
+           "course 128x256 1x2": dict(tile=(128, 256), cluster=(1, 2))}
+
+
+def run(dtype_name: str, rounds: int, problems=None, kernels=None) -> dict[str, bench.BenchResult]:
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    torch.manual_seed(0)
+    out = {}
+    for name, rows in PROBLEMS.items():
+        if problems is not None and name not in problems:
+            continue
+        g, total = len(rows), sum(rows)
+        a = torch.empty(total, K, device="cuda", dtype=dtype).random_(-2, 2)
+        w = torch.empty(g, N, K, device="cuda", dtype=dtype).random_(-2, 2)
+        c = torch.empty(total, N, device="cuda", dtype=dtype)
+        offs = torch.tensor(rows, dtype=torch.int64).cumsum(0).to(torch.int32).cuda()
+        starts = [0] + offs.tolist()[:-1]
+        views = [(a[s:s + m], w[i], c[s:s + m]) for i, (s, m) in enumerate(zip(starts, rows))]
+        ref = torch.cat([x @ y.T for x, y, _ in views])
+
+        def loop():
+            for x, y, z in views:
+                torch.matmul(x, y.T, out=z)
+
+        b = w.transpose(-2, -1)
+        cases = [bench.checked_case("torch matmul loop", loop, c, ref, 1e-2),
+                 bench.checked_case("torch._grouped_mm",
+                                    lambda: c.copy_(torch._grouped_mm(a, b, offs=offs)), c, ref, 1e-2)]
+        # torch._grouped_mm allocates its output; time it as torch users call it, without the copy
+        cases[-1] = bench.Case("torch._grouped_mm", lambda: torch._grouped_mm(a, b, offs=offs))
+        for label, opts in KERNELS.items():
+            if kernels is not None and label not in kernels:
+                continue
+            cases.append(bench.checked_case(label, hg.packed_launcher(a, b, offs, c, **opts), c,
+                                            ref, 1e-2))
+        print(f"{dtype_name} {name}: every case matches torch.matmul", flush=True)
+        flops = 2 * total * N * K
+        with bench.GpuMonitor() as monitor:
+            res = bench.compare(f"grouped GEMM {dtype_name} {name} ({g} groups, sum M = {total}, "
+                                f"N = K = {N}), ints, sustained", cases, bench.Work(flops=flops),
+                                baseline="torch._grouped_mm", monitor=monitor, progress=False,
+                                **{**gemm.PROTOCOLS["sustained"], "rounds": rounds},
+                                params={"groups": g, "rows": rows, "n": N, "k": K,
+                                        "dtype": dtype_name, "data": "ints", "protocol": "sustained",
+                                        "kernels": {k: {o: list(v) if isinstance(v, tuple) else v for o, v in opts.items()}
+                                                    for k, opts in KERNELS.items()}})
+        print(res.table(), flush=True)
+        out[name] = res
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--dtype", default="bfloat16")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--problems", help="comma-separated names of PROBLEMS (default: all)")
+    p.add_argument("--kernels", help="comma-separated course rows of KERNELS (default: all)")
+    p.add_argument("--out", default=str(bench.RESULTS_DIR))
+    p.add_argument("--tag", default="")
+    args = p.parse_args()
+    cutecourse.modes.require_gpu("sm_90a")
+    t0 = time.perf_counter()
+    results = run(args.dtype, args.rounds, args.problems and args.problems.split(","),
+                  args.kernels and args.kernels.split(","))
+    path = bench.save_set(f"grouped_{args.dtype}{args.tag}", results, args.out)
+    print(f"wrote {path} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    print(json.dumps({p: {r.name: f"{r.ratio:.3f}x, {r.tflops:.0f} TFLOP/s" for r in res.rows}
+                      for p, res in results.items()}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
