@@ -152,9 +152,12 @@ class PersistentHopperGemm:
         clusters_m = cute.ceil_div(cute.ceil_div(c.shape[0], self.tile_mn[0]), cm)
         clusters_n = cute.ceil_div(cute.ceil_div(c.shape[1], self.tile_mn[1]), cn)
         clusters = cutlass.min(clusters_m * clusters_n, self.sms // (cm * cn))
+        # A 1x1 "cluster" launch attribute is left out: with it, the grouped kernel ran up to 2x
+        # slower on the H100 (benchmarks/results/grouped_bfloat16.json, docs/hopper_grouped_gemm.md).
+        cluster = {"cluster": (cm, cn, 1)} if cm * cn > 1 else {}
         self.kernel(tma_a, gA, tma_b, gB, tma_c, gC, self.tiled_mma, sA_layout, sB_layout,
                     sC_layout, counters).launch(grid=(cm, cn, clusters), block=[THREADS, 1, 1],
-                                                cluster=(cm, cn, 1), min_blocks_per_mp=1, stream=stream)
+                                                min_blocks_per_mp=1, stream=stream, **cluster)
 
     # -- device side -------------------------------------------------------------------------
     @cute.kernel
