@@ -46,7 +46,7 @@ from ..errors import ShapeError
 from ..models.gemm_plan import EPI_STAGES, EPI_TILE, TILE_K, TILES
 from . import sm90
 from .hopper_gemm_persistent import (CONSUMER_REGISTERS, CONSUMER_THREADS, EPILOGUE_STORE_WARP,
-                                     GROUP_M, PRODUCER_REGISTERS, PRODUCER_WARPGROUPS, THREADS,
+                                     PRODUCER_REGISTERS, PRODUCER_WARPGROUPS, THREADS,
                                      PersistentHopperGemm, plan_persistent)
 
 #: Tensor maps per CTA (A, B, C), 128 bytes each: the workspace is (CTAs, MAPS, 16) int64.
@@ -58,6 +58,12 @@ WORK_SLOTS = 2
 ITEM_FIELDS = 4
 #: The producer warp and the warp that stores C: the two warps that rewrite tensor maps.
 PRODUCER_WARP = 0
+#: Order inside a group: bands of GROUP_M tile-rows (``models/tile_order.py``). One band taller
+#: than a group (4096 tile-rows: M up to 524288) = m fastest, the order of the CPU model and of
+#: the DSL's group scheduler (and GROUP_M x tile columns stays far below 2^31). Bands
+#: of 16 (the dense persistent kernel's) measured no faster here: 0.97-1.03x of this order on
+#: the three problems of ``benchmarks/grouped.py`` (grouped_bfloat16.json).
+GROUP_M = 1 << 12
 
 
 @dataclass
