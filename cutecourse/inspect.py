@@ -60,6 +60,17 @@ PTX_FEATURES: dict[str, str] = {
     "tcgen05": r"^tcgen05\.",
     "block-scaled MMA": r"^tcgen05\.mma.*block_scale",
     "tensormap.replace": r"^tensormap\.replace",
+    # Blackwell block-scaled GEMM (kernels/blackwell_grouped_gemm.py)
+    "NVFP4 MMA": r"^tcgen05\.mma\.cta_group::[12]\.kind::mxf4nvf4\.block_scale\.block16\b",
+    "MXFP8 MMA": r"^tcgen05\.mma\.cta_group::[12]\.kind::mxf8f6f4\.block_scale\.block32\b",
+    "tcgen05.cp": r"^tcgen05\.cp\.",
+    "tcgen05.ld": r"^tcgen05\.ld\.",
+    "tcgen05.wait::ld": r"^tcgen05\.wait::ld",
+    "tcgen05.alloc": r"^tcgen05\.alloc\.",
+    "tcgen05.dealloc": r"^tcgen05\.dealloc\.",
+    "tcgen05.commit multicast": r"^tcgen05\.commit\.\S*multicast::cluster",
+    "tensormap release": r"^tensormap\.cp_fenceproxy\.global\.shared::cta\.tensormap::generic\.release",
+    "tensormap acquire": r"^fence\.proxy\.tensormap::generic\.acquire",
     "setmaxnreg": r"^setmaxnreg",
 }
 

@@ -1,0 +1,259 @@
+"""The Blackwell grouped block-scaled GEMM, proven by compilation for sm_100a on the CPU.
+
+Every supported (format, tile, cluster) is compiled once (two at a time, each in its own process)
+and its PTX is held to counts predicted from the configuration: which block-scaled MMA, how many
+scale-factor copies to TMEM, the TMEM life cycle, the five tensor maps, multicast only when the
+cluster asks for it. The host metadata is tied to ``models/block_scaling``; the GPU test (B200
+only) checks the numbers against ``block_scaling.grouped_reference``.
+"""
+
+import itertools
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from cutecourse import errors, inspect
+from cutecourse.kernels import blackwell_grouped_gemm as bw
+from cutecourse.models import block_scaling as bs
+from cutecourse.models.group_scheduler import GroupedProblem, schedule
+
+from conftest import gpu_for
+
+TARGET = "cutecourse.kernels.blackwell_grouped_gemm:compile_target"
+CONFIGS = list(itertools.product(bw.FORMATS, bw.TILES, bw.CLUSTERS))
+
+
+def _key(cfg):
+    fmt, tile, cluster = cfg
+    return f"{fmt}-{tile[0]}x{tile[1]}-{cluster[0]}x{cluster[1]}"
+
+
+@pytest.fixture(scope="module")
+def reports():
+    """Every configuration compiled once; two compiles at a time (one per core)."""
+    def build(cfg):
+        fmt, tile, cluster = cfg
+        return cfg, inspect.compile_report(TARGET, arch="sm_100a", fmt=fmt, tile=list(tile),
+                                           cluster=list(cluster))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(build, CONFIGS))
+
+
+# -- what the compiler made ---------------------------------------------------------------------
+@pytest.mark.parametrize("cfg", CONFIGS, ids=_key)
+def test_block_scaled_mma_kind_and_count(reports, cfg):
+    fmt, tile, _ = cfg
+    r = reports[cfg]
+    mine, other = ("NVFP4 MMA", "MXFP8 MMA") if fmt == "nvfp4" else ("MXFP8 MMA", "NVFP4 MMA")
+    # one k-tile = 4 MMAs (K = 64 for e2m1, 32 for e4m3), the k-block loop fully unrolled
+    assert r.count(mine) == bw.K_BLOCKS and r.count(other) == 0
+    assert r.count("block-scaled MMA") == bw.K_BLOCKS
+    assert r.count(r"^tcgen05\.mma\.cta_group::2") == 0  # 1-CTA MMA only
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=_key)
+def test_tmem_life_cycle_and_scale_factor_copies(reports, cfg):
+    fmt, tile, cluster = cfg
+    r, plan = reports[cfg], bw.plan(fmt, tile)
+    assert r.count("tcgen05.alloc") == 1 and r.count("tcgen05.dealloc") == 1
+    assert r.count(r"^tcgen05\.relinquish_alloc_permit") == 1
+    # SF atoms per k-tile: NVFP4 256/64 = 4 per 128 rows, MXFP8 128/128 = 1 per 128 rows
+    assert r.count("tcgen05.cp") == sum(plan.sf_atoms)
+    # epilogue: one tcgen05.ld per 128x32 sub-tile, each followed by its wait (no W0014)
+    loads = tile[1] // bw.EPI_TILE[1]
+    assert r.count("tcgen05.ld") == loads and r.count("TMA stores") == loads
+    assert r.count("tcgen05.wait::ld") >= r.count("tcgen05.ld")
+    assert not [ln for ln in r.log.splitlines() if "W0014" in ln]
+    # barriers: full + empty per A/B stage and per accumulator stage
+    assert r.count(r"^mbarrier\.init") == 2 * (plan.ab_stages + plan.acc_stages)
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=_key)
+def test_five_tensor_maps_patched_released_acquired(reports, cfg):
+    r = reports[cfg]
+    # A, B, SFA, SFB, C: address + 5 sizes + 4 strides each
+    assert r.count("tensormap.replace") == bw.MAPS * 10
+    assert r.count(r"^tensormap\.replace\.tile\.global_address") == bw.MAPS
+    assert r.count(r"^tensormap\.replace\.tile\.global_dim") == bw.MAPS * 5
+    assert r.count(r"^tensormap\.replace\.tile\.global_stride") == bw.MAPS * 4
+    assert r.count("tensormap release") == bw.MAPS
+    assert r.count("tensormap acquire") == bw.MAPS
+    assert r.count(r"^prefetch\.tensormap") == bw.MAPS
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=_key)
+def test_multicast_only_when_the_cluster_asks(reports, cfg):
+    _, _, (cm, cn) = cfg
+    r = reports[cfg]
+    assert r.count("TMA loads") == 4  # A, B, SFA, SFB
+    # B and SFB are shared along the cluster's M, A and SFA along its N
+    assert r.count("TMA multicast loads") == 2 * (cm > 1) + 2 * (cn > 1)
+    assert (r.count("tcgen05.commit multicast") > 0) == ((cm, cn) != (1, 1))
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=_key)
+def test_no_spills_one_cta_per_sm(reports, cfg):
+    r = reports[cfg]
+    assert r.spill_bytes == 0 and r.registers and r.registers <= 96
+    assert ".target sm_100a" in r.ptx
+
+
+def instruction_descriptor(r) -> dict:
+    """Decode the tcgen05 block-scaled MMA instruction descriptor, a 32-bit immediate the PTX
+    selects (``selp.b32``) just before the MMAs; its two values differ only in bit 13."""
+    values = {int(v) for m in re.finditer(r"selp\.b32\s+%r\d+, (\d{8,}), (\d{8,}), %p\d+", r.ptx)
+              for v in m.groups()}
+    assert values, "no instruction-descriptor immediate found"
+    fields = [{"a_type": (d >> 7) & 7, "b_type": (d >> 10) & 7, "n": ((d >> 17) & 0x3F) << 3,
+               "scale_e8m0": (d >> 23) & 1, "m": ((d >> 24) & 0x1F) << 4} for d in values]
+    assert all(f == fields[0] for f in fields)
+    return fields[0]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=_key)
+def test_instruction_descriptor_says_which_scales(reports, cfg):
+    """The opcode does not say e4m3 or e8m0 scales; the descriptor's bit 23 does."""
+    fmt, tile, _ = cfg
+    d = instruction_descriptor(reports[cfg])
+    data_type = 1 if fmt == "nvfp4" else 0  # e2m1 in kind::mxf4nvf4, e4m3 in kind::mxf8f6f4
+    assert d == {"a_type": data_type, "b_type": data_type, "n": tile[1],
+                 "scale_e8m0": int(fmt == "mxfp8"), "m": tile[0]}
+
+
+# -- the plan -----------------------------------------------------------------------------------
+def test_plan_fits_smem_and_tmem():
+    p = bw.plan("nvfp4", (128, 128))
+    assert (p.tile_mnk, p.ab_stages, p.acc_stages, p.c_stages) == ((128, 128, 256), 5, 2, 4)
+    assert p.stage_bytes == 2 * 128 * 256 // 2 + 2 * 128 * 256 // 16  # 32 KiB data + 4 KiB SF
+    p = bw.plan("mxfp8", (128, 128))
+    assert (p.tile_mnk, p.ab_stages, p.acc_stages, p.c_stages) == ((128, 128, 128), 6, 2, 2)
+    for fmt, tile in itertools.product(bw.FORMATS, bw.TILES):
+        p = bw.plan(fmt, tile)
+        assert p.smem_bytes <= bw.SMEM_CAPACITY and p.tmem_columns <= 512
+    assert bw.plan("nvfp4", (128, 256)).acc_stages == 1  # 2 x 256 columns + SF do not fit
+
+
+def test_unsupported_configurations_say_why():
+    with pytest.raises(errors.DTypeError, match="mxfp4"):
+        bw.BlackwellGroupedBlockScaledGemm("mxfp4")
+    with pytest.raises(errors.DTypeError, match="unknown"):
+        bw.compile_target("int8")
+    with pytest.raises(errors.ShapeError, match="tile"):
+        bw.BlackwellGroupedBlockScaledGemm("nvfp4", (256, 128))
+    with pytest.raises(errors.ShapeError, match="cluster"):
+        bw.BlackwellGroupedBlockScaledGemm("nvfp4", cluster_mn=(4, 1))
+    with pytest.raises(errors.DTypeError, match="output"):
+        bw.plan("nvfp4", out_dtype="float32")
+
+
+@pytest.mark.parametrize("fmt, k, err", [("nvfp4", 40, errors.ShapeError),  # 40 % 16
+                                          ("nvfp4", 48, errors.AlignmentError),  # 24-byte rows
+                                          ("mxfp8", 48, errors.ShapeError),  # 48 % 32
+                                          ("mxfp8", 0, errors.ShapeError)])
+def test_bad_k_is_refused_before_quantizing(fmt, k, err):
+    with pytest.raises(err, match="K"):
+        bw.quantize_groups([torch.randn(8, k)], [torch.randn(16, k)], fmt)
+
+
+def test_c_rows_must_be_16_bytes():
+    with pytest.raises(errors.AlignmentError, match="N = 12"):
+        bw.quantize_groups([torch.randn(8, 64)], [torch.randn(12, 64)], "mxfp8")
+
+
+# -- host metadata against models/block_scaling --------------------------------------------------
+SIZES = [(200, 128, 256), (0, 128, 256), (64, 256, 512), (130, 64, 64)]
+
+
+def _groups(fmt):
+    g = torch.Generator().manual_seed(0)
+    As = [torch.randn(m, k, generator=g) for m, _, k in SIZES]
+    Bs = [torch.randn(n, k, generator=g) for _, n, k in SIZES]
+    return As, Bs, bw.quantize_groups(As, Bs, fmt)
+
+
+@pytest.mark.parametrize("fmt", bw.FORMATS)
+def test_host_metadata_matches_block_scaling(fmt):
+    f = bs.get_format(fmt)
+    As, Bs, groups = _groups(fmt)
+    md = bw.host_metadata(groups, fmt)
+    assert md.shapes.dtype == torch.int32 and md.shapes.tolist() == [[m, n, k, 1] for m, n, k in SIZES]
+    assert md.ptrs.dtype == torch.int64 and md.ptrs.shape == (len(SIZES), 5)
+    assert md.workspace.shape == (bw.B200_SMS, bw.MAPS, 16) and md.workspace.dtype == torch.int64
+    for i, (op, (m, n, k), a, b) in enumerate(zip(groups, SIZES, As, Bs)):
+        # pointer columns A, B, C, SFA, SFB
+        assert md.ptrs[i].tolist() == [op.a.data_ptr(), op.b.data_ptr(), op.c.data_ptr(),
+                                       op.sfa.data_ptr(), op.sfb.data_ptr()]
+        # strides in elements: a packed e2m1 byte holds two
+        assert md.strides[i].tolist() == [k, k, n]
+        assert op.a.stride(0) * op.a.element_size() * 8 // (4 if f.data == "e2m1" else 8) == k
+        # the scale factors: interleaved, padded to 128 rows x 4 blocks, the bytes quantize made
+        for x, sf_buf, rows in ((a, op.sfa, m), (b, op.sfb, n)):
+            q, sf = bs.quantize(x, fmt)
+            assert sf_buf.numel() == torch.Size(bs.padded_sf_shape(rows, k // f.block)).numel()
+            assert torch.equal(sf_buf.view(torch.uint8), bs.to_interleaved(sf).view(torch.uint8))
+            assert torch.equal(bs.from_interleaved(sf_buf, rows, k // f.block).view(torch.uint8),
+                               sf.view(torch.uint8))
+        assert torch.equal(op.a.view(torch.uint8), bs.quantize(a, fmt)[0].view(torch.uint8))
+    tile_k = bw.plan(fmt).tile_mnk[2]
+    assert md.work_bound == GroupedProblem([s for s in SIZES], (128, 128), (1, 1), tile_k).total
+
+
+def test_host_metadata_refuses_what_the_kernel_cannot_read():
+    _, _, groups = _groups("nvfp4")
+    bad = bw.GroupOperands(groups[0].a, groups[0].sfa[:-1], groups[0].b, groups[0].sfb, groups[0].c)
+    with pytest.raises(errors.ShapeError, match="interleaved"):
+        bw.host_metadata([bad], "nvfp4")
+    with pytest.raises(errors.DTypeError, match="quantize"):
+        bw.host_metadata(groups, "mxfp8")  # e2m1 bytes are not MXFP8 data
+    with pytest.raises(errors.ShapeError, match="empty"):
+        bw.host_metadata([groups[1]], "nvfp4")
+
+
+def test_kernel_group_walk_is_the_cpu_model():
+    """find_group/work_item (the kernel's scheduler) give the items schedule() predicts."""
+    shapes = torch.tensor([[m, n, k, 1] for m, n, k in SIZES])
+    for cluster in bw.CLUSTERS:
+        problem = GroupedProblem(SIZES, (128, 128), cluster, 256)
+        groups = bw.Groups(shapes, None, None, len(SIZES), problem.cluster_tile)
+        ctas = 8 * problem.cluster_size
+        clusters = min(ctas // problem.cluster_size, problem.total)
+        expected = schedule(problem, ctas)[::problem.cluster_size]  # cluster leaders
+        for c in range(clusters):
+            got, work = [], c
+            group, first = bw.find_group.__wrapped__(groups, work, 0, 0)
+            while group < len(SIZES):
+                tm, tn, kt = bw.work_item(groups, work, group, first)
+                got.append((int(group), int(tm) * cluster[0], int(tn) * cluster[1], int(kt)))
+                work += clusters
+                group, first = bw.find_group.__wrapped__(groups, work, group, first)
+            assert got == [tuple(it[:4]) for it in expected[c]]
+
+
+# -- on a B200 -----------------------------------------------------------------------------------
+@pytest.mark.gpu
+@gpu_for("sm_100a")
+@pytest.mark.parametrize("fmt", bw.FORMATS)
+@pytest.mark.parametrize("cluster", [(1, 1), (2, 1)])
+def test_matches_the_reference_on_a_b200(fmt, cluster):
+    As, Bs, _ = _groups(fmt)
+    ref = bs.grouped_reference(list(zip(As, Bs)), fmt)
+    out = bw.grouped_gemm_blockscaled([a.cuda() for a in As], [b.cuda() for b in Bs], fmt,
+                                      cluster=cluster)
+    for c, r in zip(out, ref):
+        torch.testing.assert_close(c.float().cpu(), r, rtol=2e-2, atol=2e-2 * float(r.abs().max()))
+
+
+def test_gpu_entry_point_says_it_needs_a_b200():
+    if cutecourse_mode_runs():
+        pytest.skip("a Blackwell GPU is present")
+    with pytest.raises(errors.DeviceError, match="Blackwell"):
+        bw.grouped_gemm_blockscaled([torch.randn(128, 64)], [torch.randn(128, 64)])
+
+
+def cutecourse_mode_runs() -> bool:
+    from cutecourse.modes import mode_for
+
+    return mode_for("sm_100a").run
