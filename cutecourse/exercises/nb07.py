@@ -1,0 +1,337 @@
+"""Checkers for notebook 07 (grouped, block-scaled GEMM).
+
+Every expected answer comes from the course's models, never from a table of numbers: the group
+scheduler (``models.group_scheduler``: ``locate``, ``schedule``, ``tensormap_updates``) and the
+block-scaling reference (``models.block_scaling``: ``quantize``, ``sf_offset``). When an answer
+is wrong, the checker names the case and tries the usual mistakes (N before M, floor instead of
+ceil, an unrounded or wrongly rounded scale, row-major scale factors ...) to say which one it was.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+from ..models import block_scaling as bs
+from ..models import group_scheduler as gs
+from . import Result, answered, checker, failed, passed
+
+#: Problems for the scheduler exercises: ragged M, an empty group, N differing between groups,
+#: MoE-like sizes. Each is (sizes, tile (BM, BN)).
+PROBLEMS = [
+    ([(300, 512, 256), (128, 512, 256), (0, 512, 256), (520, 512, 256)], (128, 256)),
+    ([(256, 256, 64), (128, 768, 64), (384, 128, 64)], (128, 128)),
+    (gs.moe_sizes(8, 1024, 512, (0, 700), seed=3), (128, 256)),
+    ([(1, 4096, 7168)], (128, 256)),
+]
+#: Bytes of one tensor map (CUtensorMap), and the maps each CTA keeps per kind of kernel.
+MAP_BYTES = 128
+MAPS = {False: 3, True: 5}  # A, B, C; block-scaled adds SFA, SFB
+
+
+def _predicts(predict, case, got) -> bool:
+    try:
+        return predict(*case) == got
+    except Exception:  # a mistake model that does not apply to this case
+        return False
+
+
+def _diagnose(got, case, mistakes, default: str, answers: dict | None = None) -> str:
+    """The message of the known mistake that explains the learner's answers.
+
+    ``answers`` (case -> learner's answer, for a whole problem) is preferred: a mistake that
+    reproduces every one of them; otherwise the first that gives ``got`` for ``case``.
+    """
+    if answers:
+        for predict, why in mistakes:
+            if all(_predicts(predict, c, a) for c, a in answers.items()):
+                return why
+    for predict, why in mistakes:
+        if _predicts(predict, case, got):
+            return why
+    return default
+
+
+# ------------------------------------------------------------------ 1. locate a work item ----
+
+
+def _tiles(m, n, tile, rnd):
+    return rnd(m / tile[0]) * rnd(n / tile[1])
+
+
+def _locate_variant(t, sizes, tile, *, n_fastest=False, rnd=math.ceil, inclusive=False):
+    """A reimplementation of ``locate`` with one knob per classic mistake."""
+    start = 0
+    for g, (m, n, _) in enumerate(sizes):
+        items = _tiles(m, n, tile, rnd)
+        if t < start + items + (1 if inclusive else 0):
+            within = t - start
+            rows, cols = rnd(m / tile[0]), rnd(n / tile[1])
+            if n_fastest:
+                return (g, within // cols, within % cols)
+            return (g, within % rows, within // rows)
+        start += items
+    return None
+
+
+@checker("the group and tile of a linear work item",
+         hint="group g owns ceil(M_g/BM) * ceil(N_g/BN) consecutive items; subtract the items of "
+              "the groups before it, then split the rest m fastest: tile_m = i % tiles_m, "
+              "tile_n = i // tiles_m.")
+def check_locate(fn) -> Result:
+    """``fn(t, sizes, tile_mn) -> (group, tile_m, tile_n)`` for work item ``t`` of the groups
+    ``sizes = [(M, N, K), ...]`` cut into ``tile_mn = (BM, BN)`` tiles."""
+    title = "the group and tile of a linear work item"
+    answers = {}  # every item of every problem first, so a mistake is recognised by all its answers
+    for sizes, tile in PROBLEMS:
+        key = tuple(tuple(s) for s in sizes)
+        for t in range(gs.GroupedProblem(sizes, tile).total):
+            raw = fn(t, [tuple(s) for s in sizes], tile)
+            if not answers:  # `...` or None for the very first item: not answered yet
+                answered(raw, "locate")
+            answers[(t, key, tile)] = tuple(int(v) for v in raw) if isinstance(raw, (tuple, list)) else raw
+    for (t, sizes, tile), got in answers.items():
+        problem = gs.GroupedProblem(sizes, tile)
+        it = problem.locate(t)
+        want = (it.group, it.tile_m, it.tile_n)
+        if got != want:
+            why = _diagnose(got, (t, sizes, tile), [
+                (lambda *c: _locate_variant(*c, n_fastest=True),
+                 "you walked along N first; the scheduler goes down a column of tiles "
+                 "(m fastest), then to the next column"),
+                (lambda *c: _locate_variant(*c, rnd=math.floor),
+                 "you rounded the tile counts down; a ragged edge (M = 300 with BM = 128) "
+                 "still owns a whole tile: ceil"),
+                (lambda *c: _locate_variant(*c, inclusive=True),
+                 "off by one at a group boundary: item t belongs to group g while t < "
+                 "(items of groups 0..g), strictly"),
+            ], "compare with the running totals of items per group", answers)
+            return failed(title, f"sizes {list(sizes)}, tile {tile[0]}x{tile[1]}, item {t}: you gave "
+                          f"{got!r}, it is group {want[0]}, tile ({want[1]}, {want[2]}) (the "
+                          f"groups own {problem.tiles_per_group} items); {why}")
+    tried = len(answers)
+    return passed(title, f"all {tried} work items of {len(PROBLEMS)} problems agree with "
+                  "group_scheduler.locate (empty groups skipped, ragged edges rounded up)")
+
+
+# ------------------------------------------------------------ 2. tensor-map rewrites per CTA ----
+
+
+def _updates_variant(sizes, tile, ctas, *, first=True, chunks=False):
+    problem = gs.GroupedProblem(sizes, tile)
+    p = min(ctas, problem.total)
+    items = problem.items()
+    out = []
+    for c in range(p):
+        if chunks:  # contiguous ranges instead of the persistent stride
+            per = -(-problem.total // p)
+            mine = items[c * per:(c + 1) * per]
+        else:
+            mine = items[c::p]
+        changes = sum(1 for a, b in zip(mine, mine[1:]) if a.group != b.group)
+        out.append(changes + (1 if first and mine else 0))
+    return out
+
+
+@checker("tensor-map rewrites per CTA",
+         hint="CTA c of P computes items c, c + P, c + 2P, ...; it rewrites its maps for its first "
+              "item (last_group starts at -1) and whenever an item's group differs from the "
+              "previous item's.")
+def check_tensormap_updates(fn) -> Result:
+    """``fn(sizes, tile_mn, ctas) -> [rewrites of CTA 0, of CTA 1, ...]``: one entry per CTA
+    the persistent kernel launches (``min(ctas, total items)``)."""
+    title = "tensor-map rewrites per CTA"
+    tried = 0
+    for sizes, tile in PROBLEMS:
+        for ctas in (1, 3, 4, 16, 132):
+            problem = gs.GroupedProblem(sizes, tile)
+            want = gs.tensormap_updates(gs.schedule(problem, ctas)).per_cta
+            raw = answered(fn([tuple(s) for s in sizes], tile, ctas), "tensormap_updates")
+            got = [int(v) for v in raw] if isinstance(raw, (list, tuple)) else raw
+            tried += 1
+            if got != want:
+                case = (sizes, tile, ctas)
+                if isinstance(got, list) and len(got) != len(want):
+                    why = (f"you gave {len(got)} entries; the kernel launches min(ctas, items) = "
+                           f"{len(want)} CTAs (never more CTAs than work items)")
+                else:
+                    why = _diagnose(got, case, [
+                        (lambda *c: _updates_variant(*c, first=False),
+                         "each CTA is one short: its first item always needs a rewrite (the maps "
+                         "in its workspace slot are only a template until then)"),
+                        (lambda *c: _updates_variant(*c, chunks=True),
+                         "you gave each CTA a contiguous range of items; the persistent "
+                         "scheduler strides: CTA c takes c, c + P, c + 2P, ..."),
+                    ], "walk each CTA's items in order and count the group changes")
+                return failed(title, f"sizes {sizes}, tile {tile[0]}x{tile[1]}, ctas={ctas}: you "
+                              f"gave {raw!r}, the schedule rewrites {want} ({sum(want)} in all); {why}")
+    return passed(title, f"all {tried} schedules agree with group_scheduler.tensormap_updates")
+
+
+# ------------------------------------------------------------- 3. the tensor-map workspace ----
+
+
+@checker("bytes of the tensor-map workspace",
+         hint="every CTA (one per SM) has its own slot: one 128-byte map per operand it loads or "
+              "stores with TMA.")
+def check_workspace_bytes(fn) -> Result:
+    """``fn(ctas, block_scaled) -> int``: bytes of global memory the kernel's tensor-map
+    workspace takes (block_scaled: the Blackwell kernel with SFA and SFB)."""
+    title = "bytes of the tensor-map workspace"
+    for ctas in (1, 132, 148):
+        for scaled in (False, True):
+            want = ctas * MAPS[scaled] * MAP_BYTES
+            got = answered(fn(ctas, scaled), "workspace_bytes")
+            if got != want:
+                maps = ", ".join(["A", "B", "C"] + (["SFA", "SFB"] if scaled else []))
+                why = ("no SFA/SFB maps: the block-scaled kernel loads its scale factors with TMA "
+                       "too" if got == ctas * 3 * MAP_BYTES else
+                       "a map is 128 bytes (copy_tensormap moves 64 of them, but each slot is 128 "
+                       "bytes, 128-byte aligned)" if got == ctas * MAPS[scaled] * 64 else
+                       "one set of maps per CTA, not one for the whole kernel"
+                       if got == MAPS[scaled] * MAP_BYTES else
+                       f"count the maps: {maps}")
+                return failed(title, f"ctas={ctas}, block_scaled={scaled}: you gave {got!r}, the "
+                              f"workspace is {ctas} x {MAPS[scaled]} maps x {MAP_BYTES} B = {want}; "
+                              f"{why}")
+    return passed(title, f"B200 (148 SMs), block-scaled: {148 * 5 * 128} bytes = 148 x 5 maps x "
+                  "128 B; H100 grouped (132 SMs): 132 x 3 x 128 = 50688")
+
+
+# -------------------------------------------------------------------- 4. a block's scale ----
+
+
+def _blocks():
+    """(values, fmt) cases: weights at several magnitudes, and blocks whose ideal scale is exact."""
+    g = torch.Generator().manual_seed(7)
+    cases = []
+    for fmt in ("nvfp4", "mxfp8", "mxfp4"):
+        n = bs.get_format(fmt).block
+        for std in (0.02, 0.3, 1.0, 5.0, 30.0):
+            v = torch.randn(n, generator=g) * std
+            if std >= 1.0:  # an outlier, as in real weights
+                v[int(torch.randint(n, (1,), generator=g))] *= 8
+            cases.append((v.tolist(), fmt))
+        exact = [0.0] * n
+        exact[3] = -bs.get_format(fmt).data_max  # amax / data_max = 1 exactly
+        cases.append((exact, fmt))
+    return cases
+
+
+def _scale_of(values, fmt: str) -> float:
+    return float(bs.quantize(torch.tensor([values], dtype=torch.float32), fmt)[1].float())
+
+
+def _as_float(v):
+    if isinstance(v, torch.Tensor) and v.numel() == 1:
+        return float(v.float())
+    if isinstance(v, numbers.Real):
+        return float(v)
+    return v
+
+
+@checker("the scale factor of one block",
+         hint="r = amax(|block|) / data_max (6 for e2m1 data, 448 for e4m3 data). e4m3 scales "
+              "(NVFP4): r rounded to the nearest e4m3, e.g. torch.tensor(r).to(torch.float8_e4m3fn). "
+              "e8m0 scales (MX formats): the smallest power of two >= r, 2 ** ceil(log2(r)).")
+def check_scale_factor(fn) -> Result:
+    """``fn(values, fmt) -> float``: the stored scale factor of one block (``values``, a list
+    of 16 floats for ``"nvfp4"``, 32 for ``"mxfp8"`` and ``"mxfp4"``)."""
+    title = "the scale factor of one block"
+    cases = _blocks()
+    for values, fmt in cases:
+        f = bs.get_format(fmt)
+        want = _scale_of(values, fmt)
+        raw = answered(fn(list(values), fmt), "scale_factor")
+        got = _as_float(raw)
+        if got != want:
+            amax = max(abs(v) for v in torch.tensor(values).tolist())
+            r = float(torch.tensor(amax) / f.data_max)  # in float32, as the model computes it
+            other = 448.0 if f.data_max == 6.0 else 6.0
+            mistakes = [
+                (lambda: r, f"that is amax / {f.data_max:g} before rounding; the scale is stored "
+                 f"as {f.scale}" + (", so round it to the nearest e4m3" if f.scale == "e4m3" else
+                                    ", a power of two")),
+                (lambda: 2.0 ** math.floor(math.log2(r)),
+                 f"you rounded down to a power of two: then amax / scale exceeds {f.data_max:g} and "
+                 "the block's largest values saturate; round up"),
+                (lambda: 2.0 ** round(math.log2(r)),
+                 "you rounded to the nearest power of two; round up, so that nothing saturates"),
+                (lambda: _scale_of([v * f.data_max / other for v in values], fmt),
+                 f"wrong data maximum: {f.name.upper()} stores {f.data} data, whose largest value "
+                 f"is {f.data_max:g} (e2m1: 6, e4m3: 448)"),
+            ]
+            why = next((w for p, w in mistakes if _close(p(), got)), "check the rounding rule")
+            return failed(title, f"{f.name.upper()} block with amax {amax:.6g}: you gave {raw!r}, the "
+                          f"stored {f.scale} scale is {want!r} (amax / {f.data_max:g} = {r:.6g}); {why}")
+    return passed(title, f"all {len(cases)} blocks agree with block_scaling.quantize: NVFP4 rounds "
+                  "amax/6 to the nearest e4m3, MX formats round amax/data_max up to a power of two")
+
+
+def _close(a, b) -> bool:
+    return isinstance(b, float) and isinstance(a, float) and math.isclose(a, b, rel_tol=1e-6)
+
+
+# ------------------------------------------------------ 5. the interleaved SF byte offset ----
+
+SF_SHAPES = [(128, 4), (256, 8), (200, 6), (512, 3), (100, 12), (384, 1)]
+
+
+def _row_major(row, kb, rows, kbl):
+    return row * kbl + kb
+
+
+def _unpadded(row, kb, rows, kbl):  # k-atoms per row of atoms counted without padding K
+    atom = (row // 128) * (kbl // 4) + kb // 4
+    return 512 * atom + 16 * (row % 32) + 4 * ((row // 32) % 4) + kb % 4
+
+
+def _swapped(row, kb, rows, kbl):  # 4 and 16 exchanged inside the atom
+    atom = (row // 128) * math.ceil(kbl / 4) + kb // 4
+    return 512 * atom + 4 * (row % 32) + 16 * ((row // 32) % 4) + kb % 4
+
+
+def _m_fastest(row, kb, rows, kbl):  # atoms numbered down M first
+    atom = (kb // 4) * math.ceil(rows / 128) + row // 128
+    return 512 * atom + 16 * (row % 32) + 4 * ((row // 32) % 4) + kb % 4
+
+
+def _row_in_atom(row, kb, rows, kbl):  # row-major inside each atom: 4 bytes per row
+    atom = (row // 128) * math.ceil(kbl / 4) + kb // 4
+    return 512 * atom + 4 * (row % 128) + kb % 4
+
+
+@checker("the byte of a scale factor in Blackwell's interleaved layout",
+         hint="atoms of 128 rows x 4 k-blocks, 512 bytes each, k-atoms fastest (k-blocks padded "
+              "to a multiple of 4); inside an atom row r starts at 16*(r % 32) + 4*((r // 32) % 4), "
+              "and k-block k adds k % 4.")
+def check_sf_offset(fn) -> Result:
+    """``fn(row, kblock, rows, kblocks) -> int``: the byte offset of the scale factor of
+    (row, kblock) in the interleaved buffer of a ``rows x kblocks`` scale-factor matrix."""
+    title = "the byte of a scale factor in Blackwell's interleaved layout"
+    answers = {(row, kb, rows, kbl): fn(row, kb, rows, kbl)
+               for rows, kbl in SF_SHAPES for row in range(rows) for kb in range(kbl)}
+    answered(answers[(0, 0) + SF_SHAPES[0]], "sf_offset")
+    for (row, kb, rows, kbl), got in answers.items():
+        want = bs.sf_offset(row, kb, rows, kbl)
+        if got != want:
+            why = _diagnose(got, (row, kb, rows, kbl), [
+                (_row_major, "that is plain row-major order; the MMA reads scale factors "
+                 "in 128x4 atoms, 4 k-blocks of rows r, r+32, r+64, r+96 per 16 bytes"),
+                (_unpadded, "k-blocks are padded to a multiple of 4: a row of atoms holds "
+                 "ceil(kblocks / 4) atoms, not kblocks // 4"),
+                (_swapped, "inside an atom row r starts at 16*(r % 32) + 4*((r // 32) % 4): "
+                 "32 lines of 16 bytes, one per TMEM lane"),
+                (_m_fastest, "atoms are numbered k fastest: all of a row of atoms' k-atoms, "
+                 "then the next 128 rows"),
+                (_row_in_atom, "inside an atom the 128 rows are interleaved by 32, not "
+                 "stored one after the other"),
+            ], "write it as 512 * atom + 16 * (row % 32) + 4 * ((row // 32) % 4) + kblock % 4",
+                answers)
+            return failed(title, f"(row {row}, k-block {kb}) of {rows} x {kbl}: you gave {got!r}, "
+                          f"the scale factor is at byte {want}; {why}")
+    tried = len(answers)
+    return passed(title, f"all {tried} coordinates of {len(SF_SHAPES)} shapes agree with "
+                  "block_scaling.sf_offset (the layout CuTe's tile_atom_to_shape_SF builds)")

@@ -1,0 +1,190 @@
+"""Checkers of notebook 07: right answers pass, each kind of wrong answer fails usefully."""
+
+import math
+
+import torch
+
+from cutecourse.exercises import nb07
+
+
+# -- 1. locate ---------------------------------------------------------------------------------
+def locate(t, sizes, tile_mn):
+    start = 0
+    for g, (m, n, _) in enumerate(sizes):
+        tiles_m, tiles_n = math.ceil(m / tile_mn[0]), math.ceil(n / tile_mn[1])
+        if t < start + tiles_m * tiles_n:
+            i = t - start
+            return g, i % tiles_m, i // tiles_m
+        start += tiles_m * tiles_n
+
+
+def test_locate_right():
+    r = nb07.check_locate(locate)
+    assert r and "work items" in r.message
+
+
+def test_locate_n_fastest():
+    def wrong(t, sizes, tile_mn):
+        g, _, _ = locate(t, sizes, tile_mn)
+        start = sum(math.ceil(m / tile_mn[0]) * math.ceil(n / tile_mn[1]) for m, n, _ in sizes[:g])
+        cols = math.ceil(sizes[g][1] / tile_mn[1])
+        return g, (t - start) // cols, (t - start) % cols
+
+    r = nb07.check_locate(wrong)
+    assert not r and "m fastest" in r.message and "you gave" in r.message
+
+
+def test_locate_floor_and_boundary():
+    def floor(t, sizes, tile_mn):
+        start = 0
+        for g, (m, n, _) in enumerate(sizes):
+            tm, tn = m // tile_mn[0], n // tile_mn[1]
+            if t < start + tm * tn:
+                return g, (t - start) % tm, (t - start) // tm
+            start += tm * tn
+
+    r = nb07.check_locate(floor)
+    assert not r and "ceil" in r.message
+
+    def inclusive(t, sizes, tile_mn):
+        start = 0
+        for g, (m, n, _) in enumerate(sizes):
+            tm, tn = math.ceil(m / tile_mn[0]), math.ceil(n / tile_mn[1])
+            if t <= start + tm * tn:
+                return g, (t - start) % max(tm, 1), (t - start) // max(tm, 1)
+            start += tm * tn
+
+    r = nb07.check_locate(inclusive)
+    assert not r and "off by one" in r.message
+
+
+def test_locate_unanswered_and_raising():
+    assert "not answered" in nb07.check_locate(lambda t, s, tile: ...).message
+    r = nb07.check_locate(lambda t, s, tile: 1 / 0)
+    assert not r and "ZeroDivisionError" in r.message
+
+
+# -- 2. tensor-map rewrites ----------------------------------------------------------------------
+def rewrites(sizes, tile_mn, ctas):
+    items = []
+    for g, (m, n, _) in enumerate(sizes):
+        items += [g] * (math.ceil(m / tile_mn[0]) * math.ceil(n / tile_mn[1]))
+    p = min(ctas, len(items))
+    out = []
+    for c in range(p):
+        last, count = -1, 0
+        for g in items[c::p]:
+            count += g != last
+            last = g
+        out.append(count)
+    return out
+
+
+def test_tensormap_updates_right():
+    assert nb07.check_tensormap_updates(rewrites)
+
+
+def test_tensormap_updates_forgot_the_first_and_strided_order():
+    r = nb07.check_tensormap_updates(lambda s, t, c: [x - 1 for x in rewrites(s, t, c)])
+    assert not r and "first item" in r.message
+
+    def chunks(sizes, tile_mn, ctas):
+        items = []
+        for g, (m, n, _) in enumerate(sizes):
+            items += [g] * (math.ceil(m / tile_mn[0]) * math.ceil(n / tile_mn[1]))
+        p = min(ctas, len(items))
+        per = -(-len(items) // p)
+        return [len({g for g in items[c * per:(c + 1) * per]}) for c in range(p)]
+
+    r = nb07.check_tensormap_updates(chunks)
+    assert not r and "c + P" in r.message
+
+
+def test_tensormap_updates_too_many_ctas():
+    r = nb07.check_tensormap_updates(lambda s, t, c: rewrites(s, t, c) + [0])  # one CTA too many
+    assert not r and "min(ctas, items)" in r.message
+
+
+# -- 3. the workspace ------------------------------------------------------------------------------
+def test_workspace_bytes():
+    assert nb07.check_workspace_bytes(lambda ctas, scaled: ctas * (5 if scaled else 3) * 128)
+    r = nb07.check_workspace_bytes(lambda ctas, scaled: ctas * 3 * 128)
+    assert not r and "SFA/SFB" in r.message
+    r = nb07.check_workspace_bytes(lambda ctas, scaled: ctas * (5 if scaled else 3) * 64)
+    assert not r and "128 bytes" in r.message
+    r = nb07.check_workspace_bytes(lambda ctas, scaled: (5 if scaled else 3) * 128)
+    assert not r and "per CTA" in r.message
+
+
+# -- 4. a block's scale --------------------------------------------------------------------------------
+DATA_MAX = {"nvfp4": 6.0, "mxfp8": 448.0, "mxfp4": 6.0}
+
+
+def scale_factor(values, fmt):
+    r = max(abs(v) for v in values) / DATA_MAX[fmt]
+    if fmt == "nvfp4":
+        return torch.tensor(r).to(torch.float8_e4m3fn).item()
+    return 2.0 ** math.ceil(math.log2(r))
+
+
+def test_scale_factor_right():
+    r = nb07.check_scale_factor(scale_factor)
+    assert r and "18 blocks" in r.message
+    # a tensor answer is accepted too
+    assert nb07.check_scale_factor(lambda v, f: torch.tensor(scale_factor(v, f)))
+
+
+def test_scale_factor_typical_mistakes():
+    r = nb07.check_scale_factor(lambda v, f: max(abs(x) for x in v) / DATA_MAX[f])
+    assert not r and "before rounding" in r.message and "nearest e4m3" in r.message
+
+    def floor(values, fmt):
+        if fmt == "nvfp4":
+            return scale_factor(values, fmt)
+        return 2.0 ** math.floor(math.log2(max(abs(v) for v in values) / DATA_MAX[fmt]))
+
+    r = nb07.check_scale_factor(floor)
+    assert not r and "rounded down" in r.message and "saturate" in r.message
+
+    def nearest(values, fmt):
+        if fmt == "nvfp4":
+            return scale_factor(values, fmt)
+        return 2.0 ** round(math.log2(max(abs(v) for v in values) / DATA_MAX[fmt]))
+
+    r = nb07.check_scale_factor(nearest)
+    assert not r and ("nearest power of two" in r.message or "rounded down" in r.message)
+
+    def six_for_all(values, fmt):  # e2m1's maximum used for MXFP8's e4m3 data
+        r = max(abs(v) for v in values) / 6.0
+        if fmt == "nvfp4":
+            return torch.tensor(r).to(torch.float8_e4m3fn).item()
+        return 2.0 ** math.ceil(math.log2(r))
+
+    r = nb07.check_scale_factor(six_for_all)
+    assert not r and "wrong data maximum" in r.message and "448" in r.message
+
+
+# -- 5. the interleaved SF layout ------------------------------------------------------------------
+def sf_offset(row, kblock, rows, kblocks):
+    atom = (row // 128) * math.ceil(kblocks / 4) + kblock // 4
+    return 512 * atom + 16 * (row % 32) + 4 * ((row // 32) % 4) + kblock % 4
+
+
+def test_sf_offset_right():
+    r = nb07.check_sf_offset(sf_offset)
+    assert r and "coordinates" in r.message
+
+
+def test_sf_offset_typical_mistakes():
+    cases = {
+        nb07._row_major: "row-major",
+        nb07._unpadded: "padded to a multiple of 4",
+        nb07._swapped: "16*(r % 32)",
+        nb07._m_fastest: "k fastest",
+        nb07._row_in_atom: "interleaved by 32",
+    }
+    for wrong, words in cases.items():
+        r = nb07.check_sf_offset(wrong)
+        assert not r and words in r.message, (wrong.__name__, r.message)
+    r = nb07.check_sf_offset(lambda row, kb, rows, kbl: sf_offset(row, kb, rows, kbl) + 1)
+    assert not r and "512 * atom" in r.message
