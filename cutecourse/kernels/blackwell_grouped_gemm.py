@@ -60,6 +60,7 @@ from cutlass.memory import SmemAllocator
 from ..errors import AlignmentError, DeviceError, DTypeError, ShapeError
 from ..models import block_scaling
 from . import sm100
+from .group_search import Groups, find_group, group_grid, group_tensor
 
 FORMATS = ("nvfp4", "mxfp8")
 TILES = ((128, 128), (128, 256))
@@ -144,56 +145,12 @@ def _tile(tile_mn):
 
 
 # -- the group scheduler (models/group_scheduler.py is its CPU model) ---------------------------
-@dataclass
-class Groups:
-    """The group metadata inside a CTA, and the block of C one work item covers."""
-
-    shapes: object  # (G, 4) int32: M, N, K, 1
-    ptrs: object  # (G, 5) int64: A, B, C, SFA, SFB
-    strides: object  # (G, 3) int64: row strides of A, B, C (elements)
-    count: object  # G, a run-time value
-    cluster_tile: tuple  # (CM, CN, tile_k): CTA tile x cluster shape
-
-
-def group_items(groups: Groups, g):
-    """Work items of group g: ceil(M / CM) * ceil(N / CN) cluster tiles (0 when M = 0)."""
-    cm, cn, _ = groups.cluster_tile
-    return ((groups.shapes[(g, 0)] + cm - 1) // cm) * ((groups.shapes[(g, 1)] + cn - 1) // cn)
-
-
-@cute.jit
-def find_group(groups: Groups, work, group, first):
-    """Walk forward from ``group`` (whose items start at ``first``) to the group owning item
-    ``work``: ``locate``'s running total, resumed where the last search stopped (a CTA's items
-    only grow, so over the kernel it reads each group's shape once). Returns (group, first);
-    ``group == G`` means no more work."""
-    searching = group < groups.count
-    while searching:
-        items = group_items(groups, group)
-        searching = work >= first + items
-        if searching:
-            first = first + items
-            group = group + 1
-            searching = group < groups.count
-    return group, first
-
-
 def work_item(groups: Groups, work, group, first):
     """(cluster tile m, cluster tile n, k_tiles) of item ``work`` in ``group``: m fastest, as
     ``group_scheduler.locate`` numbers them."""
-    cm, _, tile_k = groups.cluster_tile
-    rows = (groups.shapes[(group, 0)] + cm - 1) // cm
+    rows, _, k_tiles = group_grid(groups, group)
     within = work - first
-    return within % rows, within // rows, (groups.shapes[(group, 2)] + tile_k - 1) // tile_k
-
-
-def group_tensor(groups: Groups, g, column: int, dtype, rows: int, cols: int):
-    """A row-major operand of group g (``ptrs`` column ``column``; sizes from ``shapes`` columns
-    ``rows``, ``cols``): what its tensor map is rewritten from."""
-    ptr = cute.make_ptr(dtype, groups.ptrs[(g, column)], cute.AddressSpace.gmem, assumed_align=16)
-    layout = cute.make_layout((groups.shapes[(g, rows)], groups.shapes[(g, cols)]),
-                              stride=(groups.strides[(g, column)], 1))
-    return cute.make_tensor(ptr, layout)
+    return within % rows, within // rows, k_tiles
 
 
 class BlackwellGroupedBlockScaledGemm:

@@ -33,8 +33,6 @@ Entry points: ``grouped_gemm([A_0, ...], [B_0, ...])`` (a list per operand, like
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
@@ -45,6 +43,7 @@ from cutlass.tensor_utils import TensorMapManager, TensorMapUpdateMode
 from ..errors import ShapeError
 from ..models.gemm_plan import EPI_STAGES, EPI_TILE, TILE_K, TILES
 from . import sm90
+from .group_search import Groups, find_group, group_grid, group_tensor
 from .hopper_gemm_persistent import (CONSUMER_REGISTERS, CONSUMER_THREADS, EPILOGUE_STORE_WARP,
                                      PRODUCER_REGISTERS, PRODUCER_WARPGROUPS, THREADS,
                                      PersistentHopperGemm, plan_persistent)
@@ -66,66 +65,12 @@ PRODUCER_WARP = 0
 GROUP_M = 1 << 12
 
 
-@dataclass
-class Groups:
-    """The group metadata inside a CTA (built at trace time) and the tile it is cut into."""
-
-    shapes: object  # (G, 4) int32: M, N, K, 1
-    ptrs: object  # (G, 3) int64: A_g, B_g, C_g
-    strides: object  # (G, 3) int64: row strides of A_g, B_g, C_g (elements)
-    count: object  # G
-    tile_mnk: tuple  # the CTA tile
-    group_m: int  # band height of the order inside a group (models/tile_order.py)
-    cluster_mn: tuple  # a work item is a cluster tile: CM x CN CTA tiles of one group
-    in_cluster: object  # this CTA's (m, n) in its cluster
-
-
-def cluster_tile(groups: Groups):
-    """(BM * CM, BN * CN): the block of C one work item covers."""
-    return groups.tile_mnk[0] * groups.cluster_mn[0], groups.tile_mnk[1] * groups.cluster_mn[1]
-
-
-def group_tiles(groups: Groups, g):
-    """Work items (cluster tiles) of group g: ceil(M/BM') * ceil(N/BN') (0 for an empty group)."""
-    bm, bn = cluster_tile(groups)
-    return ((groups.shapes[(g, 0)] + bm - 1) // bm) * ((groups.shapes[(g, 1)] + bn - 1) // bn)
-
-
-@cute.jit
-def find_group(groups: Groups, work, group, first):
-    """Walk forward from ``group`` (whose tiles start at work item ``first``) to the group that
-    owns item ``work``; return (group, first). ``group == groups.count``: past the last group."""
-    searching = group < groups.count
-    while searching:
-        tiles = group_tiles(groups, group)
-        searching = work >= first + tiles
-        if searching:
-            first = first + tiles
-            group = group + 1
-            searching = group < groups.count
-    return group, first
-
-
-def work_item(groups: Groups, work, group, first):
-    """(tile_m, tile_n, k_tiles) of item ``work`` in ``group``: inside a group, the dense kernel's
-    bands of ``group_m`` tile-rows (``models.group_scheduler.locate(..., group_m=)``)."""
-    bm, bn = cluster_tile(groups)
-    rows = (groups.shapes[(group, 0)] + bm - 1) // bm
-    cols = (groups.shapes[(group, 1)] + bn - 1) // bn
-    block_m, block_n = sm90.band_tile(work - first, rows, cols, groups.group_m)
-    bk = groups.tile_mnk[2]
-    return (block_m * groups.cluster_mn[0] + groups.in_cluster[0],
-            block_n * groups.cluster_mn[1] + groups.in_cluster[1],
-            (groups.shapes[(group, 2)] + bk - 1) // bk)
-
-
-def group_tensor(groups: Groups, g, operand: int, dtype, rows: int, cols: int):
-    """Operand ``operand`` (0 A, 1 B, 2 C) of group g as a row-major cute tensor (rows, cols are
-    columns of ``shapes``): what its tensor map is rewritten from."""
-    ptr = cute.make_ptr(dtype, groups.ptrs[(g, operand)], cute.AddressSpace.gmem, assumed_align=16)
-    layout = cute.make_layout((groups.shapes[(g, rows)], groups.shapes[(g, cols)]),
-                              stride=(groups.strides[(g, operand)], 1))
-    return cute.make_tensor(ptr, layout)
+def work_item(groups: Groups, work, group, first, group_m: int, cluster_mn, in_cluster):
+    """(tile_m, tile_n, k_tiles) of item ``work`` in ``group`` for the CTA at ``in_cluster``: inside
+    a group, bands of ``group_m`` cluster-tile rows (``models.group_scheduler.locate(..., group_m=)``)."""
+    rows, cols, k_tiles = group_grid(groups, group)
+    block_m, block_n = sm90.band_tile(work - first, rows, cols, group_m)
+    return (block_m * cluster_mn[0] + in_cluster[0], block_n * cluster_mn[1] + in_cluster[1], k_tiles)
 
 
 class GroupedHopperGemm(PersistentHopperGemm):
@@ -226,8 +171,10 @@ class GroupedHopperGemm(PersistentHopperGemm):
         gB = cute.local_tile(mB, self.tile_mnk, (None, None, None), proj=(None, 1, 1))
         gC = cute.local_tile(mC, self.tile_mnk, (None, None, None), proj=(1, 1, None))
         tAsA, tAgA, tBsB, tBgB = sm90.tma_views(tma_a, tma_b, cta_layout, cluster_coord, sA, sB, gA, gB)
-        groups = Groups(shapes, ptrs, strides, shapes.shape[0], self.tile_mnk, self.group_m,
-                        self.cluster_mn, cute.arch.block_in_cluster_idx())
+        cm, cn = self.cluster_mn
+        groups = Groups(shapes, ptrs, strides, shapes.shape[0],
+                        (self.tile_mn[0] * cm, self.tile_mn[1] * cn, TILE_K))
+        in_cluster = cute.arch.block_in_cluster_idx()
 
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
 
@@ -235,7 +182,7 @@ class GroupedHopperGemm(PersistentHopperGemm):
             cute.arch.setmaxregister_decrease(PRODUCER_REGISTERS)
             if warp_idx == PRODUCER_WARP:
                 loads = sm90.Loads(tma_a, tAgA, tAsA, a_mcast_mask, tma_b, tBgB, tBsB, b_mcast_mask)
-                self._producer(ring, queue, items, groups, loads, map_ptrs, mA, mB, cta, trace)
+                self._producer(ring, queue, items, groups, loads, map_ptrs, in_cluster, cta, trace)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGISTERS)
             ctid = tidx - 128 * PRODUCER_WARPGROUPS
@@ -248,12 +195,11 @@ class GroupedHopperGemm(PersistentHopperGemm):
             epilogue = sm90.Epilogue(tma_c, sC, tiled_mma, acc, ctid, self.c_dtype, self.epi_tile,
                                      EPI_STAGES, CONSUMER_THREADS, store_warp=EPILOGUE_STORE_WARP,
                                      barrier_threads=CONSUMER_THREADS)
-            self._grouped_consumer(ring, queue, items, groups, mma, epilogue, gC, map_ptrs[2], mC,
-                                   warp_idx)
+            self._grouped_consumer(ring, queue, items, groups, mma, epilogue, gC, map_ptrs[2], warp_idx)
 
     # -- producer: group search, A/B tensor maps, TMA ----------------------------------------
     @cute.jit
-    def _producer(self, ring, queue, items, groups, loads, map_ptrs, mA, mB, cta, trace):
+    def _producer(self, ring, queue, items, groups, loads, map_ptrs, in_cluster, cta, trace):
         """For each work item: find its group, rewrite A's and B's maps if the group changed,
         publish the item to the consumers, load its k-tiles (with the rewritten maps)."""
         prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
@@ -268,7 +214,8 @@ class GroupedHopperGemm(PersistentHopperGemm):
         n_items = cutlass.Int32(0)
         n_updates = cutlass.Int32(0)
         while group < groups.count:
-            tile_m, tile_n, k_tiles = work_item(groups, work, group, first)
+            tile_m, tile_n, k_tiles = work_item(groups, work, group, first, self.group_m,
+                                                self.cluster_mn, in_cluster)
             _publish(queue, items, slot, group, tile_m, tile_n, k_tiles)
             slot.advance()
             if group != last:
@@ -301,8 +248,7 @@ class GroupedHopperGemm(PersistentHopperGemm):
 
     # -- consumers: MMA, C's tensor map, epilogue --------------------------------------------
     @cute.jit
-    def _grouped_consumer(self, ring, queue, items, groups, mma, epilogue, gC, c_map_ptrs, mC,
-                          warp_idx):
+    def _grouped_consumer(self, ring, queue, items, groups, mma, epilogue, gC, c_map_ptrs, warp_idx):
         """The persistent consumer's loop over the producer's items; the store warp rewrites C's
         map when the group changes (``update_tensormap`` first waits for the TMA stores still
         reading the old one)."""
