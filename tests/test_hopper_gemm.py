@@ -8,10 +8,6 @@ compile log must not carry the "pipelining skipped" warning. ``compiler_guarded`
 negative control: it must trigger that warning, proving the log capture works.
 """
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -221,12 +217,9 @@ GPU_CASES = [
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not cutecourse.modes.mode_for("sm_90a").run, reason="needs an sm_90a GPU")
-def test_matches_torch_on_the_gpu():
+def test_matches_torch_on_the_gpu(run_gpu_script):
     # A wrong pipeline deadlocks: run in a subprocess with a timeout.
-    proc = subprocess.run([sys.executable, "-c", _GPU_CHECK, json.dumps(GPU_CASES)],
-                          capture_output=True, text=True, timeout=600, env=dict(os.environ))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    results = json.loads(proc.stdout.split("RESULT", 1)[1])
+    results = run_gpu_script(_GPU_CHECK, GPU_CASES, timeout=600)
     bad = [r for r in results if not r[-1] < (2e-2 if "bfloat16" in (r[3] + r[4]) else 5e-3)]
     assert not bad, "\n".join(map(str, bad))
 

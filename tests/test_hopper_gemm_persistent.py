@@ -5,10 +5,6 @@ correctness against torch in a subprocess with a timeout (a broken pipeline hang
 """
 
 import collections
-import json
-import os
-import subprocess
-import sys
 import textwrap
 import warnings
 
@@ -283,18 +279,10 @@ GPU_CASES = [
 ]
 
 
-def run_gpu_check(cases=GPU_CASES, timeout=300):
-    """Run the cases in a subprocess (a hang becomes a TimeoutExpired, not a stuck test run)."""
-    proc = subprocess.run([sys.executable, "-c", _GPU_CHECK, json.dumps(cases)],
-                          capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    return json.loads(proc.stdout.split("RESULT", 1)[1])
-
-
 @pytest.mark.gpu
 @pytest.mark.skipif(not cutecourse.modes.mode_for("sm_90a").run, reason="needs an sm_90a GPU")
-def test_matches_torch_on_the_gpu():
-    results = run_gpu_check()
+def test_matches_torch_on_the_gpu(run_gpu_script):
+    results = run_gpu_script(_GPU_CHECK, GPU_CASES)
     bad = [r for r in results if not r[-1] < (2e-2 if "bfloat16" in (r[3] + r[4]) else 5e-3)]
     assert len(results) == len(GPU_CASES) + 1
     assert not bad, "\n".join(map(str, bad))

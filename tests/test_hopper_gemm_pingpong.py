@@ -2,10 +2,6 @@
 barrier, setmaxnreg, no spills), its smem plan and errors, and on an H100 correctness against
 torch in a subprocess with a timeout (a broken handoff hangs, it does not fail)."""
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -94,11 +90,8 @@ GPU_CASES = [
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not cutecourse.modes.mode_for("sm_90a").run, reason="needs an sm_90a GPU")
-def test_matches_torch_on_the_gpu():
-    proc = subprocess.run([sys.executable, "-c", _GPU_CHECK, json.dumps(GPU_CASES)],
-                          capture_output=True, text=True, timeout=300, env=dict(os.environ))
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    results = json.loads(proc.stdout.split("RESULT", 1)[1])
+def test_matches_torch_on_the_gpu(run_gpu_script):
+    results = run_gpu_script(_GPU_CHECK, GPU_CASES, timeout=300)
     bad = [r for r in results if not r[-1] < (2e-2 if "bfloat16" in (r[3] + r[4]) else 5e-3)]
     assert not bad, "\n".join(map(str, bad))
 

@@ -4,10 +4,6 @@ an H100 correctness against torch plus each CTA's work and tensor-map rewrites a
 ``models.group_scheduler`` (in a subprocess with a timeout: a broken pipeline hangs, not fails).
 """
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -186,17 +182,10 @@ GPU_CASES = [
 ]
 
 
-def run_gpu_check(cases=GPU_CASES, timeout=300):
-    proc = subprocess.run([sys.executable, "-c", _GPU_CHECK, json.dumps(cases)],
-                          capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    return json.loads(proc.stdout.split("RESULT", 1)[1])
-
-
 @pytest.mark.gpu
 @pytest.mark.skipif(not HOPPER, reason="needs an sm_90a GPU")
-def test_matches_torch_and_the_scheduler_model_on_the_gpu():
-    results = run_gpu_check()
+def test_matches_torch_and_the_scheduler_model_on_the_gpu(run_gpu_script):
+    results = run_gpu_script(_GPU_CHECK, GPU_CASES)
     assert len(results) == len(GPU_CASES) + 1
     bad = [r for r in results if not (r[1] < 2e-2 and r[2])]
     assert not bad, "\n".join(map(str, bad))

@@ -15,7 +15,7 @@ Every course GEMM takes the same operands, ``C = A @ B.T`` with A (M, K) and B (
 from __future__ import annotations
 
 from ..errors import AlignmentError, DeviceError, DTypeError, LayoutError, ShapeError
-from ..models.gemm_plan import BYTES, check_dtype_names
+from ..models.gemm_plan import BYTES, FP8_DTYPES, IN_DTYPES, check_dtype_names
 
 _COMPILED: dict = {}
 
@@ -24,16 +24,19 @@ def _name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def check_operands(a, b, out_dtype=None, c=None) -> tuple[str, str]:
-    """Check torch operands (and ``c`` if given); return (input, output) dtype names."""
+def check_operands(a, b, out_dtype=None, c=None, in_dtypes=None) -> tuple[str, str]:
+    """Check torch operands (and ``c`` if given); return (input, output) dtype names.
+    ``in_dtypes``: the input dtypes the kernel takes (default float16 and bfloat16)."""
     import torch
 
+    in_dtypes = in_dtypes or (torch.float16, torch.bfloat16)
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor):
             raise DTypeError(f"{name} is a {type(t).__name__}, not a torch.Tensor", "pass torch tensors")
-        if t.dtype not in (torch.float16, torch.bfloat16):
-            raise DTypeError(f"{name} is {_name(t.dtype)}; the Hopper GEMM takes float16 or bfloat16 "
-                             "inputs", f"convert it, e.g. {name}.half()")
+        if t.dtype not in in_dtypes:
+            names = " or ".join(_name(d) for d in in_dtypes)
+            raise DTypeError(f"{name} is {_name(t.dtype)}; this Hopper GEMM takes {names} inputs",
+                             f"convert it, e.g. {name}.to(torch.{_name(in_dtypes[0])})")
         if t.dim() != 2:
             raise ShapeError(f"{name} has {t.dim()} dimensions; the GEMM takes 2-D A (M, K) and B (N, K)",
                              "reshape to 2-D (batch by calling once per matrix)")
@@ -84,7 +87,7 @@ def fake_operands(in_dtype="float16", out_dtype="float16"):
 
     from .sm90 import DTYPES
 
-    check_dtype_names(in_dtype, out_dtype)
+    check_dtype_names(in_dtype, out_dtype, IN_DTYPES + FP8_DTYPES)
     div_in, div_out = 16 // BYTES[in_dtype], 16 // BYTES[out_dtype]
     m, n, k = cute.sym_int(symbol="M"), cute.sym_int(symbol="N"), cute.sym_int(symbol="K")
     lda = cute.sym_int64(divisibility=div_in, symbol="lda")

@@ -71,11 +71,11 @@ EPILOGUE_STORE_WARP = 4
 
 def plan_persistent(tile_mn=(128, 256), in_dtype="float16", out_dtype="float16",
                     capacity: int = SMEM_CAPACITY, stages: int | None = None, epi_tile=EPI_TILE,
-                    c_buffer_sets: int = 1, tiles=TILES):
+                    c_buffer_sets: int = 1, tiles=TILES, **kwargs):
     """The smem plan with C staged in its own buffers: 128x256 fp16 out: 4 stages; fp32 out: 3.
     ``c_buffer_sets``: sets of EPI_STAGES C buffers (one per warpgroup that stores on its own)."""
     return plan_stages(tile_mn, in_dtype, out_dtype, capacity, stages, c_in_ring=False,
-                       epi_tile=epi_tile, epi_stages=EPI_STAGES * c_buffer_sets, tiles=tiles)
+                       epi_tile=epi_tile, epi_stages=EPI_STAGES * c_buffer_sets, tiles=tiles, **kwargs)
 
 
 class PersistentHopperGemm:

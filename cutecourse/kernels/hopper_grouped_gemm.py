@@ -41,7 +41,7 @@ from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils import TensorMapManager, TensorMapUpdateMode
 
 from ..errors import ShapeError
-from ..models.gemm_plan import EPI_STAGES, EPI_TILE, TILE_K, TILES
+from ..models.gemm_plan import EPI_STAGES, EPI_TILE, IN_DTYPES, TILES
 from . import sm90
 from .group_search import Groups, find_group, group_grid, group_tensor
 from .hopper_gemm_persistent import (CONSUMER_REGISTERS, CONSUMER_THREADS, EPILOGUE_STORE_WARP,
@@ -83,6 +83,8 @@ class GroupedHopperGemm(PersistentHopperGemm):
     and its stores dropped. The dynamic scheduler is not offered.
     """
 
+    IN_DTYPES = IN_DTYPES
+
     def __init__(self, tile_mn=(128, 256), sms: int = 132, stages: int | None = None,
                  epi_tile=EPI_TILE, group_m: int = GROUP_M, cluster_mn=(1, 1)):
         super().__init__(tile_mn, cluster_mn, sms, group_m=group_m, stages=stages, epi_tile=epi_tile)
@@ -100,12 +102,14 @@ class GroupedHopperGemm(PersistentHopperGemm):
         self.a_dtype, self.c_dtype = a.element_type, c.element_type
         self.stages = plan_persistent(self.tile_mn, sm90.dtype_name(self.a_dtype),
                                       sm90.dtype_name(self.c_dtype), stages=self.requested_stages,
-                                      epi_tile=self.epi_tile).stages
+                                      epi_tile=self.epi_tile, tiles=self.TILES,
+                                      in_dtypes=self.IN_DTYPES).stages
         self.tiled_mma = sm90.tiled_mma(self.a_dtype, self.acc_dtype, self.MMA_WARPGROUPS, self.tile_mn[1])
         sA_layout, sB_layout, sC_layout = sm90.smem_layouts(self.tile_mnk, self.a_dtype, self.c_dtype,
                                                             self.stages, self.epi_tile, EPI_STAGES)
         tma_a, gA, tma_b, gB, tma_c, gC = sm90.tma_atoms(
-            a, b, c, sA_layout, sB_layout, sC_layout, self.tile_mn, self.cluster_mn, self.epi_tile)
+            a, b, c, sA_layout, sB_layout, sC_layout, self.tile_mn, self.cluster_mn, self.epi_tile,
+            tile_k=self.tile_mnk[2])
 
         @cute.struct
         class SharedStorage:
@@ -173,7 +177,7 @@ class GroupedHopperGemm(PersistentHopperGemm):
         tAsA, tAgA, tBsB, tBgB = sm90.tma_views(tma_a, tma_b, cta_layout, cluster_coord, sA, sB, gA, gB)
         cm, cn = self.cluster_mn
         groups = Groups(shapes, ptrs, strides, shapes.shape[0],
-                        (self.tile_mn[0] * cm, self.tile_mn[1] * cn, TILE_K))
+                        (self.tile_mn[0] * cm, self.tile_mn[1] * cn, self.tile_mnk[2]))
         in_cluster = cute.arch.block_in_cluster_idx()
 
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
@@ -255,18 +259,13 @@ class GroupedHopperGemm(PersistentHopperGemm):
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         slot = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, WORK_SLOTS)
-        c_map, c_smem = c_map_ptrs
-        c_desc = self.maps.get_tensormap_ptr(c_map, cute.AddressSpace.generic)
+        c_desc = self.maps.get_tensormap_ptr(c_map_ptrs[0], cute.AddressSpace.generic)
         group, tile_m, tile_n, k_tiles = _receive(queue, items, slot)
         slot.advance()
         last = cutlass.Int32(-1)
         while group >= 0:
             if group != last:
-                c_g = group_tensor(groups, group, 2, self.c_dtype, 0, 1)
-                self.maps.update_tensormap((c_g,), (epilogue.tma_c,), (c_map,), EPILOGUE_STORE_WARP,
-                                           (c_smem,))
-                if warp_idx == EPILOGUE_STORE_WARP:
-                    self.maps.fence_tensormap_update(c_map)
+                self._switch_c_map(groups, group, epilogue, c_map_ptrs, warp_idx)
                 last = group
             mma.acc.fill(0.0)
             for k in cutlass.range(k_tiles, unroll=1):
@@ -284,6 +283,17 @@ class GroupedHopperGemm(PersistentHopperGemm):
             group, tile_m, tile_n, k_tiles = _receive(queue, items, slot)
             slot.advance()
         sm90.finish_stores(epilogue, warp_idx)
+
+
+    @cute.jit
+    def _switch_c_map(self, groups, group, epilogue, c_map_ptrs, warp_idx):
+        """C's map now points at ``group``'s C: patched and published by the store warp (which
+        first waits for its TMA stores still reading the old map), then acquired by it."""
+        c_map, c_smem = c_map_ptrs
+        c_g = group_tensor(groups, group, 2, self.c_dtype, 0, 1)
+        self.maps.update_tensormap((c_g,), (epilogue.tma_c,), (c_map,), EPILOGUE_STORE_WARP, (c_smem,))
+        if warp_idx == EPILOGUE_STORE_WARP:
+            self.maps.fence_tensormap_update(c_map)
 
 
 @cute.jit
@@ -332,7 +342,7 @@ def compile_target(tile=(128, 256), in_dtype: str = "float16", out_dtype: str = 
                     workspace, trace, cutlass.Int32(sms), cuda.CUstream(0))
 
 
-def check_groups(As, Bs, out_dtype=None) -> tuple[str, str]:
+def check_groups(As, Bs, out_dtype=None, in_dtypes=None) -> tuple[str, str]:
     """The dense GEMM's operand checks for every group (M_g = 0 allowed: the group is skipped),
     plus what a grouped launch adds: equal-length lists, one dtype, one device."""
     import torch
@@ -353,8 +363,8 @@ def check_groups(As, Bs, out_dtype=None) -> tuple[str, str]:
                     and 0 in (a.shape[0], a.shape[1]) and a.shape[1] == b.shape[1]):
                 # nothing to multiply (M_g = 0, or K_g = 0 and C_g = 0): the kernel never reads
                 # these tensors, so check only dtypes and devices
-                a, b = a.new_empty((1, 8)), b.new_empty((max(1, b.shape[0]), 8))
-            names.add(check_operands(a, b, out_dtype))
+                a, b = a.new_empty((1, 16)), b.new_empty((max(1, b.shape[0]), 16))
+            names.add(check_operands(a, b, out_dtype, in_dtypes=in_dtypes))
         except CourseError as e:
             raise type(e)(f"group {g}: {e.what}", e.fix) from None
     if len(names) > 1:
@@ -482,7 +492,7 @@ def packed_metadata(a, b, c, offs):
     return shapes, ptrs, strides
 
 
-def check_packed(a, b, offs, out_dtype=None) -> tuple[str, str]:
+def check_packed(a, b, offs, out_dtype=None, in_dtypes=None) -> tuple[str, str]:
     """``torch._grouped_mm``'s 2d x 3d form: a (sum M, K), b (G, K, N) with K-major b[g]."""
     import torch
 
@@ -505,7 +515,7 @@ def check_packed(a, b, offs, out_dtype=None) -> tuple[str, str]:
     if offs.device != a.device:
         from ..errors import DeviceError
         raise DeviceError(f"offs is on {offs.device}, a on {a.device}", "put offs on the GPU too")
-    return check_operands(a, b[0].transpose(0, 1), out_dtype)
+    return check_operands(a, b[0].transpose(0, 1), out_dtype, in_dtypes=in_dtypes)
 
 
 def packed_launcher(a, b, offs, c, tile=(128, 256), sms: int | None = None,
@@ -527,6 +537,21 @@ def packed_launcher(a, b, offs, c, tile=(128, 256), sms: int | None = None,
     return _launch_closure(kernel, (a, b[0].transpose(0, 1), c), shapes, ptrs, strides, bound)
 
 
+def check_offs(offs, rows: int) -> int:
+    """Check (one host sync) that ``offs`` is non-decreasing and ends within ``rows``; return its
+    last end (rows past it belong to no group)."""
+    import torch
+
+    if not offs.numel():
+        return 0
+    ends = offs.to(torch.int64)
+    ok = bool(((ends[1:] >= ends[:-1]).all() & (ends[0] >= 0) & (ends[-1] <= rows)).item())
+    if not ok:
+        raise ShapeError("offs must be non-decreasing cumulative row ends within a's rows",
+                         "build it as torch.cumsum(rows_per_group, 0).to(torch.int32)")
+    return int(ends[-1])
+
+
 def grouped_mm(a, b, offs, out_dtype=None, **config):
     """``torch._grouped_mm(a, b, offs=offs)`` for a (sum M, K) and b (G, K, N), on an H100.
 
@@ -537,13 +562,7 @@ def grouped_mm(a, b, offs, out_dtype=None, **config):
 
     check_packed(a, b, offs, out_dtype)
     c = torch.empty((a.shape[0], b.shape[2]), dtype=out_dtype or a.dtype, device=a.device)
-    if offs.numel():
-        ends = offs.to(torch.int64)
-        ok = bool(((ends[1:] >= ends[:-1]).all() & (ends[0] >= 0) & (ends[-1] <= a.shape[0])).item())
-        if not ok:
-            raise ShapeError("offs must be non-decreasing cumulative row ends within a's rows",
-                             "build it as torch.cumsum(rows_per_group, 0).to(torch.int32)")
-        c[int(ends[-1]):].zero_()
+    c[check_offs(offs, a.shape[0]):].zero_()
     if a.shape[0] == 0 or a.shape[1] == 0:
         return c.zero_()
     packed_launcher(a, b, offs, c, **config)()

@@ -31,7 +31,8 @@ from ..errors import DTypeError
 from ..models.gemm_plan import IN_DTYPES, OUT_DTYPES, TILE_K
 from ..models.tile_order import band_coord
 
-DTYPES = {"float16": cutlass.Float16, "bfloat16": cutlass.BFloat16, "float32": cutlass.Float32}
+DTYPES = {"float16": cutlass.Float16, "bfloat16": cutlass.BFloat16, "float32": cutlass.Float32,
+          "float8_e4m3fn": cutlass.Float8E4M3FN}
 #: K-major A (M, K) and B (N, K), N-major C (M, N): all "row-major" in CuTe's layout enum.
 ROW_MAJOR = utils.LayoutEnum.ROW_MAJOR
 
@@ -76,13 +77,13 @@ def tma_store(c, sC_layout, epi_tile):
                                        cute.slice_(sC_layout, (None, None, 0)), epi_tile)
 
 
-def tma_atoms(a, b, c, sA_layout, sB_layout, sC_layout, tile_mn, cluster_mn, epi_tile):
+def tma_atoms(a, b, c, sA_layout, sB_layout, sC_layout, tile_mn, cluster_mn, epi_tile, tile_k=TILE_K):
     """(tma_a, gA, tma_b, gB, tma_c, gC): the TMA atoms and views of one GEMM. A's tile is shared
     by the CN CTAs of a cluster row, B's by the CM of a column: one load each, multicast (at 1x1:
-    plain loads)."""
+    plain loads). ``tile_k``: 128 for 8-bit inputs (one 128-byte row)."""
     cm, cn = cluster_mn
-    tma_a, gA = tma_load(a, sA_layout, (tile_mn[0], TILE_K), mcast=cn)
-    tma_b, gB = tma_load(b, sB_layout, (tile_mn[1], TILE_K), mcast=cm)
+    tma_a, gA = tma_load(a, sA_layout, (tile_mn[0], tile_k), mcast=cn)
+    tma_b, gB = tma_load(b, sB_layout, (tile_mn[1], tile_k), mcast=cm)
     tma_c, gC = tma_store(c, sC_layout, epi_tile)
     return tma_a, gA, tma_b, gB, tma_c, gC
 

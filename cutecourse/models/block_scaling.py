@@ -102,8 +102,9 @@ def get_format(fmt: str | BlockFormat) -> BlockFormat:
     return FORMATS[fmt]
 
 
-def _matrix(x, name: str, block_k: int | None = None) -> torch.Tensor:
-    """``x`` as a float32 2-D tensor, after checking what quantizing it needs."""
+def _matrix(x, name: str, block_k: int | None = None, device=None) -> torch.Tensor:
+    """``x`` as a float32 2-D tensor on ``device`` (default: the CPU), after checking what
+    quantizing it needs."""
     if x.dim() != 2:
         raise ShapeError(f"{name} has {x.dim()} dimensions; block scaling here takes (rows, K)",
                          f"reshape it, e.g. {name}.reshape(-1, {name}.shape[-1])")
@@ -113,7 +114,7 @@ def _matrix(x, name: str, block_k: int | None = None) -> torch.Tensor:
     if block_k is not None and x.shape[1] % block_k:
         raise ShapeError(f"{name} has K = {x.shape[1]}, not a multiple of the block size {block_k}",
                          f"pad K with zeros to {math.ceil(x.shape[1] / block_k) * block_k}")
-    x = x.detach().to("cpu", torch.float32)
+    x = x.detach().to(device or "cpu", torch.float32)
     if not torch.isfinite(x).all():
         raise CourseError(f"{name} holds inf or NaN", "block scaling is defined for finite values")
     return x
@@ -221,10 +222,10 @@ def quantize_blockwise_fp8(x: torch.Tensor, block: tuple[int, int] = (1, 128)):
     if len(block) != 2 or not all(isinstance(b, int) and b > 0 for b in block):
         raise ShapeError(f"block {block!r} is not (rows, k) of positive ints", "use (1, 128) or (128, 128)")
     br, bk = block
-    x = _matrix(x, "x")
+    x = _matrix(x, "x", device=x.device)  # on a GPU, quantized there
     rows, k = x.shape
     nr, nk = math.ceil(rows / br), math.ceil(k / bk)
-    xp = torch.zeros(nr * br, nk * bk)
+    xp = torch.zeros(nr * br, nk * bk, device=x.device)
     xp[:rows, :k] = x
     blocks = xp.view(nr, br, nk, bk)
     s = blocks.abs().amax(dim=(1, 3)).clamp(min=AMAX_FLOOR) / E4M3_MAX
@@ -260,11 +261,13 @@ def scaled_mm_reference(qa, sa, qb, sb, *, block_k: int = 128, block_n: int = 12
         raise ShapeError(f"scales {tuple(sa.shape)}, {tuple(sb.shape)} do not fit A {m}x{k}, B {n}x{k}",
                          f"expect sa ({m}, {nk}) from block (1,{block_k}) and sb "
                          f"({math.ceil(n / block_n)}, {nk}) from block ({block_n},{block_k})")
-    a = torch.zeros(m, nk * block_k)
-    b = torch.zeros(n, nk * block_k)
+    dev = qa.device  # the same arithmetic on a GPU, for large references
+    a = torch.zeros(m, nk * block_k, device=dev)
+    b = torch.zeros(n, nk * block_k, device=dev)
     a[:, :k], b[:, :k] = qa.float(), qb.float()
-    sb_rows = sb.float().repeat_interleave(block_n, 0)[:n]  # (N, nk): each row's weight scale
-    acc = torch.zeros(m, n)
+    sa = sa.to(dev)
+    sb_rows = sb.to(dev).float().repeat_interleave(block_n, 0)[:n]  # (N, nk): each row's weight scale
+    acc = torch.zeros(m, n, device=dev)
     for kb in range(nk):
         ks = slice(kb * block_k, (kb + 1) * block_k)
         acc += (a[:, ks] @ b[:, ks].T) * (sa[:, kb, None].float() * sb_rows[None, :, kb])

@@ -26,13 +26,21 @@ from dataclasses import dataclass
 from ..errors import AlignmentError, DTypeError, ShapeError
 
 #: The CTA tiles (M, N) the course's kernels support. K per tile is fixed by the 128-byte swizzle:
-#: 128 B of a 16-bit type is 64 elements.
+#: 128 B of a 16-bit type is 64 elements (of an 8-bit type, 128: :func:`tile_k`).
 TILES = ((128, 128), (128, 256))
+SWIZZLE_BYTES = 128
 TILE_K = 64
 #: Input dtypes (names as in torch and cutlass) and output dtypes, with their sizes in bytes.
 IN_DTYPES = ("float16", "bfloat16")
+#: The block-scaled grouped GEMM's input (``hopper_grouped_gemm_fp8``); the dense kernels refuse it.
+FP8_DTYPES = ("float8_e4m3fn",)
 OUT_DTYPES = ("float16", "bfloat16", "float32")
-BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float8_e4m3fn": 1}
+
+
+def tile_k(in_dtype: str) -> int:
+    """Elements of K per k-tile: one 128-byte swizzled row (64 fp16, 128 fp8)."""
+    return SWIZZLE_BYTES // BYTES[in_dtype]
 #: Shared memory an sm_90 CTA may opt in to (cutlass.utils.get_smem_capacity_in_bytes("sm_90")).
 SMEM_CAPACITY = 232448
 SM90_SMEM_BYTES = SMEM_CAPACITY
@@ -48,10 +56,10 @@ H100_SMS = 132
 THREADS = 256
 
 
-def check_dtype_names(in_dtype: str, out_dtype: str) -> None:
-    if in_dtype not in IN_DTYPES:
+def check_dtype_names(in_dtype: str, out_dtype: str, in_dtypes=IN_DTYPES) -> None:
+    if in_dtype not in in_dtypes:
         raise DTypeError(f"input dtype {in_dtype} is not supported by the Hopper GEMM",
-                         f"use one of {IN_DTYPES} (convert with .half() or .bfloat16())")
+                         f"use one of {in_dtypes} (convert with .half() or .bfloat16())")
     if out_dtype not in OUT_DTYPES:
         raise DTypeError(f"output dtype {out_dtype} is not supported", f"use one of {OUT_DTYPES}")
 
@@ -119,7 +127,8 @@ class StagePlan:
 
 def plan_stages(tile_mn=(128, 256), in_dtype="float16", out_dtype="float16",
                 capacity: int = SMEM_CAPACITY, stages: int | None = None, c_in_ring: bool = True,
-                epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES, tiles=TILES) -> StagePlan:
+                epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES, tiles=TILES,
+                in_dtypes=IN_DTYPES) -> StagePlan:
     """The largest stage count whose ring fits the shared-memory budget (or check ``stages``).
 
     ``c_in_ring=True`` (one CTA per tile): the epilogue runs after the last k-tile is consumed, so
@@ -128,13 +137,14 @@ def plan_stages(tile_mn=(128, 256), in_dtype="float16", out_dtype="float16",
     off the budget first. 128x256 fp16: 4 stages of 48 KiB either way; fp32 out, own buffers: 3.
     """
     tile_mn = check_tile(tile_mn, tiles)
-    check_dtype_names(in_dtype, out_dtype)
+    check_dtype_names(in_dtype, out_dtype, in_dtypes)
     m, n = tile_mn
-    per_stage = (m * TILE_K + n * TILE_K) * BYTES[in_dtype]
+    tk = tile_k(in_dtype)
+    per_stage = (m * tk + n * tk) * BYTES[in_dtype]
     epi = epi_tile[0] * epi_tile[1] * BYTES[out_dtype] * epi_stages
     fit = (capacity - BARRIER_BYTES - (0 if c_in_ring else epi)) // per_stage
     stages = fit if stages is None else stages
-    plan = StagePlan(tile_mn, TILE_K, in_dtype, out_dtype, per_stage, stages, BARRIER_BYTES, epi,
+    plan = StagePlan(tile_mn, tk, in_dtype, out_dtype, per_stage, stages, BARRIER_BYTES, epi,
                      capacity, c_in_ring)
     if stages < 2 or stages > fit:
         raise ShapeError(
