@@ -109,8 +109,10 @@ class BlockScaledGroupedHopperGemm(GroupedHopperGemm):
             if group != last:
                 self._switch_c_map(groups, group, epilogue, c_map_ptrs, warp_idx)
                 last = group
-            sfa, sfb, m_rows = _group_scales(groups, group, k_tiles)
-            scales = (sfa, sfb, rows, tile_m * self.tile_mn[0], m_rows, tile_n)
+            sfa, sfb, m_rows, n_blocks = _group_scales(groups, group, k_tiles)
+            # (a cluster's CTA past the group's M or N reads the last row's or block's scales:
+            # its results are never stored)
+            scales = (sfa, sfb, rows, tile_m * self.tile_mn[0], m_rows, cutlass.min(tile_n, n_blocks - 1))
             acc.fill(0.0)
             sb0 = _load_scales(scales, sa0, 0)
             tiled_mma = _issue(ring, read, tiled_mma, tCrA, tCrB, part0)
@@ -175,7 +177,7 @@ def _promote(ring, release, acc, part, sa, sb):
 def _load_scales(scales, sa, k):
     """Fill ``sa`` with A's scale of each accumulator's row at k-tile ``k``; return B's scale of
     the tile's columns. (One per accumulator, but the compiler loads each distinct row once: two
-    per thread.) Rows past the group's M read its last row: their results are never stored."""
+    per thread.)"""
     sfa, sfb, rows, first_row, m_rows, tile_n = scales
     for i in cutlass.range_constexpr(cute.size(sa)):
         sa[i] = sfa[(cutlass.min(first_row + rows[i][0], m_rows - 1), k)]
@@ -183,7 +185,8 @@ def _load_scales(scales, sa, k):
 
 
 def _group_scales(groups, g, k_tiles):
-    """(sfa, sfb, M_g) of group g: sfa (M_g, k-blocks) M-major, sfb (N_g/128, k-blocks) row-major."""
+    """(sfa, sfb, M_g, N_g/128) of group g: sfa (M_g, k-blocks) M-major, sfb (N_g/128, k-blocks)
+    row-major."""
     m_rows = groups.shapes[(g, 0)]
     n_blocks = (groups.shapes[(g, 1)] + BLOCK - 1) // BLOCK
     sfa = cute.make_tensor(
@@ -192,7 +195,7 @@ def _group_scales(groups, g, k_tiles):
     sfb = cute.make_tensor(
         cute.make_ptr(cutlass.Float32, groups.ptrs[(g, SFB)], cute.AddressSpace.gmem, assumed_align=4),
         cute.make_layout((n_blocks, k_tiles), stride=(groups.strides[(g, SFB)], 1)))
-    return sfa, sfb, m_rows
+    return sfa, sfb, m_rows, n_blocks
 
 
 # ------------------------------------------------------------------------------------------
