@@ -32,6 +32,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ONE = "cutecourse.kernels.hopper_gemm:compile_target"
 CLUSTER = "cutecourse.kernels.hopper_gemm_cluster:compile_target"
 PERSISTENT = "cutecourse.kernels.hopper_gemm_persistent:compile_target"
+PINGPONG = "cutecourse.kernels.hopper_gemm_pingpong:compile_target"
+GROUPED = "cutecourse.kernels.hopper_grouped_gemm:compile_target"
+GROUPED_FP8 = "cutecourse.kernels.hopper_grouped_gemm_fp8:compile_target"
 
 
 def configurations() -> dict[str, tuple[str, dict]]:
@@ -66,6 +69,14 @@ def configurations() -> dict[str, tuple[str, dict]]:
     out["persistent/static/128x256/1x1/fp32out"] = (PERSISTENT, dict(out_dtype="float32"))
     out["persistent/static/128x256/2x1/bf16"] = (
         PERSISTENT, dict(cluster=[2, 1], in_dtype="bfloat16", out_dtype="bfloat16"))
+    for cluster in ((1, 1), (2, 1)):
+        out[f"pingpong/64x256/{cluster[0]}x{cluster[1]}"] = (PINGPONG, dict(cluster=list(cluster)))
+        out[f"grouped/fp8/128x128/{cluster[0]}x{cluster[1]}"] = (GROUPED_FP8, dict(cluster=list(cluster)))
+    for tile in ((128, 128), (128, 256)):
+        for cluster in ((1, 1), (2, 1), (1, 2)):
+            out[f"grouped/{tile[0]}x{tile[1]}/{cluster[0]}x{cluster[1]}"] = (
+                GROUPED, dict(tile=list(tile), cluster=list(cluster)))
+    out["grouped/128x256/1x1/bf16"] = (GROUPED, dict(in_dtype="bfloat16", out_dtype="bfloat16"))
     return out
 
 
@@ -139,8 +150,9 @@ def main() -> int:
             before = json.load(f)
         differ = [n for n in hashes if n in before and before[n] != hashes[n]]
         missing = [] if opts.only else [n for n in before if n not in hashes]
-        print(f"identical: {len(hashes) - len(differ)}; differ: {differ or 'none'}; "
-              f"not compiled now: {missing or 'none'}")
+        new = [n for n in hashes if n not in before]
+        print(f"identical: {len(hashes) - len(differ) - len(new)}; differ: {differ or 'none'}; "
+              f"new: {new or 'none'}; not compiled now: {missing or 'none'}")
         if opts.explain and opts.keep:
             for name in differ:
                 print(f"{name}:\n" + explain(os.path.join(opts.explain, name.replace("/", "_") + ".ptx"),
