@@ -13,6 +13,12 @@ Every case computes the same products from the same memory: A packed (sum M, K),
 course's ``grouped_mm`` (the same call) read and write exactly what the loop does. Each case is
 checked against torch.matmul on integer data before it is timed; the sustained protocol of
 ``benchmarks/gemm.py``. Writes ``grouped_<dtype><tag>.json`` (a result set, ``bench.load_set``).
+
+``--nvidia PATH``: also time NVIDIA's CuTeDSL Hopper grouped example (CUTLASS's
+``examples/python/CuTeDSL/cute/hopper/kernel/grouped_gemm/grouped_gemm.py``, class
+``HopperGroupedGemmPersistentKernel``, 128x256, 1x1) on the same tensors, loaded from PATH and
+never copied into this repository. Its group count and tile total are compile-time constants, so
+it is compiled once per problem.
 """
 
 from __future__ import annotations
@@ -53,7 +59,46 @@ KERNELS = {"course 128x256": dict(tile=(128, 256), group_m=16),
            "course 128x256 1x2": dict(tile=(128, 256), cluster=(1, 2), group_m=16)}
 
 
-def run(dtype_name: str, rounds: int, problems=None, kernels=None) -> dict[str, bench.BenchResult]:
+def nvidia_grouped(path: str, views, tile=(128, 256)):
+    """NVIDIA's example compiled for these groups [(A_g, B_g, C_g)]; ``fn()`` launches it."""
+    import importlib.util
+
+    import cuda.bindings.driver as cuda
+    import cutlass
+    import cutlass.cute as cute
+    import torch
+    from cutlass.cute.runtime import from_dlpack
+
+    spec = importlib.util.spec_from_file_location("nvidia_grouped_gemm", path)
+    nv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nv)
+    dev = views[0][0].device
+    # (rows, cols, L=1) templates with unit stride along cols (K-major A and B, N-major C): they
+    # carry only dtype and majorness
+    small = [torch.empty(1, 8, 8, dtype=views[0][0].dtype, device=dev).permute(1, 2, 0) for _ in range(3)]
+    templates = [from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=1) for t in small]
+    sizes = [(x.shape[0], y.shape[0], x.shape[1], 1) for x, y, _ in views]
+    meta = [torch.tensor(sizes, dtype=torch.int32, device=dev),
+            torch.tensor([[[x.stride(0), 1], [y.stride(0), 1], [z.stride(0), 1]] for x, y, z in views],
+                         dtype=torch.int32, device=dev),
+            torch.tensor([[t.data_ptr() for t in v] for v in views], dtype=torch.int64, device=dev)]
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count if dev.type == "cuda" else 132
+    workspace = torch.empty((sms, 3, 16), dtype=torch.int64, device=dev)
+    args = [from_dlpack(t, assumed_align=16) for t in (*meta, workspace)]
+    total = sum(-(-m // tile[0]) * -(-n // tile[1]) for m, n, _, _ in sizes)
+    stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream if dev.type == "cuda" else 0)
+    kernel = nv.HopperGroupedGemmPersistentKernel(cutlass.Float32, tile, (1, 1), swizzle_size=1,
+                                                  raster_along_m=True)
+    compiled = cute.compile(kernel, *templates, len(views), *args[:3], total, args[3], sms, stream)
+
+    def fn():
+        compiled(*templates, *args[:3], args[3], stream)
+
+    fn.keep_alive = (small, meta, workspace)
+    return fn
+
+
+def run(dtype_name: str, rounds: int, problems=None, kernels=None, nvidia=None) -> dict[str, bench.BenchResult]:
     import torch
 
     dtype = getattr(torch, dtype_name)
@@ -86,6 +131,9 @@ def run(dtype_name: str, rounds: int, problems=None, kernels=None) -> dict[str, 
                 continue
             cases.append(bench.checked_case(label, hg.packed_launcher(a, b, offs, c, **opts), c,
                                             ref, 1e-2))
+        if nvidia:
+            cases.append(bench.checked_case("NVIDIA example 128x256", nvidia_grouped(nvidia, views), c,
+                                            ref, 1e-2))
         print(f"{dtype_name} {name}: every case matches torch.matmul", flush=True)
         flops = 2 * total * N * K
         with bench.GpuMonitor() as monitor:
@@ -110,11 +158,12 @@ def main() -> int:
     p.add_argument("--kernels", help="comma-separated course rows of KERNELS (default: all)")
     p.add_argument("--out", default=str(bench.RESULTS_DIR))
     p.add_argument("--tag", default="")
+    p.add_argument("--nvidia", help="path to NVIDIA's CuTeDSL hopper grouped_gemm.py (reference rows)")
     args = p.parse_args()
     cutecourse.modes.require_gpu("sm_90a")
     t0 = time.perf_counter()
     results = run(args.dtype, args.rounds, args.problems and args.problems.split(","),
-                  args.kernels and args.kernels.split(","))
+                  args.kernels and args.kernels.split(","), args.nvidia)
     path = bench.save_set(f"grouped_{args.dtype}{args.tag}", results, args.out)
     print(f"wrote {path} ({time.perf_counter() - t0:.0f} s)", flush=True)
     print(json.dumps({p: {r.name: f"{r.ratio:.3f}x, {r.tflops:.0f} TFLOP/s" for r in res.rows}
