@@ -188,3 +188,48 @@ def test_sf_offset_typical_mistakes():
         assert not r and words in r.message, (wrong.__name__, r.message)
     r = nb07.check_sf_offset(lambda row, kb, rows, kbl: sf_offset(row, kb, rows, kbl) + 1)
     assert not r and "512 * atom" in r.message
+
+
+# -- 6. FP8 block scales -----------------------------------------------------------------------
+def blockwise_product(qa, sa, qb, sb):
+    m, n = qa.shape[0], qb.shape[0]
+    acc = torch.zeros(m, n)
+    sb_cols = sb.repeat_interleave(128, 0)[:n]  # (N, K/128): each column's block of scales
+    for kb in range(qa.shape[1] // 128):
+        k = slice(kb * 128, (kb + 1) * 128)
+        acc += (qa[:, k].float() @ qb[:, k].float().T) * sa[:, kb, None] * sb_cols[None, :, kb]
+    return acc
+
+
+def test_blockwise_product_right():
+    r = nb07.check_blockwise_product(blockwise_product)
+    assert r and "scaled_mm_reference" in r.message
+
+
+def test_blockwise_product_dequantize_first_is_also_right():
+    from cutecourse.models import block_scaling as bs
+
+    def dequantized(qa, sa, qb, sb):
+        return bs.dequantize_blockwise(qa, sa, (1, 128)) @ bs.dequantize_blockwise(qb, sb, (128, 128)).T
+
+    assert nb07.check_blockwise_product(dequantized)
+
+
+def test_blockwise_product_mistakes_are_named():
+    def variant(**kw):
+        return lambda qa, sa, qb, sb: nb07._fp8_variant(qa, sa, qb, sb, **kw)
+
+    assert "first k-block's scales" in nb07.check_blockwise_product(variant(first_block=True)).message
+    assert "no scale was applied" in nb07.check_blockwise_product(variant(no_sa=True, no_sb=True)).message
+    assert "A's scales are missing" in nb07.check_blockwise_product(variant(no_sa=True)).message
+    assert "B's scales are missing" in nb07.check_blockwise_product(variant(no_sb=True)).message
+
+    def transposed(qa, sa, qb, sb):  # right where sb is not square, wrong where it is
+        if sb.shape[0] == sb.shape[1]:
+            return nb07._fp8_variant(qa, sa, qb, sb, sb_t=True)
+        return blockwise_product(qa, sa, qb, sb)
+
+    r = nb07.check_blockwise_product(transposed)
+    assert not r and "wrong way round" in r.message
+    r = nb07.check_blockwise_product(lambda *a: 3)
+    assert not r and "you returned int" in r.message

@@ -2,7 +2,8 @@
 
 Every expected answer comes from the course's models, never from a table of numbers: the group
 scheduler (``models.group_scheduler``: ``locate``, ``schedule``, ``tensormap_updates``) and the
-block-scaling reference (``models.block_scaling``: ``quantize``, ``sf_offset``). When an answer
+block-scaling reference (``models.block_scaling``: ``quantize``, ``sf_offset``,
+``scaled_mm_reference``). When an answer
 is wrong, the checker names the case and tries the usual mistakes (N before M, floor instead of
 ceil, an unrounded or wrongly rounded scale, row-major scale factors ...) to say which one it was.
 """
@@ -335,3 +336,81 @@ def check_sf_offset(fn) -> Result:
     tried = len(answers)
     return passed(title, f"all {tried} coordinates of {len(SF_SHAPES)} shapes agree with "
                   "block_scaling.sf_offset (the layout CuTe's tile_atom_to_shape_SF builds)")
+
+
+# ------------------------------------------ 6. FP8 block scales, the way Hopper applies them ----
+
+#: (M, N, K) of the FP8 cases: N not a multiple of 128 (a partial block of B's scales), and a
+#: square block grid (N/128 = K/128), where indexing sb the wrong way round gives no error.
+FP8_SHAPES = [(64, 256, 384), (33, 200, 256), (48, 384, 384)]
+
+
+def _fp8_case(m, n, k, seed):
+    g = torch.Generator().manual_seed(seed)
+    # rows and k-blocks of very different sizes, so that every block's scale matters
+    x = torch.randn(m, k, generator=g) * 10 ** (torch.rand(m, k // 128, generator=g) * 4 - 2).repeat_interleave(128, 1)
+    w = torch.randn(n, k, generator=g) * 10 ** (torch.rand(1, k // 128, generator=g) * 2 - 1).repeat_interleave(128, 1)
+    qa, sa = bs.quantize_blockwise_fp8(x, (1, 128))
+    qb, sb = bs.quantize_blockwise_fp8(w, (128, 128))
+    return qa, sa, qb, sb
+
+
+def _fp8_variant(qa, sa, qb, sb, *, first_block=False, no_sa=False, no_sb=False, sb_t=False):
+    n = qb.shape[0]
+    sbt = sb.T if sb_t else sb
+    acc = torch.zeros(qa.shape[0], n)
+    for kb in range(qa.shape[1] // 128):
+        k = slice(kb * 128, (kb + 1) * 128)
+        j = 0 if first_block else kb
+        part = qa[:, k].float() @ qb[:, k].float().T
+        a = torch.ones(qa.shape[0], 1) if no_sa else sa[:, j, None]
+        b = torch.ones(1, n) if no_sb else sbt.float().repeat_interleave(128, 0)[:n, j][None, :]
+        acc += part * a * b
+    return acc
+
+
+def _try_variant(case, kw):
+    try:
+        return _fp8_variant(*case, **kw)
+    except (IndexError, RuntimeError):  # a mistake that does not fit this case's shapes
+        return None
+
+
+def _fp8_close(got, want) -> bool:
+    return (isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor) and got.shape == want.shape
+            and bool(((got.float() - want).abs().max() <= 1e-4 * want.abs().max()).item()))
+
+
+@checker("an FP8 product with 1x128 / 128x128 block scales",
+         hint="for each 128-wide k-block kb: part = qa[:, kb].float() @ qb[:, kb].float().T (one "
+              "k-tile's wgmmas), then acc += part * sa[:, kb, None] * sb[n // 128, kb] with the "
+              "column n's block row of sb: sb.repeat_interleave(128, 0)[:N, kb][None, :]")
+def check_blockwise_product(fn) -> Result:
+    """``fn(qa, sa, qb, sb) -> (M, N) float32``: qa (M, K) and qb (N, K) float8_e4m3fn, sa (M, K/128)
+    and sb (ceil(N/128), K/128) float32 scales."""
+    title = "an FP8 product with 1x128 / 128x128 block scales"
+    for i, (m, n, k) in enumerate(FP8_SHAPES):
+        case = _fp8_case(m, n, k, seed=11 + i)
+        want = bs.scaled_mm_reference(*case)
+        got = answered(fn(*(t.clone() for t in case)), "blockwise_product")
+        if _fp8_close(got, want):
+            continue
+        if not isinstance(got, torch.Tensor) or tuple(got.shape) != (m, n):
+            what = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+            return failed(title, f"M, N, K = {m}, {n}, {k}: you returned {what}; the product is an "
+                          f"({m}, {n}) tensor")
+        mistakes = [(dict(first_block=True), "every k-block used the first k-block's scales: the "
+                     "scales change from one 128-wide block of K to the next, so each block's "
+                     "partial sum gets its own"),
+                    (dict(no_sa=True, no_sb=True), "no scale was applied: that is the product "
+                     "of the e4m3 codes, q_a @ q_b.T, not of the values they stand for"),
+                    (dict(no_sa=True), "A's scales are missing: one per row and k-block, sa[:, kb]"),
+                    (dict(no_sb=True), "B's scales are missing: one per 128 columns and k-block"),
+                    (dict(sb_t=True), "sb is indexed the wrong way round: it is (N/128, K/128), "
+                     "row = the block of 128 columns of C, column = the k-block")]
+        why = next((w for kw, w in mistakes if _fp8_close(got, _try_variant(case, kw))),
+                   "compare one k-block's partial product with the reference first")
+        return failed(title, f"M, N, K = {m}, {n}, {k}: your product differs from "
+                      f"block_scaling.scaled_mm_reference; {why}")
+    return passed(title, f"all {len(FP8_SHAPES)} products agree with block_scaling.scaled_mm_reference "
+                  "(the sum the Hopper kernel's promotion computes)")
