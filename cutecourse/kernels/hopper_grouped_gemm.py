@@ -425,27 +425,41 @@ def launcher(As, Bs, Cs, tile=(128, 256), sms: int | None = None, stages: int | 
 
     Groups with K_g = 0 have C_g = 0: the host zeroes them once here and gives them no tiles.
     """
-    import torch
-
     from ..modes import require_gpu
 
     check_groups(As, Bs, Cs[0].dtype if Cs else None)
+    check_outputs(As, Bs, Cs)
+    sms = require_gpu("sm_90a").sm_count if sms is None else sms
+    kernel = GroupedHopperGemm(tuple(tile), sms, stages, group_m=group_m, cluster_mn=tuple(cluster))
+    return list_closure(kernel, As, Bs, Cs)
+
+
+def check_outputs(As, Bs, Cs):
+    """The list form's outputs: one contiguous (M_g, N_g) C_g per group."""
     if len(Cs) != len(As) or any(tuple(c.shape) != (a.shape[0], b.shape[0]) or not c.is_contiguous()
                                  for a, b, c in zip(As, Bs, Cs)):
         raise ShapeError("Cs must hold one contiguous (M_g, N_g) tensor per group",
                          "allocate each as torch.empty(M_g, N_g)")
-    sms = require_gpu("sm_90a").sm_count if sms is None else sms
-    kernel = GroupedHopperGemm(tuple(tile), sms, stages, group_m=group_m, cluster_mn=tuple(cluster))
+
+
+def list_closure(kernel, As, Bs, Cs, extra=()):
+    """The list form's launch closure, for checked operands: zeroes the C_g of empty groups and
+    builds the metadata: per group its sizes, and a pointer and a stride for A_g, B_g, C_g (row
+    strides) and for each ``extra`` column ``(tensors, dim)``, whose stride is taken along ``dim``
+    (the FP8 kernel's scales)."""
+    import torch
+
     sizes = [(a.shape[0] if a.shape[1] else 0, b.shape[0], a.shape[1]) for a, b in zip(As, Bs)]
     for (m, _, _), c in zip(sizes, Cs):
         if m == 0 and c.numel():
             c.zero_()
     device = As[0].device
+    columns = [(As, 0), (Bs, 0), (Cs, 0), *extra]
     shapes = torch.tensor([[m, n, k, 1] for m, n, k in sizes], dtype=torch.int32, device=device)
-    ptrs = torch.tensor([[t.data_ptr() for t in g] for g in zip(As, Bs, Cs)], dtype=torch.int64,
-                        device=device)
-    strides = torch.tensor([[t.stride(0) for t in g] for g in zip(As, Bs, Cs)], dtype=torch.int64,
-                           device=device)
+    ptrs = torch.tensor([[ts[g].data_ptr() for ts, _ in columns] for g in range(len(As))],
+                        dtype=torch.int64, device=device)
+    strides = torch.tensor([[ts[g].stride(dim) for ts, dim in columns] for g in range(len(As))],
+                           dtype=torch.int64, device=device)
     bm, bn = kernel.tile_mn[0] * kernel.cluster_mn[0], kernel.tile_mn[1] * kernel.cluster_mn[1]
     work = sum(-(-m // bm) * -(-n // bn) for m, n, _ in sizes)
     live = [g for g, (m, _, _) in enumerate(sizes) if m] or [0]
@@ -456,6 +470,7 @@ def launcher(As, Bs, Cs, tile=(128, 256), sms: int | None = None, stages: int | 
         return fn
     fn = _launch_closure(kernel, templates, shapes, ptrs, strides, work)
     fn.sizes = sizes
+    fn.keep_alive = (*fn.keep_alive, *(ts for ts, _ in extra))
     return fn
 
 

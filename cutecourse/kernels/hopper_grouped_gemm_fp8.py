@@ -53,7 +53,7 @@ from ..models.gemm_plan import EPI_TILE, FP8_DTYPES, tile_k
 from . import sm90
 from .hopper_gemm_persistent import PRODUCER_WARPGROUPS, plan_persistent
 from .hopper_grouped_gemm import (GROUP_M, MAP_BYTES, MAPS, WORK_SLOTS, GroupedHopperGemm, _launch_closure,
-                                  _receive, check_groups)
+                                  _receive, check_groups, check_outputs, list_closure)
 
 #: Scale blocks: 1 x 128 of A, 128 x 128 of B (= one k-tile, = one tile's columns).
 BLOCK = 128
@@ -271,35 +271,12 @@ def launcher(As, SAs, Bs, SBs, Cs, sms: int | None = None, stages: int | None = 
 
     check_groups(As, Bs, Cs[0].dtype if Cs else None, in_dtypes=(torch.float8_e4m3fn,))
     check_scales(As, SAs, Bs, SBs)
-    if len(Cs) != len(As) or any(tuple(c.shape) != (a.shape[0], b.shape[0]) or not c.is_contiguous()
-                                 for a, b, c in zip(As, Bs, Cs)):
-        raise ShapeError("Cs must hold one contiguous (M_g, N_g) tensor per group",
-                         "allocate each as torch.empty(M_g, N_g, dtype=torch.bfloat16)")
+    check_outputs(As, Bs, Cs)
     sms = require_gpu("sm_90a").sm_count if sms is None else sms
     kernel = BlockScaledGroupedHopperGemm((128, 128), sms, stages, group_m=group_m,
                                           cluster_mn=tuple(cluster))
-    SAs = [_m_major(sa) for sa in SAs]
-    sizes = [(a.shape[0] if a.shape[1] else 0, b.shape[0], a.shape[1]) for a, b in zip(As, Bs)]
-    for (m, _, _), c in zip(sizes, Cs):
-        if m == 0 and c.numel():
-            c.zero_()
-    device = As[0].device
-    shapes = torch.tensor([[m, n, k, 1] for m, n, k in sizes], dtype=torch.int32, device=device)
-    ptrs = torch.tensor([[t.data_ptr() for t in g] for g in zip(As, Bs, Cs, SAs, SBs)],
-                        dtype=torch.int64, device=device)
-    strides = torch.tensor([[a.stride(0), b.stride(0), c.stride(0), sa.stride(1), sb.stride(0)]
-                            for a, b, c, sa, sb in zip(As, Bs, Cs, SAs, SBs)],
-                           dtype=torch.int64, device=device)
-    work = sum(-(-m // 128) * -(-n // 128) for m, n, _ in sizes)
-    live = [g for g, (m, _, _) in enumerate(sizes) if m] or [0]
-    if work == 0:  # nothing to compute (every group empty)
-        fn = lambda: None  # noqa: E731
-        fn.trace, fn.ctas = None, 0
-        return fn
-    fn = _launch_closure(kernel, (As[live[0]], Bs[live[0]], Cs[live[0]]), shapes, ptrs, strides, work)
-    fn.sizes = sizes
-    fn.keep_alive = (*fn.keep_alive, SAs, SBs)
-    return fn
+    # metadata columns SFA (its k-block stride: M-major) and SFB (its row stride)
+    return list_closure(kernel, As, Bs, Cs, extra=[([_m_major(sa) for sa in SAs], 1), (SBs, 0)])
 
 
 def grouped_gemm_fp8(As, SAs, Bs, SBs, out_dtype=None, **config):
