@@ -1,6 +1,7 @@
 """The course's Hopper grouped GEMM against torch._grouped_mm and a loop of torch.matmul.
 
     python benchmarks/grouped.py [--dtype bfloat16] [--rounds 3] [--out DIR] [--tag _x]
+                                 [--problems NAME,...] [--kernels ROW,...] [--ceilings] [--nvidia PATH]
 
 Problems (N = K = 4096, every group's B a (N, K) weight, as the experts of an MoE layer):
 
@@ -13,6 +14,16 @@ Every case computes the same products from the same memory: A packed (sum M, K),
 course's ``grouped_mm`` (the same call) read and write exactly what the loop does. Each case is
 checked against torch.matmul on integer data before it is timed; the sustained protocol of
 ``benchmarks/gemm.py``. Writes ``grouped_<dtype><tag>.json`` (a result set, ``bench.load_set``).
+
+``--ceilings``: also time, in the same run, what bounds any grouped kernel on this GPU:
+
+* ``dense twin``: the packed A times *one* weight, ``(sum M, K) @ (K, N)``, with torch.matmul
+  and the course's persistent 2x1 kernel: where every group's M is a multiple of 128 it is the
+  same 128x256 tiles, the same flops, with B shared by all rows instead of one B per group (so
+  fewer bytes): the dense GEMM a grouped kernel would have to match;
+* ``HBM floor``: a device-to-device copy of the problem's compulsory bytes (A and the weights
+  read once, C written once; copy bytes counted read plus write), rated at the problem's flops:
+  no kernel that moves those bytes runs faster than the copy.
 
 ``--nvidia PATH``: also time NVIDIA's CuTeDSL Hopper grouped example (CUTLASS's
 ``examples/python/CuTeDSL/cute/hopper/kernel/grouped_gemm/grouped_gemm.py``, class
@@ -35,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cutecourse  # noqa: E402
 from cutecourse import bench  # noqa: E402
+from cutecourse.kernels import hopper_gemm_persistent as hp  # noqa: E402
 from cutecourse.kernels import hopper_grouped_gemm as hg  # noqa: E402
 from cutecourse.models import group_scheduler as gs  # noqa: E402
 
@@ -98,7 +110,24 @@ def nvidia_grouped(path: str, views, tile=(128, 256)):
     return fn
 
 
-def run(dtype_name: str, rounds: int, problems=None, kernels=None, nvidia=None) -> dict[str, bench.BenchResult]:
+def ceiling_cases(a, w, c, compulsory_bytes: int) -> list:
+    """The dense twin (torch and course) and the HBM floor (module docstring), checked."""
+    import torch
+
+    dense_ref = a @ w[0].T
+    floor_src = torch.empty(compulsory_bytes // 2, dtype=torch.uint8, device=a.device)
+    floor_dst = torch.empty_like(floor_src)
+    floor = bench.Case("HBM floor (copy of the compulsory bytes)", lambda: floor_dst.copy_(floor_src))
+    return [bench.checked_case("dense twin torch.matmul", lambda: torch.matmul(a, w[0].T, out=c), c,
+                               dense_ref, 1e-2),
+            bench.checked_case("dense twin course persistent 2x1",
+                               hp.launcher(a, w[0], c, tile=(128, 256), cluster=(2, 1)), c, dense_ref,
+                               1e-2),
+            floor]
+
+
+def run(dtype_name: str, rounds: int, problems=None, kernels=None, nvidia=None,
+        ceilings: bool = False) -> dict[str, bench.BenchResult]:
     import torch
 
     dtype = getattr(torch, dtype_name)
@@ -134,6 +163,9 @@ def run(dtype_name: str, rounds: int, problems=None, kernels=None, nvidia=None) 
         if nvidia:
             cases.append(bench.checked_case("NVIDIA example 128x256", nvidia_grouped(nvidia, views), c,
                                             ref, 1e-2))
+        compulsory = dtype.itemsize * (total * K + g * N * K + total * N)
+        if ceilings:
+            cases += ceiling_cases(a, w, c, compulsory)
         print(f"{dtype_name} {name}: every case matches torch.matmul", flush=True)
         flops = 2 * total * N * K
         with bench.GpuMonitor() as monitor:
@@ -143,6 +175,7 @@ def run(dtype_name: str, rounds: int, problems=None, kernels=None, nvidia=None) 
                                 **{**gemm.PROTOCOLS["sustained"], "rounds": rounds},
                                 params={"groups": g, "rows": rows, "n": N, "k": K,
                                         "dtype": dtype_name, "data": "ints", "protocol": "sustained",
+                                        "compulsory_bytes": compulsory,
                                         "kernels": {k: {o: list(v) if isinstance(v, tuple) else v for o, v in opts.items()}
                                                     for k, opts in KERNELS.items()}})
         print(res.table(), flush=True)
@@ -158,12 +191,13 @@ def main() -> int:
     p.add_argument("--kernels", help="comma-separated course rows of KERNELS (default: all)")
     p.add_argument("--out", default=str(bench.RESULTS_DIR))
     p.add_argument("--tag", default="")
+    p.add_argument("--ceilings", action="store_true", help="also the dense twin and the HBM floor")
     p.add_argument("--nvidia", help="path to NVIDIA's CuTeDSL hopper grouped_gemm.py (reference rows)")
     args = p.parse_args()
     cutecourse.modes.require_gpu("sm_90a")
     t0 = time.perf_counter()
     results = run(args.dtype, args.rounds, args.problems and args.problems.split(","),
-                  args.kernels and args.kernels.split(","), args.nvidia)
+                  args.kernels and args.kernels.split(","), args.nvidia, args.ceilings)
     path = bench.save_set(f"grouped_{args.dtype}{args.tag}", results, args.out)
     print(f"wrote {path} ({time.perf_counter() - t0:.0f} s)", flush=True)
     print(json.dumps({p: {r.name: f"{r.ratio:.3f}x, {r.tflops:.0f} TFLOP/s" for r in res.rows}

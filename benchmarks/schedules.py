@@ -3,6 +3,7 @@ table): one CTA per tile (prefetch mainloop, 1x1 and 2x1 clusters, two tiles) an
 warp-specialized kernel (static and dynamic schedulers, 1x1 and 2x1, two tiles).
 
     python benchmarks/schedules.py [--dtypes float16,bfloat16] [--rounds 3] [--out DIR]
+                                   [--shapes NAME|MxNxK,...] [--kernels ROW,...] [--tag _x]
 
 Shapes: square 1024, 2048, 4096, 8192, and three transformer-layer GEMMs with M = 4096 tokens:
 the QKV projection (N = 6144, K = 4096), the MLP up projection (N = 14336, K = 4096) and the MLP
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -58,6 +60,21 @@ def launcher(schedule: str, a, b, c, opts: dict):
     return hp.launcher(a, b, c, **opts)
 
 
+def pick_shapes(names=None) -> dict[str, tuple[int, int, int]]:
+    """The named SHAPES, in table order (all by default), or shapes written ``MxNxK``."""
+    if names is None:
+        return dict(SHAPES)
+    picked = {}
+    for name in names:
+        if name in SHAPES:
+            picked[name] = SHAPES[name]
+        elif re.fullmatch(r"\d+x\d+x\d+", name):
+            picked[name] = tuple(int(x) for x in name.split("x"))
+        else:
+            raise SystemExit(f"unknown shape {name!r}: one of {list(SHAPES)} or MxNxK")
+    return picked
+
+
 def run(dtype_name: str, rounds: int, shapes=None, kernels=None) -> dict[str, bench.BenchResult]:
     import torch
 
@@ -65,9 +82,7 @@ def run(dtype_name: str, rounds: int, shapes=None, kernels=None) -> dict[str, be
     torch.manual_seed(0)
     out = {}
     chosen = [kn for kn in KERNELS if kernels is None or kn[0] in kernels]
-    for shape, (m, n, k) in SHAPES.items():
-        if shapes is not None and shape not in shapes:
-            continue
+    for shape, (m, n, k) in pick_shapes(shapes).items():
         a = torch.empty(m, k, device="cuda", dtype=dtype).random_(-2, 2)
         b = torch.empty(n, k, device="cuda", dtype=dtype).random_(-2, 2)
         c = torch.empty(m, n, device="cuda", dtype=dtype)
@@ -96,7 +111,7 @@ def main() -> int:
     p.add_argument("--dtypes", default="float16,bfloat16")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--out", default=str(bench.RESULTS_DIR))
-    p.add_argument("--shapes", help="comma-separated names of SHAPES (default: all)")
+    p.add_argument("--shapes", help="comma-separated names of SHAPES or MxNxK (default: all SHAPES)")
     p.add_argument("--kernels", help="comma-separated row names of KERNELS (default: all)")
     p.add_argument("--tag", default="", help="appended to the file name")
     args = p.parse_args()
