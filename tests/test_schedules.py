@@ -201,3 +201,51 @@ def test_widget_redraws():
     shown = vs.ScheduleWidget(m=1024, n=1024, k=1024, render=True)  # draws into its Output
     shown.view.value = "waves"
     assert shown.out in shown.show().children
+
+
+def test_pingpong_vs_cooperative_series_from_synthetic_results():
+    """The series divides ping-pong by the cooperative kernel per K, keeps only 8192 x 8192,
+    and sorts by K, for both the fixed-clock rows and the sustained result sets."""
+    import matplotlib.pyplot as plt
+
+    from cutecourse import bench
+
+    def result(m, n, k, pp, coop):
+        rows = [bench.Row("ping-pong 64x256", 1.0, [1.0], tflops=pp, ratio=1.0),
+                bench.Row("persistent 128x256", 1.0, [1.0], tflops=coop, ratio=1.0)]
+        return bench.BenchResult("t", bench.Work(flops=1), "persistent 128x256", rows,
+                                 params={"m": m, "n": n, "k": k})
+
+    fixed = {"rows": [{"dtype": "float16", "m": 8192, "n": 8192, "k": k, "kernel": name, "vs_cooperative": r}
+                      for k, r in [(2048, 1.04), (512, 1.13)]
+                      for name in ("ping-pong 64x256", "persistent 128x256")]
+             + [{"dtype": "float16", "m": 4096, "n": 4096, "k": 1024, "kernel": "ping-pong 64x256",
+                 "vs_cooperative": 9.0}]}
+    sustained = {"float16": {"a": result(8192, 8192, 1024, 600.0, 800.0),
+                             "b": result(8192, 8192, 512, 500.0, 500.0),
+                             "c": result(4096, 4096, 1024, 1.0, 100.0)}}
+    series = vs.pingpong_vs_cooperative(fixed, sustained)
+    assert series["float16 fixed clock"] == [(512, 1.13), (2048, 1.04)]
+    assert series["float16 at the power cap"] == [(512, 1.0), (1024, 0.75)]
+    assert series["bfloat16 fixed clock"] == [] and series["bfloat16 at the power cap"] == []
+    ax = vs.draw_pingpong_vs_k(series)
+    assert len(ax.get_lines()) == 3  # two series and the 1.0 line
+    plt.close(ax.figure)
+
+
+def test_pingpong_vs_cooperative_on_the_committed_measurements():
+    """The committed H100 files: at a fixed clock ping-pong leads where K is small and trails at
+    K = 8192 (what notebook 06 says); the series covers K = 512 .. 8192."""
+    import json
+
+    from cutecourse import bench
+
+    fixed = json.loads((bench.RESULTS_DIR / "experiment_schedules_fixed_clock.json").read_text())
+    sustained = {dt: {**bench.load_set(f"schedules_{dt}_small_k"), **bench.load_set(f"schedules_{dt}_noattr_full")}
+                 for dt in ("float16", "bfloat16")}
+    series = vs.pingpong_vs_cooperative(fixed, sustained)
+    for dt in ("float16", "bfloat16"):
+        at_fixed = dict(series[f"{dt} fixed clock"])
+        assert sorted(at_fixed) == [512, 1024, 2048, 4096, 8192]
+        assert at_fixed[512] > 1.0 > at_fixed[8192]
+        assert sorted(dict(series[f"{dt} at the power cap"])) == [512, 1024, 2048, 8192]

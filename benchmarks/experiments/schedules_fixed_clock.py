@@ -1,0 +1,127 @@
+"""Experiment (notebook 06): cooperative vs ping-pong at a fixed clock, where the epilogue matters.
+
+    python benchmarks/experiments/schedules_fixed_clock.py [--out DIR]
+
+Asked because the sustained tables (``schedules_<dtype>_small_k.json``) show ping-pong within
+1-3% of the cooperative kernel at K <= 2048 while ``nvidia-smi`` reads its SM clock 5-9% lower:
+at the 700 W cap a kernel's clock depends on its energy per flop, so a sustained ratio mixes the
+schedule with its power. Nsight Compute separates them: with ``--clock-control base`` it locks
+the SM clock and times each launch alone (``gpu__time_duration``), too short for the power
+controller to step in. The ratio at a fixed clock is the schedule's own; the ratio at the cap is
+what a user gets.
+
+Cases: the course's persistent cooperative kernel (128x256, 1x1 and 2x1) and ping-pong (64x256,
+1x1 and 2x1) on 8192 x 8192 x K for K in 512 .. 8192 and 4096 x 4096 x 1024, fp16 and bf16, integer data.
+Under ncu (one child process): each case one warm-up launch, then 3 profiled; the median of the
+3. Writes ``experiment_schedules_fixed_clock.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import cutecourse  # noqa: E402
+from cutecourse import bench  # noqa: E402
+
+SHAPES = [(8192, 8192, 512), (8192, 8192, 1024), (8192, 8192, 2048), (8192, 8192, 4096),
+          (8192, 8192, 8192), (4096, 4096, 1024)]
+#: row name -> (schedule, launcher keywords), as in benchmarks/schedules.py
+KERNELS = {"persistent 128x256": ("persistent", dict(tile=(128, 256))),
+           "persistent 128x256 2x1": ("persistent", dict(tile=(128, 256), cluster=(2, 1))),
+           "ping-pong 64x256": ("pingpong", dict()),
+           "ping-pong 64x256 2x1": ("pingpong", dict(cluster=(2, 1)))}
+DTYPES = ("float16", "bfloat16")
+LAUNCHES = 4  # one warm-up, three measured
+
+
+def plan() -> list[tuple[str, tuple[int, int, int], str]]:
+    return [(dt, shape, name) for dt in DTYPES for shape in SHAPES for name in KERNELS]
+
+
+def child() -> None:
+    """Under ncu: every case of plan() in order, LAUNCHES launches each, checked once first."""
+    import torch
+
+    import schedules  # benchmarks/schedules.py
+
+    for dt, (m, n, k), name in plan():
+        dtype = getattr(torch, dt)
+        a = torch.empty(m, k, device="cuda", dtype=dtype).random_(-2, 2)
+        b = torch.empty(n, k, device="cuda", dtype=dtype).random_(-2, 2)
+        c = torch.empty(m, n, device="cuda", dtype=dtype)
+        schedule, opts = KERNELS[name]
+        fn = bench.checked_case(name, schedules.launcher(schedule, a, b, c, opts), c, a @ b.T, 1e-2).fn
+        for _ in range(LAUNCHES - 1):  # checked_case launched it once
+            fn()
+        torch.cuda.synchronize()
+
+
+def parse(text: str) -> list[dict]:
+    from gemm_power import ncu_rows
+
+    per_kernel: dict[str, dict] = {}
+    for row in ncu_rows(text):
+        try:
+            per_kernel.setdefault(row["ID"], {"kernel": row.get("Kernel Name", "")})[
+                row["Metric Name"]] = float(row["Metric Value"].replace(",", ""))
+        except (KeyError, ValueError):
+            continue
+    return [k for k in per_kernel.values() if "HopperGemm" in k["kernel"]]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--out", default=str(bench.RESULTS_DIR))
+    args = p.parse_args()
+    if args.child:
+        child()
+        return 0
+    from multicast import find_ncu
+
+    cutecourse.modes.require_gpu("sm_90a")
+    ncu = find_ncu()
+    if not ncu:
+        raise SystemExit("no ncu (Nsight Compute) on this machine")
+    cmd = [ncu, "--clock-control", "base", "--metrics",
+           "gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second", "--csv", "--print-units",
+           "base", sys.executable, __file__, "--child"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=540)
+    launches = parse(proc.stdout)
+    cases = plan()
+    if len(launches) != LAUNCHES * len(cases):
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-8:]
+        raise SystemExit(f"expected {LAUNCHES * len(cases)} GEMM launches, ncu reported "
+                         f"{len(launches)}:\n" + "\n".join(tail))
+    result = {"environment": bench.environment(), "data": "random_(-2, 2)",
+              "protocol": "ncu --clock-control base, median of 3 launches after 1", "rows": []}
+    for i, (dt, (m, n, k), name) in enumerate(cases):
+        measured = launches[LAUNCHES * i + 1:LAUNCHES * (i + 1)]
+        us = statistics.median(x["gpu__time_duration.sum"] for x in measured) / 1e3
+        mhz = statistics.median(x["sm__cycles_elapsed.avg.per_second"] for x in measured) / 1e6
+        result["rows"].append({"dtype": dt, "m": m, "n": n, "k": k, "kernel": name, "us": us,
+                               "tflops": 2 * m * n * k / (us * 1e-6) / 1e12, "sm_mhz": round(mhz)})
+    for row in result["rows"]:
+        coop = next(r for r in result["rows"] if r["kernel"] == "persistent 128x256"
+                    and (r["dtype"], r["m"], r["n"], r["k"]) == (row["dtype"], row["m"], row["n"], row["k"]))
+        row["vs_cooperative"] = coop["us"] / row["us"]
+        print(f"{row['dtype']:<9} {row['m']}x{row['n']}x{row['k']:<6} {row['kernel']:<24} "
+              f"{row['tflops']:6.0f} TFLOP/s {row['vs_cooperative']:.3f}x cooperative  "
+              f"{row['sm_mhz']} MHz", flush=True)
+    path = Path(args.out) / "experiment_schedules_fixed_clock.json"
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    print("wrote", path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
