@@ -47,8 +47,12 @@ KERNELS = [
     ("persistent 128x256 2x1", "persistent", dict(tile=WIDE, cluster=(2, 1))),
     ("persistent 128x256 dynamic", "persistent", dict(tile=WIDE, scheduler="dynamic")),
     ("persistent 128x128", "persistent", dict(tile=SQUARE)),
-    ("ping-pong 64x256", "pingpong", dict()),
-    ("ping-pong 64x256 2x1", "pingpong", dict(cluster=(2, 1))),
+    # ping-pong with 4 C buffers per warpgroup and 4 ring stages (its default until 2026-11-23;
+    # the committed tables' "ping-pong 64x256" rows), and with 2 buffers and 5 stages (the default)
+    ("ping-pong 64x256", "pingpong", dict(epi_stages=4)),
+    ("ping-pong 64x256 2x1", "pingpong", dict(cluster=(2, 1), epi_stages=4)),
+    ("ping-pong 64x256 S=5", "pingpong", dict(epi_stages=2)),
+    ("ping-pong 64x256 2x1 S=5", "pingpong", dict(cluster=(2, 1), epi_stages=2)),
 ]
 
 

@@ -15,11 +15,22 @@ from cutecourse.kernels import hopper_gemm_pingpong as hpp
 TARGET = "cutecourse.kernels.hopper_gemm_pingpong:compile_target"
 
 
-def test_plan_has_two_sets_of_c_buffers():
+def test_plan_has_two_sets_of_c_buffers_and_five_stages():
     plan = hpp.plan_pingpong((64, 256), "float16", "float16")
     assert plan.bytes_per_stage == (64 + 256) * 64 * 2  # 40 KiB
-    assert plan.epi_bytes == 2 * 4 * 64 * 32 * 2  # two warpgroups x 4 buffers of 64x32 fp16
-    assert plan.stages == 4 and plan.smem_bytes <= 232448 < plan.smem_bytes + plan.bytes_per_stage
+    assert plan.epi_bytes == 2 * 2 * 64 * 32 * 2  # two warpgroups x 2 buffers of 64x32 fp16
+    assert plan.stages == 5 and plan.smem_bytes <= 232448 < plan.smem_bytes + plan.bytes_per_stage
+
+
+def test_four_c_buffers_per_warpgroup_cost_a_stage():
+    plan = hpp.plan_pingpong((64, 256), "float16", "float16", epi_stages=4)
+    assert plan.epi_bytes == 2 * 4 * 64 * 32 * 2 and plan.stages == 4
+    r = compile_report(TARGET, epi_stages=4)
+    assert r.spill_bytes == 0 and r.count("wgmma") == 8
+    with pytest.raises(ShapeError, match="at least 2"):
+        hpp.PingPongHopperGemm(epi_stages=1)
+    with pytest.raises(ShapeError, match="multiple of the 3 C buffers"):
+        hpp.PingPongHopperGemm(epi_stages=3)  # 8 sub-tiles of 64x32 per tile
 
 
 def test_errors():
@@ -27,6 +38,8 @@ def test_errors():
         hpp.PingPongHopperGemm(tile_mn=(128, 256))  # 256 accumulator registers per thread
     with pytest.raises(ShapeError, match="stages"):
         hpp.plan_pingpong(stages=6)
+    with pytest.raises(ShapeError, match="stages"):
+        hpp.plan_pingpong(stages=5, epi_stages=4)
 
 
 def test_cluster_pair_multicasts_b():
@@ -55,20 +68,23 @@ _GPU_CHECK = textwrap.dedent("""
     from cutecourse.kernels import hopper_gemm_pingpong as hpp
     torch.manual_seed(0)
     out = []
-    for m, n, k, ind, outd, sms, *cluster in json.loads(sys.argv[1]):
+    for m, n, k, ind, outd, sms, *extra in json.loads(sys.argv[1]):
+        opts = dict(extra[0]) if extra else {}
+        if "cluster" in opts:
+            opts["cluster"] = tuple(opts["cluster"])
         ind, outd = getattr(torch, ind), getattr(torch, outd)
         a = torch.randn(m, k, device="cuda").to(ind)
         b = torch.randn(n, k, device="cuda").to(ind)
         ref = a.float() @ b.float().T
         c = torch.full((m, n), float("nan"), dtype=outd, device="cuda")
-        fn = hpp.launcher(a, b, c, sms=sms, cluster=tuple(cluster[0]) if cluster else (1, 1))
+        fn = hpp.launcher(a, b, c, sms=sms, **opts)
         err = 0.0
         for _ in range(2):
             c.fill_(float("nan"))
             fn()
             torch.cuda.synchronize()
             err = max(err, ((c.float() - ref).abs().max() / ref.abs().max()).item())
-        out.append([m, n, k, str(ind), str(outd), sms, err])
+        out.append([m, n, k, str(ind), str(outd), sms, opts, err])
         print(out[-1], flush=True)
     print("RESULT" + json.dumps(out))
 """)
@@ -83,8 +99,12 @@ GPU_CASES = [
     (192, 256, 64, "float16", "float16", 2),  # 3 tiles on 2 CTAs: 2 and 1
     (4160, 4224, 1000, "bfloat16", "float32", None),
     # 2x1 clusters: the pair shares B (multicast); 4160 rows = 65 tiles of 64: not whole clusters
-    (4160, 4224, 1000, "float16", "float16", None, (2, 1)),
-    (1000, 520, 200, "bfloat16", "float32", 6, (2, 1)),
+    (4160, 4224, 1000, "float16", "float16", None, {"cluster": (2, 1)}),
+    (1000, 520, 200, "bfloat16", "float32", 6, {"cluster": (2, 1)}),
+    # four C buffers per warpgroup and four stages (epi_stages=4)
+    (3000, 1000, 520, "float16", "float32", 7, {"epi_stages": 4}),
+    (4096, 4096, 512, "bfloat16", "bfloat16", None, {"epi_stages": 4}),
+    (4160, 4224, 1000, "float16", "float16", None, {"epi_stages": 4, "cluster": (2, 1)}),
 ]
 
 

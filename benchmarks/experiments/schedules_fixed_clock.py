@@ -1,6 +1,7 @@
 """Experiment (notebook 06): cooperative vs ping-pong at a fixed clock, where the epilogue matters.
 
-    python benchmarks/experiments/schedules_fixed_clock.py [--out DIR]
+    python benchmarks/experiments/schedules_fixed_clock.py [--out DIR] [--shapes MxNxK,...]
+                                                           [--kernels ROW,...] [--tag _x]
 
 Asked because the sustained tables (``schedules_<dtype>_small_k.json``) show ping-pong within
 1-3% of the cooperative kernel at K <= 2048 while ``nvidia-smi`` reads its SM clock 5-9% lower:
@@ -34,31 +35,29 @@ from cutecourse import bench  # noqa: E402
 
 SHAPES = [(8192, 8192, 512), (8192, 8192, 1024), (8192, 8192, 2048), (8192, 8192, 4096),
           (8192, 8192, 8192), (4096, 4096, 1024)]
-#: row name -> (schedule, launcher keywords), as in benchmarks/schedules.py
-KERNELS = {"persistent 128x256": ("persistent", dict(tile=(128, 256))),
-           "persistent 128x256 2x1": ("persistent", dict(tile=(128, 256), cluster=(2, 1))),
-           "ping-pong 64x256": ("pingpong", dict()),
-           "ping-pong 64x256 2x1": ("pingpong", dict(cluster=(2, 1)))}
+#: rows of benchmarks/schedules.py's KERNELS timed by default
+KERNELS = ["persistent 128x256", "persistent 128x256 2x1", "ping-pong 64x256", "ping-pong 64x256 2x1"]
 DTYPES = ("float16", "bfloat16")
 LAUNCHES = 4  # one warm-up, three measured
 
 
-def plan() -> list[tuple[str, tuple[int, int, int], str]]:
-    return [(dt, shape, name) for dt in DTYPES for shape in SHAPES for name in KERNELS]
+def plan(shapes=SHAPES, kernels=KERNELS) -> list[tuple[str, tuple[int, int, int], str]]:
+    return [(dt, tuple(shape), name) for dt in DTYPES for shape in shapes for name in kernels]
 
 
-def child() -> None:
-    """Under ncu: every case of plan() in order, LAUNCHES launches each, checked once first."""
+def child(cases) -> None:
+    """Under ncu: every case in order, LAUNCHES launches each, checked once first."""
     import torch
 
     import schedules  # benchmarks/schedules.py
 
-    for dt, (m, n, k), name in plan():
+    rows = {name: (schedule, opts) for name, schedule, opts in schedules.KERNELS}
+    for dt, (m, n, k), name in cases:
         dtype = getattr(torch, dt)
         a = torch.empty(m, k, device="cuda", dtype=dtype).random_(-2, 2)
         b = torch.empty(n, k, device="cuda", dtype=dtype).random_(-2, 2)
         c = torch.empty(m, n, device="cuda", dtype=dtype)
-        schedule, opts = KERNELS[name]
+        schedule, opts = rows[name]
         fn = bench.checked_case(name, schedules.launcher(schedule, a, b, c, opts), c, a @ b.T, 1e-2).fn
         for _ in range(LAUNCHES - 1):  # checked_case launched it once
             fn()
@@ -82,9 +81,16 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", default=str(bench.RESULTS_DIR))
+    p.add_argument("--shapes", help="comma-separated MxNxK (default: SHAPES)")
+    p.add_argument("--kernels", help="comma-separated rows of benchmarks/schedules.py's KERNELS "
+                                     "(the first is the ratios' baseline; default: KERNELS)")
+    p.add_argument("--tag", default="", help="appended to the file name")
     args = p.parse_args()
+    shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
+    kernels = args.kernels.split(",") if args.kernels else KERNELS
+    cases = plan(shapes, kernels)
     if args.child:
-        child()
+        child(cases)
         return 0
     from multicast import find_ncu
 
@@ -94,10 +100,9 @@ def main() -> int:
         raise SystemExit("no ncu (Nsight Compute) on this machine")
     cmd = [ncu, "--clock-control", "base", "--metrics",
            "gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second", "--csv", "--print-units",
-           "base", sys.executable, __file__, "--child"]
+           "base", sys.executable, __file__, "--child"] + [a for a in sys.argv[1:] if a != "--child"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=540)
     launches = parse(proc.stdout)
-    cases = plan()
     if len(launches) != LAUNCHES * len(cases):
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-8:]
         raise SystemExit(f"expected {LAUNCHES * len(cases)} GEMM launches, ncu reported "
@@ -111,13 +116,13 @@ def main() -> int:
         result["rows"].append({"dtype": dt, "m": m, "n": n, "k": k, "kernel": name, "us": us,
                                "tflops": 2 * m * n * k / (us * 1e-6) / 1e12, "sm_mhz": round(mhz)})
     for row in result["rows"]:
-        coop = next(r for r in result["rows"] if r["kernel"] == "persistent 128x256"
+        coop = next(r for r in result["rows"] if r["kernel"] == kernels[0]
                     and (r["dtype"], r["m"], r["n"], r["k"]) == (row["dtype"], row["m"], row["n"], row["k"]))
-        row["vs_cooperative"] = coop["us"] / row["us"]
+        row["vs_cooperative"] = coop["us"] / row["us"]  # kernels[0]: the cooperative kernel by default
         print(f"{row['dtype']:<9} {row['m']}x{row['n']}x{row['k']:<6} {row['kernel']:<24} "
               f"{row['tflops']:6.0f} TFLOP/s {row['vs_cooperative']:.3f}x cooperative  "
               f"{row['sm_mhz']} MHz", flush=True)
-    path = Path(args.out) / "experiment_schedules_fixed_clock.json"
+    path = Path(args.out) / f"experiment_schedules_fixed_clock{args.tag}.json"
     path.write_text(json.dumps(result, indent=1) + "\n")
     print("wrote", path)
     return 0

@@ -71,11 +71,11 @@ EPILOGUE_STORE_WARP = 4
 
 def plan_persistent(tile_mn=(128, 256), in_dtype="float16", out_dtype="float16",
                     capacity: int = SMEM_CAPACITY, stages: int | None = None, epi_tile=EPI_TILE,
-                    c_buffer_sets: int = 1, tiles=TILES, **kwargs):
+                    c_buffer_sets: int = 1, tiles=TILES, epi_stages: int = EPI_STAGES, **kwargs):
     """The smem plan with C staged in its own buffers: 128x256 fp16 out: 4 stages; fp32 out: 3.
-    ``c_buffer_sets``: sets of EPI_STAGES C buffers (one per warpgroup that stores on its own)."""
+    ``c_buffer_sets``: sets of ``epi_stages`` C buffers (one per warpgroup that stores on its own)."""
     return plan_stages(tile_mn, in_dtype, out_dtype, capacity, stages, c_in_ring=False,
-                       epi_tile=epi_tile, epi_stages=EPI_STAGES * c_buffer_sets, tiles=tiles, **kwargs)
+                       epi_tile=epi_tile, epi_stages=epi_stages * c_buffer_sets, tiles=tiles, **kwargs)
 
 
 class PersistentHopperGemm:
@@ -96,7 +96,7 @@ class PersistentHopperGemm:
 
     def __init__(self, tile_mn=(128, 256), cluster_mn=(1, 1), sms: int = 132,
                  group_m: int = GROUP_M, stages: int | None = None, scheduler: str = "static",
-                 epi_tile=EPI_TILE):
+                 epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES):
         self.tile_mn = check_tile(tile_mn, self.TILES)
         if tuple(cluster_mn) not in CLUSTERS:
             raise ShapeError(f"cluster {tuple(cluster_mn)} is not supported",
@@ -114,9 +114,14 @@ class PersistentHopperGemm:
         self.cluster_mn = tuple(cluster_mn)
         self.sms, self.group_m, self.scheduler = sms, group_m, scheduler
         self.requested_stages = stages
-        self.epi_tile = check_epi_tile(self.tile_mn, epi_tile, whole_rounds=True)
+        if epi_stages < 2:
+            raise ShapeError(f"epi_stages={epi_stages}: the C stores need at least 2 buffers",
+                             "use epi_stages=2 (fewer buffers, more ring stages) or the default 4")
+        self.epi_stages = epi_stages
+        self.epi_tile = check_epi_tile(self.tile_mn, epi_tile, whole_rounds=True, epi_stages=epi_stages)
         self.acc_dtype = cutlass.Float32
-        self.config = (self.tile_mn, self.cluster_mn, sms, group_m, stages, scheduler, self.epi_tile)
+        self.config = (self.tile_mn, self.cluster_mn, sms, group_m, stages, scheduler, self.epi_tile,
+                       epi_stages)
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit
@@ -125,11 +130,11 @@ class PersistentHopperGemm:
         self.stages = plan_persistent(self.tile_mn, sm90.dtype_name(self.a_dtype),
                                       sm90.dtype_name(self.c_dtype), stages=self.requested_stages,
                                       epi_tile=self.epi_tile, c_buffer_sets=self.C_BUFFER_SETS,
-                                      tiles=self.TILES).stages
+                                      tiles=self.TILES, epi_stages=self.epi_stages).stages
         self.tiled_mma = sm90.tiled_mma(self.a_dtype, self.acc_dtype, self.MMA_WARPGROUPS, self.tile_mn[1])
         sA_layout, sB_layout, sC_layout = sm90.smem_layouts(self.tile_mnk, self.a_dtype, self.c_dtype,
                                                             self.stages, self.epi_tile,
-                                                            EPI_STAGES * self.C_BUFFER_SETS)
+                                                            self.epi_stages * self.C_BUFFER_SETS)
         tma_a, gA, tma_b, gB, tma_c, gC = sm90.tma_atoms(
             a, b, c, sA_layout, sB_layout, sC_layout, self.tile_mn, self.cluster_mn, self.epi_tile)
 
@@ -285,7 +290,7 @@ class PersistentHopperGemm:
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         epilogue = sm90.Epilogue(tma_c, sC, mma.tiled_mma, mma.acc, ctid, self.c_dtype,
-                                 self.epi_tile, EPI_STAGES, CONSUMER_THREADS,
+                                 self.epi_tile, self.epi_stages, CONSUMER_THREADS,
                                  store_warp=EPILOGUE_STORE_WARP, barrier_threads=CONSUMER_THREADS)
         slot = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, WORK_SLOTS)
         work = tile_scheduler.receive(sched, slot, sched.first)

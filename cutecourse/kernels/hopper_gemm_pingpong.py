@@ -19,6 +19,14 @@ thread, as in the cooperative kernel), not 128x256 (256: more than a thread can 
 tile loads (64 + 256) x 64 elements per k-tile for 64 x 256 x 64 MMAs: 1.67x the bytes per flop
 of a 128x256 tile. Which effect wins is a measurement (benchmarks/schedules.py).
 
+The ring is deeper than the cooperative kernel's. A 40 KiB k-tile feeds half the MMAs of a 48 KiB
+one, so the ring empties twice as fast, and 4 stages cover only half the load latency that the
+cooperative kernel's 4 cover. So each warpgroup gets 2 C buffers (``EPI_STAGES``: one TMA store in
+flight while it fills the other), not 4, and the 16 KiB saved makes a fifth stage: measured,
+2-8% faster at the 700 W cap on every shape, and ahead of the cooperative kernel where the
+epilogue matters (docs/hopper_gemm.md, "Ping-pong schedule"). ``epi_stages=4`` gives the
+4-stage ring back.
+
 The ordered barrier is two named hardware barriers (``ORDER_BARRIER`` + w for warpgroup w), each
 completed by 256 threads: the 128 of the waiting warpgroup (``bar.sync``) and the 128 of the
 other (``bar.arrive``). Warpgroup 1 passes warpgroup 0 its first turn at the start; a turn is
@@ -32,7 +40,6 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
-from ..models.gemm_plan import EPI_STAGES
 from . import gemm_launch, sm90, tile_scheduler
 from .hopper_gemm_persistent import (PRODUCER_WARPGROUPS, PersistentHopperGemm, counted_launcher,
                                      fake_arguments, plan_persistent)
@@ -40,6 +47,9 @@ from .hopper_gemm_persistent import (PRODUCER_WARPGROUPS, PersistentHopperGemm, 
 #: A warpgroup's tile: 64 rows (one wgmma's M) by 256.
 TILES = ((64, 256),)
 EPI_TILE = (64, 32)
+#: C buffers per warpgroup: 2, not the cooperative kernel's 4. The 16 KiB this frees buys the ring
+#: a fifth stage (module docstring); with 4 buffers it has 4 stages.
+EPI_STAGES = 2
 #: Band height of the tile order, in 64-row tiles: 32, the same 2048 rows as the cooperative
 #: kernel's 16 bands of 128.
 GROUP_M = 32
@@ -55,8 +65,8 @@ class PingPongHopperGemm(PersistentHopperGemm):
     C_BUFFER_SETS = 2
 
     def __init__(self, tile_mn=(64, 256), cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
-                 stages: int | None = None, epi_tile=EPI_TILE):
-        super().__init__(tile_mn, cluster_mn, sms, group_m, stages, "static", epi_tile)
+                 stages: int | None = None, epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES):
+        super().__init__(tile_mn, cluster_mn, sms, group_m, stages, "static", epi_tile, epi_stages)
 
     @cute.jit
     def _consumers(self, ring, sched, k_tiles, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx,
@@ -80,8 +90,8 @@ class PingPongHopperGemm(PersistentHopperGemm):
                   w: cutlass.Constexpr):
         """Warpgroup w: tiles w, w + 2, ... of this CTA's work items, taking turns on the MMAs."""
         epilogue = sm90.Epilogue(tma_c, sC, mma.tiled_mma, mma.acc, wtid, self.c_dtype,
-                                 self.epi_tile, EPI_STAGES, 128, store_warp=4 * (PRODUCER_WARPGROUPS + w),
-                                 barrier_threads=128, barrier_id=1 + w, first_buffer=w * EPI_STAGES)
+                                 self.epi_tile, self.epi_stages, 128, store_warp=4 * (PRODUCER_WARPGROUPS + w),
+                                 barrier_threads=128, barrier_id=1 + w, first_buffer=w * self.epi_stages)
         if cutlass.const_expr(w == 1):  # warpgroup 0 goes first
             cute.arch.barrier_arrive(barrier_id=ORDER_BARRIER, number_of_threads=256)
         count = k_tiles * w  # ring position of this warpgroup's first k-tile
@@ -116,32 +126,37 @@ class PingPongHopperGemm(PersistentHopperGemm):
 # Python entry points
 # ------------------------------------------------------------------------------------------
 def compile_target(tile=(64, 256), in_dtype: str = "float16", out_dtype: str = "float16",
-                   cluster=(1, 1), sms: int = 132, group_m: int = GROUP_M, stages: int | None = None):
+                   cluster=(1, 1), sms: int = 132, group_m: int = GROUP_M, stages: int | None = None,
+                   epi_stages: int = EPI_STAGES):
     """(jit_fn, fake_args) for ``cutecourse.inspect.compile_report`` (symbolic M, N, K)."""
-    plan_pingpong(tuple(tile), in_dtype, out_dtype, stages=stages)  # clear errors before tracing
-    kernel = PingPongHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages)
+    plan_pingpong(tuple(tile), in_dtype, out_dtype, stages=stages, epi_stages=epi_stages)  # clear errors first
+    kernel = PingPongHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, epi_stages=epi_stages)
     return kernel, fake_arguments(in_dtype, out_dtype)
 
 
-def plan_pingpong(tile_mn=(64, 256), in_dtype="float16", out_dtype="float16", stages: int | None = None):
-    """The smem plan: the ring, and two sets of C buffers (one per consumer warpgroup)."""
+def plan_pingpong(tile_mn=(64, 256), in_dtype="float16", out_dtype="float16", stages: int | None = None,
+                  epi_stages: int = EPI_STAGES):
+    """The smem plan: the ring, and two sets of ``epi_stages`` C buffers (one per consumer
+    warpgroup): 5 stages of 40 KiB and 16 KiB of C buffers by default, 4 stages with
+    ``epi_stages=4``."""
     return plan_persistent(tile_mn, in_dtype, out_dtype, stages=stages, epi_tile=EPI_TILE,
-                           c_buffer_sets=2, tiles=TILES)
+                           c_buffer_sets=2, tiles=TILES, epi_stages=epi_stages)
 
 
-def validate(a, b, out_dtype=None, tile=(64, 256), stages: int | None = None, c=None):
+def validate(a, b, out_dtype=None, tile=(64, 256), stages: int | None = None, c=None,
+             epi_stages: int = EPI_STAGES):
     in_name, out_name = gemm_launch.check_operands(a, b, out_dtype, c)
-    return plan_pingpong(tuple(tile), in_name, out_name, stages=stages)
+    return plan_pingpong(tuple(tile), in_name, out_name, stages=stages, epi_stages=epi_stages)
 
 
 def launcher(a, b, c, tile=(64, 256), cluster=(1, 1), group_m: int = GROUP_M,
-             stages: int | None = None, sms: int | None = None):
+             stages: int | None = None, sms: int | None = None, epi_stages: int = EPI_STAGES):
     """Validated, compiled launch closure for benchmarks: ``fn()`` writes A @ B.T into ``c``."""
     from ..modes import require_gpu
 
-    validate(a, b, c.dtype, tile, stages, c)
+    validate(a, b, c.dtype, tile, stages, c, epi_stages)
     sms = require_gpu("sm_90a").sm_count if sms is None else sms
-    kernel = PingPongHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages)
+    kernel = PingPongHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, epi_stages=epi_stages)
     return counted_launcher(kernel, a, b, c)  # the counters go unused: static scheduler
 
 

@@ -72,18 +72,19 @@ def check_tile(tile_mn, tiles=TILES) -> tuple[int, int]:
     return tile_mn
 
 
-def check_epi_tile(tile_mn, epi_tile, whole_rounds: bool = False) -> tuple[int, int]:
+def check_epi_tile(tile_mn, epi_tile, whole_rounds: bool = False,
+                   epi_stages: int = EPI_STAGES) -> tuple[int, int]:
     """The epilogue stores C in ``epi_tile`` sub-tiles: they must tile the CTA tile. With
     ``whole_rounds`` (persistent kernels, whose C buffers continue from one tile to the next) a
-    tile must also use every one of the EPI_STAGES buffers the same number of times."""
+    tile must also use every one of the ``epi_stages`` buffers the same number of times."""
     em, en = (int(v) for v in epi_tile)
     m, n = tile_mn
     if em < 1 or en < 1 or m % em or n % en:
         raise ShapeError(f"epilogue tile {em}x{en} does not tile the {m}x{n} CTA tile",
                          "use e.g. (128, 32) or (128, 64)")
-    if whole_rounds and (m // em) * (n // en) % EPI_STAGES:
+    if whole_rounds and (m // em) * (n // en) % epi_stages:
         raise ShapeError(f"a {m}x{n} tile is {(m // em) * (n // en)} sub-tiles of {em}x{en}, not a "
-                         f"multiple of the {EPI_STAGES} C buffers the stores cycle through",
+                         f"multiple of the {epi_stages} C buffers the stores cycle through",
                          "use a smaller epilogue tile")
     return em, en
 
