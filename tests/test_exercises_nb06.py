@@ -34,3 +34,19 @@ def test_ring_position():
     assert nb06.check_ring_position(lambda w, j, k, kt: (2 * j + w) * kt + k)
     r = nb06.check_ring_position(lambda w, j, k, kt: (j + w) * kt + k)  # forgot the other's tiles
     assert not r and "producer loaded it as number" in r.message
+
+
+def _ring(tile, c_bytes):
+    stages = (232448 - 1024 - c_bytes) // ((tile[0] + tile[1]) * 64 * 2)
+    return stages, stages * 2 * tile[0] * tile[1] * 64 / 4096
+
+
+def test_ring_cycles():
+    r = nb06.check_ring_cycles(_ring)
+    assert r and "ping-pong 64x256: 2048 with 4 C buffers per warpgroup, 2560 with 2" in r.message
+    assert _ring((128, 256), 32768) == (4, 4096)  # the cooperative kernel
+    r = nb06.check_ring_cycles(lambda t, c: (_ring(t, c)[0], _ring(t, c)[1] / 2))  # MACs, not flops
+    assert not r and "cycles" in r.message
+    r = nb06.check_ring_cycles(lambda t, c: ((232448 - c) / ((t[0] + t[1]) * 128), 0))  # not whole
+    assert not r and "stages" in r.message
+    assert not nb06.check_ring_cycles(lambda t, c: 4)

@@ -96,3 +96,43 @@ def check_ring_position(fn) -> Result:
                               f"{got!r}, the producer loaded it as number {want}",
                               "between two tiles of one warpgroup lie the other warpgroup's k_tiles")
     return passed(title, f"all {tried} positions agree with the producer's order")
+
+
+#: (tile_mn, bytes of C staging) the ring checker tries: the cooperative kernel (4 buffers of
+#: 128x32), ping-pong with 4 and with 2 buffers of 64x32 per warpgroup, and a few others.
+RING_CASES = [((128, 256), 32768), ((64, 256), 32768), ((64, 256), 16384), ((128, 128), 32768),
+              ((128, 128), 16384), ((128, 256), 0), ((64, 256), 0)]
+FLOPS_PER_CLOCK = 4096  # dense fp16/bf16 per SM per clock (H100)
+
+
+def _ring(tile_mn, c_bytes) -> tuple[int, float]:
+    """(stages, cycles of tensor-core work they hold), from the course's own smem plan."""
+    plan = gemm_plan.plan_stages(tile_mn, c_in_ring=False, epi_tile=(64, 32),
+                                 epi_stages=c_bytes // (64 * 32 * 2), tiles=[tile_mn])
+    return plan.stages, plan.stages * 2 * tile_mn[0] * tile_mn[1] * plan.tile_k / FLOPS_PER_CLOCK
+
+
+@checker("how long a full ring lasts",
+         hint="a stage holds one k-tile of A and of B: (tile_m + tile_n) x 64 fp16 values; the "
+              "stages share 232448 B with 1024 B of barriers and the C staging; one k-tile is "
+              "2 x tile_m x tile_n x 64 flops, at 4096 flops per clock.")
+def check_ring_cycles(fn) -> Result:
+    """``fn(tile_mn, c_bytes) -> (stages, cycles)``: how many 64-deep fp16 stages fit next to
+    ``c_bytes`` of C staging, and how many clock cycles of MMA work a full ring holds."""
+    title = "how long a full ring lasts"
+    for tile, c_bytes in RING_CASES:
+        want_stages, want_cycles = _ring(tile, c_bytes)
+        got = answered(fn(tile, c_bytes), "ring_cycles")
+        if not (isinstance(got, tuple) and len(got) == 2):
+            return failed(title, f"tile {tile}, {c_bytes} B of C: return (stages, cycles), not {got!r}")
+        stages, cycles = got
+        if stages != want_stages:
+            return failed(title, f"tile {tile[0]}x{tile[1]}, {c_bytes} B of C staging: you gave "
+                          f"{stages!r} stages; {want_stages} fit", "round down: a stage is whole")
+        if not isinstance(cycles, (int, float)) or abs(cycles - want_cycles) > 1e-6 * want_cycles:
+            return failed(title, f"tile {tile[0]}x{tile[1]}, {want_stages} stages: you gave "
+                          f"{cycles!r} cycles; they hold {want_cycles:g}",
+                          "count flops (2 per multiply-add) for every stage of the ring")
+    coop, pp4, pp5 = (_ring(t, c)[1] for t, c in RING_CASES[:3])
+    return passed(title, f"all {len(RING_CASES)} rings agree; cooperative 128x256: {coop:g} cycles, "
+                  f"ping-pong 64x256: {pp4:g} with 4 C buffers per warpgroup, {pp5:g} with 2")
