@@ -93,25 +93,39 @@ def ncu_rows(text: str) -> list[dict]:
     return list(csv.DictReader(io.StringIO(text[start:]))) if start >= 0 else []
 
 
+#: What the fixed-clock runs read per kernel: its duration and the SM clock it ran at.
+FIXED_CLOCK_METRICS = "gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second"
+
+
+def fixed_clock_command(ncu: str, program: list[str]) -> list[str]:
+    """ncu at the base clock, printing FIXED_CLOCK_METRICS of every kernel ``program`` launches."""
+    return [ncu, "--clock-control", "base", "--metrics", FIXED_CLOCK_METRICS, "--csv",
+            "--print-units", "base", *program]
+
+
+def ncu_kernels(text: str) -> list[dict]:
+    """ncu's CSV as one dict per profiled kernel, in launch order: ``kernel`` (its name) and
+    each metric's value as a float."""
+    per_kernel: dict[str, dict] = {}
+    for row in ncu_rows(text):
+        try:
+            per_kernel.setdefault(row["ID"], {"kernel": row.get("Kernel Name", "")})[
+                row["Metric Name"]] = float(row["Metric Value"].replace(",", ""))
+        except (KeyError, ValueError):
+            continue
+    return list(per_kernel.values())
+
+
 def fixed_clock(names, nvidia, ncu: str) -> dict:
     """Median duration (us) and SM clock (MHz) of each case's long kernels at ncu's base clock."""
     out = {}
     for name in names:
-        cmd = [ncu, "--clock-control", "base", "--metrics",
-               "gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second", "--csv",
-               "--print-units", "base", sys.executable, __file__, "--child", name]
+        cmd = fixed_clock_command(ncu, [sys.executable, __file__, "--child", name])
         if nvidia:
             cmd += ["--nvidia", nvidia]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        per_kernel: dict[str, dict[str, float]] = {}
-        for row in ncu_rows(proc.stdout):
-            try:
-                per_kernel.setdefault(row["ID"], {"kernel": row.get("Kernel Name", "")})[
-                    row["Metric Name"]] = float(row["Metric Value"].replace(",", ""))
-            except (KeyError, ValueError):
-                continue
         # the GEMM launches: long kernels (data generation and copies take far less than 200 us)
-        gemms = [k for k in per_kernel.values() if k.get("gpu__time_duration.sum", 0) > 200e3]
+        gemms = [k for k in ncu_kernels(proc.stdout) if k.get("gpu__time_duration.sum", 0) > 200e3]
         if not gemms:
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
             out[name] = {"error": " | ".join(tail)[-600:]}

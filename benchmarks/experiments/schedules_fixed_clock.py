@@ -33,6 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cutecourse  # noqa: E402
 from cutecourse import bench  # noqa: E402
 
+import schedules  # noqa: E402  (benchmarks/schedules.py: its KERNELS, launcher and shapes)
+from gemm_power import fixed_clock_command, ncu_kernels  # noqa: E402  (experiments/gemm_power.py)
+
 SHAPES = [(8192, 8192, 512), (8192, 8192, 1024), (8192, 8192, 2048), (8192, 8192, 4096),
           (8192, 8192, 8192), (4096, 4096, 1024)]
 #: rows of benchmarks/schedules.py's KERNELS timed by default
@@ -49,8 +52,6 @@ def child(cases) -> None:
     """Under ncu: every case in order, LAUNCHES launches each, checked once first."""
     import torch
 
-    import schedules  # benchmarks/schedules.py
-
     rows = {name: (schedule, opts) for name, schedule, opts in schedules.KERNELS}
     for dt, (m, n, k), name in cases:
         dtype = getattr(torch, dt)
@@ -64,19 +65,6 @@ def child(cases) -> None:
         torch.cuda.synchronize()
 
 
-def parse(text: str) -> list[dict]:
-    from gemm_power import ncu_rows
-
-    per_kernel: dict[str, dict] = {}
-    for row in ncu_rows(text):
-        try:
-            per_kernel.setdefault(row["ID"], {"kernel": row.get("Kernel Name", "")})[
-                row["Metric Name"]] = float(row["Metric Value"].replace(",", ""))
-        except (KeyError, ValueError):
-            continue
-    return [k for k in per_kernel.values() if "HopperGemm" in k["kernel"]]
-
-
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -86,7 +74,7 @@ def main() -> int:
                                      "(the first is the ratios' baseline; default: KERNELS)")
     p.add_argument("--tag", default="", help="appended to the file name")
     args = p.parse_args()
-    shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
+    shapes = list(schedules.pick_shapes(args.shapes.split(",")).values()) if args.shapes else SHAPES
     kernels = args.kernels.split(",") if args.kernels else KERNELS
     cases = plan(shapes, kernels)
     if args.child:
@@ -98,11 +86,10 @@ def main() -> int:
     ncu = find_ncu()
     if not ncu:
         raise SystemExit("no ncu (Nsight Compute) on this machine")
-    cmd = [ncu, "--clock-control", "base", "--metrics",
-           "gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second", "--csv", "--print-units",
-           "base", sys.executable, __file__, "--child"] + [a for a in sys.argv[1:] if a != "--child"]
+    cmd = fixed_clock_command(ncu, [sys.executable, __file__, "--child",
+                                    *(a for a in sys.argv[1:] if a != "--child")])
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=540)
-    launches = parse(proc.stdout)
+    launches = [k for k in ncu_kernels(proc.stdout) if "HopperGemm" in k["kernel"]]
     if len(launches) != LAUNCHES * len(cases):
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-8:]
         raise SystemExit(f"expected {LAUNCHES * len(cases)} GEMM launches, ncu reported "

@@ -114,9 +114,6 @@ class PersistentHopperGemm:
         self.cluster_mn = tuple(cluster_mn)
         self.sms, self.group_m, self.scheduler = sms, group_m, scheduler
         self.requested_stages = stages
-        if epi_stages < 2:
-            raise ShapeError(f"epi_stages={epi_stages}: the C stores need at least 2 buffers",
-                             "use epi_stages=2 (fewer buffers, more ring stages) or the default 4")
         self.epi_stages = epi_stages
         self.epi_tile = check_epi_tile(self.tile_mn, epi_tile, whole_rounds=True, epi_stages=epi_stages)
         self.acc_dtype = cutlass.Float32

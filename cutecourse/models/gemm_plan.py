@@ -79,6 +79,9 @@ def check_epi_tile(tile_mn, epi_tile, whole_rounds: bool = False,
     tile must also use every one of the ``epi_stages`` buffers the same number of times."""
     em, en = (int(v) for v in epi_tile)
     m, n = tile_mn
+    if epi_stages < 2:
+        raise ShapeError(f"epi_stages={epi_stages}: the C stores need at least 2 buffers",
+                         "use epi_stages=2 (fewer buffers, more ring stages) or the default 4")
     if em < 1 or en < 1 or m % em or n % en:
         raise ShapeError(f"epilogue tile {em}x{en} does not tile the {m}x{n} CTA tile",
                          "use e.g. (128, 32) or (128, 64)")
