@@ -72,6 +72,9 @@ PTX_FEATURES: dict[str, str] = {
     "tensormap release": r"^tensormap\.cp_fenceproxy\.global\.shared::cta\.tensormap::generic\.release",
     "tensormap acquire": r"^fence\.proxy\.tensormap::generic\.acquire",
     "setmaxnreg": r"^setmaxnreg",
+    # programmatic dependent launch (kernels/hopper_gemm_persistent.py, pdl=True)
+    "griddepcontrol.wait": r"^griddepcontrol\.wait",
+    "griddepcontrol.launch_dependents": r"^griddepcontrol\.launch_dependents",
 }
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -47,6 +47,12 @@ def test_cluster_pair_multicasts_b():
     assert r.count("TMA multicast loads") == 1 and r.spill_bytes == 0
 
 
+def test_pdl_compiles():
+    r = compile_report(TARGET, pdl=True)
+    assert r.count("griddepcontrol.wait") == 1 and r.count("griddepcontrol.launch_dependents") == 1
+    assert r.count("wgmma") == 8 and r.spill_bytes == 0
+
+
 def test_compiles_two_alternating_warpgroups():
     r = compile_report(TARGET)
     assert r.spill_bytes == 0 and r.registers is not None
@@ -105,6 +111,8 @@ GPU_CASES = [
     (3000, 1000, 520, "float16", "float32", 7, {"epi_stages": 4}),
     (4096, 4096, 512, "bfloat16", "bfloat16", None, {"epi_stages": 4}),
     (4160, 4224, 1000, "float16", "float16", None, {"epi_stages": 4, "cluster": (2, 1)}),
+    # programmatic dependent launch
+    (3000, 1000, 520, "bfloat16", "float32", 7, {"pdl": True}),
 ]
 
 

@@ -69,6 +69,8 @@ def configurations() -> dict[str, tuple[str, dict]]:
     out["persistent/static/128x256/1x1/fp32out"] = (PERSISTENT, dict(out_dtype="float32"))
     out["persistent/static/128x256/2x1/bf16"] = (
         PERSISTENT, dict(cluster=[2, 1], in_dtype="bfloat16", out_dtype="bfloat16"))
+    out["persistent/static/128x256/1x1/pdl"] = (PERSISTENT, dict(pdl=True))
+    out["pingpong/64x256/1x1/pdl"] = (PINGPONG, dict(pdl=True))
     for cluster in ((1, 1), (2, 1)):
         out[f"pingpong/64x256/{cluster[0]}x{cluster[1]}"] = (PINGPONG, dict(cluster=list(cluster)))
         out[f"grouped/fp8/128x128/{cluster[0]}x{cluster[1]}"] = (GROUPED_FP8, dict(cluster=list(cluster)))

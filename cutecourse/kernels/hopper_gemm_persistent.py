@@ -27,6 +27,15 @@ TMA-store epilogue: the pieces in ``sm90.py``), but organised differently:
   atomic counter when it is ready for one and hands it to its consumers through a two-slot smem
   queue (``cutlass.pipeline.PipelineAsync``), so CTAs on faster SMs take more tiles.
 
+* **Programmatic dependent launch** (``pdl=True``, off by default). A loop of GEMMs on one stream
+  normally leaves the GPU idle between two kernels for 1-2 us: the next grid is launched only
+  when the last CTA of this one has exited. With PDL the next grid may start early: its CTAs take
+  SMs as this grid's CTAs leave and set up their barriers and descriptors, and only the producer
+  warp waits (``griddepcontrol.wait``) for this grid to finish and flush its memory before its
+  first load. The consumers tell the driver when this CTA's work is done
+  (``griddepcontrol.launch_dependents``). Every read of A and B and every write of C comes after
+  the producer's wait, so a kernel may read what the previous one wrote, or overwrite what it read.
+
 What it does *not* do: overlap the epilogue with the next tile's MMAs (the "ping-pong" schedule:
 two consumer warpgroups on alternating tiles), or split the last partial wave (stream-K).
 
@@ -85,7 +94,8 @@ class PersistentHopperGemm:
     ``group_m``: band height of the tile order. ``stages``: override the ring depth.
     ``scheduler``: "static" or "dynamic"; the kernel always takes a ``counters`` tensor
     (2 x int32, zero before the first launch; the dynamic scheduler leaves it zero again when it
-    finishes), the static one ignores it. ``cluster_mn``: one of ``CLUSTERS``.
+    finishes), the static one ignores it. ``cluster_mn``: one of ``CLUSTERS``. ``pdl``: launch with
+    programmatic dependent launch (module docstring).
     """
 
     #: The tiles it takes; warpgroups sharing one tile's MMAs (2: each owns 64 of its 128 rows);
@@ -96,7 +106,7 @@ class PersistentHopperGemm:
 
     def __init__(self, tile_mn=(128, 256), cluster_mn=(1, 1), sms: int = 132,
                  group_m: int = GROUP_M, stages: int | None = None, scheduler: str = "static",
-                 epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES):
+                 epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES, pdl: bool = False):
         self.tile_mn = check_tile(tile_mn, self.TILES)
         if tuple(cluster_mn) not in CLUSTERS:
             raise ShapeError(f"cluster {tuple(cluster_mn)} is not supported",
@@ -114,11 +124,11 @@ class PersistentHopperGemm:
         self.cluster_mn = tuple(cluster_mn)
         self.sms, self.group_m, self.scheduler = sms, group_m, scheduler
         self.requested_stages = stages
-        self.epi_stages = epi_stages
+        self.epi_stages, self.pdl = epi_stages, pdl
         self.epi_tile = check_epi_tile(self.tile_mn, epi_tile, whole_rounds=True, epi_stages=epi_stages)
         self.acc_dtype = cutlass.Float32
         self.config = (self.tile_mn, self.cluster_mn, sms, group_m, stages, scheduler, self.epi_tile,
-                       epi_stages)
+                       epi_stages, pdl)
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit
@@ -159,7 +169,8 @@ class PersistentHopperGemm:
         cluster = {"cluster": (cm, cn, 1)} if cm * cn > 1 else {}
         self.kernel(tma_a, gA, tma_b, gB, tma_c, gC, self.tiled_mma, sA_layout, sB_layout,
                     sC_layout, counters).launch(grid=(cm, cn, clusters), block=[THREADS, 1, 1],
-                                                min_blocks_per_mp=1, stream=stream, **cluster)
+                                                min_blocks_per_mp=1, stream=stream, use_pdl=self.pdl,
+                                                **cluster)
 
     # -- device side -------------------------------------------------------------------------
     @cute.kernel
@@ -224,12 +235,16 @@ class PersistentHopperGemm:
             # execute setmaxnreg), then only warp 0 stays busy.
             cute.arch.setmaxregister_decrease(PRODUCER_REGISTERS)
             if warp_idx == 0:
+                if cutlass.const_expr(self.pdl):
+                    cute.arch.griddepcontrol_wait()  # the previous kernel has finished (PDL)
                 loads = sm90.Loads(tma_a, tAgA, tAsA, a_mcast_mask, tma_b, tBgB, tBsB, b_mcast_mask)
                 self._producer(ring, sched, k_tiles, loads)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGISTERS)
             self._consumers(ring, sched, k_tiles, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx,
                             warpgroup_idx)
+            if cutlass.const_expr(self.pdl):
+                cute.arch.griddepcontrol_launch_dependents()  # the next kernel may start (PDL)
 
     # -- producer: one warp, TMA only --------------------------------------------------------
     @cute.jit
@@ -319,10 +334,11 @@ class PersistentHopperGemm:
 # ------------------------------------------------------------------------------------------
 def compile_target(tile=(128, 256), in_dtype: str = "float16", out_dtype: str = "float16",
                    cluster=(1, 1), sms: int = 132, group_m: int = GROUP_M, stages: int | None = None,
-                   scheduler: str = "static"):
+                   scheduler: str = "static", pdl: bool = False):
     """(jit_fn, fake_args) for ``cutecourse.inspect.compile_report`` (symbolic M, N, K)."""
     plan_persistent(tuple(tile), in_dtype, out_dtype, stages=stages)  # clear errors before tracing
-    kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, scheduler)
+    kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, scheduler,
+                                  pdl=pdl)
     return kernel, fake_arguments(in_dtype, out_dtype)
 
 
@@ -336,23 +352,28 @@ def fake_arguments(in_dtype: str, out_dtype: str) -> tuple:
     return (*gemm_launch.fake_operands(in_dtype, out_dtype), counters, cuda.CUstream(0))
 
 
-def validate(a, b, out_dtype=None, tile=(128, 256), stages: int | None = None, c=None):
+def validate(a, b, out_dtype=None, tile=(128, 256), stages: int | None = None, c=None,
+             epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES):
     """The shared operand checks, then this kernel's smem plan."""
     in_name, out_name = gemm_launch.check_operands(a, b, out_dtype, c)
-    return plan_persistent(tuple(tile), in_name, out_name, stages=stages)
+    return plan_persistent(tuple(tile), in_name, out_name, stages=stages, epi_tile=epi_tile,
+                           epi_stages=epi_stages)
 
 
 def launcher(a, b, c, tile=(128, 256), cluster=(1, 1), group_m: int = GROUP_M,
-             stages: int | None = None, sms: int | None = None, scheduler: str = "static"):
+             stages: int | None = None, sms: int | None = None, scheduler: str = "static",
+             epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES, pdl: bool = False):
     """Validated, compiled launch closure for benchmarks: ``fn()`` writes A @ B.T into ``c``.
 
     ``sms``: how many CTAs the persistent grid may use (default: every SM of the GPU).
+    ``pdl``: launch with programmatic dependent launch (see the class).
     """
     from ..modes import require_gpu
 
-    validate(a, b, c.dtype, tile, stages, c)
+    validate(a, b, c.dtype, tile, stages, c, epi_tile, epi_stages)
     sms = require_gpu("sm_90a").sm_count if sms is None else sms
-    kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, scheduler)
+    kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, scheduler,
+                                  epi_tile, epi_stages, pdl)
     return counted_launcher(kernel, a, b, c)
 
 

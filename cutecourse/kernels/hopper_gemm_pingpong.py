@@ -65,8 +65,9 @@ class PingPongHopperGemm(PersistentHopperGemm):
     C_BUFFER_SETS = 2
 
     def __init__(self, tile_mn=(64, 256), cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
-                 stages: int | None = None, epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES):
-        super().__init__(tile_mn, cluster_mn, sms, group_m, stages, "static", epi_tile, epi_stages)
+                 stages: int | None = None, epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES,
+                 pdl: bool = False):
+        super().__init__(tile_mn, cluster_mn, sms, group_m, stages, "static", epi_tile, epi_stages, pdl)
 
     @cute.jit
     def _consumers(self, ring, sched, k_tiles, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx,
@@ -127,10 +128,11 @@ class PingPongHopperGemm(PersistentHopperGemm):
 # ------------------------------------------------------------------------------------------
 def compile_target(tile=(64, 256), in_dtype: str = "float16", out_dtype: str = "float16",
                    cluster=(1, 1), sms: int = 132, group_m: int = GROUP_M, stages: int | None = None,
-                   epi_stages: int = EPI_STAGES):
+                   epi_stages: int = EPI_STAGES, pdl: bool = False):
     """(jit_fn, fake_args) for ``cutecourse.inspect.compile_report`` (symbolic M, N, K)."""
     plan_pingpong(tuple(tile), in_dtype, out_dtype, stages=stages, epi_stages=epi_stages)  # clear errors first
-    kernel = PingPongHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, epi_stages=epi_stages)
+    kernel = PingPongHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, epi_stages=epi_stages,
+                                pdl=pdl)
     return kernel, fake_arguments(in_dtype, out_dtype)
 
 
@@ -150,13 +152,15 @@ def validate(a, b, out_dtype=None, tile=(64, 256), stages: int | None = None, c=
 
 
 def launcher(a, b, c, tile=(64, 256), cluster=(1, 1), group_m: int = GROUP_M,
-             stages: int | None = None, sms: int | None = None, epi_stages: int = EPI_STAGES):
+             stages: int | None = None, sms: int | None = None, epi_stages: int = EPI_STAGES,
+             pdl: bool = False):
     """Validated, compiled launch closure for benchmarks: ``fn()`` writes A @ B.T into ``c``."""
     from ..modes import require_gpu
 
     validate(a, b, c.dtype, tile, stages, c, epi_stages)
     sms = require_gpu("sm_90a").sm_count if sms is None else sms
-    kernel = PingPongHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, epi_stages=epi_stages)
+    kernel = PingPongHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, epi_stages=epi_stages,
+                                pdl=pdl)
     return counted_launcher(kernel, a, b, c)  # the counters go unused: static scheduler
 
 
