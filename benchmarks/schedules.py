@@ -1,6 +1,7 @@
 """The course's GEMM schedules across problem shapes, against torch.matmul (the kernel-schedules
-table): one CTA per tile (prefetch mainloop, 1x1 and 2x1 clusters, two tiles) and the persistent
-warp-specialized kernel (static and dynamic schedulers, 1x1 and 2x1, two tiles).
+table): one CTA per tile (prefetch mainloop, 1x1 and 2x1 clusters, two tiles), the persistent
+warp-specialized kernel (static and dynamic schedulers, 1x1 and 2x1, two tiles), ping-pong (4 or 5
+ring stages, 1x1, 2x1, 1x2), and the persistent kernels launched with programmatic dependent launch.
 
     python benchmarks/schedules.py [--dtypes float16,bfloat16] [--rounds 3] [--out DIR]
                                    [--shapes NAME|MxNxK,...] [--kernels ROW,...] [--tag _x]
@@ -53,6 +54,11 @@ KERNELS = [
     ("ping-pong 64x256 2x1", "pingpong", dict(cluster=(2, 1), epi_stages=4)),
     ("ping-pong 64x256 S=5", "pingpong", dict(epi_stages=2)),
     ("ping-pong 64x256 2x1 S=5", "pingpong", dict(cluster=(2, 1), epi_stages=2)),
+    ("ping-pong 64x256 1x2 S=5", "pingpong", dict(cluster=(1, 2), epi_stages=2)),
+    # programmatic dependent launch: the next launch's prologue overlaps this one's tail
+    ("persistent 128x256 PDL", "persistent", dict(tile=WIDE, pdl=True)),
+    ("persistent 128x256 2x1 PDL", "persistent", dict(tile=WIDE, cluster=(2, 1), pdl=True)),
+    ("ping-pong 64x256 S=5 PDL", "pingpong", dict(epi_stages=2, pdl=True)),
 ]
 
 
