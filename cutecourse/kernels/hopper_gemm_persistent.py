@@ -32,7 +32,7 @@ TMA-store epilogue: the pieces in ``sm90.py``), but organised differently:
   when the last CTA of this one has exited. With PDL the next grid may start early: its CTAs take
   SMs as this grid's CTAs leave and set up their barriers and descriptors, and only the producer
   warp waits (``griddepcontrol.wait``) for this grid to finish and flush its memory before its
-  first load. The consumers tell the driver when this CTA's work is done
+  first load. The consumers tell the GPU when this CTA's work is done
   (``griddepcontrol.launch_dependents``). Every read of A and B and every write of C comes after
   the producer's wait, so a kernel may read what the previous one wrote, or overwrite what it read.
 
