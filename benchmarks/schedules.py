@@ -55,6 +55,10 @@ KERNELS = [
     ("ping-pong 64x256 S=5", "pingpong", dict(epi_stages=2)),
     ("ping-pong 64x256 2x1 S=5", "pingpong", dict(cluster=(2, 1), epi_stages=2)),
     ("ping-pong 64x256 1x2 S=5", "pingpong", dict(cluster=(1, 2), epi_stages=2)),
+    # CUTLASS's usual ping-pong tile: 128x128 per warpgroup (two m64n128 wgmmas per k-step), 6 stages;
+    # bands of 16 tile-rows = 2048 rows, as above
+    ("ping-pong 128x128", "pingpong", dict(tile=SQUARE, group_m=16, epi_stages=2)),
+    ("ping-pong 128x128 2x1", "pingpong", dict(tile=SQUARE, group_m=16, cluster=(2, 1), epi_stages=2)),
     # programmatic dependent launch: the next launch's prologue overlaps this one's tail
     ("persistent 128x256 PDL", "persistent", dict(tile=WIDE, pdl=True)),
     ("persistent 128x256 2x1 PDL", "persistent", dict(tile=WIDE, cluster=(2, 1), pdl=True)),

@@ -33,6 +33,16 @@ def test_four_c_buffers_per_warpgroup_cost_a_stage():
         hpp.PingPongHopperGemm(epi_stages=3)  # 8 sub-tiles of 64x32 per tile
 
 
+def test_square_tile_compiles_two_m64n128_wgmmas_per_k_step():
+    plan = hpp.plan_pingpong((128, 128), "float16", "float16")
+    assert plan.bytes_per_stage == 32 * 1024 and plan.stages == 6
+    r = compile_report(TARGET, tile=[128, 128])
+    assert r.spill_bytes == 0 and r.count("setmaxnreg") == 2
+    # per warpgroup and k-tile: 4 k-steps x 2 row blocks of m64n128k16; two warpgroups' copies
+    assert r.count("wgmma") == 16 and "m64n256k16" not in r.ptx and "m64n128k16" in r.ptx
+    assert r.count("TMA stores") == 16  # 8 sub-tiles of 64x32 per warpgroup
+
+
 def test_errors():
     with pytest.raises(ShapeError, match="tile"):
         hpp.PingPongHopperGemm(tile_mn=(128, 256))  # 256 accumulator registers per thread
@@ -113,6 +123,10 @@ GPU_CASES = [
     (4160, 4224, 1000, "float16", "float16", None, {"epi_stages": 4, "cluster": (2, 1)}),
     # programmatic dependent launch
     (3000, 1000, 520, "bfloat16", "float32", 7, {"pdl": True}),
+    # 128x128 per warpgroup: two m64n128 wgmmas per k-step, 6 stages
+    (1024, 1024, 1024, "float16", "float16", None, {"tile": (128, 128)}),
+    (3000, 1000, 520, "float16", "float32", 7, {"tile": (128, 128)}),
+    (4160, 4224, 1000, "bfloat16", "bfloat16", None, {"tile": (128, 128), "cluster": (2, 1)}),
 ]
 
 

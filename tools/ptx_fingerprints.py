@@ -71,6 +71,7 @@ def configurations() -> dict[str, tuple[str, dict]]:
         PERSISTENT, dict(cluster=[2, 1], in_dtype="bfloat16", out_dtype="bfloat16"))
     out["persistent/static/128x256/1x1/pdl"] = (PERSISTENT, dict(pdl=True))
     out["pingpong/64x256/1x1/pdl"] = (PINGPONG, dict(pdl=True))
+    out["pingpong/128x128/1x1"] = (PINGPONG, dict(tile=[128, 128]))
     for cluster in ((1, 1), (2, 1)):
         out[f"pingpong/64x256/{cluster[0]}x{cluster[1]}"] = (PINGPONG, dict(cluster=list(cluster)))
         out[f"grouped/fp8/128x128/{cluster[0]}x{cluster[1]}"] = (GROUPED_FP8, dict(cluster=list(cluster)))

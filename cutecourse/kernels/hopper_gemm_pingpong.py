@@ -17,7 +17,11 @@ the two alternate:
 A warpgroup holds a whole tile's fp32 accumulators, so the tile is 64x256 (128 registers per
 thread, as in the cooperative kernel), not 128x256 (256: more than a thread can have). A 64x256
 tile loads (64 + 256) x 64 elements per k-tile for 64 x 256 x 64 MMAs: 1.67x the bytes per flop
-of a 128x256 tile. Which effect wins is a measurement (benchmarks/schedules.py).
+of a 128x256 tile. Which effect wins is a measurement (benchmarks/schedules.py). The other tile
+with 128 accumulator registers, 128x128 (CUTLASS's usual ping-pong tile: two m64n128 wgmmas per
+k-step, 1.33x the bytes per flop, 6 stages of 32 KiB), is an option (``tile_mn=(128, 128)``): as
+fast as the cooperative kernel at a fixed clock, but 0.75-0.89x torch.matmul at the 700 W cap,
+like every 128x128 kernel of the course there (docs/gpu_verification.md, fifth session).
 
 The ring is deeper than the cooperative kernel's. A 40 KiB k-tile feeds half the MMAs of a 48 KiB
 one, so the ring empties twice as fast, and 4 stages cover only half the load latency that the
@@ -44,8 +48,8 @@ from . import gemm_launch, sm90, tile_scheduler
 from .hopper_gemm_persistent import (PRODUCER_WARPGROUPS, PersistentHopperGemm, counted_launcher,
                                      fake_arguments, plan_persistent)
 
-#: A warpgroup's tile: 64 rows (one wgmma's M) by 256.
-TILES = ((64, 256),)
+#: A warpgroup's tile: 64 rows (one wgmma's M) by 256 (the default), or 128x128 (module docstring).
+TILES = ((64, 256), (128, 128))
 EPI_TILE = (64, 32)
 #: C buffers per warpgroup: 2, not the cooperative kernel's 4. The 16 KiB this frees buys the ring
 #: a fifth stage (module docstring); with 4 buffers it has 4 stages.
