@@ -20,8 +20,9 @@ tile loads (64 + 256) x 64 elements per k-tile for 64 x 256 x 64 MMAs: 1.67x the
 of a 128x256 tile. Which effect wins is a measurement (benchmarks/schedules.py). The other tile
 with 128 accumulator registers, 128x128 (CUTLASS's usual ping-pong tile: two m64n128 wgmmas per
 k-step, 1.33x the bytes per flop, 6 stages of 32 KiB), is an option (``tile_mn=(128, 128)``): as
-fast as the cooperative kernel at a fixed clock, but 0.75-0.89x torch.matmul at the 700 W cap,
-like every 128x128 kernel of the course there (docs/gpu_verification.md, fifth session).
+fast as the cooperative kernel at the base clock, but 0.75-0.89x torch.matmul at the 700 W cap:
+it moves 1.55x the cooperative kernel's L2 traffic, and at a high clock it waits for L2
+(docs/gpu_verification.md, fifth session).
 
 The ring is deeper than the cooperative kernel's. A 40 KiB k-tile feeds half the MMAs of a 48 KiB
 one, so the ring empties twice as fast, and 4 stages cover only half the load latency that the
