@@ -50,3 +50,29 @@ def test_ring_cycles():
     r = nb06.check_ring_cycles(lambda t, c: ((232448 - c) / ((t[0] + t[1]) * 128), 0))  # not whole
     assert not r and "stages" in r.message
     assert not nb06.check_ring_cycles(lambda t, c: 4)
+
+
+def _loop(runs):
+    import statistics
+
+    period = statistics.median(b[0] - a[0] for a, b in zip(runs, runs[1:]))
+    busy, reach = 0.0, runs[0][0]
+    for start, end in runs:
+        busy += max(0.0, end - max(start, reach))
+        reach = max(reach, end)
+    return period, 1 - busy / (max(e for _, e in runs) - runs[0][0])
+
+
+def test_launch_loop():
+    r = nb06.check_launch_loop(_loop)
+    assert r and "idle 4.8% of the loop" in r.message
+
+    def gaps_only(runs):  # adds up end-to-start gaps: negative where launches overlap
+        period = _loop(runs)[0]
+        return period, sum(b[0] - a[1] for a, b in zip(runs, runs[1:])) / (runs[-1][1] - runs[0][0])
+
+    r = nb06.check_launch_loop(gaps_only)
+    assert not r and "below zero" in r.hint
+    r = nb06.check_launch_loop(lambda runs: (runs[1][1] - runs[0][1], _loop(runs)[1]))  # ends, not starts
+    assert not r and "median start-to-start" in r.message
+    assert not nb06.check_launch_loop(lambda runs: 0.05)

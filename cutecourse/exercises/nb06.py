@@ -3,7 +3,8 @@
 Each answer is compared with what the course's code or the hardware rule says, computed here by
 the definition, never with a table of numbers: the wave arithmetic of ``models.gemm_plan``, the
 ``setmaxnreg`` rule (multiples of 8, at most 256 per thread, 64 K registers per SM), and the order
-in which the ping-pong kernel's producer fills the ring (enumerated step by step).
+in which the ping-pong kernel's producer fills the ring (enumerated step by step), and the
+busy time of a profiled loop of launches (the union of their intervals).
 """
 
 from __future__ import annotations
@@ -136,3 +137,61 @@ def check_ring_cycles(fn) -> Result:
     coop, pp4, pp5 = (_ring(t, c)[1] for t, c in RING_CASES[:3])
     return passed(title, f"all {len(RING_CASES)} rings agree; cooperative 128x256: {coop:g} cycles, "
                   f"ping-pong 64x256: {pp4:g} with 4 C buffers per warpgroup, {pp5:g} with 2")
+
+
+def _loops() -> list[list[tuple[float, float]]]:
+    """Launch loops as a profiler records them, (start, end) in us, sorted by start: gaps as
+    measured between course kernels, overlap as with PDL, one stall, jitter, a single launch."""
+    import random
+
+    rng = random.Random(6)
+    regular = [(i * 24.58, i * 24.58 + 23.33) for i in range(20)]  # 2048³, 1.25 us gaps
+    overlapping = [(i * 23.39, i * 23.39 + 24.29) for i in range(20)]  # PDL: 0.9 us overlap
+    stall = [(s + (55.0 if i >= 10 else 0.0), e + (55.0 if i >= 10 else 0.0))
+             for i, (s, e) in enumerate(regular)]
+    jitter, t = [], 0.0
+    for _ in range(30):
+        d = rng.uniform(170, 176)
+        jitter.append((t, t + d))
+        t += d + rng.uniform(-0.8, 3.0)  # sometimes overlapping, sometimes idle
+    return [regular, overlapping, stall, jitter, [(5.0, 12.0), (11.0, 30.0)]]
+
+
+def _loop_reference(runs) -> tuple[float, float]:
+    import statistics
+
+    period = statistics.median(b[0] - a[0] for a, b in zip(runs, runs[1:]))
+    busy, reach = 0.0, runs[0][0]
+    for start, end in runs:
+        busy += max(0.0, end - max(start, reach))
+        reach = max(reach, end)
+    return period, 1 - busy / (max(e for _, e in runs) - runs[0][0])
+
+
+@checker("what a loop of launches pays",
+         hint="the period is the median of start-to-start differences; the GPU is idle where no "
+              "launch runs: merge overlapping runs before you add up the busy time, and divide by "
+              "the span from the first start to the last end.")
+def check_launch_loop(fn) -> Result:
+    """``fn(runs) -> (period_us, idle_fraction)`` for ``runs``: (start, end) per launch, in us,
+    sorted by start, as the CUDA profiler records a loop of launches."""
+    title = "what a loop of launches pays"
+    loops = _loops()
+    for runs in loops:
+        want_period, want_idle = _loop_reference(runs)
+        got = answered(fn(list(runs)), "launch_loop")
+        if not (isinstance(got, tuple) and len(got) == 2):
+            return failed(title, f"return (period_us, idle_fraction), not {got!r}")
+        period, idle = got
+        where = f"{len(runs)} launches starting at {runs[0][0]:g}, {runs[1][0]:g}, ..."
+        if not isinstance(period, (int, float)) or abs(period - want_period) > 1e-6:
+            return failed(title, f"{where}: you gave period {period!r}; the median start-to-start "
+                          f"difference is {want_period:.3f} us", "starts, not ends; the median, not the mean")
+        if not isinstance(idle, (int, float)) or abs(idle - want_idle) > 1e-6:
+            hint = ("overlapping launches (PDL) leave no idle time: never count a gap below zero"
+                    if isinstance(idle, (int, float)) and idle < want_idle else
+                    "idle = 1 - (time covered by at least one launch) / (last end - first start)")
+            return failed(title, f"{where}: you gave idle fraction {idle!r}; it is {want_idle:.4f}", hint)
+    idle = _loop_reference(loops[0])[1]
+    return passed(title, f"all {len(loops)} loops agree; 1.25 us of gap per 23.3 us kernel leaves the GPU "
+                  f"idle {idle:.1%} of the loop, which PDL's overlap removes")
