@@ -142,10 +142,7 @@ class BenchResult:
         return d
 
     def save(self, name: str, directory: Path | str | None = None) -> Path:
-        path = Path(directory or RESULTS_DIR) / f"{name}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        return path
+        return save_json(name, self.to_dict(), directory)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "BenchResult":
@@ -162,13 +159,18 @@ def load(name: str, directory: Path | str | None = None) -> BenchResult:
     return BenchResult.from_dict(json.loads(path.read_text()))
 
 
-def save_set(name: str, results: dict[str, BenchResult], directory: Path | str | None = None) -> Path:
-    """Several problems measured in one run (e.g. one GEMM per shape), in one file ``name.json``."""
+def save_json(name: str, body: Any, directory: Path | str | None = None) -> Path:
+    """Write ``body`` as ``name.json`` under ``directory`` (default: the results folder): every
+    result file of the course, a ``BenchResult``, a set of them or an experiment's own layout."""
     path = Path(directory or RESULTS_DIR) / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = {"set": {key: res.to_dict() for key, res in results.items()}}
     path.write_text(json.dumps(body, indent=1) + "\n")
     return path
+
+
+def save_set(name: str, results: dict[str, BenchResult], directory: Path | str | None = None) -> Path:
+    """Several problems measured in one run (e.g. one GEMM per shape), in one file ``name.json``."""
+    return save_json(name, {"set": {key: res.to_dict() for key, res in results.items()}}, directory)
 
 
 def load_set(name: str, directory: Path | str | None = None) -> dict[str, BenchResult]:

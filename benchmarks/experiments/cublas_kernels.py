@@ -60,8 +60,7 @@ def main() -> int:
             per[f"torch._grouped_mm {name}"] = kernels_of(
                 lambda: torch._grouped_mm(a, w.transpose(-2, -1), offs=offs))
             per[f"dense twin {name}"] = kernels_of(lambda: torch.matmul(a, w[0].T))
-    path = Path(args.out) / "experiment_cublas_kernels.json"
-    path.write_text(json.dumps(found, indent=1) + "\n")
+    path = bench.save_json("experiment_cublas_kernels", found, args.out)
     print(json.dumps(found, indent=1))
     return 0
 

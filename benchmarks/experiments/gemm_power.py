@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import statistics
 import subprocess
 import sys
@@ -190,8 +189,7 @@ def main() -> int:
     del cases
     ncu = find_ncu()
     result["fixed_clock"] = fixed_clock(names, args.nvidia, ncu) if ncu else {"error": "no ncu"}
-    path = Path(args.out) / "experiment_gemm_power.json"
-    path.write_text(json.dumps(result, indent=1) + "\n")
+    path = bench.save_json("experiment_gemm_power", result, args.out)
     print("wrote", path)
     return 0
 

@@ -21,7 +21,6 @@ first. Writes ``experiment_launch_gaps.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -115,8 +114,7 @@ def main() -> int:
                 print(f"{dt:<9} {shape:<26} {name:<28} kernel {row['duration_us']:8.2f} us  "
                       f"period {row['period_us']:8.2f} us  gap {row['gap_us']:6.2f} us  "
                       f"overlap {row['overlapping']:>5}  {row['tflops_loop']:5.0f} TFLOP/s", flush=True)
-    path = Path(args.out) / "experiment_launch_gaps.json"
-    path.write_text(json.dumps(result, indent=1) + "\n")
+    path = bench.save_json("experiment_launch_gaps", result, args.out)
     print("wrote", path)
     return 0
 

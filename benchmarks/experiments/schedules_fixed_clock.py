@@ -20,7 +20,6 @@ Under ncu (one child process): each case one warm-up launch, then 3 profiled; th
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -109,8 +108,7 @@ def main() -> int:
         print(f"{row['dtype']:<9} {row['m']}x{row['n']}x{row['k']:<6} {row['kernel']:<24} "
               f"{row['tflops']:6.0f} TFLOP/s {row['vs_cooperative']:.3f}x cooperative  "
               f"{row['sm_mhz']} MHz", flush=True)
-    path = Path(args.out) / f"experiment_schedules_fixed_clock{args.tag}.json"
-    path.write_text(json.dumps(result, indent=1) + "\n")
+    path = bench.save_json(f"experiment_schedules_fixed_clock{args.tag}", result, args.out)
     print("wrote", path)
     return 0
 
