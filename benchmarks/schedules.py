@@ -74,6 +74,25 @@ def launcher(schedule: str, a, b, c, opts: dict):
     return hp.launcher(a, b, c, **opts)
 
 
+def operands(m: int, n: int, k: int, dtype):
+    """A (M, K) and B (N, K) of small integers (as NVIDIA's examples) and an empty C (M, N), on the
+    GPU: the data of every schedules table and experiment."""
+    import torch
+
+    a = torch.empty(m, k, device="cuda", dtype=dtype).random_(-2, 2)
+    b = torch.empty(n, k, device="cuda", dtype=dtype).random_(-2, 2)
+    return a, b, torch.empty(m, n, device="cuda", dtype=dtype)
+
+
+def checked_case(name: str, a, b, c, ref) -> bench.Case:
+    """The ``KERNELS`` row ``name`` compiled for these operands, checked against ``ref`` (1e-2)."""
+    found = [(sched, opts) for row, sched, opts in KERNELS if row == name]
+    if not found:
+        raise SystemExit(f"unknown kernel row {name!r}: one of {[row for row, _, _ in KERNELS]}")
+    schedule, opts = found[0]
+    return bench.checked_case(name, launcher(schedule, a, b, c, opts), c, ref, 1e-2)
+
+
 def pick_shapes(names=None) -> dict[str, tuple[int, int, int]]:
     """The named SHAPES, in table order (all by default), or shapes written ``MxNxK``."""
     if names is None:
@@ -97,14 +116,12 @@ def run(dtype_name: str, rounds: int, shapes=None, kernels=None) -> dict[str, be
     out = {}
     chosen = [kn for kn in KERNELS if kernels is None or kn[0] in kernels]
     for shape, (m, n, k) in pick_shapes(shapes).items():
-        a = torch.empty(m, k, device="cuda", dtype=dtype).random_(-2, 2)
-        b = torch.empty(n, k, device="cuda", dtype=dtype).random_(-2, 2)
-        c = torch.empty(m, n, device="cuda", dtype=dtype)
+        a, b, c = operands(m, n, k, dtype)
         ref = torch.matmul(a, b.T)
         cases = [bench.Case("torch.matmul", lambda a=a, b=b, c=c: torch.matmul(a, b.T, out=c))]
         t0 = time.perf_counter()
-        for name, schedule, opts in chosen:
-            cases.append(bench.checked_case(name, launcher(schedule, a, b, c, opts), c, ref, 1e-2))
+        for name, _, _ in chosen:
+            cases.append(checked_case(name, a, b, c, ref))
         print(f"{dtype_name} {shape}: {len(chosen)} kernels match torch.matmul "
               f"({time.perf_counter() - t0:.0f} s with compiles)", flush=True)
         with bench.GpuMonitor() as monitor:

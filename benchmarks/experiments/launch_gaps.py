@@ -72,9 +72,9 @@ def summarize(events) -> dict:
     durations = [e - s for s, e in runs]
     periods = [b[0] - a[0] for a, b in zip(runs, runs[1:])]
     overlaps = sum(b[0] < a[1] for a, b in zip(runs, runs[1:]))
+    duration, period = statistics.median(durations), statistics.median(periods)
     return {"kernel": gemm[:160], "others": sorted(set(total) - {gemm}),
-            "duration_us": statistics.median(durations), "period_us": statistics.median(periods),
-            "gap_us": statistics.median(periods) - statistics.median(durations),
+            "duration_us": duration, "period_us": period, "gap_us": period - duration,
             "overlapping": f"{overlaps}/{len(periods)}"}
 
 
@@ -90,22 +90,16 @@ def main() -> int:
     cutecourse.modes.require_gpu("sm_90a")
     shapes = schedules.pick_shapes(args.shapes.split(",") if args.shapes else SHAPES)
     kernels = args.kernels.split(",") if args.kernels else KERNELS
-    rows = {name: (schedule, opts) for name, schedule, opts in schedules.KERNELS}
     result = {"environment": bench.environment(), "data": "random_(-2, 2)",
               "protocol": f"{SETTLE_S} s settle, {LAUNCHES} profiled back-to-back launches, "
                           f"first {DROP} dropped; medians", "rows": []}
     for dt in args.dtypes.split(","):
         dtype = getattr(torch, dt)
         for shape, (m, n, k) in shapes.items():
-            a = torch.empty(m, k, device="cuda", dtype=dtype).random_(-2, 2)
-            b = torch.empty(n, k, device="cuda", dtype=dtype).random_(-2, 2)
-            c = torch.empty(m, n, device="cuda", dtype=dtype)
+            a, b, c = schedules.operands(m, n, k, dtype)
             ref = a @ b.T
             cases = [("torch.matmul", lambda a=a, b=b, c=c: torch.matmul(a, b.T, out=c))]
-            for name in kernels:
-                schedule, opts = rows[name]
-                cases.append((name, bench.checked_case(name, schedules.launcher(schedule, a, b, c, opts),
-                                                       c, ref, 1e-2).fn))
+            cases += [(name, schedules.checked_case(name, a, b, c, ref).fn) for name in kernels]
             for name, fn in cases:
                 row = {"dtype": dt, "shape": shape, "case": name, **summarize(profile_loop(fn))}
                 row["tflops_kernel"] = 2 * m * n * k / row["duration_us"] / 1e6

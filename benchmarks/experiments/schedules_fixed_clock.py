@@ -51,14 +51,9 @@ def child(cases) -> None:
     """Under ncu: every case in order, LAUNCHES launches each, checked once first."""
     import torch
 
-    rows = {name: (schedule, opts) for name, schedule, opts in schedules.KERNELS}
     for dt, (m, n, k), name in cases:
-        dtype = getattr(torch, dt)
-        a = torch.empty(m, k, device="cuda", dtype=dtype).random_(-2, 2)
-        b = torch.empty(n, k, device="cuda", dtype=dtype).random_(-2, 2)
-        c = torch.empty(m, n, device="cuda", dtype=dtype)
-        schedule, opts = rows[name]
-        fn = bench.checked_case(name, schedules.launcher(schedule, a, b, c, opts), c, a @ b.T, 1e-2).fn
+        a, b, c = schedules.operands(m, n, k, getattr(torch, dt))
+        fn = schedules.checked_case(name, a, b, c, a @ b.T).fn
         for _ in range(LAUNCHES - 1):  # checked_case launched it once
             fn()
         torch.cuda.synchronize()
