@@ -1,7 +1,8 @@
 """The course's GEMM schedules across problem shapes, against torch.matmul (the kernel-schedules
 table): one CTA per tile (prefetch mainloop, 1x1 and 2x1 clusters, two tiles), the persistent
 warp-specialized kernel (static and dynamic schedulers, 1x1 and 2x1, two tiles), ping-pong (4 or 5
-ring stages, 1x1, 2x1, 1x2), and the persistent kernels launched with programmatic dependent launch.
+ring stages, 1x1, 2x1, 1x2), the persistent kernels launched with programmatic dependent launch,
+and stream-K (the persistent kernel with its last partial wave split along K).
 
     python benchmarks/schedules.py [--dtypes float16,bfloat16] [--rounds 3] [--out DIR]
                                    [--shapes NAME|MxNxK,...] [--kernels ROW,...] [--tag _x]
@@ -32,6 +33,7 @@ from cutecourse import bench  # noqa: E402
 from cutecourse.kernels import hopper_gemm_cluster as hc  # noqa: E402
 from cutecourse.kernels import hopper_gemm_persistent as hp  # noqa: E402
 from cutecourse.kernels import hopper_gemm_pingpong as hpp  # noqa: E402
+from cutecourse.kernels import hopper_gemm_streamk as hsk  # noqa: E402
 
 import gemm  # noqa: E402  (benchmarks/gemm.py: the protocol)
 
@@ -63,6 +65,10 @@ KERNELS = [
     ("persistent 128x256 PDL", "persistent", dict(tile=WIDE, pdl=True)),
     ("persistent 128x256 2x1 PDL", "persistent", dict(tile=WIDE, cluster=(2, 1), pdl=True)),
     ("ping-pong 64x256 S=5 PDL", "pingpong", dict(epi_stages=2, pdl=True)),
+    # stream-K: the tiles of the last partial wave split along K (hopper_gemm_streamk)
+    ("stream-K 128x256", "streamk", dict(tile=WIDE)),
+    ("stream-K 128x256 PDL", "streamk", dict(tile=WIDE, pdl=True)),
+    ("stream-K 128x256 2x1 PDL", "streamk", dict(tile=WIDE, cluster=(2, 1), pdl=True)),
 ]
 
 
@@ -71,6 +77,8 @@ def launcher(schedule: str, a, b, c, opts: dict):
         return hc.launcher(a, b, c, opts["cluster"], opts["tile"])
     if schedule == "pingpong":
         return hpp.launcher(a, b, c, **opts)
+    if schedule == "streamk":
+        return hsk.launcher(a, b, c, **opts)
     return hp.launcher(a, b, c, **opts)
 
 

@@ -33,6 +33,7 @@ ONE = "cutecourse.kernels.hopper_gemm:compile_target"
 CLUSTER = "cutecourse.kernels.hopper_gemm_cluster:compile_target"
 PERSISTENT = "cutecourse.kernels.hopper_gemm_persistent:compile_target"
 PINGPONG = "cutecourse.kernels.hopper_gemm_pingpong:compile_target"
+STREAMK = "cutecourse.kernels.hopper_gemm_streamk:compile_target"
 GROUPED = "cutecourse.kernels.hopper_grouped_gemm:compile_target"
 GROUPED_FP8 = "cutecourse.kernels.hopper_grouped_gemm_fp8:compile_target"
 
@@ -72,6 +73,8 @@ def configurations() -> dict[str, tuple[str, dict]]:
     out["persistent/static/128x256/1x1/pdl"] = (PERSISTENT, dict(pdl=True))
     out["pingpong/64x256/1x1/pdl"] = (PINGPONG, dict(pdl=True))
     out["pingpong/128x128/1x1"] = (PINGPONG, dict(tile=[128, 128]))
+    out["streamk/128x256/1x1"] = (STREAMK, {})
+    out["streamk/128x256/2x1/pdl"] = (STREAMK, dict(cluster=[2, 1], pdl=True))
     for cluster in ((1, 1), (2, 1)):
         out[f"pingpong/64x256/{cluster[0]}x{cluster[1]}"] = (PINGPONG, dict(cluster=list(cluster)))
         out[f"grouped/fp8/128x128/{cluster[0]}x{cluster[1]}"] = (GROUPED_FP8, dict(cluster=list(cluster)))

@@ -100,12 +100,13 @@ def fake_operands(in_dtype="float16", out_dtype="float16"):
     return a, b, c
 
 
-def launcher(kernel, a, b, c, extra=()):
+def launcher(kernel, a, b, c, extra=(), tail=()):
     """Compile ``kernel`` for these operands once (cached by its ``config``) and return ``fn()``
     that launches ``c = a @ b.T`` on the current stream with no further checks.
 
     ``kernel``: a course GEMM object (its ``config`` tuple names the compiled variant).
-    ``extra``: (torch tensor, alignment) pairs passed after C (e.g. a scheduler's counters); ``fn``
+    ``extra``: (torch tensor, alignment) pairs passed after C (e.g. a scheduler's counters);
+    ``tail``: pairs passed after the stream (optional arguments, e.g. a stream-K workspace). ``fn``
     keeps them alive.
     """
     import cuda.bindings.driver as cuda
@@ -120,16 +121,17 @@ def launcher(kernel, a, b, c, extra=()):
         raise DeviceError(f"the operands are on {a.device}", "move them to the GPU with .cuda()")
     args = [from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=1) for t in (a, b, c)]
     args += [from_dlpack(t, assumed_align=align) for t, align in extra]
+    after = [from_dlpack(t, assumed_align=align) for t, align in tail]
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
     key = (type(kernel).__qualname__, kernel.config, a.dtype, c.dtype)
     if key not in _COMPILED:
-        _COMPILED[key] = cute.compile(kernel, *args, stream)
+        _COMPILED[key] = cute.compile(kernel, *args, stream, *after)
     compiled = _COMPILED[key]
 
     def fn():
-        compiled(*args, stream)
+        compiled(*args, stream, *after)
 
-    fn.keep_alive = [t for t, _ in extra]
+    fn.keep_alive = [t for t, _ in (*extra, *tail)]
     return fn
 
 

@@ -132,7 +132,8 @@ class PersistentHopperGemm:
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit
-    def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, counters: cute.Tensor, stream):
+    def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, counters: cute.Tensor, stream,
+                 workspace=None):
         self.a_dtype, self.c_dtype = a.element_type, c.element_type
         self.stages = plan_persistent(self.tile_mn, sm90.dtype_name(self.a_dtype),
                                       sm90.dtype_name(self.c_dtype), stages=self.requested_stages,
@@ -168,7 +169,7 @@ class PersistentHopperGemm:
         # slower on the H100 (benchmarks/results/grouped_bfloat16.json, docs/hopper_grouped_gemm.md).
         cluster = {"cluster": (cm, cn, 1)} if cm * cn > 1 else {}
         self.kernel(tma_a, gA, tma_b, gB, tma_c, gC, self.tiled_mma, sA_layout, sB_layout,
-                    sC_layout, counters).launch(grid=(cm, cn, clusters), block=[THREADS, 1, 1],
+                    sC_layout, counters, workspace).launch(grid=(cm, cn, clusters), block=[THREADS, 1, 1],
                                                 min_blocks_per_mp=1, stream=stream, use_pdl=self.pdl,
                                                 **cluster)
 
@@ -177,7 +178,7 @@ class PersistentHopperGemm:
     def kernel(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
                tma_c: cute.CopyAtom, mC: cute.Tensor, tiled_mma: cute.TiledMma,
                sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
-               sC_layout: cute.ComposedLayout, counters: cute.Tensor):
+               sC_layout: cute.ComposedLayout, counters: cute.Tensor, workspace):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         warpgroup_idx = cute.arch.make_warp_uniform(tidx // 128)
@@ -225,7 +226,7 @@ class PersistentHopperGemm:
             clusters_m=clusters_m, clusters_n=clusters_n, total=clusters_m * clusters_n,
             group_m=self.group_m,
             cluster_mn=self.cluster_mn, in_cluster=in_cluster, queue=queue, counters=counters,
-            slots=storage.work_ids.get_tensor(cute.make_layout(WORK_SLOTS)))
+            slots=storage.work_ids.get_tensor(cute.make_layout(WORK_SLOTS)), workspace=workspace)
         k_tiles = cute.size(gA, mode=[3])
 
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)

@@ -10,6 +10,11 @@ cluster-sized blocks of C tiles, numbered in the banded order of ``models/tile_o
   ``WORK_SLOTS`` slots); the consumers read it from there. CTAs on fast SMs come back sooner and
   take more tiles; items are still handed out in increasing order, so the tiles in flight stay a
   window of the banded order.
+* ``stream-k`` (``hopper_gemm_streamk``): the static order for the items that fill whole waves;
+  the k-tiles of the rest are dealt out evenly (``models/stream_k.py``, whose arithmetic the
+  functions at the end of this module run). A CTA's work is a list of *units*, pieces of one
+  item's K range, which producer and consumers walk in the same order with a cursor (pos, end)
+  over the global iteration space (item * k_tiles + k).
 
 The functions are module-level ``@cute.jit`` functions taking the :class:`Scheduler` state, not
 its methods: the DSL treats a local object whose method is called inside a run-time loop as
@@ -26,6 +31,8 @@ import cutlass
 import cutlass.cute as cute
 
 from .sm90 import band_tile
+
+from ..models import stream_k
 
 KINDS = ("static", "dynamic")
 #: Dynamic scheduler: work-item slots in smem between the producer and the consumers. Two, so the
@@ -48,7 +55,9 @@ class Scheduler:
     in_cluster: object  # this CTA's (m, n) inside its cluster
     queue: object  # dynamic: the PipelineAsync of the smem slots
     slots: object  # dynamic: the slots (int32 work items)
-    counters: object  # dynamic: 2 x int32 in global memory, zero between launches
+    counters: object  # int32 in global memory, zero between launches: dynamic: 2 tickets;
+    #                   stream-k: then one "partial sums ready" flag per CTA
+    workspace: object = None  # stream-k: fp32 partial sums, one tile per CTA
 
 
 def tile_of(sched: Scheduler, work):
@@ -122,3 +131,82 @@ def finish(sched: Scheduler):
             if done == grid - 1:
                 cute.arch.atomic_exch(counter, cutlass.Int32(0))
                 cute.arch.atomic_exch(done_ptr, cutlass.Int32(0))
+
+
+# -- stream-K (hopper_gemm_streamk) ------------------------------------------------------------
+@dataclass
+class StreamK:
+    """The stream-K split of one launch (``models/stream_k.plan``), in k-tiles."""
+
+    k_tiles: object  # per work item
+    dp: object  # work items dealt out whole (the first dp of the banded order)
+    sk_ctas: object  # clusters that share the k-tiles of the others
+    sk_iters: object  # those k-tiles, in all
+    done: object  # a cursor position past every unit: no more work
+
+
+@cute.jit
+def stream_k_split(sched: Scheduler, k_tiles, min_saved: cutlass.Constexpr):
+    dp, sk_ctas, sk_iters = stream_k.plan(sched.total, sched.stride, k_tiles, min_saved, min_=cutlass.min)
+    return StreamK(k_tiles, dp, sk_ctas, sk_iters, sched.total * k_tiles)
+
+
+@cute.jit
+def _whole(sk: StreamK, item):
+    """The cursor of work item ``item`` as one unit, or past the end if it is not a whole item."""
+    pos, end = sk.done, sk.done
+    if item < sk.dp:
+        pos = item * sk.k_tiles
+        end = pos + sk.k_tiles
+    return pos, end
+
+
+@cute.jit
+def _sk_range(sk: StreamK, cluster):
+    """A cluster's stream-K range in the iteration space (empty for clusters >= sk_ctas)."""
+    begin = sk.dp * sk.k_tiles
+    return (begin + stream_k.sk_begin(cluster, sk.sk_ctas, sk.sk_iters, cutlass.min, cutlass.max),
+            begin + stream_k.sk_begin(cluster + 1, sk.sk_ctas, sk.sk_iters, cutlass.min, cutlass.max))
+
+
+@cute.jit
+def first_unit(sched: Scheduler, sk: StreamK):
+    """This cluster's cursor: its first whole item, or if it has none its stream-K range."""
+    pos, end = _whole(sk, sched.first)
+    if pos == end:
+        pos, end = _sk_range(sk, sched.first)
+    return pos, end
+
+
+@cute.jit
+def unit(sk: StreamK, pos, end):
+    """(item, k_begin, k_end) of the next unit: the last piece of [pos, end) inside one item (a
+    range is walked backwards: ``models/stream_k.py``)."""
+    item = (end - 1) // sk.k_tiles
+    first = item * sk.k_tiles
+    return item, cutlass.max(pos - first, 0), end - first
+
+
+@cute.jit
+def next_unit(sched: Scheduler, sk: StreamK, pos, end):
+    """The cursor after a unit, given the rest of its range [pos, end): that rest; else, after a
+    whole item (it started at pos < dp * k_tiles), the next one or the stream-K range; after the
+    stream-K range, past the end."""
+    new_pos, new_end = pos, end
+    if pos == end:
+        new_pos, new_end = sk.done, sk.done
+        if pos < sk.dp * sk.k_tiles:
+            new_pos, new_end = _whole(sk, pos // sk.k_tiles + sched.stride)
+            if new_pos == new_end:
+                new_pos, new_end = _sk_range(sk, sched.first)
+    return new_pos, new_end
+
+
+@cute.jit
+def helpers(sched: Scheduler, sk: StreamK, item, k0):
+    """[first, stop): the clusters whose partial sums of ``item`` this cluster adds after its unit
+    (k0, k_tiles) of it: those before it, from the owner of the item's k-tile 0 (none if k0 = 0)."""
+    first = sched.first
+    if k0 > 0:
+        first = stream_k.owner((item - sk.dp) * sk.k_tiles, sk.sk_ctas, sk.sk_iters)
+    return first, sched.first

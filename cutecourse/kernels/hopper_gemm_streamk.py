@@ -1,0 +1,217 @@
+"""Stream-K: the persistent GEMM with its last, partial wave split along K.
+
+``StreamKHopperGemm`` is ``hopper_gemm_persistent.PersistentHopperGemm`` (cooperative consumers,
+producer warp, ring, static tile order) with a different list of work per CTA
+(``models/stream_k.py``): the tiles that fill whole waves are dealt out whole, as before; the
+k-tiles of the rest (``tiles mod P`` of them, P CTAs) are dealt out evenly, so every CTA computes
+``tiles / P`` tiles' worth of MMAs instead of some computing one more tile than the others.
+
+A CTA's *stream-K range* comes first, walked backwards: the piece that starts at k-tile 0 of a
+tile (the *head*), then the one that ends at its last k-tile (the *tail*), so that the CTAs in
+flight stay at two common k-tiles and share their loads in L2 (``models/stream_k.py``):
+
+* after a piece that does not reach the tile's last k-tile, the consumers write their fp32
+  accumulators to this CTA's workspace slot (one tile, laid out so that each warp writes 512
+  contiguous bytes per store) and raise this CTA's flag: a named barrier, so every consumer
+  thread's stores come first, then one thread's ``fence.acq_rel.gpu`` and a store of 1;
+* after a tail piece, they wait for the flags of the CTAs that computed the rest of the tile
+  (one thread spins on ``ld.acquire.gpu``, then the named barrier), add those partial sums
+  (loads that skip L1: ``ld.global.cg``), reset the flags to 0 for the next launch, and run the
+  usual epilogue.
+
+A flag is raised after a CTA's first unit and waited for after another CTA's last stream-K unit,
+so no wait depends on another wait: it always ends, since a persistent grid has every CTA
+resident at once.
+
+The producer needs no change beyond walking the same list: it loads k-tiles ``k_begin`` to
+``k_end`` of each unit. The partial sums cost one fp32 tile written by one SM and read by another
+through L2 (128 KiB for 128x256) per split tile, against ~3% of the mainloop saved on shapes with
+a partial last wave (every large shape of the schedules table).
+
+The kernel takes two more arguments than the persistent one: ``counters`` holds, after the
+dynamic scheduler's two tickets, one flag per CTA; ``workspace`` one fp32 tile per CTA.
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+from cutlass.cute.nvgpu import warpgroup
+
+from ..errors import ShapeError
+from ..models.gemm_plan import EPI_STAGES, EPI_TILE
+from ..models.stream_k import MIN_SAVED
+from . import gemm_launch, sm90, tile_scheduler
+from .hopper_gemm_persistent import (CONSUMER_THREADS, EPILOGUE_STORE_WARP, GROUP_M, PersistentHopperGemm,
+                                     plan_persistent, validate)
+
+#: counters[FLAGS + s]: CTA slot s's partial sums are in the workspace (after the 2 tickets).
+FLAGS = 2
+#: The named barrier of the consumer warpgroups (the epilogue's: the same 256 threads).
+CONSUMER_BARRIER = 1
+
+
+class StreamKHopperGemm(PersistentHopperGemm):
+    """C = A @ B.T, persistent, cooperative, stream-K for the last partial wave (module docstring).
+    ``min_saved``: split only where that saves each CTA this many k-tiles (``models/stream_k``)."""
+
+    def __init__(self, tile_mn=(128, 256), cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
+                 stages: int | None = None, epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES,
+                 pdl: bool = False, min_saved: int = MIN_SAVED):
+        super().__init__(tile_mn, cluster_mn, sms, group_m, stages, "static", epi_tile, epi_stages, pdl)
+        if min_saved < 1:
+            raise ShapeError(f"min_saved={min_saved}: must be >= 1 k-tile", "use the default, MIN_SAVED")
+        self.min_saved = min_saved
+        self.config = (*self.config, min_saved)
+
+    # -- producer: the same loads, unit by unit ---------------------------------------------
+    @cute.jit
+    def _producer(self, ring, sched, k_tiles, loads):
+        prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+        sk = tile_scheduler.stream_k_split(sched, k_tiles, self.min_saved)
+        pos, end = tile_scheduler.first_unit(sched, sk)
+        while pos < end:
+            work, k0, k1 = tile_scheduler.unit(sk, pos, end)
+            tile_m, tile_n = tile_scheduler.tile_of(sched, work)
+            tile_loads = sm90.Loads(loads.tma_a, loads.tAgA[(None, tile_m, None)], loads.tAsA,
+                                    loads.a_mcast_mask, loads.tma_b, loads.tBgB[(None, tile_n, None)],
+                                    loads.tBsB, loads.b_mcast_mask)
+            for k in cutlass.range(k0, k1, unroll=1):
+                ring.producer_acquire(prod)
+                sm90.issue_tma(ring, tile_loads, prod, k)
+                prod.advance()
+            pos, end = tile_scheduler.next_unit(sched, sk, pos, end - (k1 - k0))
+        ring.producer_tail(prod)
+
+    # -- consumers: the cooperative loop, plus the partial sums -------------------------------
+    @cute.jit
+    def _consumer(self, ring, sched, k_tiles, mma, tma_c, gC, sC, ctid, warp_idx):
+        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        epilogue = sm90.Epilogue(tma_c, sC, mma.tiled_mma, mma.acc, ctid, self.c_dtype,
+                                 self.epi_tile, self.epi_stages, CONSUMER_THREADS,
+                                 store_warp=EPILOGUE_STORE_WARP, barrier_threads=CONSUMER_THREADS)
+        sk = tile_scheduler.stream_k_split(sched, k_tiles, self.min_saved)
+        cluster_size = self.cluster_mn[0] * self.cluster_mn[1]
+        rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        acc = mma.acc
+        pos, end = tile_scheduler.first_unit(sched, sk)
+        while pos < end:
+            work, k0, k1 = tile_scheduler.unit(sk, pos, end)
+            tile_m, tile_n = tile_scheduler.tile_of(sched, work)
+            acc.fill(0.0)
+            for k in cutlass.range(k1 - k0, unroll=1):
+                ring.consumer_wait(read)
+                sm90.issue_mma(mma, read.index)
+                warpgroup.wait_group(1)
+                if k > 0:
+                    ring.consumer_release(release)
+                    release.advance()
+                read.advance()
+            warpgroup.wait_group(0)
+            ring.consumer_release(release)
+            release.advance()
+            if k1 < k_tiles:
+                # A head or middle piece: the CTA of the tail piece finishes this tile.
+                save_partial(sched.workspace, sched.counters, acc, sched.first * cluster_size + rank, ctid)
+            else:
+                first, stop = tile_scheduler.helpers(sched, sk, work, k0)
+                for other in cutlass.range(first, stop, unroll=1):
+                    add_partial(sched.workspace, sched.counters, acc, other * cluster_size + rank, ctid)
+                sm90.store_tile(epilogue, gC[(None, None, tile_m, tile_n)], warp_idx)
+            pos, end = tile_scheduler.next_unit(sched, sk, pos, end - (k1 - k0))
+        sm90.finish_stores(epilogue, warp_idx)
+
+
+# -- the partial sums: workspace slots and flags -------------------------------------------------
+def _slot_view(workspace, acc, slot, ctid):
+    """Thread ``ctid``'s part of workspace slot ``slot``, and its accumulators, both as (4, n/4):
+    four consecutive fp32 (one 16-byte access) per column, the 256 threads' columns interleaved so
+    that a warp's access covers 512 contiguous bytes."""
+    n = cute.size(acc)
+    slots = cute.make_tensor(workspace.iterator, cute.make_layout(
+        (4, n // 4, CONSUMER_THREADS, cute.size(workspace) // (n * CONSUMER_THREADS)),
+        stride=(1, 4 * CONSUMER_THREADS, 4, n * CONSUMER_THREADS)))
+    mine = slots[(None, None, ctid, slot)]
+    regs = cute.make_tensor(acc.iterator, cute.make_layout((4, n // 4)))
+    return mine, regs
+
+
+@cute.jit
+def save_partial(workspace, counters, acc, slot, ctid):
+    """Write this CTA's accumulators to its slot, then raise its flag (release)."""
+    mine, regs = _slot_view(workspace, acc, slot, ctid)
+    cute.copy(cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), cutlass.Float32, num_bits_per_copy=128),
+              regs, mine)
+    cute.arch.barrier(barrier_id=CONSUMER_BARRIER, number_of_threads=CONSUMER_THREADS)
+    flag = counters.iterator + FLAGS + slot
+    if ctid == 0:
+        cute.arch.fence_acq_rel_gpu()  # every consumer thread's stores (ordered by the barrier)
+        cute.arch.store(flag, cutlass.Int32(1), sem="relaxed", scope="gpu")
+
+
+@cute.jit
+def add_partial(workspace, counters, acc, slot, ctid):
+    """Wait for CTA slot ``slot``'s flag (acquire), add its partial sums, reset the flag."""
+    flag = counters.iterator + FLAGS + slot
+    if ctid == 0:
+        ready = cutlass.Int32(0)
+        while ready == 0:
+            ready = cute.arch.load(flag, cutlass.Int32, sem="acquire", scope="gpu")
+        cute.arch.store(flag, cutlass.Int32(0), sem="relaxed", scope="gpu")  # for the next launch
+    cute.arch.barrier(barrier_id=CONSUMER_BARRIER, number_of_threads=CONSUMER_THREADS)
+    theirs, regs = _slot_view(workspace, acc, slot, ctid)
+    part = cute.make_rmem_tensor_like(regs)
+    load = cute.make_copy_atom(cute.nvgpu.CopyG2ROp(), cutlass.Float32, num_bits_per_copy=128,
+                               load_cache_mode=cute.nvgpu.LoadCacheMode.GLOBAL)
+    cute.copy(load, theirs, part)
+    regs.store(regs.load() + part.load())
+
+
+# ------------------------------------------------------------------------------------------
+# Python entry points
+# ------------------------------------------------------------------------------------------
+def scratch(sms: int, tile_mn, device=None):
+    """(counters, workspace) for ``sms`` CTAs: int32 tickets + flags, zero; fp32 tiles (torch)."""
+    import torch
+
+    counters = torch.zeros(FLAGS + sms, dtype=torch.int32, device=device)
+    workspace = torch.empty(sms * tile_mn[0] * tile_mn[1], dtype=torch.float32, device=device)
+    return counters, workspace
+
+
+def compile_target(tile=(128, 256), in_dtype: str = "float16", out_dtype: str = "float16",
+                   cluster=(1, 1), sms: int = 132, group_m: int = GROUP_M, stages: int | None = None,
+                   pdl: bool = False, min_saved: int = MIN_SAVED):
+    """(jit_fn, fake_args) for ``cutecourse.inspect.compile_report`` (symbolic M, N, K)."""
+    import cuda.bindings.driver as cuda
+    from cutlass.cute.runtime import make_fake_tensor
+
+    plan_persistent(tuple(tile), in_dtype, out_dtype, stages=stages)  # clear errors before tracing
+    kernel = StreamKHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, pdl=pdl, min_saved=min_saved)
+    counters = make_fake_tensor(cutlass.Int32, (FLAGS + sms,), (1,), assumed_align=8)
+    workspace = make_fake_tensor(cutlass.Float32, (sms * tile[0] * tile[1],), (1,), assumed_align=16)
+    return kernel, (*gemm_launch.fake_operands(in_dtype, out_dtype), counters, cuda.CUstream(0), workspace)
+
+
+def launcher(a, b, c, tile=(128, 256), cluster=(1, 1), group_m: int = GROUP_M,
+             stages: int | None = None, sms: int | None = None, epi_tile=EPI_TILE,
+             epi_stages: int = EPI_STAGES, pdl: bool = False, min_saved: int = MIN_SAVED):
+    """Validated, compiled launch closure for benchmarks: ``fn()`` writes A @ B.T into ``c``.
+    Owns its flags and workspace: two launchers may run on different streams at once."""
+    from ..modes import require_gpu
+
+    validate(a, b, c.dtype, tile, stages, c, epi_tile, epi_stages)
+    sms = require_gpu("sm_90a").sm_count if sms is None else sms
+    kernel = StreamKHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, epi_tile, epi_stages, pdl,
+                               min_saved)
+    counters, workspace = scratch(sms, tile, a.device)
+    fn = gemm_launch.launcher(kernel, a, b, c, extra=[(counters, 8)], tail=[(workspace, 16)])
+    fn.counters, fn.workspace = counters, workspace
+    return fn
+
+
+def gemm_streamk(a, b, out_dtype=None, **config):
+    """C = A @ B.T on an H100 with the stream-K kernel; returns C (M, N)."""
+    return gemm_launch.run(launcher, a, b, out_dtype, **config)
