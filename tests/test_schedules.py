@@ -185,6 +185,12 @@ def test_draw_functions_return_figures():
     plt.close(ax.figure)
     with pytest.raises(CourseError):
         vs.draw_timelines(res, sms=(500,))
+    fig = vs.draw_stream_k(512, 132, 224, show=6)  # MLP down: 116 split tiles, 869 of 896 k-tiles
+    assert "869 k-tiles" in fig.axes[0].get_title() and "896" in fig.axes[0].get_title()
+    assert len(fig.axes[0].collections) > 6  # bars: whole tiles and pieces
+    plt.close(fig)
+    with pytest.raises(CourseError):
+        vs.draw_stream_k(0, 132, 16)
 
 
 def test_widget_redraws():

@@ -299,3 +299,50 @@ def draw_pingpong_vs_k(series: dict, ax=None, title: str = ""):
     ax.set_title(title or "ping-pong vs cooperative: at a fixed clock, and at the 700 W cap")
     ax.legend(fontsize=8)
     return ax
+
+
+def draw_stream_k(tiles: int, ctas: int, k_tiles: int, show: int = 10, fixup: float = 0.0,
+                  min_saved: int | None = None, ax=None):
+    """The stream-K schedule of ``models/stream_k``: the first ``show`` CTAs' units over time (x:
+    k-tiles of work), whole tiles grey, pieces of split tiles coloured by tile. A piece that ends
+    before its tile's last k-tile writes partial sums (hatched ``save``); the CTA of the tail piece
+    adds them (``add``) and runs the epilogue. ``fixup``: k-tiles charged per save and per add."""
+    import matplotlib.pyplot as plt
+
+    from ..models import stream_k
+
+    min_saved = stream_k.MIN_SAVED if min_saved is None else min_saved
+    if tiles < 1 or ctas < 1 or k_tiles < 1 or show < 1:
+        raise CourseError(f"tiles={tiles}, ctas={ctas}, k_tiles={k_tiles}, show={show}: all must be >= 1")
+    dp, _, _ = stream_k.plan(tiles, ctas, k_tiles, min_saved)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 0.35 * min(show, ctas) + 1.4))
+    palette = plt.get_cmap("tab20")
+    whole = -(-tiles // ctas) * k_tiles
+    for cta in range(min(show, ctas, tiles)):
+        t = 0.0
+        for tile, k0, k1 in stream_k.units(cta, ctas, tiles, k_tiles, min_saved):
+            split = tile >= dp
+            color = palette((tile - dp) % 20) if split else "#bdbdbd"
+            ax.broken_barh([(t, k1 - k0)], (cta - 0.4, 0.8), facecolors=color, edgecolor="white")
+            if split:
+                ax.text(t + (k1 - k0) / 2, cta, f"t{tile} k{k0}-{k1}", ha="center", va="center", fontsize=6)
+            t += k1 - k0
+            if split and k1 < k_tiles:  # a head or middle piece: its partial sums go to the workspace
+                ax.broken_barh([(t, max(fixup, 0.4))], (cta - 0.4, 0.8), facecolors="white",
+                               edgecolor="#6d4c41", hatch="///")
+                t += fixup
+            elif split and k0 > 0:  # a tail: add the others' partial sums, then the epilogue
+                ax.broken_barh([(t, max(fixup, 0.4))], (cta - 0.4, 0.8), facecolors="#6d4c41")
+                t += fixup
+    ax.axvline(whole, color="#e53935", linewidth=1, linestyle="--")
+    ax.text(whole, -0.9, "end without the split ", color="#e53935", fontsize=7, va="bottom", ha="right")
+    ax.set_xlim(max(0, (dp // ctas - 1) * k_tiles), whole * 1.01)  # the last whole tile, then the split
+    ax.set_ylim(min(show, ctas, tiles) - 0.5, -1.2)
+    ax.set_ylabel("CTA")
+    ax.set_xlabel("k-tiles of work (grey: whole tiles; colour: pieces of split tiles; hatched: save "
+                  "partial sums; brown: add them)", fontsize=8)
+    span = stream_k.makespan(tiles, ctas, k_tiles, fixup, min_saved)
+    ax.set_title(f"Stream-K, {tiles} tiles on {ctas} CTAs: the partial last wave shared out, "
+                 f"{span:.0f} k-tiles of work for the busiest CTA instead of {whole}", fontsize=9)
+    return ax.figure
