@@ -36,8 +36,9 @@ TMA-store epilogue: the pieces in ``sm90.py``), but organised differently:
   (``griddepcontrol.launch_dependents``). Every read of A and B and every write of C comes after
   the producer's wait, so a kernel may read what the previous one wrote, or overwrite what it read.
 
-What it does *not* do: overlap the epilogue with the next tile's MMAs (the "ping-pong" schedule:
-two consumer warpgroups on alternating tiles), or split the last partial wave (stream-K).
+What it does *not* do: overlap the epilogue with the next tile's MMAs (the "ping-pong" schedule,
+``hopper_gemm_pingpong``), or split the last partial wave along K (stream-K,
+``hopper_gemm_streamk``, which passes this kernel its ``workspace``; ``None`` here).
 
 Entry points mirror ``hopper_gemm``: ``gemm_persistent(a, b, ...)``, ``launcher(...)`` for
 benchmarks, ``compile_target(...)`` for ``cutecourse.inspect``, ``plan_persistent(...)``.
