@@ -311,20 +311,7 @@ class PersistentHopperGemm:
         slot.advance()
         while work < sched.total:
             tile_m, tile_n = tile_scheduler.tile_of(sched, work)
-            mma.acc.fill(0.0)
-            for k in cutlass.range(k_tiles, unroll=1):
-                ring.consumer_wait(read)
-                sm90.issue_mma(mma, read.index)
-                # Keep one batch of wgmmas in flight: when wait_group(1) returns, k-tile k-1's MMAs
-                # are done with their stage, which goes back to the producer.
-                warpgroup.wait_group(1)
-                if k > 0:
-                    ring.consumer_release(release)
-                    release.advance()
-                read.advance()
-            warpgroup.wait_group(0)
-            ring.consumer_release(release)  # the last k-tile (K >= 1: there is one)
-            release.advance()
+            read, release = sm90.mma_tile(ring, mma, read, release, k_tiles)
             sm90.store_tile(epilogue, gC[(None, None, tile_m, tile_n)], warp_idx)
             work = tile_scheduler.receive(sched, slot, work + sched.stride)
             slot.advance()

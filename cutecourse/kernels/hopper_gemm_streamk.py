@@ -42,7 +42,6 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
-from cutlass.cute.nvgpu import warpgroup
 
 from ..errors import ShapeError
 from ..models.gemm_plan import EPI_STAGES, EPI_TILE
@@ -105,18 +104,7 @@ class StreamKHopperGemm(PersistentHopperGemm):
         while pos < end:
             work, k0, k1 = tile_scheduler.unit(sk, pos, end)
             tile_m, tile_n = tile_scheduler.tile_of(sched, work)
-            acc.fill(0.0)
-            for k in cutlass.range(k1 - k0, unroll=1):
-                ring.consumer_wait(read)
-                sm90.issue_mma(mma, read.index)
-                warpgroup.wait_group(1)
-                if k > 0:
-                    ring.consumer_release(release)
-                    release.advance()
-                read.advance()
-            warpgroup.wait_group(0)
-            ring.consumer_release(release)
-            release.advance()
+            read, release = sm90.mma_tile(ring, mma, read, release, k1 - k0)
             if k1 < k_tiles:
                 # A head or middle piece: the CTA of the tail piece finishes this tile.
                 save_partial(sched.workspace, sched.counters, acc, sched.first * cluster_size + rank, ctid)

@@ -267,18 +267,7 @@ class GroupedHopperGemm(PersistentHopperGemm):
             if group != last:
                 self._switch_c_map(groups, group, epilogue, c_map_ptrs, warp_idx)
                 last = group
-            mma.acc.fill(0.0)
-            for k in cutlass.range(k_tiles, unroll=1):
-                ring.consumer_wait(read)
-                sm90.issue_mma(mma, read.index)
-                warpgroup.wait_group(1)
-                if k > 0:
-                    ring.consumer_release(release)
-                    release.advance()
-                read.advance()
-            warpgroup.wait_group(0)
-            ring.consumer_release(release)  # the last k-tile (the host gives every group K >= 1)
-            release.advance()
+            read, release = sm90.mma_tile(ring, mma, read, release, k_tiles)  # every group has K >= 1
             sm90.store_tile(epilogue, gC[(None, None, tile_m, tile_n)], warp_idx, c_desc)
             group, tile_m, tile_n, k_tiles = _receive(queue, items, slot)
             slot.advance()

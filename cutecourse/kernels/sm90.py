@@ -204,6 +204,32 @@ def issue_mma(mma: Mma, stage):
     warpgroup.commit_group()
 
 
+@cute.jit
+def mma_tile(ring, mma: Mma, read, release, k_tiles):
+    """The consumers' mainloop of one tile (warp-specialized kernels): acc = 0, then acc += each of
+    the next ``k_tiles`` ring stages, releasing each stage once its MMAs are done. Returns the
+    advanced (read, release) pipeline states: the caller's run-time loop must assign them itself
+    to carry them (the DSL carries what the loop body assigns or advances).
+
+    One batch of wgmmas stays in flight: when ``wait_group(1)`` returns, k-tile k-1's MMAs are done
+    with their stage, which goes back to the producer; the last one after ``wait_group(0)``
+    (``k_tiles`` >= 1: there is one).
+    """
+    mma.acc.fill(0.0)
+    for k in cutlass.range(k_tiles, unroll=1):
+        ring.consumer_wait(read)
+        issue_mma(mma, read.index)
+        warpgroup.wait_group(1)
+        if k > 0:
+            ring.consumer_release(release)
+            release.advance()
+        read.advance()
+    warpgroup.wait_group(0)
+    ring.consumer_release(release)
+    release.advance()
+    return read, release
+
+
 # -- device side: the epilogue -----------------------------------------------------------------
 class Epilogue:
     """fp32 accumulators -> C dtype -> smem (stmatrix) -> TMA store, one ``epi_tile`` at a time.
