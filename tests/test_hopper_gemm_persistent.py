@@ -266,42 +266,12 @@ _GPU_CHECK = textwrap.dedent("""
     print("RESULT" + json.dumps(out))
 """)
 
-_PDL_CHAIN = textwrap.dedent("""
-    import json, sys, torch
-    import cutecourse
-    from cutecourse.kernels import hopper_gemm_persistent as hp
-    torch.manual_seed(0)
-    out = []
-    for cluster, scheduler in json.loads(sys.argv[1]):
-        # With PDL a launch may start while the previous one still runs. Three launches, no sync:
-        # c1 = x @ y.T; d = c1 @ e.T reads c1 (read after write); c1 = x2 @ y.T overwrites c1
-        # while the second may still read it (write after read). Small integers: every product
-        # is exact (|c1| <= 1024 in fp16, |d| < 2^24 in fp32), so any race shows as a mismatch.
-        m, n, k, p = 4096, 4096, 256, 2048
-        ints = lambda *s: torch.randint(-2, 2, s, device="cuda").half()
-        x, x2, y, e = ints(m, k), ints(m, k), ints(n, k), ints(p, n)
-        c1 = torch.empty(m, n, device="cuda", dtype=torch.float16)
-        d = torch.empty(m, p, device="cuda", dtype=torch.float32)
-        opts = dict(cluster=tuple(cluster), scheduler=scheduler, pdl=True)
-        first, second, third = (hp.launcher(x, y, c1, **opts), hp.launcher(c1, e, d, **opts),
-                                hp.launcher(x2, y, c1, **opts))
-        want_d = (x.float() @ y.float().T) @ e.float().T
-        want_c1 = (x2.float() @ y.float().T).half()
-        bad = 0
-        for _ in range(20):
-            first(); second(); third()
-            torch.cuda.synchronize()
-            bad += int(not torch.equal(d, want_d)) + int(not torch.equal(c1, want_c1))
-        out.append([cluster, scheduler, bad])
-        print(out[-1], flush=True)
-    print("RESULT" + json.dumps(out))
-""")
-
-
 @pytest.mark.gpu
 @pytest.mark.skipif(not cutecourse.modes.mode_for("sm_90a").run, reason="needs an sm_90a GPU")
-def test_pdl_chain_keeps_dependent_launches_correct(run_gpu_script):
-    results = run_gpu_script(_PDL_CHAIN, [((1, 1), "static"), ((2, 1), "static"), ((1, 1), "dynamic")])
+def test_pdl_chain_keeps_dependent_launches_correct(run_pdl_chain):
+    results = run_pdl_chain("cutecourse.kernels.hopper_gemm_persistent", 2048, [
+        dict(cluster=(1, 1), scheduler="static"), dict(cluster=(2, 1), scheduler="static"),
+        dict(cluster=(1, 1), scheduler="dynamic")])
     assert [r[-1] for r in results] == [0, 0, 0], results
 
 

@@ -191,37 +191,10 @@ def test_matches_torch_exactly_and_leaves_the_flags_at_zero(run_gpu_script):
     assert [r[-3] for r in results] == [True, True, False, True, True, True, True, True, False, True, True]
 
 
-_PDL_CHAIN = textwrap.dedent("""
-    import json, sys, torch
-    from cutecourse.kernels import hopper_gemm_streamk as hsk
-    torch.manual_seed(0)
-    out = []
-    for (cluster,) in json.loads(sys.argv[1]):
-        # as in test_hopper_gemm_persistent: launches without syncs that read what the previous
-        # one wrote and overwrite what it read; 4096 x 4096 in 128x256 tiles: 116 split tiles
-        m, n, k, p = 4096, 4096, 256, 4096
-        ints = lambda *s: torch.randint(-2, 2, s, device="cuda").half()
-        x, x2, y, e = ints(m, k), ints(m, k), ints(n, k), ints(p, n)
-        c1 = torch.empty(m, n, device="cuda", dtype=torch.float16)
-        d = torch.empty(m, p, device="cuda", dtype=torch.float32)
-        opts = dict(cluster=tuple(cluster), pdl=True, min_saved=1)
-        first, second, third = (hsk.launcher(x, y, c1, **opts), hsk.launcher(c1, e, d, **opts),
-                                hsk.launcher(x2, y, c1, **opts))
-        want_d = (x.float() @ y.float().T) @ e.float().T
-        want_c1 = (x2.float() @ y.float().T).half()
-        bad = 0
-        for _ in range(20):
-            first(); second(); third()
-            torch.cuda.synchronize()
-            bad += int(not torch.equal(d, want_d)) + int(not torch.equal(c1, want_c1))
-        out.append([cluster, bad])
-        print(out[-1], flush=True)
-    print("RESULT" + json.dumps(out))
-""")
-
-
 @pytest.mark.gpu
 @pytest.mark.skipif(not cutecourse.modes.mode_for("sm_90a").run, reason="needs an sm_90a GPU")
-def test_pdl_chain_with_split_tiles(run_gpu_script):
-    results = run_gpu_script(_PDL_CHAIN, [((1, 1),), ((2, 1),)])
+def test_pdl_chain_with_split_tiles(run_pdl_chain):
+    # test_hopper_gemm_persistent's chain; both GEMMs 4096 x 4096 in 128x256 tiles: 116 split tiles
+    results = run_pdl_chain("cutecourse.kernels.hopper_gemm_streamk", 4096,
+                            [dict(cluster=(1, 1), min_saved=1), dict(cluster=(2, 1), min_saved=1)])
     assert [r[-1] for r in results] == [0, 0], results
