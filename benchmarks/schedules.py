@@ -40,7 +40,7 @@ import gemm  # noqa: E402  (benchmarks/gemm.py: the protocol)
 SHAPES = {"1024^3": (1024, 1024, 1024), "2048^3": (2048, 2048, 2048), "4096^3": (4096, 4096, 4096),
           "8192^3": (8192, 8192, 8192), "qkv 4096x6144x4096": (4096, 6144, 4096),
           "mlp up 4096x14336x4096": (4096, 14336, 4096), "mlp down 4096x4096x14336": (4096, 4096, 14336)}
-WIDE, SQUARE = (128, 256), (128, 128)
+WIDE, SQUARE, TALL = (128, 256), (128, 128), (256, 128)
 #: (row name, schedule, launcher keywords)
 KERNELS = [
     ("one CTA/tile 128x256", "one_cta", dict(tile=WIDE, cluster=(1, 1))),
@@ -69,6 +69,14 @@ KERNELS = [
     ("stream-K 128x256", "streamk", dict(tile=WIDE)),
     ("stream-K 128x256 PDL", "streamk", dict(tile=WIDE, pdl=True)),
     ("stream-K 128x256 2x1 PDL", "streamk", dict(tile=WIDE, cluster=(2, 1), pdl=True)),
+    # 256x128: each consumer warpgroup 128x128 (cuBLAS's choice for bf16 on most of the table,
+    # experiment_cublas_kernels.json: 256x128, 1x2 cluster)
+    ("persistent 256x128", "persistent", dict(tile=TALL)),
+    ("persistent 256x128 1x2", "persistent", dict(tile=TALL, cluster=(1, 2))),
+    ("persistent 256x128 2x1", "persistent", dict(tile=TALL, cluster=(2, 1))),
+    ("persistent 256x128 1x2 G=8", "persistent", dict(tile=TALL, cluster=(1, 2), group_m=8)),
+    ("persistent 256x128 PDL", "persistent", dict(tile=TALL, pdl=True)),
+    ("persistent 256x128 1x2 PDL", "persistent", dict(tile=TALL, cluster=(1, 2), pdl=True)),
 ]
 
 

@@ -36,7 +36,10 @@ def test_plan_errors():
     with pytest.raises(ShapeError, match="stages"):
         hp.plan_persistent((128, 256), "float16", "float32", stages=4)
     with pytest.raises(ShapeError, match="tile"):
+        hp.plan_persistent((64, 128))
+    with pytest.raises(ShapeError, match="tile"):  # 256x128: the persistent kernel's own tile
         hp.plan_persistent((256, 128))
+    assert hp.plan_persistent((256, 128), tiles=hp.PERSISTENT_TILES).stages == 4  # same 48 KiB stage
     with pytest.raises(DTypeError):
         hp.plan_persistent((128, 256), "float32")
 
@@ -211,6 +214,15 @@ def test_other_tiles_and_dtypes_compile(params):
     assert r.count("wgmma") == 4 and r.count("TMA loads") == 2
 
 
+def test_tall_tile_gives_each_warpgroup_two_slabs():
+    # 256x128, 1x2 (cuBLAS's bf16 choice): per k-tile 4 k-steps x 2 m64n128k16 per warpgroup,
+    # A's 256 rows multicast across the pair along N, the same registers and no spills
+    r = _report(tile=[256, 128], cluster=[1, 2], in_dtype="bfloat16", out_dtype="bfloat16")
+    assert r.count("wgmma") == 8 and "m64n128k16" in r.ptx and "m64n256k16" not in r.ptx
+    assert r.count("TMA multicast loads") == 1 and r.count("TMA stores") == 8
+    assert r.spill_bytes == 0 and r.registers == 168
+
+
 def test_dynamic_scheduler_compiles_with_a_ticket_counter():
     r = _report(scheduler="dynamic")
     ptx = r.ptx
@@ -295,6 +307,11 @@ GPU_CASES = [
     # 33 x 17 tiles: neither side a whole number of clusters
     (4160, 4224, 520, "float16", "float16", (128, 256), (2, 1), None, "static"),
     (4160, 4224, 200, "bfloat16", "bfloat16", (128, 256), (1, 2), 10, "static"),
+    # 256x128: each consumer warpgroup holds two 64-row slabs of the tile
+    (1000, 1104, 1000, "bfloat16", "bfloat16", (256, 128), (1, 1), None, "static"),
+    (4160, 4224, 520, "bfloat16", "float32", (256, 128), (1, 2), None, "static"),
+    (2176, 1000, 256, "float16", "float16", (256, 128), (2, 1), 7, "static"),
+    (777, 1000, 72, "float16", "bfloat16", (256, 128), (1, 1), 5, "dynamic"),
 ]
 
 

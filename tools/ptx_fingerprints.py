@@ -71,6 +71,8 @@ def configurations() -> dict[str, tuple[str, dict]]:
     out["persistent/static/128x256/2x1/bf16"] = (
         PERSISTENT, dict(cluster=[2, 1], in_dtype="bfloat16", out_dtype="bfloat16"))
     out["persistent/static/128x256/1x1/pdl"] = (PERSISTENT, dict(pdl=True))
+    out["persistent/static/256x128/1x2/bf16"] = (
+        PERSISTENT, dict(tile=[256, 128], cluster=[1, 2], in_dtype="bfloat16", out_dtype="bfloat16"))
     out["pingpong/64x256/1x1/pdl"] = (PINGPONG, dict(pdl=True))
     out["pingpong/128x128/1x1"] = (PINGPONG, dict(tile=[128, 128]))
     out["streamk/128x256/1x1"] = (STREAMK, {})

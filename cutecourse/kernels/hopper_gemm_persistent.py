@@ -27,6 +27,12 @@ TMA-store epilogue: the pieces in ``sm90.py``), but organised differently:
   atomic counter when it is ready for one and hands it to its consumers through a two-slot smem
   queue (``cutlass.pipeline.PipelineAsync``), so CTAs on faster SMs take more tiles.
 
+* **Three tiles.** 128x256 (the default), 128x128, and 256x128, where each consumer warpgroup owns
+  two 64-row slabs (two m64n128 wgmmas per k-step; same 48 KiB stage, same 128 accumulator
+  registers). 256x128 with a 1x2 cluster is what cuBLAS launches for bf16 on most of the
+  schedules table; here it measured 0.98-1.01x the 128x256 tile, never ahead of it
+  (``benchmarks/results/schedules_bfloat16_tall.json``).
+
 * **Programmatic dependent launch** (``pdl=True``, off by default). A loop of GEMMs on one stream
   normally leaves the GPU idle between two kernels for 1-2 us: the next grid is launched only
   when the last CTA of this one has exited. With PDL the next grid may start early: its CTAs take
@@ -70,6 +76,10 @@ REGISTER_FILE = 65536
 assert PRODUCER_REGISTERS * 128 * PRODUCER_WARPGROUPS + CONSUMER_REGISTERS * CONSUMER_THREADS <= REGISTER_FILE
 #: Band height of the tile order, in clusters (module docstring).
 GROUP_M = 16
+#: The tiles: gemm_plan's two, and 256x128 (each consumer warpgroup 128x128: two m64n128 wgmmas
+#: per k-step, the same 48 KiB stage and 128 accumulator registers as 128x256).
+TALL = (256, 128)
+PERSISTENT_TILES = (*TILES, TALL)
 #: Cluster shapes (the multicast pairs share A or B tiles as in ``hopper_gemm_cluster``).
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
 #: Tile schedulers (tile_scheduler.py): "static" or "dynamic".
@@ -101,7 +111,7 @@ class PersistentHopperGemm:
 
     #: The tiles it takes; warpgroups sharing one tile's MMAs (2: each owns 64 of its 128 rows);
     #: sets of C buffers (one: the two warpgroups store each tile together).
-    TILES = TILES
+    TILES = PERSISTENT_TILES
     MMA_WARPGROUPS = CONSUMER_WARPGROUPS
     C_BUFFER_SETS = 1
 
@@ -325,7 +335,7 @@ def compile_target(tile=(128, 256), in_dtype: str = "float16", out_dtype: str = 
                    cluster=(1, 1), sms: int = 132, group_m: int = GROUP_M, stages: int | None = None,
                    scheduler: str = "static", pdl: bool = False):
     """(jit_fn, fake_args) for ``cutecourse.inspect.compile_report`` (symbolic M, N, K)."""
-    plan_persistent(tuple(tile), in_dtype, out_dtype, stages=stages)  # clear errors before tracing
+    plan_persistent(tuple(tile), in_dtype, out_dtype, stages=stages, tiles=PERSISTENT_TILES)  # clear errors before tracing
     kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, scheduler,
                                   pdl=pdl)
     return kernel, fake_arguments(in_dtype, out_dtype)
@@ -346,7 +356,7 @@ def validate(a, b, out_dtype=None, tile=(128, 256), stages: int | None = None, c
     """The shared operand checks, then this kernel's smem plan."""
     in_name, out_name = gemm_launch.check_operands(a, b, out_dtype, c)
     return plan_persistent(tuple(tile), in_name, out_name, stages=stages, epi_tile=epi_tile,
-                           epi_stages=epi_stages)
+                           epi_stages=epi_stages, tiles=PERSISTENT_TILES)
 
 
 def launcher(a, b, c, tile=(128, 256), cluster=(1, 1), group_m: int = GROUP_M,

@@ -44,7 +44,7 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 
 from ..errors import ShapeError
-from ..models.gemm_plan import EPI_STAGES, EPI_TILE
+from ..models.gemm_plan import EPI_STAGES, EPI_TILE, TILES
 from ..models.stream_k import MIN_SAVED
 from . import gemm_launch, sm90, tile_scheduler
 from .hopper_gemm_persistent import (CONSUMER_THREADS, EPILOGUE_STORE_WARP, GROUP_M, PersistentHopperGemm,
@@ -59,6 +59,8 @@ CONSUMER_BARRIER = 1
 class StreamKHopperGemm(PersistentHopperGemm):
     """C = A @ B.T, persistent, cooperative, stream-K for the last partial wave (module docstring).
     ``min_saved``: split only where that saves each CTA this many k-tiles (``models/stream_k``)."""
+
+    TILES = TILES  # gemm_plan's: 256x128 is the persistent kernel's alone (not measured here)
 
     def __init__(self, tile_mn=(128, 256), cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
                  stages: int | None = None, epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES,
