@@ -57,6 +57,9 @@ KERNELS = [
     ("ping-pong 64x256 S=5", "pingpong", dict(epi_stages=2)),
     ("ping-pong 64x256 2x1 S=5", "pingpong", dict(cluster=(2, 1), epi_stages=2)),
     ("ping-pong 64x256 1x2 S=5", "pingpong", dict(cluster=(1, 2), epi_stages=2)),
+    # group_m counts clusters: at 2x1 the default 32 makes bands of 4096 rows; 16 keeps 2048
+    ("ping-pong 64x256 2x1 S=5 G=16", "pingpong", dict(cluster=(2, 1), epi_stages=2, group_m=16)),
+    ("persistent 128x256 2x1 G=8", "persistent", dict(tile=WIDE, cluster=(2, 1), group_m=8)),
     # CUTLASS's usual ping-pong tile: 128x128 per warpgroup (two m64n128 wgmmas per k-step), 6 stages;
     # bands of 16 tile-rows = 2048 rows, as above
     ("ping-pong 128x128", "pingpong", dict(tile=SQUARE, group_m=16, epi_stages=2)),

@@ -1,7 +1,7 @@
 """Experiment (notebook 06): cooperative vs ping-pong at a fixed clock, where the epilogue matters.
 
     python benchmarks/experiments/schedules_fixed_clock.py [--out DIR] [--shapes MxNxK,...]
-                                                           [--kernels ROW,...] [--tag _x]
+                                                           [--kernels ROW,...] [--tag _x] [--bytes]
 
 Asked because the sustained tables (``schedules_<dtype>_small_k.json``) show ping-pong within
 1-3% of the cooperative kernel at K <= 2048 while ``nvidia-smi`` reads its SM clock 5-9% lower:
@@ -41,6 +41,8 @@ SHAPES = [(8192, 8192, 512), (8192, 8192, 1024), (8192, 8192, 2048), (8192, 8192
 KERNELS = ["persistent 128x256", "persistent 128x256 2x1", "ping-pong 64x256", "ping-pong 64x256 2x1"]
 DTYPES = ("float16", "bfloat16")
 LAUNCHES = 4  # one warm-up, three measured
+#: with --bytes: what each launch read from DRAM and moved through L2
+BYTES_METRICS = ("dram__bytes_read.sum", "lts__t_bytes.sum")
 
 
 def plan(shapes=SHAPES, kernels=KERNELS) -> list[tuple[str, tuple[int, int, int], str]]:
@@ -67,6 +69,7 @@ def main() -> int:
     p.add_argument("--kernels", help="comma-separated rows of benchmarks/schedules.py's KERNELS "
                                      "(the first is the ratios' baseline; default: KERNELS)")
     p.add_argument("--tag", default="", help="appended to the file name")
+    p.add_argument("--bytes", action="store_true", help="also record DRAM and L2 bytes per launch")
     args = p.parse_args()
     shapes = list(schedules.pick_shapes(args.shapes.split(",")).values()) if args.shapes else SHAPES
     kernels = args.kernels.split(",") if args.kernels else KERNELS
@@ -81,7 +84,9 @@ def main() -> int:
     if not ncu:
         raise SystemExit("no ncu (Nsight Compute) on this machine")
     cmd = fixed_clock_command(ncu, [sys.executable, __file__, "--child",
-                                    *(a for a in sys.argv[1:] if a != "--child")])
+                                    *(a for a in sys.argv[1:] if a not in ("--child", "--bytes"))])
+    if args.bytes:
+        cmd[cmd.index("--metrics") + 1] += "," + ",".join(BYTES_METRICS)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=540)
     launches = [k for k in ncu_kernels(proc.stdout) if "HopperGemm" in k["kernel"]]
     if len(launches) != LAUNCHES * len(cases):
@@ -96,13 +101,18 @@ def main() -> int:
         mhz = statistics.median(x["sm__cycles_elapsed.avg.per_second"] for x in measured) / 1e6
         result["rows"].append({"dtype": dt, "m": m, "n": n, "k": k, "kernel": name, "us": us,
                                "tflops": 2 * m * n * k / (us * 1e-6) / 1e12, "sm_mhz": round(mhz)})
+        if args.bytes:
+            result["rows"][-1].update(
+                dram_mb=round(statistics.median(x["dram__bytes_read.sum"] for x in measured) / 1e6),
+                l2_gb=round(statistics.median(x["lts__t_bytes.sum"] for x in measured) / 1e9, 2))
     for row in result["rows"]:
         coop = next(r for r in result["rows"] if r["kernel"] == kernels[0]
                     and (r["dtype"], r["m"], r["n"], r["k"]) == (row["dtype"], row["m"], row["n"], row["k"]))
         row["vs_cooperative"] = coop["us"] / row["us"]  # kernels[0]: the cooperative kernel by default
         print(f"{row['dtype']:<9} {row['m']}x{row['n']}x{row['k']:<6} {row['kernel']:<24} "
               f"{row['tflops']:6.0f} TFLOP/s {row['vs_cooperative']:.3f}x cooperative  "
-              f"{row['sm_mhz']} MHz", flush=True)
+              f"{row['sm_mhz']} MHz" + (f"  DRAM {row['dram_mb']} MB, L2 {row['l2_gb']} GB"
+                                        if args.bytes else ""), flush=True)
     path = bench.save_json(f"experiment_schedules_fixed_clock{args.tag}", result, args.out)
     print("wrote", path)
     return 0
