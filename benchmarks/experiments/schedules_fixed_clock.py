@@ -43,6 +43,16 @@ DTYPES = ("float16", "bfloat16")
 LAUNCHES = 4  # one warm-up, three measured
 #: with --bytes: what each launch read from DRAM and moved through L2
 BYTES_METRICS = ("dram__bytes_read.sum", "lts__t_bytes.sum")
+#: with --lrc, also: read sectors requested from L2 and those the L2 request coalescer (LRC)
+#: merged, by hardware (identical requests from different SMs) or programmatically (multicast),
+#: and L2 throughput as a share of its peak
+LRC_METRICS = {"lrc__request_sectors_op_read_coalescable.sum": "lrc_coalescable_sectors",
+               "lrc__request_sectors_op_read_coalescing_achieved_type_hardware.sum": "lrc_hardware_sectors",
+               "lrc__request_sectors_op_read_coalescing_achieved_type_programmatic.sum":
+                   "lrc_programmatic_sectors",
+               "lrc__lts2lrc_sectors_op_read.sum": "lts_to_lrc_sectors",
+               "lrc__xbar2gpc_sectors_op_read.sum": "lrc_to_gpc_sectors",
+               "lts__t_sectors.avg.pct_of_peak_sustained_elapsed": "l2_pct_of_peak"}
 
 
 def plan(shapes=SHAPES, kernels=KERNELS) -> list[tuple[str, tuple[int, int, int], str]]:
@@ -70,6 +80,7 @@ def main() -> int:
                                      "(the first is the ratios' baseline; default: KERNELS)")
     p.add_argument("--tag", default="", help="appended to the file name")
     p.add_argument("--bytes", action="store_true", help="also record DRAM and L2 bytes per launch")
+    p.add_argument("--lrc", action="store_true", help="with --bytes: also the L2 request coalescer's sectors")
     args = p.parse_args()
     shapes = list(schedules.pick_shapes(args.shapes.split(",")).values()) if args.shapes else SHAPES
     kernels = args.kernels.split(",") if args.kernels else KERNELS
@@ -84,9 +95,9 @@ def main() -> int:
     if not ncu:
         raise SystemExit("no ncu (Nsight Compute) on this machine")
     cmd = fixed_clock_command(ncu, [sys.executable, __file__, "--child",
-                                    *(a for a in sys.argv[1:] if a not in ("--child", "--bytes"))])
+                                    *(a for a in sys.argv[1:] if a not in ("--child", "--bytes", "--lrc"))])
     if args.bytes:
-        cmd[cmd.index("--metrics") + 1] += "," + ",".join(BYTES_METRICS)
+        cmd[cmd.index("--metrics") + 1] += "," + ",".join(BYTES_METRICS + tuple(LRC_METRICS) * args.lrc)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=540)
     launches = [k for k in ncu_kernels(proc.stdout) if "HopperGemm" in k["kernel"]]
     if len(launches) != LAUNCHES * len(cases):
@@ -105,6 +116,8 @@ def main() -> int:
             result["rows"][-1].update(
                 dram_mb=round(statistics.median(x["dram__bytes_read.sum"] for x in measured) / 1e6),
                 l2_gb=round(statistics.median(x["lts__t_bytes.sum"] for x in measured) / 1e9, 2))
+            for metric, key in LRC_METRICS.items() if args.lrc else ():
+                result["rows"][-1][key] = statistics.median(x[metric] for x in measured)
     for row in result["rows"]:
         coop = next(r for r in result["rows"] if r["kernel"] == kernels[0]
                     and (r["dtype"], r["m"], r["n"], r["k"]) == (row["dtype"], row["m"], row["n"], row["k"]))
@@ -112,7 +125,8 @@ def main() -> int:
         print(f"{row['dtype']:<9} {row['m']}x{row['n']}x{row['k']:<6} {row['kernel']:<24} "
               f"{row['tflops']:6.0f} TFLOP/s {row['vs_cooperative']:.3f}x cooperative  "
               f"{row['sm_mhz']} MHz" + (f"  DRAM {row['dram_mb']} MB, L2 {row['l2_gb']} GB"
-                                        if args.bytes else ""), flush=True)
+                                        if args.bytes else "")
+              + "".join(f"  {key} {row[key]:.3g}" for key in LRC_METRICS.values() if key in row), flush=True)
     path = bench.save_json(f"experiment_schedules_fixed_clock{args.tag}", result, args.out)
     print("wrote", path)
     return 0
