@@ -131,6 +131,8 @@ def test_bad_parameters_are_course_errors():
         hsk.StreamKHopperGemm(cluster_mn=(4, 1))
     with pytest.raises(ShapeError, match="tile"):
         hsk.compile_target(tile=(256, 128))
+    with pytest.raises(ShapeError, match="tile"):  # the persistent kernel's 256x128 is not stream-K's
+        hsk.StreamKHopperGemm(tile_mn=(256, 128))
     with pytest.raises(ShapeError, match="min_saved"):
         hsk.StreamKHopperGemm(min_saved=0)
 

@@ -335,7 +335,8 @@ def compile_target(tile=(128, 256), in_dtype: str = "float16", out_dtype: str = 
                    cluster=(1, 1), sms: int = 132, group_m: int = GROUP_M, stages: int | None = None,
                    scheduler: str = "static", pdl: bool = False):
     """(jit_fn, fake_args) for ``cutecourse.inspect.compile_report`` (symbolic M, N, K)."""
-    plan_persistent(tuple(tile), in_dtype, out_dtype, stages=stages, tiles=PERSISTENT_TILES)  # clear errors before tracing
+    # clear errors before tracing
+    plan_persistent(tuple(tile), in_dtype, out_dtype, stages=stages, tiles=PERSISTENT_TILES)
     kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, scheduler,
                                   pdl=pdl)
     return kernel, fake_arguments(in_dtype, out_dtype)
