@@ -164,9 +164,7 @@ def _whole(sk: StreamK, item):
 @cute.jit
 def _sk_range(sk: StreamK, cluster):
     """A cluster's stream-K range in the iteration space (empty for clusters >= sk_ctas)."""
-    begin = sk.dp * sk.k_tiles
-    return (begin + stream_k.sk_begin(cluster, sk.sk_ctas, sk.sk_iters, cutlass.min, cutlass.max),
-            begin + stream_k.sk_begin(cluster + 1, sk.sk_ctas, sk.sk_iters, cutlass.min, cutlass.max))
+    return stream_k.sk_range(cluster, sk.dp, sk.k_tiles, sk.sk_ctas, sk.sk_iters, cutlass.min, cutlass.max)
 
 
 @cute.jit
@@ -182,9 +180,7 @@ def first_unit(sched: Scheduler, sk: StreamK):
 def unit(sk: StreamK, pos, end):
     """(item, k_begin, k_end) of the next unit: the last piece of [pos, end) inside one item (a
     range is walked backwards: ``models/stream_k.py``)."""
-    item = (end - 1) // sk.k_tiles
-    first = item * sk.k_tiles
-    return item, cutlass.max(pos - first, 0), end - first
+    return stream_k.piece(pos, end, sk.k_tiles, cutlass.max)
 
 
 @cute.jit

@@ -74,6 +74,22 @@ def sk_begin(cta, sk_ctas, sk_iters, min_=min, max_=max):
     return min_(cta, sk_ctas) * sk_iters // max_(sk_ctas, 1)
 
 
+def sk_range(cta, dp, k_tiles, sk_ctas, sk_iters, min_=min, max_=max):
+    """CTA ``cta``'s stream-K range [begin, end) in the iteration space (tile * k_tiles + k), after
+    the ``dp`` whole tiles' iterations."""
+    begin = dp * k_tiles
+    return (begin + sk_begin(cta, sk_ctas, sk_iters, min_, max_),
+            begin + sk_begin(cta + 1, sk_ctas, sk_iters, min_, max_))
+
+
+def piece(pos, end, k_tiles, max_=max):
+    """(tile, k_begin, k_end): the last piece of the range [pos, end) that lies inside one tile
+    (a range is walked backwards, so this is the next unit)."""
+    tile = (end - 1) // k_tiles
+    first = tile * k_tiles
+    return tile, max_(pos - first, 0), end - first
+
+
 def owner(it, sk_ctas, sk_iters):
     """The CTA whose stream-K range holds iteration ``it``: the last one with sk_begin <= it."""
     return ((it + 1) * sk_ctas - 1) // sk_iters
@@ -85,11 +101,9 @@ def units(cta, ctas, tiles, k_tiles, min_saved=MIN_SAVED):
     (``tile_order.band_coord``); a unit is a whole tile when (k_begin, k_end) = (0, k_tiles)."""
     dp, sk_ctas, sk_iters = plan(tiles, ctas, k_tiles, min_saved)
     out = [(tile, 0, k_tiles) for tile in range(cta, dp, ctas)]
-    pos, end = dp * k_tiles + sk_begin(cta, sk_ctas, sk_iters), dp * k_tiles + sk_begin(cta + 1, sk_ctas, sk_iters)
+    pos, end = sk_range(cta, dp, k_tiles, sk_ctas, sk_iters)
     while pos < end:
-        tile = (end - 1) // k_tiles
-        k0 = max(pos - tile * k_tiles, 0)
-        k1 = end - tile * k_tiles
+        tile, k0, k1 = piece(pos, end, k_tiles)
         out.append((tile, k0, k1))
         end -= k1 - k0
     return out
