@@ -1,7 +1,7 @@
 """Experiment (notebook 06): cooperative vs ping-pong at a fixed clock, where the epilogue matters.
 
     python benchmarks/experiments/schedules_fixed_clock.py [--out DIR] [--shapes MxNxK,...]
-                                                           [--kernels ROW,...] [--tag _x] [--bytes]
+                                                           [--kernels ROW,...] [--tag _x] [--bytes] [--lrc]
 
 Asked because the sustained tables (``schedules_<dtype>_small_k.json``) show ping-pong within
 1-3% of the cooperative kernel at K <= 2048 while ``nvidia-smi`` reads its SM clock 5-9% lower:
@@ -80,8 +80,11 @@ def main() -> int:
                                      "(the first is the ratios' baseline; default: KERNELS)")
     p.add_argument("--tag", default="", help="appended to the file name")
     p.add_argument("--bytes", action="store_true", help="also record DRAM and L2 bytes per launch")
-    p.add_argument("--lrc", action="store_true", help="with --bytes: also the L2 request coalescer's sectors")
+    p.add_argument("--lrc", action="store_true", help="--bytes, and the L2 request coalescer's sectors")
     args = p.parse_args()
+    args.bytes |= args.lrc
+    lrc = LRC_METRICS if args.lrc else {}
+    extra = [*(BYTES_METRICS if args.bytes else ()), *lrc]
     shapes = list(schedules.pick_shapes(args.shapes.split(",")).values()) if args.shapes else SHAPES
     kernels = args.kernels.split(",") if args.kernels else KERNELS
     cases = plan(shapes, kernels)
@@ -96,8 +99,8 @@ def main() -> int:
         raise SystemExit("no ncu (Nsight Compute) on this machine")
     cmd = fixed_clock_command(ncu, [sys.executable, __file__, "--child",
                                     *(a for a in sys.argv[1:] if a not in ("--child", "--bytes", "--lrc"))])
-    if args.bytes:
-        cmd[cmd.index("--metrics") + 1] += "," + ",".join(BYTES_METRICS + tuple(LRC_METRICS) * args.lrc)
+    if extra:
+        cmd[cmd.index("--metrics") + 1] += "," + ",".join(extra)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=540)
     launches = [k for k in ncu_kernels(proc.stdout) if "HopperGemm" in k["kernel"]]
     if len(launches) != LAUNCHES * len(cases):
@@ -116,8 +119,8 @@ def main() -> int:
             result["rows"][-1].update(
                 dram_mb=round(statistics.median(x["dram__bytes_read.sum"] for x in measured) / 1e6),
                 l2_gb=round(statistics.median(x["lts__t_bytes.sum"] for x in measured) / 1e9, 2))
-            for metric, key in LRC_METRICS.items() if args.lrc else ():
-                result["rows"][-1][key] = statistics.median(x[metric] for x in measured)
+        for metric, key in lrc.items():
+            result["rows"][-1][key] = statistics.median(x[metric] for x in measured)
     for row in result["rows"]:
         coop = next(r for r in result["rows"] if r["kernel"] == kernels[0]
                     and (r["dtype"], r["m"], r["n"], r["k"]) == (row["dtype"], row["m"], row["n"], row["k"]))
@@ -126,7 +129,7 @@ def main() -> int:
               f"{row['tflops']:6.0f} TFLOP/s {row['vs_cooperative']:.3f}x cooperative  "
               f"{row['sm_mhz']} MHz" + (f"  DRAM {row['dram_mb']} MB, L2 {row['l2_gb']} GB"
                                         if args.bytes else "")
-              + "".join(f"  {key} {row[key]:.3g}" for key in LRC_METRICS.values() if key in row), flush=True)
+              + "".join(f"  {key} {row[key]:.3g}" for key in lrc.values()), flush=True)
     path = bench.save_json(f"experiment_schedules_fixed_clock{args.tag}", result, args.out)
     print("wrote", path)
     return 0
