@@ -12,12 +12,16 @@ Kernel entry names are normalised (``.entry NAME`` and calls to it), since they 
 class and module the kernel came from, not what it does. ``--explain`` (with ``--compare`` and
 both runs' ``--keep`` directories) prints, for each configuration that differs, the instructions
 that differ once virtual register numbers are ignored: a renumbering is no change.
+
+Configurations named ``blackwell/...`` are compiled for sm_100a. The DSL reads its architecture
+once per process, so the tool compiles them in a child process of its own (``--arch sm_100a``).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import subprocess
 import importlib
 import json
 import os
@@ -36,6 +40,13 @@ PINGPONG = "cutecourse.kernels.hopper_gemm_pingpong:compile_target"
 STREAMK = "cutecourse.kernels.hopper_gemm_streamk:compile_target"
 GROUPED = "cutecourse.kernels.hopper_grouped_gemm:compile_target"
 GROUPED_FP8 = "cutecourse.kernels.hopper_grouped_gemm_fp8:compile_target"
+BLACKWELL = "cutecourse.kernels.blackwell_grouped_gemm:compile_target"
+ARCHS = ("sm_90a", "sm_100a")
+
+
+def arch_of(name: str) -> str:
+    """The architecture a configuration is compiled for."""
+    return "sm_100a" if name.startswith("blackwell/") else "sm_90a"
 
 
 def configurations() -> dict[str, tuple[str, dict]]:
@@ -85,6 +96,12 @@ def configurations() -> dict[str, tuple[str, dict]]:
             out[f"grouped/{tile[0]}x{tile[1]}/{cluster[0]}x{cluster[1]}"] = (
                 GROUPED, dict(tile=list(tile), cluster=list(cluster)))
     out["grouped/128x256/1x1/bf16"] = (GROUPED, dict(in_dtype="bfloat16", out_dtype="bfloat16"))
+    for fmt, tile, cluster in (("nvfp4", (128, 128), (1, 1)), ("nvfp4", (128, 256), (1, 1)),
+                               ("mxfp8", (128, 128), (1, 1)), ("nvfp4", (128, 128), (2, 1)),
+                               ("mxfp8", (128, 128), (1, 2)), ("nvfp4", (128, 128), (2, 2))):
+        out[f"blackwell/{fmt}/{tile[0]}x{tile[1]}/{cluster[0]}x{cluster[1]}"] = (
+            BLACKWELL, dict(fmt=fmt, tile=list(tile), cluster=list(cluster)))
+    out["blackwell/mxfp8/128x128/1x1/bf16"] = (BLACKWELL, dict(fmt="mxfp8", out_dtype="bfloat16"))
     return out
 
 
@@ -132,11 +149,17 @@ def main() -> int:
     ap.add_argument("--only", help="regular expression: compile only matching configurations")
     ap.add_argument("--explain", metavar="BEFORE_DIR",
                     help="the --keep directory of the --compare run: summarise each difference")
+    ap.add_argument("--arch", choices=ARCHS, help=argparse.SUPPRESS)  # the child process's
     opts = ap.parse_args()
     os.environ["CUTE_DSL_DISABLE_FILE_CACHING"] = "1"
+    arch = opts.arch or ARCHS[0]
+    os.environ["CUTE_DSL_ARCH"] = arch  # before the DSL is imported
     hashes, t0 = {}, time.time()
+    if not opts.arch:  # the other architectures first, each in a child process
+        for other in ARCHS[1:]:
+            hashes.update(_child(other, opts))
     for name, (target, params) in configurations().items():
-        if opts.only and not re.search(opts.only, name):
+        if opts.only and not re.search(opts.only, name) or arch_of(name) != arch:
             continue
         try:
             ptx = normalise(compile_ptx(target, params))
@@ -153,6 +176,8 @@ def main() -> int:
     with open(opts.out, "w") as f:
         json.dump(hashes, f, indent=1, sort_keys=True)
     print(f"{len(hashes)} configurations in {time.time() - t0:.0f} s")
+    if opts.arch:
+        return 0
     if opts.compare:
         with open(opts.compare) as f:
             before = json.load(f)
@@ -167,6 +192,21 @@ def main() -> int:
                                               os.path.join(opts.keep, name.replace("/", "_") + ".ptx")))
         return 1 if differ else 0
     return 0
+
+
+def _child(arch: str, opts) -> dict:
+    """Fingerprints of ``arch``'s configurations, compiled by a child process."""
+    if not any(arch_of(n) == arch and not (opts.only and not re.search(opts.only, n))
+               for n in configurations()):
+        return {}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "child.json")
+        cmd = [sys.executable, os.path.abspath(__file__), "--arch", arch, "--out", out]
+        cmd += ["--only", opts.only] if opts.only else []
+        cmd += ["--keep", opts.keep] if opts.keep else []
+        subprocess.run(cmd, check=True)
+        with open(out) as f:
+            return json.load(f)
 
 
 def explain(before_path: str, after_path: str) -> str:
