@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cutecourse  # noqa: E402
 from cutecourse import bench  # noqa: E402
 from cutecourse.kernels import hopper_gemm_persistent as hp  # noqa: E402
-from cutecourse.kernels import hopper_grouped_gemm as hg  # noqa: E402
+from cutecourse.kernels import grouped  # noqa: E402
 from cutecourse.models import group_scheduler as gs  # noqa: E402
 
 import gemm  # noqa: E402  (the protocols)
@@ -158,7 +158,7 @@ def run(dtype_name: str, rounds: int, problems=None, kernels=None, nvidia=None,
         for label, opts in KERNELS.items():
             if kernels is not None and label not in kernels:
                 continue
-            cases.append(bench.checked_case(label, hg.packed_launcher(a, b, offs, c, **opts), c,
+            cases.append(bench.checked_case(label, grouped.packed_launcher(a, b, offs, c, **opts), c,
                                             ref, 1e-2))
         if nvidia:
             cases.append(bench.checked_case("NVIDIA example 128x256", nvidia_grouped(nvidia, views), c,

@@ -7,11 +7,11 @@ activations and weights are), once in bf16 and once quantized the DeepSeek-V3 wa
 block, B per 128x128 block, e4m3 + fp32 scales: ``models.block_scaling.quantize_blockwise_fp8``).
 Cases, all producing bf16 C:
 
-* ``course bf16 grouped``: ``hopper_grouped_gemm.grouped_mm`` on the bf16 data: the baseline;
+* ``course bf16 grouped``: ``grouped.grouped_mm`` on the bf16 data: the baseline;
 * ``torch._grouped_mm bf16``: torch's grouped kernel, same data;
 * ``torch._scaled_mm loop``: one blockwise-scaled ``torch._scaled_mm`` per group (the scale
   layout torch takes is probed first; a torch without blockwise scaling on this GPU is reported);
-* ``course fp8 ...``: ``hopper_grouped_gemm_fp8.launcher``, 1x1 and 2x1 clusters.
+* ``course fp8 ...``: ``grouped.launcher_fp8``, 1x1 and 2x1 clusters.
 
 The FP8 cases are checked against ``scaled_mm_reference`` (the exact fp32 sum of the scaled
 k-block products, computed on the GPU), the bf16 ones against torch.matmul; the relative error of
@@ -31,8 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cutecourse  # noqa: E402
 from cutecourse import bench  # noqa: E402
-from cutecourse.kernels import hopper_grouped_gemm as hg  # noqa: E402
-from cutecourse.kernels import hopper_grouped_gemm_fp8 as fp8  # noqa: E402
+from cutecourse.kernels import grouped  # noqa: E402
 from cutecourse.models import block_scaling as bs  # noqa: E402
 
 import gemm  # noqa: E402  (the protocols)
@@ -86,14 +85,14 @@ def run(rounds: int, problems=None) -> tuple[dict, dict]:
         offs = torch.tensor(rows, dtype=torch.int64).cumsum(0).to(torch.int32).cuda()
         starts = [0] + offs.tolist()[:-1]
         As = [x[s:s + m] for s, m in zip(starts, rows)]
-        qA, SA, qB, SB = fp8.quantize_groups(As, list(w))
+        qA, SA, qB, SB = grouped.quantize_fp8(As, list(w))
         c = torch.empty(total, N, device="cuda", dtype=torch.bfloat16)
         Cs = [c[s:s + m] for s, m in zip(starts, rows)]
         ref8 = torch.cat([bs.scaled_mm_reference(*q) for q in zip(qA, SA, qB, SB)])
         a16, w16 = x.bfloat16(), w.bfloat16()
         ref16 = torch.cat([a @ b.T for a, b in zip(a16.split(rows), w16)]).float()
 
-        cases = [bench.checked_case("course bf16 grouped", hg.packed_launcher(
+        cases = [bench.checked_case("course bf16 grouped", grouped.packed_launcher(
             a16, w16.transpose(-2, -1), offs, c), c, ref16, 1e-2)]
         errors = {"course bf16 grouped": _err(c, ref16)}
         b16 = w16.transpose(-2, -1)
@@ -114,7 +113,7 @@ def run(rounds: int, problems=None) -> tuple[dict, dict]:
                         f()
                 cases.append(bench.Case("torch._scaled_mm loop", scaled_loop))
         for label, opts in KERNELS.items():
-            fn = fp8.launcher(qA, SA, qB, SB, Cs, **opts)
+            fn = grouped.launcher_fp8(qA, SA, qB, SB, Cs, **opts)
             cases.append(bench.checked_case(label, fn, c, ref8, 1e-2))
             errors[label] = _err(c, ref8)
         print(f"{name}: every case matches its reference; errors {errors}; {notes[name]}", flush=True)

@@ -9,6 +9,7 @@ only) checks the numbers against ``block_scaling.grouped_reference``.
 
 import itertools
 import re
+from types import SimpleNamespace
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -16,13 +17,15 @@ import torch
 
 from cutecourse import errors, inspect
 from cutecourse.kernels import blackwell_grouped_gemm as bw
+from cutecourse.kernels import group_walk, grouped, grouped_targets
+from cutecourse.models import blackwell_plan as bp
 from cutecourse.models import block_scaling as bs
-from cutecourse.models.group_scheduler import GroupedProblem, schedule
+from cutecourse.models.group_scheduler import GroupedProblem, schedule, tensormap_updates
 
 from conftest import gpu_for
 
-TARGET = "cutecourse.kernels.blackwell_grouped_gemm:compile_target"
-CONFIGS = list(itertools.product(bw.FORMATS, bw.TILES, bw.CLUSTERS))
+TARGET = "cutecourse.kernels.grouped_targets:blackwell"
+CONFIGS = list(itertools.product(bp.FORMATS, bp.TILES, bp.CLUSTERS))
 
 
 def _key(cfg):
@@ -49,21 +52,21 @@ def test_block_scaled_mma_kind_and_count(reports, cfg):
     r = reports[cfg]
     mine, other = ("NVFP4 MMA", "MXFP8 MMA") if fmt == "nvfp4" else ("MXFP8 MMA", "NVFP4 MMA")
     # one k-tile = 4 MMAs (K = 64 for e2m1, 32 for e4m3), the k-block loop fully unrolled
-    assert r.count(mine) == bw.K_BLOCKS and r.count(other) == 0
-    assert r.count("block-scaled MMA") == bw.K_BLOCKS
+    assert r.count(mine) == bp.K_BLOCKS and r.count(other) == 0
+    assert r.count("block-scaled MMA") == bp.K_BLOCKS
     assert r.count(r"^tcgen05\.mma\.cta_group::2") == 0  # 1-CTA MMA only
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=_key)
 def test_tmem_life_cycle_and_scale_factor_copies(reports, cfg):
     fmt, tile, cluster = cfg
-    r, plan = reports[cfg], bw.plan(fmt, tile)
+    r, plan = reports[cfg], bp.plan(fmt, tile)
     assert r.count("tcgen05.alloc") == 1 and r.count("tcgen05.dealloc") == 1
     assert r.count(r"^tcgen05\.relinquish_alloc_permit") == 1
     # SF atoms per k-tile: NVFP4 256/64 = 4 per 128 rows, MXFP8 128/128 = 1 per 128 rows
     assert r.count("tcgen05.cp") == sum(plan.sf_atoms)
     # epilogue: one tcgen05.ld per 128x32 sub-tile, each followed by its wait (no W0014)
-    loads = tile[1] // bw.EPI_TILE[1]
+    loads = tile[1] // bp.EPI_TILE[1]
     assert r.count("tcgen05.ld") == loads and r.count("TMA stores") == loads
     assert r.count("tcgen05.wait::ld") >= r.count("tcgen05.ld")
     assert not [ln for ln in r.log.splitlines() if "W0014" in ln]
@@ -125,28 +128,28 @@ def test_instruction_descriptor_says_which_scales(reports, cfg):
 
 # -- the plan -----------------------------------------------------------------------------------
 def test_plan_fits_smem_and_tmem():
-    p = bw.plan("nvfp4", (128, 128))
+    p = bp.plan("nvfp4", (128, 128))
     assert (p.tile_mnk, p.ab_stages, p.acc_stages, p.c_stages) == ((128, 128, 256), 5, 2, 4)
     assert p.stage_bytes == 2 * 128 * 256 // 2 + 2 * 128 * 256 // 16  # 32 KiB data + 4 KiB SF
-    p = bw.plan("mxfp8", (128, 128))
+    p = bp.plan("mxfp8", (128, 128))
     assert (p.tile_mnk, p.ab_stages, p.acc_stages, p.c_stages) == ((128, 128, 128), 6, 2, 2)
-    for fmt, tile in itertools.product(bw.FORMATS, bw.TILES):
-        p = bw.plan(fmt, tile)
-        assert p.smem_bytes <= bw.SMEM_CAPACITY and p.tmem_columns <= 512
-    assert bw.plan("nvfp4", (128, 256)).acc_stages == 1  # 2 x 256 columns + SF do not fit
+    for fmt, tile in itertools.product(bp.FORMATS, bp.TILES):
+        p = bp.plan(fmt, tile)
+        assert p.smem_bytes <= bp.SMEM_CAPACITY and p.tmem_columns <= 512
+    assert bp.plan("nvfp4", (128, 256)).acc_stages == 1  # 2 x 256 columns + SF do not fit
 
 
 def test_unsupported_configurations_say_why():
     with pytest.raises(errors.DTypeError, match="mxfp4"):
         bw.BlackwellGroupedBlockScaledGemm("mxfp4")
     with pytest.raises(errors.DTypeError, match="unknown"):
-        bw.compile_target("int8")
+        grouped_targets.blackwell("int8")
     with pytest.raises(errors.ShapeError, match="tile"):
         bw.BlackwellGroupedBlockScaledGemm("nvfp4", (256, 128))
     with pytest.raises(errors.ShapeError, match="cluster"):
         bw.BlackwellGroupedBlockScaledGemm("nvfp4", cluster_mn=(4, 1))
     with pytest.raises(errors.DTypeError, match="output"):
-        bw.plan("nvfp4", out_dtype="float32")
+        bp.plan("nvfp4", out_dtype="float32")
 
 
 @pytest.mark.parametrize("fmt, k, err", [("nvfp4", 40, errors.ShapeError),  # 40 % 16
@@ -155,12 +158,12 @@ def test_unsupported_configurations_say_why():
                                           ("mxfp8", 0, errors.ShapeError)])
 def test_bad_k_is_refused_before_quantizing(fmt, k, err):
     with pytest.raises(err, match="K"):
-        bw.quantize_groups([torch.randn(8, k)], [torch.randn(16, k)], fmt)
+        grouped.quantize_blockscaled([torch.randn(8, k)], [torch.randn(16, k)], fmt)
 
 
 def test_c_rows_must_be_16_bytes():
     with pytest.raises(errors.AlignmentError, match="N = 12"):
-        bw.quantize_groups([torch.randn(8, 64)], [torch.randn(12, 64)], "mxfp8")
+        grouped.quantize_blockscaled([torch.randn(8, 64)], [torch.randn(12, 64)], "mxfp8")
 
 
 # -- host metadata against models/block_scaling --------------------------------------------------
@@ -171,23 +174,23 @@ def _groups(fmt):
     g = torch.Generator().manual_seed(0)
     As = [torch.randn(m, k, generator=g) for m, _, k in SIZES]
     Bs = [torch.randn(n, k, generator=g) for _, n, k in SIZES]
-    return As, Bs, bw.quantize_groups(As, Bs, fmt)
+    return As, Bs, grouped.quantize_blockscaled(As, Bs, fmt)
 
 
-@pytest.mark.parametrize("fmt", bw.FORMATS)
+@pytest.mark.parametrize("fmt", bp.FORMATS)
 def test_host_metadata_matches_block_scaling(fmt):
     f = bs.get_format(fmt)
     As, Bs, groups = _groups(fmt)
-    md = bw.host_metadata(groups, fmt)
+    md = grouped.blackwell_metadata(groups, fmt)
     assert md.shapes.dtype == torch.int32 and md.shapes.tolist() == [[m, n, k, 1] for m, n, k in SIZES]
-    assert md.ptrs.dtype == torch.int64 and md.ptrs.shape == (len(SIZES), 5)
-    assert md.workspace.shape == (bw.B200_SMS, bw.MAPS, 16) and md.workspace.dtype == torch.int64
+    assert md.ptrs.dtype == torch.int64 and md.ptrs.shape == (len(SIZES), 5) == md.strides.shape
+    assert group_walk.OPERANDS == ("a", "b", "c", "sfa", "sfb") and bw.MAPS == 5
     for i, (op, (m, n, k), a, b) in enumerate(zip(groups, SIZES, As, Bs)):
-        # pointer columns A, B, C, SFA, SFB
+        # pointer columns A, B, C, SFA, SFB: one order for the metadata and the tensor maps
         assert md.ptrs[i].tolist() == [op.a.data_ptr(), op.b.data_ptr(), op.c.data_ptr(),
                                        op.sfa.data_ptr(), op.sfb.data_ptr()]
-        # strides in elements: a packed e2m1 byte holds two
-        assert md.strides[i].tolist() == [k, k, n]
+        # strides in elements (a packed e2m1 byte holds two); the interleaved SF have none
+        assert md.strides[i].tolist() == [k, k, n, 0, 0]
         assert op.a.stride(0) * op.a.element_size() * 8 // (4 if f.data == "e2m1" else 8) == k
         # the scale factors: interleaved, padded to 128 rows x 4 blocks, the bytes quantize made
         for x, sf_buf, rows in ((a, op.sfa, m), (b, op.sfb, n)):
@@ -197,50 +200,55 @@ def test_host_metadata_matches_block_scaling(fmt):
             assert torch.equal(bs.from_interleaved(sf_buf, rows, k // f.block).view(torch.uint8),
                                sf.view(torch.uint8))
         assert torch.equal(op.a.view(torch.uint8), bs.quantize(a, fmt)[0].view(torch.uint8))
-    tile_k = bw.plan(fmt).tile_mnk[2]
+    tile_k = bp.plan(fmt).tile_mnk[2]
     assert md.work_bound == GroupedProblem([s for s in SIZES], (128, 128), (1, 1), tile_k).total
 
 
 def test_host_metadata_refuses_what_the_kernel_cannot_read():
     _, _, groups = _groups("nvfp4")
-    bad = bw.GroupOperands(groups[0].a, groups[0].sfa[:-1], groups[0].b, groups[0].sfb, groups[0].c)
+    bad = grouped.QuantizedGroup(groups[0].a, groups[0].b, groups[0].c, groups[0].sfa[:-1], groups[0].sfb)
     with pytest.raises(errors.ShapeError, match="interleaved"):
-        bw.host_metadata([bad], "nvfp4")
+        grouped.blackwell_metadata([bad], "nvfp4")
     with pytest.raises(errors.DTypeError, match="quantize"):
-        bw.host_metadata(groups, "mxfp8")  # e2m1 bytes are not MXFP8 data
+        grouped.blackwell_metadata(groups, "mxfp8")  # e2m1 bytes are not MXFP8 data
     with pytest.raises(errors.ShapeError, match="empty"):
-        bw.host_metadata([groups[1]], "nvfp4")
+        grouped.blackwell_metadata([groups[1]], "nvfp4")
 
 
-def test_kernel_group_walk_is_the_cpu_model():
-    """find_group/work_item (the kernel's scheduler) give the items schedule() predicts."""
-    shapes = torch.tensor([[m, n, k, 1] for m, n, k in SIZES])
-    for cluster in bw.CLUSTERS:
+def test_kernel_group_walk_is_the_cpu_model(monkeypatch):
+    """The kernel's walk (group_walk.start / advance / work_tile, run here on Python ints) visits
+    the tiles schedule() predicts, and enters a new group where tensormap_updates() counts one."""
+    monkeypatch.setattr(group_walk, "find_group", group_walk.find_group.__wrapped__)
+    monkeypatch.setattr(group_walk, "cutlass", SimpleNamespace(Int32=int))  # Python ints throughout
+    start, advance = group_walk.start.__wrapped__, group_walk.advance.__wrapped__
+    shapes = {(g, col): v for g, size in enumerate(SIZES) for col, v in enumerate((*size, 1))}  # [g, col]
+    for cluster in bp.CLUSTERS:
         problem = GroupedProblem(SIZES, (128, 128), cluster, 256)
-        groups = bw.Groups(shapes, None, None, len(SIZES), problem.cluster_tile)
         ctas = 8 * problem.cluster_size
         clusters = min(ctas // problem.cluster_size, problem.total)
         expected = schedule(problem, ctas)[::problem.cluster_size]  # cluster leaders
+        updates = tensormap_updates(schedule(problem, ctas)).per_cta[::problem.cluster_size]
         for c in range(clusters):
-            got, work = [], c
-            group, first = bw.find_group.__wrapped__(groups, work, 0, 0)
-            while group < len(SIZES):
-                tm, tn, kt = bw.work_item(groups, work, group, first)
-                got.append((int(group), int(tm) * cluster[0], int(tn) * cluster[1], int(kt)))
-                work += clusters
-                group, first = bw.find_group.__wrapped__(groups, work, group, first)
+            groups = group_walk.Groups(shapes, None, None, len(SIZES), problem.cluster_tile, cluster,
+                                       in_cluster=(0, 0), first=c, stride=clusters, group_m=bw.GROUP_M)
+            got, walk = [], start(groups)
+            while group_walk.active(groups, walk):
+                t = group_walk.work_tile(groups, walk)
+                got.append((int(t.group), int(t.tile_m), int(t.tile_n), int(t.k_end)))
+                walk = advance(groups, walk)
             assert got == [tuple(it[:4]) for it in expected[c]]
+            assert int(walk.entered) == updates[c]
 
 
 # -- on a B200 -----------------------------------------------------------------------------------
 @pytest.mark.gpu
 @gpu_for("sm_100a")
-@pytest.mark.parametrize("fmt", bw.FORMATS)
+@pytest.mark.parametrize("fmt", bp.FORMATS)
 @pytest.mark.parametrize("cluster", [(1, 1), (2, 1)])
 def test_matches_the_reference_on_a_b200(fmt, cluster):
     As, Bs, _ = _groups(fmt)
     ref = bs.grouped_reference(list(zip(As, Bs)), fmt)
-    out = bw.grouped_gemm_blockscaled([a.cuda() for a in As], [b.cuda() for b in Bs], fmt,
+    out = grouped.grouped_gemm_blockscaled([a.cuda() for a in As], [b.cuda() for b in Bs], fmt,
                                       cluster=cluster)
     for c, r in zip(out, ref):
         torch.testing.assert_close(c.float().cpu(), r, rtol=2e-2, atol=2e-2 * float(r.abs().max()))
@@ -250,7 +258,7 @@ def test_gpu_entry_point_says_it_needs_a_b200():
     if cutecourse_mode_runs():
         pytest.skip("a Blackwell GPU is present")
     with pytest.raises(errors.DeviceError, match="Blackwell"):
-        bw.grouped_gemm_blockscaled([torch.randn(128, 64)], [torch.randn(128, 64)])
+        grouped.grouped_gemm_blockscaled([torch.randn(128, 64)], [torch.randn(128, 64)])
 
 
 def cutecourse_mode_runs() -> bool:

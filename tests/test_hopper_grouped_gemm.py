@@ -12,10 +12,12 @@ import torch
 import cutecourse
 from cutecourse.errors import AlignmentError, DeviceError, DTypeError, LayoutError, ShapeError
 from cutecourse.inspect import compile_report
+from cutecourse.kernels import grouped
+from cutecourse.kernels import grouped_checks as checks
 from cutecourse.kernels import hopper_grouped_gemm as hg
 from cutecourse.models import group_scheduler as gs
 
-TARGET = "cutecourse.kernels.hopper_grouped_gemm:compile_target"
+TARGET = "cutecourse.kernels.grouped_targets:hopper"
 HOPPER = cutecourse.modes.mode_for("sm_90a").run
 
 
@@ -28,44 +30,44 @@ def _groups(sizes, dtype=torch.float16):
 def test_errors_name_the_group():
     As, Bs = _groups([(128, 256, 64), (64, 256, 64)])
     with pytest.raises(ShapeError, match="group 1: .*K"):
-        hg.check_groups(As, [Bs[0], torch.zeros(256, 72, dtype=torch.float16)])
+        checks.check_groups(As, [Bs[0], torch.zeros(256, 72, dtype=torch.float16)])
     with pytest.raises(ShapeError, match="2 A's and 1 B's"):
-        hg.check_groups(As, Bs[:1])
+        checks.check_groups(As, Bs[:1])
     with pytest.raises(DTypeError, match="mix dtypes"):
-        hg.check_groups([As[0], As[1].bfloat16()], [Bs[0], Bs[1].bfloat16()])
+        checks.check_groups([As[0], As[1].bfloat16()], [Bs[0], Bs[1].bfloat16()])
     with pytest.raises(DTypeError, match="group 0"):
-        hg.check_groups([As[0].float()], [Bs[0].float()])
+        checks.check_groups([As[0].float()], [Bs[0].float()])
     with pytest.raises(AlignmentError, match="group 1"):
-        hg.check_groups([As[0], torch.zeros(64, 60, dtype=torch.float16)],
+        checks.check_groups([As[0], torch.zeros(64, 60, dtype=torch.float16)],
                         [Bs[0], torch.zeros(256, 60, dtype=torch.float16)])
     with pytest.raises(ShapeError, match="list"):
-        hg.check_groups(As[0], Bs[0])
+        checks.check_groups(As[0], Bs[0])
 
 
 def test_empty_groups_are_allowed():
     # M = 0 (an expert without tokens) and K = 0 (C_g = 0) are checked for dtype only
-    assert hg.check_groups(*_groups([(0, 256, 64), (128, 256, 0), (8, 256, 64)])) == ("float16", "float16")
+    assert checks.check_groups(*_groups([(0, 256, 64), (128, 256, 0), (8, 256, 64)])) == ("float16", "float16")
 
 
 def test_packed_form_errors():
     a = torch.zeros(300, 128, dtype=torch.bfloat16)
     w = torch.zeros(4, 256, 128, dtype=torch.bfloat16)  # (G, N, K) like a stack of Linear weights
     offs = torch.tensor([100, 100, 250, 300], dtype=torch.int32)
-    assert hg.check_packed(a, w.transpose(-2, -1), offs) == ("bfloat16", "bfloat16")
+    assert checks.check_packed(a, w.transpose(-2, -1), offs) == ("bfloat16", "bfloat16")
     with pytest.raises(LayoutError, match="transpose"):
-        hg.check_packed(a, w.transpose(-2, -1).contiguous(), offs)  # (G, K, N) N-major
+        checks.check_packed(a, w.transpose(-2, -1).contiguous(), offs)  # (G, K, N) N-major
     with pytest.raises(DTypeError, match="int32"):
-        hg.check_packed(a, w.transpose(-2, -1), offs.long())
+        checks.check_packed(a, w.transpose(-2, -1), offs.long())
     with pytest.raises(ShapeError, match="3 entries"):
-        hg.check_packed(a, w.transpose(-2, -1), offs[:3])
+        checks.check_packed(a, w.transpose(-2, -1), offs[:3])
     with pytest.raises(ShapeError, match="3-D"):
-        hg.check_packed(a, w[0], offs)
+        checks.check_packed(a, w[0], offs)
 
 
 @pytest.mark.skipif(HOPPER, reason="this machine can run sm_90a")
 def test_no_hopper_gpu_is_a_device_error():
     with pytest.raises(DeviceError, match="Hopper"):
-        hg.grouped_gemm(*_groups([(128, 256, 64)]))
+        grouped.grouped_gemm(*_groups([(128, 256, 64)]))
 
 
 # -- the metadata the kernel reads, against the CPU model -------------------------------------
@@ -76,7 +78,7 @@ def test_packed_metadata_matches_the_groups():
     w = torch.zeros(4, n, k, dtype=torch.float16)
     c = torch.zeros(300, n, dtype=torch.float16)
     b = w.transpose(-2, -1)
-    shapes, ptrs, strides = hg.packed_metadata(a, b, c, offs)
+    shapes, ptrs, strides, bound, _ = grouped.packed_metadata(hg.GroupedHopperGemm(), a, b, c, offs)
     sizes = [(100, n, k), (0, n, k), (150, n, k), (50, n, k)]
     assert shapes.tolist() == [[m, n_, k_, 1] for m, n_, k_ in sizes]
     starts = [0, 100, 100, 250]
@@ -86,7 +88,7 @@ def test_packed_metadata_matches_the_groups():
     assert strides.tolist() == [[k, k, n]] * 4
     # the grid bound the host computes without reading offs covers the model's tile count
     problem = gs.GroupedProblem(sizes, tile=(128, 256))
-    bound = (-(-300 // 128) + 4) * -(-n // 256)
+    assert bound == (-(-300 // 128) + 4) * -(-n // 256)
     assert problem.total <= bound
 
 
@@ -126,7 +128,7 @@ def test_compiles_warp_specialized_without_spills(report):
 _GPU_CHECK = textwrap.dedent("""
     import json, sys, torch
     import cutecourse
-    from cutecourse.kernels import gemm_launch, hopper_grouped_gemm as hg
+    from cutecourse.kernels import gemm_launch, grouped, hopper_grouped_gemm as hg
     from cutecourse.models import group_scheduler as gs
     torch.manual_seed(0)
     out = []
@@ -135,7 +137,7 @@ _GPU_CHECK = textwrap.dedent("""
         As = [torch.randn(m, k, device="cuda").to(dt) for m, n, k in sizes]
         Bs = [torch.randn(n, k, device="cuda").to(dt) for m, n, k in sizes]
         Cs = [torch.full((m, n), float("nan"), dtype=dt, device="cuda") for m, n, k in sizes]
-        fn = hg.launcher(As, Bs, Cs, tile=tuple(tile), sms=sms, cluster=tuple(cluster))
+        fn = grouped.launcher(As, Bs, Cs, tile=tuple(tile), sms=sms, cluster=tuple(cluster))
         fn()
         torch.cuda.synchronize()
         err = max((((c.float() - a.float() @ b.float().T).abs().max() / max(1.0, k ** 0.5)).item()
@@ -145,7 +147,7 @@ _GPU_CHECK = textwrap.dedent("""
         sched = gs.schedule(problem, sms)
         model = [[len(s), n] for s, n in zip(sched, gs.tensormap_updates(sched).per_cta)]
         trace = fn.trace[:fn.ctas].tolist()
-        out.append([name, err, trace == model, len(gemm_launch._COMPILED)])
+        out.append([name, err, trace == model, gemm_launch.compiled_variants()])
         print(out[-1], flush=True)
     # the packed MoE form against torch._grouped_mm, empty experts included
     g, n, k = 16, 512, 384
@@ -155,7 +157,7 @@ _GPU_CHECK = textwrap.dedent("""
     a = torch.randn(int(rows.sum()), k, device="cuda").bfloat16()
     w = torch.randn(g, n, k, device="cuda").bfloat16()
     ref = torch._grouped_mm(a, w.transpose(-2, -1), offs=offs)
-    c = hg.grouped_mm(a, w.transpose(-2, -1), offs)
+    c = grouped.grouped_mm(a, w.transpose(-2, -1), offs)
     err = ((c.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
     out.append(["packed vs torch._grouped_mm", err, True, 0])
     print("RESULT" + json.dumps(out))

@@ -12,10 +12,13 @@ import torch
 import cutecourse
 from cutecourse.errors import AlignmentError, DTypeError, LayoutError, ShapeError
 from cutecourse.inspect import compile_report
+from cutecourse.kernels import grouped
+from cutecourse.kernels import grouped_checks as checks
 from cutecourse.kernels import hopper_grouped_gemm_fp8 as fp8
 from cutecourse.models import block_scaling as bs
+from cutecourse.models import gemm_plan
 
-TARGET = "cutecourse.kernels.hopper_grouped_gemm_fp8:compile_target"
+TARGET = "cutecourse.kernels.grouped_targets:hopper_fp8"
 HOPPER = cutecourse.modes.mode_for("sm_90a").run
 
 
@@ -23,7 +26,7 @@ def _quantized(sizes, seed=0):
     g = torch.Generator().manual_seed(seed)
     As = [torch.randn(m, k, generator=g) for m, n, k in sizes]
     Bs = [torch.randn(n, k, generator=g) for m, n, k in sizes]
-    return As, Bs, fp8.quantize_groups(As, Bs)
+    return As, Bs, grouped.quantize_fp8(As, Bs)
 
 
 # -- quantizing: the layouts the kernel reads --------------------------------------------------
@@ -41,7 +44,7 @@ def test_quantize_groups_gives_the_kernels_layouts():
 
 
 def test_plan_is_six_stages_of_32_kib():
-    plan = fp8.plan_fp8()
+    plan = gemm_plan.plan_fp8()
     assert plan.tile_k == 128 and plan.bytes_per_stage == 32 * 1024 and plan.stages == 6
 
 
@@ -49,20 +52,20 @@ def test_plan_is_six_stages_of_32_kib():
 def test_errors():
     _, _, (qA, SA, qB, SB) = _quantized([(128, 256, 256), (64, 256, 256)])
     with pytest.raises(DTypeError, match="group 0.*float8_e4m3fn"):
-        fp8.grouped_gemm_fp8([qA[0].float()], SA[:1], [qB[0].float()], SB[:1])
+        grouped.grouped_gemm_fp8([qA[0].float()], SA[:1], [qB[0].float()], SB[:1])
     with pytest.raises(DTypeError, match="group 1: sa must be a float32"):
-        fp8.check_scales(qA, [SA[0], SA[1].half()], qB, SB)
+        checks.check_scales(qA, [SA[0], SA[1].half()], qB, SB)
     with pytest.raises(ShapeError, match=r"group 0: sb is \(2, 1\), expected \(2, 2\)"):
-        fp8.check_scales(qA, SA, qB, [SB[0][:, :1], SB[1]])
+        checks.check_scales(qA, SA, qB, [SB[0][:, :1], SB[1]])
     with pytest.raises(ShapeError, match="2 groups but 1 A scales"):
-        fp8.check_scales(qA, SA[:1], qB, SB)
+        checks.check_scales(qA, SA[:1], qB, SB)
     with pytest.raises(LayoutError, match="row-major"):
-        fp8.check_scales(qA, SA, qB, [SB[0].t().contiguous().t(), SB[1]])
+        checks.check_scales(qA, SA, qB, [SB[0].t().contiguous().t(), SB[1]])
     with pytest.raises(ShapeError, match="group 1: .*K"):
-        fp8.grouped_gemm_fp8(qA, SA, [qB[0], qB[1][:, :128]], SB)
+        grouped.grouped_gemm_fp8(qA, SA, [qB[0], qB[1][:, :128]], SB)
     k8 = torch.zeros(64, 8, dtype=torch.float8_e4m3fn)  # rows of 8 bytes: TMA needs 16
     with pytest.raises(AlignmentError, match="16 bytes"):
-        fp8.grouped_gemm_fp8([k8], [torch.ones(64, 1)], [torch.zeros(128, 8, dtype=torch.float8_e4m3fn)],
+        grouped.grouped_gemm_fp8([k8], [torch.ones(64, 1)], [torch.zeros(128, 8, dtype=torch.float8_e4m3fn)],
                              [torch.ones(1, 1)])
 
 
@@ -71,15 +74,15 @@ def test_packed_form_errors():
     w = torch.zeros(4, 384, 256, dtype=torch.float8_e4m3fn)  # (G, N, K)
     sa, sb = torch.ones(2, 300).t(), torch.ones(4, 3, 2)  # sa M-major
     offs = torch.tensor([100, 100, 250, 300], dtype=torch.int32)
-    fp8.check_packed_scales(a, sa, w.transpose(-2, -1), sb)
+    checks.check_packed_scales(a, sa, w.transpose(-2, -1), sb)
     with pytest.raises(ShapeError, match=r"sb is torch.float32 \(4, 2, 2\), expected float32 \(4, 3, 2\)"):
-        fp8.check_packed_scales(a, sa, w.transpose(-2, -1), sb[:, :2])
+        checks.check_packed_scales(a, sa, w.transpose(-2, -1), sb[:, :2])
     with pytest.raises(ShapeError, match="sa is torch.float16"):
-        fp8.grouped_mm_fp8(a, sa.half(), w.transpose(-2, -1), sb, offs)
+        grouped.grouped_mm_fp8(a, sa.half(), w.transpose(-2, -1), sb, offs)
     with pytest.raises(LayoutError, match="row-major"):
-        fp8.check_packed_scales(a, sa, w.transpose(-2, -1), sb.transpose(1, 2).contiguous().transpose(1, 2))
+        checks.check_packed_scales(a, sa, w.transpose(-2, -1), sb.transpose(1, 2).contiguous().transpose(1, 2))
     with pytest.raises(DTypeError, match="float8_e4m3fn"):
-        fp8.grouped_mm_fp8(a.half(), sa, w.transpose(-2, -1).half(), sb, offs)
+        grouped.grouped_mm_fp8(a.half(), sa, w.transpose(-2, -1).half(), sb, offs)
 
 
 def test_the_dense_kernels_still_refuse_fp8():
@@ -168,16 +171,16 @@ def test_the_default_2x1_cluster_multicasts_b():
 _GPU_CHECK = textwrap.dedent("""
     import json, sys, torch
     import cutecourse
-    from cutecourse.kernels import hopper_grouped_gemm_fp8 as fp8
+    from cutecourse.kernels import grouped, hopper_grouped_gemm_fp8 as fp8
     from cutecourse.models import block_scaling as bs, group_scheduler as gs
     torch.manual_seed(0)
     out = []
     for name, sizes, sms, cluster in json.loads(sys.argv[1]):
         As = [torch.randn(m, k, device="cuda") for m, n, k in sizes]
         Bs = [torch.randn(n, k, device="cuda") for m, n, k in sizes]
-        qA, SA, qB, SB = fp8.quantize_groups(As, Bs)
+        qA, SA, qB, SB = grouped.quantize_fp8(As, Bs)
         Cs = [torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda") for m, n, k in sizes]
-        fn = fp8.launcher(qA, SA, qB, SB, Cs, sms=sms, cluster=tuple(cluster))
+        fn = grouped.launcher_fp8(qA, SA, qB, SB, Cs, sms=sms, cluster=tuple(cluster))
         fn()
         torch.cuda.synchronize()
         err = 0.0
@@ -203,7 +206,7 @@ _GPU_CHECK = textwrap.dedent("""
     qa, sa = bs.quantize_blockwise_fp8(x, (1, 128))
     qw, sw = zip(*[bs.quantize_blockwise_fp8(w[i], (128, 128)) for i in range(g)])
     qw, sw = torch.stack(qw), torch.stack(sw)
-    c = fp8.grouped_mm_fp8(qa, sa.t().contiguous().t(), qw.transpose(-2, -1), sw, offs)
+    c = grouped.grouped_mm_fp8(qa, sa.t().contiguous().t(), qw.transpose(-2, -1), sw, offs)
     ends = offs.tolist()
     ref = torch.cat([bs.scaled_mm_reference(qa[s:e], sa[s:e], qw[i], sw[i])
                      for i, (s, e) in enumerate(zip([0] + ends[:-1], ends))])

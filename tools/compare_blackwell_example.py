@@ -98,9 +98,9 @@ def _worker(side: str, path: str, fmt: str, tile, cluster) -> dict:
     from cutecourse import inspect
 
     if side == "course":
-        from cutecourse.kernels import blackwell_grouped_gemm as bw
+        from cutecourse.kernels import grouped_targets
 
-        kernel, args = bw.compile_target(fmt, tile, cluster)
+        kernel, args = grouped_targets.blackwell(fmt, tile, cluster)
     else:
         kernel, args = _nvidia_target(path, fmt, tile, cluster)
     t1 = time.perf_counter()

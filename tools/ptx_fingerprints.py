@@ -38,9 +38,9 @@ CLUSTER = "cutecourse.kernels.hopper_gemm_cluster:compile_target"
 PERSISTENT = "cutecourse.kernels.hopper_gemm_persistent:compile_target"
 PINGPONG = "cutecourse.kernels.hopper_gemm_pingpong:compile_target"
 STREAMK = "cutecourse.kernels.hopper_gemm_streamk:compile_target"
-GROUPED = "cutecourse.kernels.hopper_grouped_gemm:compile_target"
-GROUPED_FP8 = "cutecourse.kernels.hopper_grouped_gemm_fp8:compile_target"
-BLACKWELL = "cutecourse.kernels.blackwell_grouped_gemm:compile_target"
+GROUPED = "cutecourse.kernels.grouped_targets:hopper"
+GROUPED_FP8 = "cutecourse.kernels.grouped_targets:hopper_fp8"
+BLACKWELL = "cutecourse.kernels.grouped_targets:blackwell"
 ARCHS = ("sm_90a", "sm_100a")
 
 

@@ -8,7 +8,8 @@ Every course GEMM takes the same operands, ``C = A @ B.T`` with A (M, K) and B (
   and what to do, on any machine: the checks run before anything touches a GPU;
 * :func:`fake_operands` makes symbolic-size stand-ins for compiling without a GPU;
 * :func:`launcher` compiles a kernel once per configuration (M, N and K are run-time values, so a
-  new shape reuses it) and returns a zero-overhead ``fn()`` that launches it;
+  new shape reuses it: :func:`compile_once`, which the grouped GEMMs use too) and returns a
+  zero-overhead ``fn()`` that launches it;
 * :func:`run` allocates C and launches once: what ``gemm(a, b)`` does.
 """
 
@@ -80,6 +81,22 @@ def check_operands(a, b, out_dtype=None, c=None, in_dtypes=None) -> tuple[str, s
     return _name(a.dtype), _name(out)
 
 
+def compile_once(kernel, args, key=()):
+    """``cute.compile(kernel, *args)``, once per (kernel class, ``kernel.config``, ``key``): the
+    variant's name. ``key``: what else the compiled code depends on (e.g. the dtypes)."""
+    import cutlass.cute as cute
+
+    full = (type(kernel).__qualname__, kernel.config, *key)
+    if full not in _COMPILED:
+        _COMPILED[full] = cute.compile(kernel, *args)
+    return _COMPILED[full]
+
+
+def compiled_variants() -> int:
+    """How many kernel variants this process has compiled (one per configuration and dtypes)."""
+    return len(_COMPILED)
+
+
 def fake_operands(in_dtype="float16", out_dtype="float16"):
     """Fake K-major A (M, K), B (N, K) and N-major C (M, N) with symbolic sizes and 16-B aligned rows."""
     import cutlass.cute as cute
@@ -110,7 +127,6 @@ def launcher(kernel, a, b, c, extra=(), tail=()):
     keeps them alive.
     """
     import cuda.bindings.driver as cuda
-    import cutlass.cute as cute
     import torch
     from cutlass.cute.runtime import from_dlpack
 
@@ -123,15 +139,35 @@ def launcher(kernel, a, b, c, extra=(), tail=()):
     args += [from_dlpack(t, assumed_align=align) for t, align in extra]
     after = [from_dlpack(t, assumed_align=align) for t, align in tail]
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    key = (type(kernel).__qualname__, kernel.config, a.dtype, c.dtype)
-    if key not in _COMPILED:
-        _COMPILED[key] = cute.compile(kernel, *args, stream, *after)
-    compiled = _COMPILED[key]
+    compiled = compile_once(kernel, (*args, stream, *after), key=(a.dtype, c.dtype))
 
     def fn():
         compiled(*args, stream, *after)
 
     fn.keep_alive = [t for t, _ in (*extra, *tail)]
+    return fn
+
+
+def fake_persistent_arguments(in_dtype: str, out_dtype: str) -> tuple:
+    """A persistent kernel's arguments for compiling without a GPU: fake A, B, C, the dynamic
+    scheduler's counters and a stream."""
+    import cuda.bindings.driver as cuda
+    import cutlass
+    from cutlass.cute.runtime import make_fake_tensor
+
+    counters = make_fake_tensor(cutlass.Int32, (2,), (1,), assumed_align=8)
+    return (*fake_operands(in_dtype, out_dtype), counters, cuda.CUstream(0))
+
+
+def counted_launcher(kernel, a, b, c):
+    """:func:`launcher` for a persistent kernel, which also takes the dynamic scheduler's ticket
+    counters: zero now, and zero again after every launch (the last CTA resets them). One pair
+    per launcher: two launches in flight at once on different streams must not share it."""
+    import torch
+
+    counters = torch.zeros(2, dtype=torch.int32, device=a.device)
+    fn = launcher(kernel, a, b, c, extra=[(counters, 8)])
+    fn.counters = counters
     return fn
 
 

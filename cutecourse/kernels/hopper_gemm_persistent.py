@@ -28,26 +28,18 @@ TMA-store epilogue: the pieces in ``sm90.py``), but organised differently:
   queue (``cutlass.pipeline.PipelineAsync``), so CTAs on faster SMs take more tiles.
 
 * **Three tiles.** 128x256 (the default), 128x128, and 256x128, where each consumer warpgroup owns
-  two 64-row slabs (two m64n128 wgmmas per k-step; same 48 KiB stage, same 128 accumulator
-  registers). 256x128 with a 1x2 cluster is what cuBLAS launches for bf16 on most of the
-  schedules table; here it measured 0.98-1.01x the 128x256 tile, never ahead of it
-  (``benchmarks/results/schedules_bfloat16_tall.json``).
+  two 64-row slabs (two m64n128 wgmmas per k-step; the same 48 KiB stage and 128 accumulator
+  registers; cuBLAS's bf16 tile, measured 0.98-1.01x the 128x256 tile: docs/hopper_gemm.md).
+* **Programmatic dependent launch** (``pdl=True``). The next grid's CTAs may start as this grid's
+  leave; only the producer warp waits (``griddepcontrol.wait``) for the previous grid's memory
+  before its first load, and the consumers release the next grid when their work is done
+  (``griddepcontrol.launch_dependents``). It saves the 1-2 us the GPU idles between two launches.
 
-* **Programmatic dependent launch** (``pdl=True``, off by default). A loop of GEMMs on one stream
-  normally leaves the GPU idle between two kernels for 1-2 us: the next grid is launched only
-  when the last CTA of this one has exited. With PDL the next grid may start early: its CTAs take
-  SMs as this grid's CTAs leave and set up their barriers and descriptors, and only the producer
-  warp waits (``griddepcontrol.wait``) for this grid to finish and flush its memory before its
-  first load. The consumers tell the GPU when this CTA's work is done
-  (``griddepcontrol.launch_dependents``). Every read of A and B and every write of C comes after
-  the producer's wait, so a kernel may read what the previous one wrote, or overwrite what it read.
-
-What it does *not* do: overlap the epilogue with the next tile's MMAs (the "ping-pong" schedule,
-``hopper_gemm_pingpong``), or split the last partial wave along K (stream-K,
-``hopper_gemm_streamk``, which passes this kernel its ``workspace``; ``None`` here).
-
-Entry points mirror ``hopper_gemm``: ``gemm_persistent(a, b, ...)``, ``launcher(...)`` for
-benchmarks, ``compile_target(...)`` for ``cutecourse.inspect``, ``plan_persistent(...)``.
+The variants change it through hooks (the class docstring): ping-pong (``hopper_gemm_pingpong``:
+the epilogue overlapped with the other warpgroup's MMAs), stream-K (``hopper_gemm_streamk``: the
+last partial wave split along K) and the grouped GEMMs (``hopper_grouped_gemm``). Entry points
+mirror ``hopper_gemm``: ``gemm_persistent(a, b)``, ``launcher`` for benchmarks, ``compile_target``
+for ``cutecourse.inspect``, ``plan_persistent``.
 """
 
 from __future__ import annotations
@@ -56,16 +48,16 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 import cutlass.utils as utils
-from cutlass.cute.nvgpu import cpasync, warpgroup
+from cutlass.cute.nvgpu import cpasync
 
 from ..errors import ShapeError
-from ..models.gemm_plan import (EPI_STAGES, EPI_TILE, SMEM_CAPACITY, TILE_K, TILES, check_epi_tile,
-                                check_tile, plan_stages)
-from ..models.tile_order import persistent_ctas, tile_order  # noqa: F401  (the scheduler's CPU model)
-from . import gemm_launch, sm90, tile_scheduler
+from ..models.gemm_plan import (EPI_STAGES, EPI_TILE, IN_DTYPES, TILE_K, TILES, check_epi_tile, check_tile,
+                                plan_persistent)
+from . import gemm_launch, sm90, tensor_maps, tile_scheduler
 
-#: Warpgroup roles. Warpgroup 0: producer (warp 0 issues TMA); 1 and 2: MMA + epilogue.
+#: Warpgroup roles. Warpgroup 0: producer (its warp 0 issues TMA); 1 and 2: MMA + epilogue.
 PRODUCER_WARPGROUPS = 1
+PRODUCER_WARP = 0
 CONSUMER_WARPGROUPS = 2  # each owns 64 rows of the 128-row tile
 CONSUMER_THREADS = 128 * CONSUMER_WARPGROUPS
 THREADS = 128 * (PRODUCER_WARPGROUPS + CONSUMER_WARPGROUPS)  # 384
@@ -89,31 +81,51 @@ WORK_SLOTS = tile_scheduler.WORK_SLOTS
 EPILOGUE_STORE_WARP = 4
 
 
-def plan_persistent(tile_mn=(128, 256), in_dtype="float16", out_dtype="float16",
-                    capacity: int = SMEM_CAPACITY, stages: int | None = None, epi_tile=EPI_TILE,
-                    c_buffer_sets: int = 1, tiles=TILES, epi_stages: int = EPI_STAGES, **kwargs):
-    """The smem plan with C staged in its own buffers: 128x256 fp16 out: 4 stages; fp32 out: 3.
-    ``c_buffer_sets``: sets of ``epi_stages`` C buffers (one per warpgroup that stores on its own)."""
-    return plan_stages(tile_mn, in_dtype, out_dtype, capacity, stages, c_in_ring=False,
-                       epi_tile=epi_tile, epi_stages=epi_stages * c_buffer_sets, tiles=tiles, **kwargs)
+def shared_storage(kernel, sA_layout, sB_layout, sC_layout):
+    """The kernel's shared memory, field by field: the ring's barriers and stages, the C buffers,
+    the work-item slots (and their full/empty barriers), and, for the grouped GEMMs, the CTA's
+    tensor maps (patched here before they are published)."""
+    MemRange, Align = cute.struct.MemRange, cute.struct.Align
+    fields = {
+        "barriers": MemRange[cutlass.Int64, kernel.stages * 2],
+        "sA": Align[MemRange[kernel.a_dtype, cute.cosize(sA_layout)], 1024],
+        "sB": Align[MemRange[kernel.a_dtype, cute.cosize(sB_layout)], 1024],
+        "sC": Align[MemRange[kernel.c_dtype, cute.cosize(sC_layout)], 1024],
+        "work_barriers": MemRange[cutlass.Int64, WORK_SLOTS * 2],
+        "work_items": MemRange[cutlass.Int32, WORK_SLOTS * kernel.ITEM_FIELDS],
+    }
+    if kernel.MAPS:
+        fields["maps"] = Align[MemRange[cutlass.Int64, kernel.MAPS * tensor_maps.MAP_WORDS], tensor_maps.MAP_BYTES]
+    return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
 
 
 class PersistentHopperGemm:
     """C = A @ B.T, persistent and warp-specialized (see the module docstring).
 
-    ``sms``: CTAs (SMs) the persistent grid may use; the launchers pass the GPU's SM count.
-    ``group_m``: band height of the tile order. ``stages``: override the ring depth.
-    ``scheduler``: "static" or "dynamic"; the kernel always takes a ``counters`` tensor
-    (2 x int32, zero before the first launch; the dynamic scheduler leaves it zero again when it
-    finishes), the static one ignores it. ``cluster_mn``: one of ``CLUSTERS``. ``pdl``: launch with
-    programmatic dependent launch (module docstring).
+    ``sms``: CTAs (SMs) the grid may use. ``group_m``: band height of the tile order. ``stages``:
+    the ring depth. ``scheduler``: "static" or "dynamic" (the kernel takes 2 int32 ``counters``,
+    zero before the first launch and again after each; the static one ignores them).
+    ``cluster_mn``: one of ``CLUSTERS``. ``pdl``: programmatic dependent launch.
+
+    The variants (ping-pong, stream-K, the grouped GEMMs) change it through small hooks: where the
+    tiles come from (``schedule``, a scheduler module, and ``make_scheduler``), which tensors a
+    tile's loads use (``tile_loads``), what the consumers do as a tile starts (``enter_tile``),
+    its mainloop (``mainloop``) and where its result goes (``store_tile``).
     """
 
     #: The tiles it takes; warpgroups sharing one tile's MMAs (2: each owns 64 of its 128 rows);
-    #: sets of C buffers (one: the two warpgroups store each tile together).
+    #: sets of C buffers (one: the two warpgroups store each tile together); input dtypes.
     TILES = PERSISTENT_TILES
     MMA_WARPGROUPS = CONSUMER_WARPGROUPS
     C_BUFFER_SETS = 1
+    IN_DTYPES = IN_DTYPES
+    #: Hook: where the tiles come from. A module keeping ``tile_scheduler``'s contract (start,
+    #: advance, active, work_tile, publish, receive, finish), walked by both roles' loops.
+    schedule = tile_scheduler
+    #: int32 fields of one work item in the smem slots between the producer and the consumers,
+    #: and tensor maps per CTA kept in smem (grouped GEMMs: rewritten per group).
+    ITEM_FIELDS = 1
+    MAPS = 0
 
     def __init__(self, tile_mn=(128, 256), cluster_mn=(1, 1), sms: int = 132,
                  group_m: int = GROUP_M, stages: int | None = None, scheduler: str = "static",
@@ -145,55 +157,55 @@ class PersistentHopperGemm:
     @cute.jit
     def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, counters: cute.Tensor, stream,
                  workspace=None):
+        # The persistent grid: as many clusters as fit on the SMs, fewer when the problem has
+        # fewer work items (cluster-sized blocks of C tiles).
+        cm, cn = self.cluster_mn
+        clusters_m = cute.ceil_div(cute.ceil_div(c.shape[0], self.tile_mn[0]), cm)
+        clusters_n = cute.ceil_div(cute.ceil_div(c.shape[1], self.tile_mn[1]), cn)
+        self.launch(a, b, c, counters, workspace,
+                    cutlass.min(clusters_m * clusters_n, self.sms // (cm * cn)), stream)
+
+    @cute.jit
+    def launch(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, work_args, workspace, clusters,
+               stream):
+        """Plan the smem, build the MMA and the TMA atoms of A, B, C (``a``, ``b``, ``c``: the
+        operands, or templates of them), launch ``clusters`` clusters. ``work_args``, ``workspace``:
+        what ``make_scheduler`` takes (the dense kernel: the scheduler's counters; stream-K's
+        partial sums)."""
         self.a_dtype, self.c_dtype = a.element_type, c.element_type
         self.stages = plan_persistent(self.tile_mn, sm90.dtype_name(self.a_dtype),
                                       sm90.dtype_name(self.c_dtype), stages=self.requested_stages,
                                       epi_tile=self.epi_tile, c_buffer_sets=self.C_BUFFER_SETS,
-                                      tiles=self.TILES, epi_stages=self.epi_stages).stages
+                                      tiles=self.TILES, epi_stages=self.epi_stages,
+                                      in_dtypes=self.IN_DTYPES).stages
         self.tiled_mma = sm90.tiled_mma(self.a_dtype, self.acc_dtype, self.MMA_WARPGROUPS, self.tile_mn[1])
         sA_layout, sB_layout, sC_layout = sm90.smem_layouts(self.tile_mnk, self.a_dtype, self.c_dtype,
                                                             self.stages, self.epi_tile,
                                                             self.epi_stages * self.C_BUFFER_SETS)
         tma_a, gA, tma_b, gB, tma_c, gC = sm90.tma_atoms(
-            a, b, c, sA_layout, sB_layout, sC_layout, self.tile_mn, self.cluster_mn, self.epi_tile)
+            a, b, c, sA_layout, sB_layout, sC_layout, self.tile_mn, self.cluster_mn, self.epi_tile,
+            tile_k=self.tile_mnk[2])
 
-        @cute.struct
-        class SharedStorage:
-            barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
-            sA: cute.struct.Align[cute.struct.MemRange[self.a_dtype, cute.cosize(sA_layout)], 1024]
-            sB: cute.struct.Align[cute.struct.MemRange[self.a_dtype, cute.cosize(sB_layout)], 1024]
-            sC: cute.struct.Align[cute.struct.MemRange[self.c_dtype, cute.cosize(sC_layout)], 1024]
-            # dynamic scheduler: work-item slots and their full/empty barriers (in the first KiB)
-            work_barriers: cute.struct.MemRange[cutlass.Int64, WORK_SLOTS * 2]
-            work_ids: cute.struct.MemRange[cutlass.Int32, WORK_SLOTS]
-
-        self.shared_storage = SharedStorage
-
-        # The persistent grid: (cluster_m, cluster_n, clusters). Each cluster of CTAs loops over
-        # work items (one cluster-sized block of C tiles each); as many clusters as fit on the SMs,
-        # fewer when the problem has fewer tiles.
+        self.shared_storage = shared_storage(self, sA_layout, sB_layout, sC_layout)
         cm, cn = self.cluster_mn
-        clusters_m = cute.ceil_div(cute.ceil_div(c.shape[0], self.tile_mn[0]), cm)
-        clusters_n = cute.ceil_div(cute.ceil_div(c.shape[1], self.tile_mn[1]), cn)
-        clusters = cutlass.min(clusters_m * clusters_n, self.sms // (cm * cn))
-        # A 1x1 "cluster" launch attribute is left out: with it, the grouped kernel ran up to 2x
-        # slower on the H100 (benchmarks/results/grouped_bfloat16.json, docs/hopper_grouped_gemm.md).
+        # A 1x1 "cluster" launch attribute is left out: a cluster of one CTA shares nothing, and
+        # the attribute measured up to 2x slower on the H100 (docs/hopper_grouped_gemm.md).
         cluster = {"cluster": (cm, cn, 1)} if cm * cn > 1 else {}
         self.kernel(tma_a, gA, tma_b, gB, tma_c, gC, self.tiled_mma, sA_layout, sB_layout,
-                    sC_layout, counters, workspace).launch(grid=(cm, cn, clusters), block=[THREADS, 1, 1],
-                                                min_blocks_per_mp=1, stream=stream, use_pdl=self.pdl,
-                                                **cluster)
+                    sC_layout, work_args, workspace).launch(grid=(cm, cn, clusters), block=[THREADS, 1, 1],
+                                                   min_blocks_per_mp=1, stream=stream, use_pdl=self.pdl,
+                                                   **cluster)
 
     # -- device side -------------------------------------------------------------------------
     @cute.kernel
     def kernel(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
                tma_c: cute.CopyAtom, mC: cute.Tensor, tiled_mma: cute.TiledMma,
                sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
-               sC_layout: cute.ComposedLayout, counters: cute.Tensor, workspace):
+               sC_layout: cute.ComposedLayout, work_args, workspace):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         warpgroup_idx = cute.arch.make_warp_uniform(tidx // 128)
-        if warp_idx == 0:
+        if warp_idx == 0 and cutlass.const_expr(not self.MAPS):  # (grouped: the maps are per CTA)
             cpasync.prefetch_descriptor(tma_a)
             cpasync.prefetch_descriptor(tma_b)
             cpasync.prefetch_descriptor(tma_c)
@@ -205,8 +217,8 @@ class PersistentHopperGemm:
         storage = utils.SmemAllocator().allocate(self.shared_storage)
         ring = sm90.make_ring(storage.barriers.data_ptr(), self.stages, self.a_dtype, sA_layout,
                               sB_layout, cta_layout, self.cluster_mn, 128 * self.MMA_WARPGROUPS)
-        # Dynamic scheduler: the producer warp (32 threads arrive) publishes a work item in a slot,
-        # the 256 consumer threads read it and release the slot.
+        # Work-item slots: the producer warp (32 threads arrive) publishes a work item, the 256
+        # consumer threads read it and release the slot (the dynamic scheduler, the grouped GEMMs).
         queue = pipeline.PipelineAsync.create(
             barrier_storage=storage.work_barriers.data_ptr(), num_stages=WORK_SLOTS,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32),
@@ -225,20 +237,10 @@ class PersistentHopperGemm:
         gC = cute.local_tile(mC, self.tile_mnk, (None, None, None), proj=(1, 1, None))
         # tAgA[(None, m, k)]: k-tile k of row-panel m; tAsA[(None, s)]: ring stage s.
         tAsA, tAgA, tBsB, tBgB = sm90.tma_views(tma_a, tma_b, cta_layout, cluster_coord, sA, sB, gA, gB)
-
-        # The tile scheduler (tile_scheduler.py): this cluster's first work item, the stride
-        # between its work items (the number of clusters in the grid) and the grid of work items.
-        cm, cn = self.cluster_mn
-        in_cluster = cute.arch.block_in_cluster_idx()
-        clusters_m = cute.ceil_div(cute.size(gC, mode=[2]), cm)
-        clusters_n = cute.ceil_div(cute.size(gC, mode=[3]), cn)
-        sched = tile_scheduler.Scheduler(
-            self.scheduler, first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2],
-            clusters_m=clusters_m, clusters_n=clusters_n, total=clusters_m * clusters_n,
-            group_m=self.group_m,
-            cluster_mn=self.cluster_mn, in_cluster=in_cluster, queue=queue, counters=counters,
-            slots=storage.work_ids.get_tensor(cute.make_layout(WORK_SLOTS)), workspace=workspace)
-        k_tiles = cute.size(gA, mode=[3])
+        slots = storage.work_items.get_tensor(cute.make_layout((WORK_SLOTS, self.ITEM_FIELDS),
+                                                               stride=(self.ITEM_FIELDS, 1)))
+        sched = self.make_scheduler(work_args, workspace, queue, slots, gA, gC, storage,
+                                    (tma_a, tma_b, tma_c))
 
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
 
@@ -246,86 +248,109 @@ class PersistentHopperGemm:
             # Producer warpgroup: give registers back first (all 4 warps of the warpgroup must
             # execute setmaxnreg), then only warp 0 stays busy.
             cute.arch.setmaxregister_decrease(PRODUCER_REGISTERS)
-            if warp_idx == 0:
+            if warp_idx == PRODUCER_WARP:
                 if cutlass.const_expr(self.pdl):
                     cute.arch.griddepcontrol_wait()  # the previous kernel has finished (PDL)
                 loads = sm90.Loads(tma_a, tAgA, tAsA, a_mcast_mask, tma_b, tBgB, tBsB, b_mcast_mask)
-                self._producer(ring, sched, k_tiles, loads)
+                self._producer(ring, sched, loads)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGISTERS)
-            self._consumers(ring, sched, k_tiles, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx,
+            self._consumers(ring, sched, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx,
                             warpgroup_idx)
             if cutlass.const_expr(self.pdl):
                 cute.arch.griddepcontrol_launch_dependents()  # the next kernel may start (PDL)
 
+    def make_scheduler(self, counters, workspace, queue, slots, gA, gC, storage, atoms):
+        """Hook: the scheduler state of this CTA (``tile_scheduler.Scheduler``): its first work
+        item, the stride between its items (the clusters in the grid), the grid of work items."""
+        cm, cn = self.cluster_mn
+        in_cluster = cute.arch.block_in_cluster_idx()
+        clusters_m = cute.ceil_div(cute.size(gC, mode=[2]), cm)
+        clusters_n = cute.ceil_div(cute.size(gC, mode=[3]), cn)
+        return tile_scheduler.Scheduler(
+            self.scheduler, first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2],
+            clusters_m=clusters_m, clusters_n=clusters_n, total=clusters_m * clusters_n,
+            k_tiles=cute.size(gA, mode=[3]), group_m=self.group_m, cluster_mn=self.cluster_mn,
+            in_cluster=in_cluster, queue=queue, slots=slots, counters=counters, workspace=workspace)
+
     # -- producer: one warp, TMA only --------------------------------------------------------
     @cute.jit
-    def _producer(self, ring, sched, k_tiles, loads):
-        """Load every k-tile of every work item of this CTA, in order, into the ring.
-
-        One pipeline state runs across tile boundaries: the producer does not wait for the
-        consumers to finish a tile (or its epilogue), only for a free stage. So the first k-tiles of
-        the next tile are loaded while the consumers still compute and store the current one.
-        """
+    def _producer(self, ring, sched, loads):
+        """Load every k-tile of every work item of this CTA, in order, into the ring. One pipeline
+        state runs across tiles: the producer waits for a free stage, never for the consumers to
+        finish a tile, so the next tile's first k-tiles load during this tile's epilogue."""
         prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
         slot = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, WORK_SLOTS)
-        work = tile_scheduler.first_work(sched)
-        while work < sched.total:
-            tile_scheduler.publish(sched, slot, work)
+        work = self.schedule.start(sched)
+        while self.schedule.active(sched, work):
+            self.schedule.publish(sched, slot, work)
             slot.advance()
-            tile_m, tile_n = tile_scheduler.tile_of(sched, work)
-            tile_loads = sm90.Loads(loads.tma_a, loads.tAgA[(None, tile_m, None)], loads.tAsA,
-                                    loads.a_mcast_mask, loads.tma_b, loads.tBgB[(None, tile_n, None)],
-                                    loads.tBsB, loads.b_mcast_mask)
-            for k in cutlass.range(k_tiles, unroll=1):
+            tile = self.schedule.work_tile(sched, work)
+            tile_loads, maps = self.tile_loads(sched, loads, tile)
+            for k in cutlass.range(tile.k_begin, tile.k_end, unroll=1):
                 ring.producer_acquire(prod)  # wait for a free stage, expect its bytes
-                sm90.issue_tma(ring, tile_loads, prod, k)
+                sm90.issue_tma(ring, tile_loads, prod, k, maps=maps)
                 prod.advance()
-            work = tile_scheduler.next_work(sched, work)
-        tile_scheduler.publish(sched, slot, work)  # a work item >= total: "no more tiles"
-        tile_scheduler.finish(sched)
+            work = self.schedule.advance(sched, work, tile)
+        self.schedule.publish(sched, slot, work)  # past the last item: "no more tiles"
+        self.schedule.finish(sched, work)
         # Wait until the consumers (ours and, in a cluster, the peers') have released every stage:
         # the CTA must not exit while arrivals to its barriers are still on the way.
         ring.producer_tail(prod)
 
+    def tile_loads(self, sched, loads, tile):
+        """Hook: the loads of one tile: A's row panel and B's column panel of the tile, through
+        the atoms' own tensor maps (None: the maps the host made)."""
+        tile_loads = sm90.Loads(loads.tma_a, loads.tAgA[(None, tile.tile_m, None)], loads.tAsA,
+                                loads.a_mcast_mask, loads.tma_b, loads.tBgB[(None, tile.tile_n, None)],
+                                loads.tBsB, loads.b_mcast_mask)
+        return tile_loads, (None, None)
+
     # -- consumers: two warpgroups, WGMMA + epilogue -----------------------------------------
     @cute.jit
-    def _consumers(self, ring, sched, k_tiles, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx,
-                   warpgroup_idx):
+    def _consumers(self, ring, sched, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx, warpgroup_idx):
         """Both consumer warpgroups work on the same tile: each owns 64 of its 128 rows."""
         ctid = tidx - 128 * PRODUCER_WARPGROUPS  # 0..255 among the consumers
-        thr_mma = tiled_mma.get_slice(
-            cute.make_layout(CONSUMER_WARPGROUPS, stride=128)(warpgroup_idx - PRODUCER_WARPGROUPS))
-        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
-        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
-        acc = cute.make_rmem_tensor(thr_mma.partition_C(gC[(None, None, 0, 0)]).shape, self.acc_dtype)
-        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
-        mma = sm90.Mma(tiled_mma, tCrA, tCrB, acc)
-        self._consumer(ring, sched, k_tiles, mma, tma_c, gC, sC, ctid, warp_idx)
+        first_thread = cute.make_layout(CONSUMER_WARPGROUPS, stride=128)(warpgroup_idx - PRODUCER_WARPGROUPS)
+        mma = sm90.make_mma(tiled_mma, first_thread, sA, sB, gC[(None, None, 0, 0)], self.acc_dtype)
+        self._consumer(ring, sched, mma, tma_c, gC, sC, ctid, warp_idx)
 
     @cute.jit
-    def _consumer(self, ring, sched, k_tiles, mma, tma_c, gC, sC, ctid, warp_idx):
-        """Per work item: the prefetch variant's MMA loop (without the loads), then the epilogue.
-
-        The C buffers continue across tiles (the tile's sub-tile count is a multiple of
-        EPI_STAGES), and the store pipeline keeps at most EPI_STAGES - 1 TMA stores in flight, so
-        a buffer is never rewritten while a store still reads it, across tiles too.
-        """
+    def _consumer(self, ring, sched, mma, tma_c, gC, sC, ctid, warp_idx):
+        """Per work item: the mainloop (the prefetch variant's, without the loads), then the
+        epilogue. The C buffers continue across tiles (a tile's sub-tiles are a multiple of
+        EPI_STAGES) and at most EPI_STAGES - 1 TMA stores are in flight, so a buffer is never
+        rewritten while a store still reads it, across tiles too."""
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         epilogue = sm90.Epilogue(tma_c, sC, mma.tiled_mma, mma.acc, ctid, self.c_dtype,
                                  self.epi_tile, self.epi_stages, CONSUMER_THREADS,
                                  store_warp=EPILOGUE_STORE_WARP, barrier_threads=CONSUMER_THREADS)
         slot = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, WORK_SLOTS)
-        work = tile_scheduler.receive(sched, slot, sched.first)
+        work = self.schedule.receive(sched, slot)
         slot.advance()
-        while work < sched.total:
-            tile_m, tile_n = tile_scheduler.tile_of(sched, work)
-            read, release = sm90.mma_tile(ring, mma, read, release, k_tiles)
-            sm90.store_tile(epilogue, gC[(None, None, tile_m, tile_n)], warp_idx)
-            work = tile_scheduler.receive(sched, slot, work + sched.stride)
+        while self.schedule.active(sched, work):
+            tile = self.schedule.work_tile(sched, work)
+            c_map = self.enter_tile(sched, epilogue, tile, warp_idx)
+            read, release = self.mainloop(ring, mma, read, release, sched, tile)
+            self.store_tile(sched, epilogue, mma, gC, tile, c_map, ctid, warp_idx)
+            work = self.schedule.receive(sched, slot, work, tile)
             slot.advance()
         sm90.finish_stores(epilogue, warp_idx)
+
+    def enter_tile(self, sched, epilogue, tile, warp_idx):
+        """Hook: what the consumers do before a tile's mainloop; returns the tensor map C's stores
+        use (None: the host's)."""
+        return None
+
+    def mainloop(self, ring, mma, read, release, sched, tile):
+        """Hook: acc = the tile's k-tiles multiplied (``sm90.mma_tile``); returns the advanced
+        (read, release) ring states."""
+        return sm90.mma_tile(ring, mma, read, release, tile.k_end - tile.k_begin)
+
+    def store_tile(self, sched, epilogue, mma, gC, tile, c_map, ctid, warp_idx):
+        """Hook: the epilogue of a tile: its accumulators to C (``sm90.store_tile``)."""
+        sm90.store_tile(epilogue, gC[(None, None, tile.tile_m, tile.tile_n)], warp_idx, c_map)
 
 
 # ------------------------------------------------------------------------------------------
@@ -339,17 +364,7 @@ def compile_target(tile=(128, 256), in_dtype: str = "float16", out_dtype: str = 
     plan_persistent(tuple(tile), in_dtype, out_dtype, stages=stages, tiles=PERSISTENT_TILES)
     kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, scheduler,
                                   pdl=pdl)
-    return kernel, fake_arguments(in_dtype, out_dtype)
-
-
-def fake_arguments(in_dtype: str, out_dtype: str) -> tuple:
-    """A persistent kernel's arguments for compiling without a GPU: fake A, B, C, the
-    scheduler's counters and a stream."""
-    import cuda.bindings.driver as cuda
-    from cutlass.cute.runtime import make_fake_tensor
-
-    counters = make_fake_tensor(cutlass.Int32, (2,), (1,), assumed_align=8)
-    return (*gemm_launch.fake_operands(in_dtype, out_dtype), counters, cuda.CUstream(0))
+    return kernel, gemm_launch.fake_persistent_arguments(in_dtype, out_dtype)
 
 
 def validate(a, b, out_dtype=None, tile=(128, 256), stages: int | None = None, c=None,
@@ -374,19 +389,7 @@ def launcher(a, b, c, tile=(128, 256), cluster=(1, 1), group_m: int = GROUP_M,
     sms = require_gpu("sm_90a").sm_count if sms is None else sms
     kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, scheduler,
                                   epi_tile, epi_stages, pdl)
-    return counted_launcher(kernel, a, b, c)
-
-
-def counted_launcher(kernel, a, b, c):
-    """``gemm_launch.launcher`` for a persistent kernel, which also takes the dynamic scheduler's
-    ticket counters: zero now, and zero again after every launch (the last CTA resets them). One
-    pair per launcher: two launches in flight at once on different streams must not share it."""
-    import torch
-
-    counters = torch.zeros(2, dtype=torch.int32, device=a.device)
-    fn = gemm_launch.launcher(kernel, a, b, c, extra=[(counters, 8)])
-    fn.counters = counters
-    return fn
+    return gemm_launch.counted_launcher(kernel, a, b, c)
 
 
 def gemm_persistent(a, b, out_dtype=None, **config):

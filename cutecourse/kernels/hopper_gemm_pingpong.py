@@ -46,8 +46,7 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
 from . import gemm_launch, sm90, tile_scheduler
-from .hopper_gemm_persistent import (PRODUCER_WARPGROUPS, PersistentHopperGemm, counted_launcher,
-                                     fake_arguments, plan_persistent)
+from .hopper_gemm_persistent import PRODUCER_WARPGROUPS, PersistentHopperGemm, plan_persistent
 
 #: A warpgroup's tile: 64 rows (one wgmma's M) by 256 (the default), or 128x128 (module docstring).
 TILES = ((64, 256), (128, 128))
@@ -75,31 +74,25 @@ class PingPongHopperGemm(PersistentHopperGemm):
         super().__init__(tile_mn, cluster_mn, sms, group_m, stages, "static", epi_tile, epi_stages, pdl)
 
     @cute.jit
-    def _consumers(self, ring, sched, k_tiles, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx,
-                   warpgroup_idx):
+    def _consumers(self, ring, sched, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx, warpgroup_idx):
         """Each consumer warpgroup is a whole MMA unit with its own tile: same fragments, own
         accumulators; its own copy of the consumer loop (w is a compile-time constant)."""
-        thr_mma = tiled_mma.get_slice(0)
-        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
-        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
-        acc = cute.make_rmem_tensor(thr_mma.partition_C(gC[(None, None, 0, 0)]).shape, self.acc_dtype)
-        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
-        mma = sm90.Mma(tiled_mma, tCrA, tCrB, acc)
+        mma = sm90.make_mma(tiled_mma, 0, sA, sB, gC[(None, None, 0, 0)], self.acc_dtype)
         wtid = tidx % 128
         if warpgroup_idx == PRODUCER_WARPGROUPS:
-            self._pingpong(ring, sched, k_tiles, mma, tma_c, gC, sC, wtid, warp_idx, 0)
+            self._pingpong(ring, sched, mma, tma_c, gC, sC, wtid, warp_idx, 0)
         else:
-            self._pingpong(ring, sched, k_tiles, mma, tma_c, gC, sC, wtid, warp_idx, 1)
+            self._pingpong(ring, sched, mma, tma_c, gC, sC, wtid, warp_idx, 1)
 
     @cute.jit
-    def _pingpong(self, ring, sched, k_tiles, mma, tma_c, gC, sC, wtid, warp_idx,
-                  w: cutlass.Constexpr):
+    def _pingpong(self, ring, sched, mma, tma_c, gC, sC, wtid, warp_idx, w: cutlass.Constexpr):
         """Warpgroup w: tiles w, w + 2, ... of this CTA's work items, taking turns on the MMAs."""
         epilogue = sm90.Epilogue(tma_c, sC, mma.tiled_mma, mma.acc, wtid, self.c_dtype,
                                  self.epi_tile, self.epi_stages, 128, store_warp=4 * (PRODUCER_WARPGROUPS + w),
                                  barrier_threads=128, barrier_id=1 + w, first_buffer=w * self.epi_stages)
         if cutlass.const_expr(w == 1):  # warpgroup 0 goes first
             cute.arch.barrier_arrive(barrier_id=ORDER_BARRIER, number_of_threads=256)
+        k_tiles = sched.k_tiles
         count = k_tiles * w  # ring position of this warpgroup's first k-tile
         work = sched.first + sched.stride * w
         while work < sched.total:
@@ -138,7 +131,7 @@ def compile_target(tile=(64, 256), in_dtype: str = "float16", out_dtype: str = "
     plan_pingpong(tuple(tile), in_dtype, out_dtype, stages=stages, epi_stages=epi_stages)  # clear errors first
     kernel = PingPongHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, epi_stages=epi_stages,
                                 pdl=pdl)
-    return kernel, fake_arguments(in_dtype, out_dtype)
+    return kernel, gemm_launch.fake_persistent_arguments(in_dtype, out_dtype)
 
 
 def plan_pingpong(tile_mn=(64, 256), in_dtype="float16", out_dtype="float16", stages: int | None = None,
@@ -166,7 +159,7 @@ def launcher(a, b, c, tile=(64, 256), cluster=(1, 1), group_m: int = GROUP_M,
     sms = require_gpu("sm_90a").sm_count if sms is None else sms
     kernel = PingPongHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, epi_stages=epi_stages,
                                 pdl=pdl)
-    return counted_launcher(kernel, a, b, c)  # the counters go unused: static scheduler
+    return gemm_launch.counted_launcher(kernel, a, b, c)  # the counters go unused: static scheduler
 
 
 def gemm_pingpong(a, b, out_dtype=None, **config):

@@ -41,14 +41,12 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-import cutlass.pipeline as pipeline
 
 from ..errors import ShapeError
 from ..models.gemm_plan import EPI_STAGES, EPI_TILE, TILES
 from ..models.stream_k import MIN_SAVED
-from . import gemm_launch, sm90, tile_scheduler
-from .hopper_gemm_persistent import (CONSUMER_THREADS, EPILOGUE_STORE_WARP, GROUP_M, PersistentHopperGemm,
-                                     plan_persistent, validate)
+from . import gemm_launch, sm90, stream_k_scheduler
+from .hopper_gemm_persistent import CONSUMER_THREADS, GROUP_M, PersistentHopperGemm, plan_persistent, validate
 
 #: counters[FLAGS + s]: CTA slot s's partial sums are in the workspace (after the 2 tickets).
 FLAGS = 2
@@ -58,9 +56,14 @@ CONSUMER_BARRIER = 1
 
 class StreamKHopperGemm(PersistentHopperGemm):
     """C = A @ B.T, persistent, cooperative, stream-K for the last partial wave (module docstring).
-    ``min_saved``: split only where that saves each CTA this many k-tiles (``models/stream_k``)."""
+    ``min_saved``: split only where that saves each CTA this many k-tiles (``models/stream_k``).
+
+    The persistent kernel with two hooks changed: its scheduler (``stream_k_scheduler``: the
+    same loops walk units, pieces of a tile's K) and what a unit's accumulators become
+    (``store_tile``: partial sums, or the sum of them all and the epilogue)."""
 
     TILES = TILES  # gemm_plan's: 256x128 is the persistent kernel's alone (not measured here)
+    schedule = stream_k_scheduler
 
     def __init__(self, tile_mn=(128, 256), cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
                  stages: int | None = None, epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES,
@@ -71,52 +74,25 @@ class StreamKHopperGemm(PersistentHopperGemm):
         self.min_saved = min_saved
         self.config = (*self.config, min_saved)
 
-    # -- producer: the same loads, unit by unit ---------------------------------------------
-    @cute.jit
-    def _producer(self, ring, sched, k_tiles, loads):
-        prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
-        sk = tile_scheduler.stream_k_split(sched, k_tiles, self.min_saved)
-        pos, end = tile_scheduler.first_unit(sched, sk)
-        while pos < end:
-            work, k0, k1 = tile_scheduler.unit(sk, pos, end)
-            tile_m, tile_n = tile_scheduler.tile_of(sched, work)
-            tile_loads = sm90.Loads(loads.tma_a, loads.tAgA[(None, tile_m, None)], loads.tAsA,
-                                    loads.a_mcast_mask, loads.tma_b, loads.tBgB[(None, tile_n, None)],
-                                    loads.tBsB, loads.b_mcast_mask)
-            for k in cutlass.range(k0, k1, unroll=1):
-                ring.producer_acquire(prod)
-                sm90.issue_tma(ring, tile_loads, prod, k)
-                prod.advance()
-            pos, end = tile_scheduler.next_unit(sched, sk, pos, end - (k1 - k0))
-        ring.producer_tail(prod)
+    def make_scheduler(self, counters, workspace, queue, slots, gA, gC, storage, atoms):
+        """The static scheduler's state plus this launch's split (``stream_k_scheduler.split``)."""
+        sched = super().make_scheduler(counters, workspace, queue, slots, gA, gC, storage, atoms)
+        return stream_k_scheduler.split(sched, self.min_saved)
 
-    # -- consumers: the cooperative loop, plus the partial sums -------------------------------
     @cute.jit
-    def _consumer(self, ring, sched, k_tiles, mma, tma_c, gC, sC, ctid, warp_idx):
-        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        epilogue = sm90.Epilogue(tma_c, sC, mma.tiled_mma, mma.acc, ctid, self.c_dtype,
-                                 self.epi_tile, self.epi_stages, CONSUMER_THREADS,
-                                 store_warp=EPILOGUE_STORE_WARP, barrier_threads=CONSUMER_THREADS)
-        sk = tile_scheduler.stream_k_split(sched, k_tiles, self.min_saved)
+    def store_tile(self, sched, epilogue, mma, gC, tile, c_map, ctid, warp_idx):
+        """After a head or middle piece, save the partial sums (the CTA of the tail piece finishes
+        the tile); after a tail piece (or a whole tile), add the others' partial sums, then the
+        epilogue."""
         cluster_size = self.cluster_mn[0] * self.cluster_mn[1]
         rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
-        acc = mma.acc
-        pos, end = tile_scheduler.first_unit(sched, sk)
-        while pos < end:
-            work, k0, k1 = tile_scheduler.unit(sk, pos, end)
-            tile_m, tile_n = tile_scheduler.tile_of(sched, work)
-            read, release = sm90.mma_tile(ring, mma, read, release, k1 - k0)
-            if k1 < k_tiles:
-                # A head or middle piece: the CTA of the tail piece finishes this tile.
-                save_partial(sched.workspace, sched.counters, acc, sched.first * cluster_size + rank, ctid)
-            else:
-                first, stop = tile_scheduler.helpers(sched, sk, work, k0)
-                for other in cutlass.range(first, stop, unroll=1):
-                    add_partial(sched.workspace, sched.counters, acc, other * cluster_size + rank, ctid)
-                sm90.store_tile(epilogue, gC[(None, None, tile_m, tile_n)], warp_idx)
-            pos, end = tile_scheduler.next_unit(sched, sk, pos, end - (k1 - k0))
-        sm90.finish_stores(epilogue, warp_idx)
+        if tile.k_end < sched.k_tiles:
+            save_partial(sched.workspace, sched.counters, mma.acc, sched.first * cluster_size + rank, ctid)
+        else:
+            first, stop = stream_k_scheduler.helpers(sched, tile)
+            for other in cutlass.range(first, stop, unroll=1):
+                add_partial(sched.workspace, sched.counters, mma.acc, other * cluster_size + rank, ctid)
+            sm90.store_tile(epilogue, gC[(None, None, tile.tile_m, tile.tile_n)], warp_idx)
 
 
 # -- the partial sums: workspace slots and flags -------------------------------------------------

@@ -16,8 +16,8 @@ instruction it becomes. What is new on Blackwell, compared with ``sm90.py``:
 * **Epilogue through registers.** ``tcgen05.ld`` copies accumulator columns to registers; it is
   asynchronous, so ``tcgen05.wait::ld`` (``fence_view_async_tmem_load``) must come before the
   registers are read. Then convert, store to smem, TMA-store, as on Hopper.
-* **Tensor maps per group** (grouped GEMM): as in ``hopper_grouped_gemm``, one map per operand per
-  CTA, patched in smem and published to a global workspace slot; here five maps (A, B, SFA, SFB, C).
+* **Tensor maps per group** (grouped GEMM): ``tensor_maps.py``, shared with Hopper; here five
+  maps per CTA (A, B, C, SFA, SFB).
 
 Functions, not methods, and dataclasses for state: the DSL treats an object whose method is
 called inside a run-time loop as carried through that loop (``tile_scheduler.py``).
@@ -33,12 +33,12 @@ import cutlass.pipeline as pipeline
 import cutlass.utils.blackwell_helpers as sm100_utils
 import cutlass.utils.blockscaled_layout as sf_layouts
 from cutlass.cute.nvgpu import cpasync, tcgen05
-from cutlass.tensor_utils import LayoutEnum, TensorMapManager, TensorMapUpdateMode
+from cutlass.tensor_utils import LayoutEnum
+
+from ..models import blackwell_plan
 
 #: TMEM columns per SM (128 lanes x 32 bits each), all allocated by the one CTA on the SM.
-TMEM_COLUMNS = 512
-#: Tensor maps (TMA descriptors) are 128 bytes, 16 int64 words.
-MAP_BYTES = 128
+TMEM_COLUMNS = blackwell_plan.TMEM_COLUMNS
 #: Named barrier ids (0 is __syncthreads): the epilogue warps' own sync, and the TMEM-address
 #: hand-off between the allocating epilogue warp and the MMA warp.
 EPILOGUE_BARRIER = 1
@@ -250,49 +250,3 @@ def store_tile(epi: Epilogue, acc_stage, gC_tile, warp_idx, c_map):
             pipe.producer_commit()
             pipe.producer_acquire()  # <= c_stages - 1 stores in flight: buffer buf+1 is free
         cute.arch.barrier(barrier_id=EPILOGUE_BARRIER, number_of_threads=epi.threads)
-
-
-# -- tensor maps in a global workspace ----------------------------------------------------------
-@dataclass
-class TensorMaps:
-    """A CTA's tensor maps: map i lives at ``smem[i]`` while it is patched and at ``gmem[i]``
-    (its slot of the workspace, ``workspace[cta, i, :]``) when TMA reads it."""
-
-    manager: object
-    smem: tuple
-    gmem: tuple
-
-
-def tensor_maps(workspace, cta, smem_base, count: int) -> TensorMaps:
-    manager = TensorMapManager(TensorMapUpdateMode.SMEM, MAP_BYTES)
-    gmem = tuple(manager.get_tensormap_ptr(workspace[(cta, i, None)].iterator) for i in range(count))
-    smem = tuple(smem_base + (MAP_BYTES // 8) * i for i in range(count))
-    return TensorMaps(manager, smem, gmem)
-
-
-def map_pointer(maps: TensorMaps, i: int):
-    """What a TMA copy takes as ``tma_desc_ptr``: map i's workspace slot, generic address."""
-    return maps.manager.get_tensormap_ptr(maps.gmem[i], cute.AddressSpace.generic)
-
-
-def init_maps(maps: TensorMaps, atoms, which, warp: int):
-    """``warp`` copies the host-made descriptors of ``atoms`` into the smem maps ``which``.
-    They are templates: every map is patched (:func:`update_maps`) before its first use."""
-    for atom, i in zip(atoms, which):
-        maps.manager.init_tensormap_from_atom(atom, maps.smem[i], warp)
-
-
-def update_maps(maps: TensorMaps, tensors, atoms, which, warp: int):
-    """Point maps ``which`` at ``tensors`` (this group's operands): ``tensormap.replace`` of the
-    address, the 5 dims and 4 strides in smem, then ``tensormap.cp_fenceproxy ... release``
-    copies each map to its workspace slot. Only ``warp`` works (it waits first for its own
-    earlier bulk copies to stop reading smem)."""
-    maps.manager.update_tensormap(tuple(tensors), tuple(atoms), tuple(maps.gmem[i] for i in which),
-                                  warp, tuple(maps.smem[i] for i in which))
-
-
-def acquire_maps(maps: TensorMaps, which):
-    """``fence.proxy.tensormap::generic.acquire`` per map: the TMA unit (another proxy) must not
-    use a stale copy of the 128 bytes just published. Run by the warp that issues the copies."""
-    for i in which:
-        maps.manager.fence_tensormap_update(maps.gmem[i])

@@ -172,6 +172,17 @@ class Mma:
     acc: object
 
 
+def make_mma(tiled_mma, slice_index, sA, sB, c_tile, acc_dtype) -> Mma:
+    """The MMA of one consumer: warpgroup ``slice_index``'s views of the A and B rings (wgmma smem
+    descriptors, not copies) and its fp32 accumulators for a C tile shaped like ``c_tile``."""
+    thr_mma = tiled_mma.get_slice(slice_index)
+    tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
+    tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
+    acc = cute.make_rmem_tensor(thr_mma.partition_C(c_tile).shape, acc_dtype)
+    tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+    return Mma(tiled_mma, tCrA, tCrB, acc)
+
+
 def issue_tma(ring, loads: Loads, state, k=None, pred=None, policies=(None, None), maps=(None, None)):
     """TMA-load k-tile ``k`` (default: ``state.count``) of A and B into ring stage ``state.index``.
 

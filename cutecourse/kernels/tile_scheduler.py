@@ -10,11 +10,13 @@ cluster-sized blocks of C tiles, numbered in the banded order of ``models/tile_o
   ``WORK_SLOTS`` slots); the consumers read it from there. CTAs on fast SMs come back sooner and
   take more tiles; items are still handed out in increasing order, so the tiles in flight stay a
   window of the banded order.
-* ``stream-k`` (``hopper_gemm_streamk``): the static order for the items that fill whole waves;
-  the k-tiles of the rest are dealt out evenly (``models/stream_k.py``, whose arithmetic the
-  functions at the end of this module run). A CTA's work is a list of *units*, pieces of one
-  item's K range, which producer and consumers walk in the same order with a cursor (pos, end)
-  over the global iteration space (item * k_tiles + k).
+
+Every scheduler of the course keeps one contract, so that the persistent kernel's loops serve
+them all: this module (static, dynamic), ``stream_k_scheduler`` (stream-K) and ``group_walk``
+(the grouped GEMMs). The producer walks ``start`` / ``advance`` while ``active``; ``work_tile``
+says what an item means for this CTA (a :class:`WorkTile`); ``publish`` / ``receive`` hand items
+from the producer to the consumers (or let the consumers compute the same sequence); ``finish``
+ends the producer's walk.
 
 The functions are module-level ``@cute.jit`` functions taking the :class:`Scheduler` state, not
 its methods: the DSL treats a local object whose method is called inside a run-time loop as
@@ -26,18 +28,29 @@ run-time loop only if the loop body itself advances it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import cutlass
 import cutlass.cute as cute
 
 from .sm90 import band_tile
 
-from ..models import stream_k
-
 KINDS = ("static", "dynamic")
 #: Dynamic scheduler: work-item slots in smem between the producer and the consumers. Two, so the
 #: producer can publish item t+1 while the consumers still read item t's slot.
 WORK_SLOTS = 2
+
+
+class WorkTile(NamedTuple):
+    """What one work item asks of this CTA: every scheduler's answer, dense or grouped."""
+
+    linear: cutlass.Int32  # the work item's index in the scheduler's order
+    tile_m: cutlass.Int32  # this CTA's C tile (in tiles of the CTA tile)
+    tile_n: cutlass.Int32
+    k_begin: cutlass.Int32  # its k-tiles [k_begin, k_end) (stream-K: part of the tile's K)
+    k_end: cutlass.Int32
+    group: cutlass.Int32  # the group it belongs to (0: a dense GEMM has one)
+    new_group: cutlass.Boolean  # this CTA's previous tile was in another group
 
 
 @dataclass
@@ -50,11 +63,12 @@ class Scheduler:
     clusters_m: object  # the grid of work items
     clusters_n: object
     total: object  # clusters_m * clusters_n
+    k_tiles: object  # per work item
     group_m: int  # band height of the tile order
     cluster_mn: tuple[int, int]
     in_cluster: object  # this CTA's (m, n) inside its cluster
     queue: object  # dynamic: the PipelineAsync of the smem slots
-    slots: object  # dynamic: the slots (int32 work items)
+    slots: object  # dynamic: the slots, (WORK_SLOTS, 1) int32 work items
     counters: object  # int32 in global memory, zero between launches: dynamic: 2 tickets;
     #                   stream-k: then one "partial sums ready" flag per CTA
     workspace: object = None  # stream-k: fp32 partial sums, one tile per CTA
@@ -65,6 +79,18 @@ def tile_of(sched: Scheduler, work):
     cluster_m, cluster_n = band_tile(work, sched.clusters_m, sched.clusters_n, sched.group_m)
     return (cluster_m * sched.cluster_mn[0] + sched.in_cluster[0],
             cluster_n * sched.cluster_mn[1] + sched.in_cluster[1])
+
+
+# -- the contract every scheduler of the course keeps (``group_walk`` and ``stream_k_scheduler``
+#    too): the producer walks start / advance while active; work_tile says what an item means
+#    for this CTA; publish / receive hand items to the consumers; finish ends the producer's walk.
+def work_tile(sched: Scheduler, work) -> WorkTile:
+    tile_m, tile_n = tile_of(sched, work)
+    return WorkTile(work, tile_m, tile_n, 0, sched.k_tiles, 0, False)
+
+
+def active(sched: Scheduler, work):
+    return work < sched.total
 
 
 @cute.jit
@@ -78,7 +104,7 @@ def _fetch(sched: Scheduler):
 
 
 @cute.jit
-def first_work(sched: Scheduler):
+def start(sched: Scheduler):
     """Producer: the first work item."""
     if cutlass.const_expr(sched.kind == "dynamic"):
         return _fetch(sched)
@@ -86,7 +112,7 @@ def first_work(sched: Scheduler):
 
 
 @cute.jit
-def next_work(sched: Scheduler, work):
+def advance(sched: Scheduler, work, tile=None):
     """Producer: the work item after ``work``."""
     if cutlass.const_expr(sched.kind == "dynamic"):
         return _fetch(sched)
@@ -97,26 +123,22 @@ def next_work(sched: Scheduler, work):
 def publish(sched: Scheduler, slot, work):
     """Producer, dynamic: write the work item into a free smem slot for the consumers."""
     if cutlass.const_expr(sched.kind == "dynamic"):
-        queue, slots = sched.queue, sched.slots  # locals: see sm90.store_tile
-        queue.producer_acquire(slot)
-        if cute.arch.lane_idx() == 0:
-            slots[slot.index] = work
-        queue.producer_commit(slot)  # mbarrier arrive: releases lane 0's smem write
+        put(sched.queue, sched.slots, slot, (work,))
 
 
 @cute.jit
-def receive(sched: Scheduler, slot, static_work):
-    """Consumers: the next work item (dynamic: from the producer's slot; static: computed)."""
-    work = static_work
+def receive(sched: Scheduler, slot, work=None, tile=None):
+    """Consumers: the next work item after ``work`` (None: the first). Dynamic: from the
+    producer's slot; static: computed, the same sequence as the producer's."""
     if cutlass.const_expr(sched.kind == "dynamic"):
-        sched.queue.consumer_wait(slot)
-        work = sched.slots[slot.index]
-        sched.queue.consumer_release(slot)
-    return work
+        return take(sched.queue, sched.slots, slot, 1)[0]
+    if cutlass.const_expr(work is None):
+        return sched.first
+    return work + sched.stride
 
 
 @cute.jit
-def finish(sched: Scheduler):
+def finish(sched: Scheduler, work):
     """Producer, dynamic: the last CTA to finish sets both counters back to 0 for the next launch.
 
     counters[1] counts CTAs whose producer is done fetching. The CTA that brings it to
@@ -133,76 +155,21 @@ def finish(sched: Scheduler):
                 cute.arch.atomic_exch(done_ptr, cutlass.Int32(0))
 
 
-# -- stream-K (hopper_gemm_streamk) ------------------------------------------------------------
-@dataclass
-class StreamK:
-    """The stream-K split of one launch (``models/stream_k.plan``), in k-tiles."""
-
-    k_tiles: object  # per work item
-    dp: object  # work items dealt out whole (the first dp of the banded order)
-    sk_ctas: object  # clusters that share the k-tiles of the others
-    sk_iters: object  # those k-tiles, in all
-    done: object  # a cursor position past every unit: no more work
+# -- the hand-over: smem slots between the producer warp and the consumers ----------------------
+@cute.jit
+def put(queue, slots, slot, values):
+    """Producer warp: write ``values`` (int32) into a free slot (lane 0), then release it."""
+    queue.producer_acquire(slot)
+    if cute.arch.lane_idx() == 0:
+        for i in cutlass.range_constexpr(len(values)):
+            slots[(slot.index, i)] = values[i]
+    queue.producer_commit(slot)  # mbarrier arrive: releases lane 0's smem writes
 
 
 @cute.jit
-def stream_k_split(sched: Scheduler, k_tiles, min_saved: cutlass.Constexpr):
-    dp, sk_ctas, sk_iters = stream_k.plan(sched.total, sched.stride, k_tiles, min_saved, min_=cutlass.min)
-    return StreamK(k_tiles, dp, sk_ctas, sk_iters, sched.total * k_tiles)
-
-
-@cute.jit
-def _whole(sk: StreamK, item):
-    """The cursor of work item ``item`` as one unit, or past the end if it is not a whole item."""
-    pos, end = sk.done, sk.done
-    if item < sk.dp:
-        pos = item * sk.k_tiles
-        end = pos + sk.k_tiles
-    return pos, end
-
-
-@cute.jit
-def _sk_range(sk: StreamK, cluster):
-    """A cluster's stream-K range in the iteration space (empty for clusters >= sk_ctas)."""
-    return stream_k.sk_range(cluster, sk.dp, sk.k_tiles, sk.sk_ctas, sk.sk_iters, cutlass.min, cutlass.max)
-
-
-@cute.jit
-def first_unit(sched: Scheduler, sk: StreamK):
-    """This cluster's cursor: its first whole item, or if it has none its stream-K range."""
-    pos, end = _whole(sk, sched.first)
-    if pos == end:
-        pos, end = _sk_range(sk, sched.first)
-    return pos, end
-
-
-@cute.jit
-def unit(sk: StreamK, pos, end):
-    """(item, k_begin, k_end) of the next unit: the last piece of [pos, end) inside one item (a
-    range is walked backwards: ``models/stream_k.py``)."""
-    return stream_k.piece(pos, end, sk.k_tiles, cutlass.max)
-
-
-@cute.jit
-def next_unit(sched: Scheduler, sk: StreamK, pos, end):
-    """The cursor after a unit, given the rest of its range [pos, end): that rest; else, after a
-    whole item (it started at pos < dp * k_tiles), the next one or the stream-K range; after the
-    stream-K range, past the end."""
-    new_pos, new_end = pos, end
-    if pos == end:
-        new_pos, new_end = sk.done, sk.done
-        if pos < sk.dp * sk.k_tiles:
-            new_pos, new_end = _whole(sk, pos // sk.k_tiles + sched.stride)
-            if new_pos == new_end:
-                new_pos, new_end = _sk_range(sk, sched.first)
-    return new_pos, new_end
-
-
-@cute.jit
-def helpers(sched: Scheduler, sk: StreamK, item, k0):
-    """[first, stop): the clusters whose partial sums of ``item`` this cluster adds after its unit
-    (k0, k_tiles) of it: those before it, from the owner of the item's k-tile 0 (none if k0 = 0)."""
-    first = sched.first
-    if k0 > 0:
-        first = stream_k.owner((item - sk.dp) * sk.k_tiles, sk.sk_ctas, sk.sk_iters)
-    return first, sched.first
+def take(queue, slots, slot, fields: int):
+    """Consumers: read the ``fields`` values of the next slot and free it."""
+    queue.consumer_wait(slot)
+    values = tuple(slots[(slot.index, i)] for i in range(fields))
+    queue.consumer_release(slot)
+    return values

@@ -32,8 +32,10 @@ SWIZZLE_BYTES = 128
 TILE_K = 64
 #: Input dtypes (names as in torch and cutlass) and output dtypes, with their sizes in bytes.
 IN_DTYPES = ("float16", "bfloat16")
-#: The block-scaled grouped GEMM's input (``hopper_grouped_gemm_fp8``); the dense kernels refuse it.
+#: The block-scaled grouped GEMM's input (``kernels/hopper_grouped_gemm_fp8.py``); the dense kernels refuse it.
 FP8_DTYPES = ("float8_e4m3fn",)
+#: ... and its tile: 128 columns = one block of B's 128x128 scales.
+FP8_TILES = ((128, 128),)
 OUT_DTYPES = ("float16", "bfloat16", "float32")
 BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float8_e4m3fn": 1}
 
@@ -161,6 +163,23 @@ def plan_stages(tile_mn=(128, 256), in_dtype="float16", out_dtype="float16",
         raise ShapeError(f"the epilogue needs {epi} B but the A ring it reuses has {plan.a_ring_bytes} B",
                          "use more stages or a 16-bit output")
     return plan
+
+
+def plan_persistent(tile_mn=(128, 256), in_dtype="float16", out_dtype="float16",
+                    capacity: int = SMEM_CAPACITY, stages: int | None = None, epi_tile=EPI_TILE,
+                    c_buffer_sets: int = 1, tiles=TILES, epi_stages: int = EPI_STAGES, **kwargs):
+    """The persistent kernels' plan, C staged in its own buffers (the ring runs on across tiles):
+    128x256 fp16 out: 4 stages; fp32 out: 3. ``c_buffer_sets``: sets of ``epi_stages`` C buffers
+    (one per warpgroup that stores on its own: ping-pong has two)."""
+    return plan_stages(tile_mn, in_dtype, out_dtype, capacity, stages, c_in_ring=False,
+                       epi_tile=epi_tile, epi_stages=epi_stages * c_buffer_sets, tiles=tiles, **kwargs)
+
+
+def plan_fp8(tile_mn=(128, 128), out_dtype: str = "bfloat16", stages: int | None = None):
+    """The FP8 block-scaled grouped kernel's plan: 32 KiB per stage (128 x 128 of A and of B,
+    1 byte each, 128 k: one scale block): bf16 C, 6 stages."""
+    return plan_persistent(tuple(tile_mn), "float8_e4m3fn", out_dtype, stages=stages, tiles=FP8_TILES,
+                           in_dtypes=FP8_DTYPES)
 
 
 def waves(m: int, n: int, tile_mn=(128, 256), sms: int = H100_SMS) -> float:

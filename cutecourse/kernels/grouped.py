@@ -1,0 +1,353 @@
+"""The grouped GEMMs from PyTorch: one place for every grouped kernel's host side.
+
+The torch-facing functions (each checks its inputs on any machine before touching a GPU):
+
+=========================================  ======================================================
+``grouped_gemm(As, Bs)``                    Hopper, fp16/bf16: ``[A_g @ B_g.T for g]``, one launch
+``grouped_mm(a, b, offs)``                  the same, packed as ``torch._grouped_mm`` takes it
+``quantize_fp8(As, Bs)``                    e4m3 + fp32 scales per 1x128 (A) and 128x128 (B) block
+``grouped_gemm_fp8(As, SAs, Bs, SBs)``      Hopper, FP8 with those block scales (DeepSeek-V3)
+``grouped_mm_fp8(a, sa, b, sb, offs)``      the same, packed
+``quantize_blockscaled(As, Bs, fmt)``       NVFP4 / MXFP8 data and interleaved scale factors
+``grouped_gemm_blockscaled(As, Bs, fmt)``   Blackwell (B200), NVFP4 or MXFP8
+=========================================  ======================================================
+
+Under them, for benchmarks and tests: launch closures (``launcher``, ``packed_launcher``,
+``launcher_fp8``, ``packed_launcher_fp8``, ``blackwell_launcher``: checked and compiled once,
+``fn()`` launches), the device metadata they build (:class:`Metadata`: one row per group, one
+column per operand in ``group_walk.OPERANDS`` order). The compile targets that
+``cutecourse.inspect`` compiles without a GPU are ``grouped_targets.py``; the input checks
+``grouped_checks.py``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..errors import DeviceError, ShapeError
+from ..models import block_scaling
+from ..models.blackwell_plan import B200_SMS, check_format
+from . import gemm_launch, grouped_checks as checks
+from .blackwell_grouped_gemm import BlackwellGroupedBlockScaledGemm
+from .group_walk import OPERANDS
+from .hopper_grouped_gemm import GROUP_M, GroupedHopperGemm
+from .hopper_grouped_gemm_fp8 import BLOCK, CLUSTER, BlockScaledGroupedHopperGemm
+from .tensor_maps import MAP_BYTES, MAP_WORDS
+
+QuantizedGroup = checks.QuantizedGroup
+
+
+class Metadata(NamedTuple):
+    """What a grouped kernel takes besides the templates (torch tensors, on the groups' device)."""
+
+    shapes: object  # (G, 4) int32: M, N, K, 1
+    ptrs: object  # (G, operands) int64: addresses, in group_walk.OPERANDS order
+    strides: object  # (G, operands) int64: each operand's stride (A, B, C: rows, in elements)
+    work_bound: int  # >= the work items (cluster tiles) of all groups: it sizes the grid
+    sizes: list | None  # [(M, N, K), ...] when known on the host (the list forms)
+
+
+def cluster_tile(kernel) -> tuple[int, int]:
+    """The block of C one work item covers: the CTA tile times the cluster shape."""
+    return kernel.tile_mn[0] * kernel.cluster_mn[0], kernel.tile_mn[1] * kernel.cluster_mn[1]
+
+
+def list_metadata(kernel, sizes, columns, device) -> Metadata:
+    """The list forms' metadata: ``sizes`` [(M, N, K)] per group, ``columns`` one (tensors,
+    strides) pair per operand in OPERANDS order (each group's tensor and its stride)."""
+    import torch
+
+    bm, bn = cluster_tile(kernel)
+    groups = range(len(sizes))
+    return Metadata(
+        torch.tensor([[m, n, k, 1] for m, n, k in sizes], dtype=torch.int32, device=device),
+        torch.tensor([[ts[g].data_ptr() for ts, _ in columns] for g in groups], dtype=torch.int64, device=device),
+        torch.tensor([[st[g] for _, st in columns] for g in groups], dtype=torch.int64, device=device),
+        sum(-(-m // bm) * -(-n // bn) for m, n, _ in sizes), list(sizes))
+
+
+def packed_metadata(kernel, a, b, c, offs, scales=None) -> Metadata:
+    """The packed form's metadata, computed on the GPU from ``offs`` (no host sync): group g is
+    rows ``offs[g-1]:offs[g]`` of A and C, and B = b[g] (K, N) read as its transpose (N, K).
+    ``scales``: (sa, sb) of the FP8 kernel, sa M-major (sum M, K/128), sb (G, N/128, K/128)."""
+    import torch
+
+    ends = offs.to(torch.int64)
+    starts = torch.cat([ends.new_zeros(1), ends[:-1]])
+    groups, k, n = b.shape
+    rows = ends - starts
+    shapes = torch.stack([rows, torch.full_like(rows, n), torch.full_like(rows, k), torch.ones_like(rows)],
+                         dim=1).to(torch.int32)
+    g = torch.arange(groups, device=offs.device, dtype=torch.int64)
+    ptrs = [a.data_ptr() + starts * a.stride(0) * a.element_size(),
+            b.data_ptr() + g * b.stride(0) * b.element_size(),
+            c.data_ptr() + starts * c.stride(0) * c.element_size()]
+    strides = [a.stride(0), b.stride(2), c.stride(0)]
+    if scales is not None:
+        sa, sb = scales
+        ptrs += [sa.data_ptr() + starts * 4, sb.data_ptr() + g * sb.stride(0) * 4]
+        strides += [sa.stride(1), sb.stride(1)]
+    # Without reading offs on the host: the tiles of all groups are at most ceil(sum M / BM) + G
+    # rows (each group wastes less than one) times ceil(N / BN) columns.
+    bm, bn = cluster_tile(kernel)
+    return Metadata(shapes, torch.stack(ptrs, dim=1),
+                    torch.tensor(strides, dtype=torch.int64, device=offs.device).expand(groups, len(strides))
+                    .contiguous(), (-(-a.shape[0] // bm) + groups) * -(-n // bn), None)
+
+
+# -- compile once, launch many times --------------------------------------------------------------
+def launch_closure(kernel, templates, meta: Metadata, arch: str, keep=()):
+    """``fn()`` launching ``kernel`` on ``meta``: compiled once per configuration and template
+    dtypes (G and every size are run-time values). ``templates``: the tensors the host builds the
+    TMA atoms from (a non-empty group's operands). ``fn.trace`` (CTAs, 2): per CTA its work items
+    and groups entered in the last launch; ``fn.ctas``: the grid; ``fn.metadata``."""
+    import cuda.bindings.driver as cuda
+    import cutlass
+    import torch
+    from cutlass.cute.runtime import from_dlpack
+
+    from ..modes import require_gpu
+
+    require_gpu(arch)
+    device = meta.shapes.device
+    if device.type != "cuda":
+        raise DeviceError(f"the operands are on {device}", "move them to the GPU with .cuda()")
+    workspace = torch.empty((kernel.sms, kernel.MAPS, MAP_WORDS), dtype=torch.int64, device=device)
+    trace = torch.zeros((kernel.sms, 2), dtype=torch.int32, device=device)
+    # 2-D templates are row-major (K-major operands, N-major C); 1-D ones are scale-factor bytes
+    args = [from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=1) if t.dim() == 2
+            else from_dlpack(t.view(torch.uint8), assumed_align=16).mark_layout_dynamic() for t in templates]
+    args += [from_dlpack(t, assumed_align=align).mark_layout_dynamic(leading_dim=t.dim() - 1)
+             for t, align in ((meta.shapes, 16), (meta.ptrs, 8), (meta.strides, 8), (workspace, MAP_BYTES),
+                              (trace, 8))]
+    stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+    bound = cutlass.Int32(max(1, meta.work_bound))
+    compiled = gemm_launch.compile_once(kernel, (*args, bound, stream), key=tuple(t.dtype for t in templates))
+
+    def fn():
+        compiled(*args, bound, stream)
+
+    cs = kernel.cluster_mn[0] * kernel.cluster_mn[1]
+    fn.trace, fn.ctas, fn.metadata = trace, min(max(1, meta.work_bound), kernel.sms // cs) * cs, meta
+    fn.keep_alive = (templates, meta, workspace, keep)
+    return fn
+
+
+def _nothing_to_do(meta=None):
+    fn = lambda: None  # noqa: E731  (every group empty)
+    fn.trace, fn.ctas, fn.metadata = None, 0, meta
+    return fn
+
+
+def _sms(arch: str, sms):
+    from ..modes import require_gpu
+
+    return require_gpu(arch).sm_count if sms is None else sms
+
+
+# -- Hopper, fp16 / bf16 --------------------------------------------------------------------------
+def list_closure(kernel, As, Bs, Cs, extra=()):
+    """The list forms' launch closure, for checked operands: zeroes the C_g of empty groups (M_g
+    or K_g = 0) and builds the metadata; ``extra``: more columns (the FP8 kernel's scales)."""
+    sizes = [(a.shape[0] if a.shape[1] else 0, b.shape[0], a.shape[1]) for a, b in zip(As, Bs)]
+    for (m, _, _), c in zip(sizes, Cs):
+        if m == 0 and c.numel():
+            c.zero_()
+    columns = [(ts, [t.stride(0) for t in ts]) for ts in (As, Bs, Cs)] + list(extra)
+    meta = list_metadata(kernel, sizes, columns, As[0].device)
+    if meta.work_bound == 0:
+        return _nothing_to_do(meta)
+    live = next(g for g, (m, _, _) in enumerate(sizes) if m)
+    return launch_closure(kernel, (As[live], Bs[live], Cs[live]), meta, "sm_90a", keep=[ts for ts, _ in extra])
+
+
+def launcher(As, Bs, Cs, tile=(128, 256), sms: int | None = None, stages: int | None = None,
+             group_m: int = GROUP_M, cluster=(1, 1)):
+    """Validated, compiled launch closure: ``fn()`` writes ``A_g @ B_g.T`` into every ``Cs[g]``."""
+    checks.check_groups(As, Bs, Cs[0].dtype if Cs else None)
+    checks.check_outputs(As, Bs, Cs)
+    kernel = GroupedHopperGemm(tuple(tile), tuple(cluster), _sms("sm_90a", sms), group_m=group_m, stages=stages)
+    return list_closure(kernel, As, Bs, Cs)
+
+
+def grouped_gemm(As, Bs, out_dtype=None, **config):
+    """``[A_g @ B_g.T for g]`` in one launch on an H100: A_g (M_g, K_g), B_g (N_g, K_g), both
+    K-major fp16/bf16 (every group the same dtype); M_g may be 0. Returns the list of C_g."""
+    import torch
+
+    checks.check_groups(As, Bs, out_dtype)  # before touching the GPU
+    dtype = out_dtype or As[0].dtype
+    Cs = [torch.empty((a.shape[0], b.shape[0]), dtype=dtype, device=a.device) for a, b in zip(As, Bs)]
+    launcher(As, Bs, Cs, **config)()
+    return Cs
+
+
+def packed_launcher(a, b, offs, c, tile=(128, 256), sms: int | None = None, stages: int | None = None,
+                    group_m: int = GROUP_M, cluster=(1, 1)):
+    """Launch closure for the packed form: ``fn()`` writes ``a[rows_g] @ b[g]`` into ``c[rows_g]``."""
+    checks.check_packed(a, b, offs, c.dtype)
+    checks.check_packed_output(a, b, c)
+    kernel = GroupedHopperGemm(tuple(tile), tuple(cluster), _sms("sm_90a", sms), group_m=group_m, stages=stages)
+    meta = packed_metadata(kernel, a, b, c, offs)
+    return launch_closure(kernel, (a, b[0].transpose(0, 1), c), meta, "sm_90a")
+
+
+def _packed_output(a, b, offs, dtype):
+    """C for the packed form: rows past ``offs[-1]`` belong to no group and are zero."""
+    import torch
+
+    c = torch.empty((a.shape[0], b.shape[2]), dtype=dtype, device=a.device)
+    c[checks.check_offs(offs, a.shape[0]):].zero_()
+    return c
+
+
+def grouped_mm(a, b, offs, out_dtype=None, **config):
+    """``torch._grouped_mm(a, b, offs=offs)`` for a (sum M, K) and b (G, K, N), on an H100.
+
+    Checks that ``offs`` is non-decreasing and ends within ``a`` (one host sync); rows past
+    ``offs[-1]`` belong to no group and are returned as zeros.
+    """
+    checks.check_packed(a, b, offs, out_dtype)
+    c = _packed_output(a, b, offs, out_dtype or a.dtype)
+    if a.shape[0] == 0 or a.shape[1] == 0:
+        return c.zero_()
+    packed_launcher(a, b, offs, c, **config)()
+    return c
+
+
+# -- Hopper, FP8 with block scales ----------------------------------------------------------------
+def quantize_fp8(As, Bs):
+    """(qAs, SAs, qBs, SBs): each A_g per 1x128 block and B_g per 128x128 block to e4m3 with fp32
+    scales (``models.block_scaling.quantize_blockwise_fp8``), on the inputs' device; sa M-major."""
+    out = ([], [], [], [])
+    for a, b in zip(As, Bs):
+        qa, sa = block_scaling.quantize_blockwise_fp8(a, (1, BLOCK))
+        qb, sb = block_scaling.quantize_blockwise_fp8(b, (BLOCK, BLOCK))
+        for lst, t in zip(out, (qa, checks.m_major(sa.contiguous()), qb, sb)):
+            lst.append(t.to(a.device))
+    return out
+
+
+def launcher_fp8(As, SAs, Bs, SBs, Cs, sms: int | None = None, stages: int | None = None,
+                 group_m: int = GROUP_M, cluster=CLUSTER):
+    """Validated, compiled launch closure: ``fn()`` writes group g's scaled product into ``Cs[g]``."""
+    import torch
+
+    checks.check_groups(As, Bs, Cs[0].dtype if Cs else None, in_dtypes=(torch.float8_e4m3fn,))
+    checks.check_scales(As, SAs, Bs, SBs)
+    checks.check_outputs(As, Bs, Cs)
+    kernel = BlockScaledGroupedHopperGemm((128, 128), tuple(cluster), _sms("sm_90a", sms), group_m=group_m,
+                                          stages=stages)
+    sas = [checks.m_major(sa) for sa in SAs]
+    # the SFA and SFB columns: sa's k-block stride (it is M-major), sb's row stride
+    return list_closure(kernel, As, Bs, Cs, extra=[(sas, [sa.stride(1) for sa in sas]),
+                                                   (SBs, [sb.stride(0) for sb in SBs])])
+
+
+def grouped_gemm_fp8(As, SAs, Bs, SBs, out_dtype=None, **config):
+    """``[(qa_g * sa_g) @ (qb_g * sb_g).T for g]`` in one launch on an H100 (bf16 by default).
+
+    As[g] (M_g, K_g) and Bs[g] (N_g, K_g): float8_e4m3fn, K-major; SAs[g] (M_g, ceil(K_g/128))
+    and SBs[g] (ceil(N_g/128), ceil(K_g/128)): float32 (``quantize_fp8`` makes all four).
+    """
+    import torch
+
+    dtype = out_dtype or torch.bfloat16
+    checks.check_groups(As, Bs, dtype, in_dtypes=(torch.float8_e4m3fn,))
+    checks.check_scales(As, SAs, Bs, SBs)
+    Cs = [torch.empty((a.shape[0], b.shape[0]), dtype=dtype, device=a.device) for a, b in zip(As, Bs)]
+    launcher_fp8(As, SAs, Bs, SBs, Cs, **config)()
+    return Cs
+
+
+def packed_launcher_fp8(a, sa, b, sb, offs, c, sms: int | None = None, stages: int | None = None,
+                        group_m: int = GROUP_M, cluster=CLUSTER):
+    """Launch closure for the packed form: ``fn()`` writes group g's scaled product into c[rows_g]."""
+    import torch
+
+    checks.check_packed(a, b, offs, c.dtype, in_dtypes=(torch.float8_e4m3fn,))
+    checks.check_packed_scales(a, sa, b, sb)
+    checks.check_packed_output(a, b, c)
+    kernel = BlockScaledGroupedHopperGemm((128, 128), tuple(cluster), _sms("sm_90a", sms), group_m=group_m,
+                                          stages=stages)
+    sa = checks.m_major(sa)
+    meta = packed_metadata(kernel, a, b, c, offs, scales=(sa, sb))
+    return launch_closure(kernel, (a, b[0].transpose(0, 1), c), meta, "sm_90a", keep=(sa, sb))
+
+
+def grouped_mm_fp8(a, sa, b, sb, offs, out_dtype=None, **config):
+    """The packed MoE form: a (sum M, K) e4m3 with sa (sum M, K/128), b (G, K, N) = the transpose
+    of e4m3 weights w (G, N, K) with sb (G, N/128, K/128), offs the int32 cumulative row ends.
+    Row block g of the result is (a_g * sa_g) @ (w_g * sb_g).T, in bf16 by default."""
+    import torch
+
+    out_dtype = out_dtype or torch.bfloat16
+    checks.check_packed(a, b, offs, out_dtype, in_dtypes=(torch.float8_e4m3fn,))
+    checks.check_packed_scales(a, sa, b, sb)
+    c = _packed_output(a, b, offs, out_dtype)
+    if a.shape[0] == 0 or a.shape[1] == 0:
+        return c.zero_()
+    packed_launcher_fp8(a, sa, b, sb, offs, c, **config)()
+    return c
+
+
+# -- Blackwell, NVFP4 / MXFP8 ---------------------------------------------------------------------
+def quantize_blockscaled(As, Bs, fmt: str = "nvfp4", out_dtype=None, device=None) -> list[QuantizedGroup]:
+    """Quantize each (A_g (M, K), B_g (N, K)) with ``block_scaling.quantize`` (so the bytes are
+    the ones ``grouped_reference`` uses), interleave the scales, allocate C; move to ``device``."""
+    import torch
+
+    f = check_format(fmt)
+    if len(As) != len(Bs) or not As:
+        raise ShapeError(f"{len(As)} A's and {len(Bs)} B's: need the same number, at least one",
+                         "pass one (A_g, B_g) pair per group")
+    out = []
+    for g, (a, b) in enumerate(zip(As, Bs)):
+        if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1]:
+            raise ShapeError(f"group {g}: A {tuple(a.shape)} and B {tuple(b.shape)} are not (M, K), (N, K)",
+                             "B is (N, K), like a torch Linear weight")
+        checks.check_blockscaled_sizes(a.shape[0], b.shape[0], a.shape[1], f, g)
+        qa, sfa = block_scaling.quantize(a, f)
+        qb, sfb = block_scaling.quantize(b, f)
+        ops = [qa, qb, torch.empty((a.shape[0], b.shape[0]), dtype=out_dtype or torch.float16),
+               block_scaling.to_interleaved(sfa), block_scaling.to_interleaved(sfb)]
+        out.append(QuantizedGroup(*[t.to(device) if device is not None else t for t in ops]))
+    return out
+
+
+def blackwell_metadata(groups, fmt: str = "nvfp4", tile_mn=(128, 128), cluster_mn=(1, 1),
+                       sms: int = B200_SMS) -> Metadata:
+    """The device metadata of ``groups`` (a list of :class:`QuantizedGroup`), on their device.
+    Works on CPU tensors too (the pointers are then host addresses): the tests check it there.
+    Strides count elements (fp4: 2 per byte); the interleaved scale factors have none (0)."""
+    f = check_format(fmt)
+    sizes = checks.check_quantized(groups, f)
+    per_byte = 2 if f.data == "e2m1" else 1
+    kernel = BlackwellGroupedBlockScaledGemm(f.name, tuple(tile_mn), tuple(cluster_mn), sms,
+                                             checks.dtype_name(groups[0].c.dtype))
+    stride = {"a": lambda op: op.a.stride(0) * per_byte, "b": lambda op: op.b.stride(0) * per_byte,
+              "c": lambda op: op.c.stride(0), "sfa": lambda op: 0, "sfb": lambda op: 0}
+    columns = [([getattr(op, name) for op in groups], [stride[name](op) for op in groups]) for name in OPERANDS]
+    return list_metadata(kernel, sizes, columns, groups[0].a.device)
+
+
+def blackwell_launcher(groups, fmt: str = "nvfp4", tile=(128, 128), cluster=(1, 1), sms: int | None = None):
+    """Validated, compiled launch closure: ``fn()`` writes every group's C. Needs a B200."""
+    sms = _sms("sm_100a", sms)
+    meta = blackwell_metadata(groups, fmt, tile, cluster, sms)
+    kernel = BlackwellGroupedBlockScaledGemm(fmt, tuple(tile), tuple(cluster), sms,
+                                             checks.dtype_name(groups[0].c.dtype))
+    t = next(op for op, (m, _, _) in zip(groups, meta.sizes) if m)  # templates: a non-empty group
+    return launch_closure(kernel, (t.a, t.b, t.c, t.sfa, t.sfb), meta, "sm_100a", keep=groups)
+
+
+def grouped_gemm_blockscaled(As, Bs, fmt: str = "nvfp4", out_dtype=None, **config):
+    """``[dequant(A_g) @ dequant(B_g).T for g]`` on a B200: each pair is quantized to ``fmt``
+    (``block_scaling.quantize``, on the CPU), multiplied by the block-scaled tensor cores in one
+    launch, and returned as float16 (or ``out_dtype``) C_g. ``config``: ``blackwell_launcher``'s."""
+    from ..modes import require_gpu
+
+    require_gpu("sm_100a")  # before quantizing anything
+    groups = quantize_blockscaled(As, Bs, fmt, out_dtype, device="cuda")
+    blackwell_launcher(groups, fmt, **config)()
+    return [op.c for op in groups]
