@@ -1,0 +1,188 @@
+"""The grouped GEMMs against the best peers and their ceilings, in one run per problem.
+
+    python benchmarks/grouped_peers.py [--rounds 3] [--problems "..."] [--out DIR] [--tag _x]
+
+Two families of problems:
+
+* **FP8 block-scaled** (DeepSeek-V3's recipe: A per 1x128, B per 128x128 block, e4m3 + fp32
+  scales): DeepGEMM's four grouped shapes (its README's "grouped contiguous" table) and an
+  8-expert down projection. Rows: the course's FP8 kernel (1x1, 2x1); ``torch._scaled_grouped_mm``
+  with rowwise scales (one per row of A and per column of B: a cheaper recipe, cuBLAS/CUTLASS);
+  and the *dense twin*, all rows times one weight (same flops) by ``torch._scaled_mm`` rowwise and
+  tensorwise: the FP8 ceiling of a single GEMM of that size. Baseline: the rowwise dense twin.
+* **Fine-grained MoE** in bf16 (128 experts, N 1536, K 2048, uneven tokens, some experts empty):
+  the course's bf16 grouped kernel (1x1, 2x1), ``torch._grouped_mm``, the dense twin
+  (``torch.matmul`` of the packed A by one weight) and the course's FP8 kernel on the same data.
+  Baseline: the dense twin.
+
+Every case is checked before it is timed (course FP8 against ``scaled_mm_reference``; torch's FP8
+against the unquantized product with a looser bound, since rowwise quantization is coarser);
+sustained protocol (``benchmarks/gemm.py``). Writes ``grouped_peers<tag>.json`` (a result set).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import cutecourse  # noqa: E402
+from cutecourse import bench  # noqa: E402
+from cutecourse.kernels import grouped  # noqa: E402
+from cutecourse.models import block_scaling as bs  # noqa: E402
+from cutecourse.models import group_scheduler as gs  # noqa: E402
+
+import gemm  # noqa: E402  (the protocols)
+
+#: Fine-grained MoE: 128 experts, 0-512 tokens each (mean 256, seed 0), experts 5, 37 and 90 empty.
+MOE_ROWS = [0 if g in (5, 37, 90) else m for g, (m, _, _) in enumerate(gs.moe_sizes(128, 1536, 2048, (0, 512)))]
+#: name -> (rows per group, N, K, kind). DeepGEMM's grouped-contiguous shapes (README, H800).
+PROBLEMS = {
+    "dg 4x8192 n4096 k7168": ([8192] * 4, 4096, 7168, "fp8"),
+    "dg 4x8192 n7168 k2048": ([8192] * 4, 7168, 2048, "fp8"),
+    "dg 8x4096 n4096 k7168": ([4096] * 8, 4096, 7168, "fp8"),
+    "dg 8x4096 n7168 k2048": ([4096] * 8, 7168, 2048, "fp8"),
+    "down 8x4096 n4096 k14336": ([4096] * 8, 4096, 14336, "fp8"),
+    "moe 128 n1536 k2048": (MOE_ROWS, 1536, 2048, "bf16"),
+}
+COURSE_FP8 = {"course fp8 1x1": dict(cluster=(1, 1)), "course fp8 2x1": dict(cluster=(2, 1))}
+COURSE_BF16 = {"course bf16 1x1": dict(tile=(128, 256)), "course bf16 2x1": dict(tile=(128, 256), cluster=(2, 1))}
+
+
+def rowwise(x):
+    """e4m3 with one fp32 scale per row (amax / 448): torch's rowwise recipe."""
+    import torch
+
+    s = x.abs().amax(dim=1, keepdim=True).float().clamp(min=1e-4) / 448.0
+    return (x / s).to(torch.float8_e4m3fn), s
+
+
+def tensorwise(x):
+    import torch
+
+    s = x.abs().amax().float().clamp(min=1e-4) / 448.0
+    return (x / s).to(torch.float8_e4m3fn), s.reshape(())
+
+
+def fp8_cases(rows, n, k, x, w, offs, c, cases, errors, notes):
+    """The FP8 problem's cases: the course's kernel, torch's grouped and dense FP8 GEMMs."""
+    import torch
+
+    starts = [0] + offs.tolist()[:-1]
+    As = [x[s:s + m] for s, m in zip(starts, rows)]
+    qA, SA, qB, SB = grouped.quantize_fp8(As, list(w))
+    Cs = [c[s:s + m] for s, m in zip(starts, rows)]
+    ref8 = torch.cat([bs.scaled_mm_reference(*q) for q in zip(qA, SA, qB, SB)])
+    exact = torch.cat([a @ b.T for a, b in zip(As, w)])
+    for label, opts in COURSE_FP8.items():
+        fn = grouped.launcher_fp8(qA, SA, qB, SB, Cs, **opts)
+        cases.append(bench.checked_case(label, fn, c, ref8, 1e-2))
+        errors[label] = _err(c, exact)
+    # torch's grouped FP8 GEMM, rowwise scales: a (sum M, K) row-major, b (G, K, N) column-major
+    qa, sa = rowwise(x)
+    qw, sw = zip(*(rowwise(wg) for wg in w))  # one scale per row of w_g = per column of b_g
+    qb = torch.stack(qw).transpose(-2, -1)
+    sb = torch.stack([s.reshape(-1) for s in sw])
+    try:
+        _torch_case(cases, errors, "torch._scaled_grouped_mm rowwise", exact, lambda: torch._scaled_grouped_mm(
+            qa, qb, sa.reshape(-1), sb, offs=offs, out_dtype=torch.bfloat16))
+    except RuntimeError as e:
+        notes["torch._scaled_grouped_mm"] = f"refused: {str(e).splitlines()[0][:160]}"
+    # the dense twin: every row times w[0], rowwise and tensorwise
+    dense_exact = x @ w[0].T
+    qd, sd = rowwise(w[0])
+    qt, st = tensorwise(x)
+    qdt, sdt = tensorwise(w[0])
+    twins = {"dense twin _scaled_mm rowwise": lambda: torch._scaled_mm(qa, qd.t(), sa, sd.t(), out_dtype=torch.bfloat16),
+             "dense twin _scaled_mm tensorwise": lambda: torch._scaled_mm(qt, qdt.t(), st, sdt, out_dtype=torch.bfloat16)}
+    for label, fn in twins.items():
+        _torch_case(cases, errors, label, dense_exact, fn)
+    return "dense twin _scaled_mm rowwise"
+
+
+def _torch_case(cases, errors, label, exact, fn, max_rel_err=5e-2):
+    """A torch function that returns a new tensor: checked once against the exact product (FP8
+    with one scale per row or tensor is coarser than 1x128 blocks, so the bound is looser)."""
+    errors[label] = _err(fn(), exact)
+    if not errors[label] <= max_rel_err:
+        raise AssertionError(f"{label}: relative error {errors[label]:.3g} (allowed {max_rel_err})")
+    cases.append(bench.Case(label, fn))
+
+
+def bf16_cases(rows, n, k, x, w, offs, c, cases, errors, notes):
+    """The bf16 MoE problem's cases: the course's grouped kernels, torch, the dense twin, FP8."""
+    import torch
+
+    a16, w16 = x.bfloat16(), w.bfloat16()
+    exact = torch.cat([a @ b.T for a, b in zip(a16.split(rows), w16)]).float()
+    for label, opts in COURSE_BF16.items():
+        fn = grouped.packed_launcher(a16, w16.transpose(-2, -1), offs, c, **opts)
+        cases.append(bench.checked_case(label, fn, c, exact, 1e-2))
+        errors[label] = _err(c, exact)
+    b16 = w16.transpose(-2, -1)
+    _torch_case(cases, errors, "torch._grouped_mm", exact, lambda: torch._grouped_mm(a16, b16, offs=offs), 1e-2)
+    dense = torch.empty_like(c)
+    twin = lambda: torch.matmul(a16, w16[0].T, out=dense)  # noqa: E731
+    cases.append(bench.checked_case("dense twin torch.matmul", twin, dense, (a16 @ w16[0].T).float(), 1e-2))
+    fp8_cases(rows, n, k, x, w, offs, torch.empty_like(c), cases, errors, notes)  # the FP8 rows too
+    return "dense twin torch.matmul"
+
+
+def run(rounds: int, problems=None) -> dict:
+    import torch
+
+    torch.manual_seed(0)
+    out = {}
+    for name, (rows, n, k, kind) in PROBLEMS.items():
+        if problems is not None and name not in problems:
+            continue
+        g, total = len(rows), sum(rows)
+        x = torch.randn(total, k, device="cuda")
+        w = torch.randn(g, n, k, device="cuda")
+        offs = torch.tensor(rows, dtype=torch.int64).cumsum(0).to(torch.int32).cuda()
+        c = torch.empty(total, n, device="cuda", dtype=torch.bfloat16)
+        cases, errors, notes = [], {}, {}
+        baseline = (fp8_cases if kind == "fp8" else bf16_cases)(rows, n, k, x, w, offs, c, cases, errors, notes)
+        print(f"{name}: checked; errors {errors}; {notes}", flush=True)
+        with bench.GpuMonitor() as monitor:
+            res = bench.compare(
+                f"grouped GEMM peers, {name} ({g} groups, sum M = {total}, N = {n}, K = {k}), normal data, "
+                "sustained", cases, bench.Work(flops=2 * total * n * k), baseline=baseline, monitor=monitor,
+                progress=False, **{**gemm.PROTOCOLS["sustained"], "rounds": rounds},
+                params={"groups": g, "rows": rows, "n": n, "k": k, "kind": kind, "data": "normal",
+                        "protocol": "sustained", "relative errors vs the exact product": errors, **notes})
+        print(res.table(), flush=True)
+        out[name] = res
+        del x, w, c
+        torch.cuda.empty_cache()
+    return out
+
+
+def _err(out, ref) -> float:
+    return ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--problems", help="comma-separated names of PROBLEMS (default: all)")
+    p.add_argument("--out", default=str(bench.RESULTS_DIR))
+    p.add_argument("--tag", default="")
+    args = p.parse_args()
+    cutecourse.modes.require_gpu("sm_90a")
+    t0 = time.perf_counter()
+    results = run(args.rounds, args.problems and args.problems.split(","))
+    path = bench.save_set(f"grouped_peers{args.tag}", results, args.out)
+    print(f"wrote {path} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    print(json.dumps({p: {r.name: f"{r.ratio:.3f}x, {r.tflops:.0f} TFLOP/s" for r in res.rows}
+                      for p, res in results.items()}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
