@@ -20,7 +20,7 @@ hold the two to the same answers.
   addresses, ``strides`` each operand's stride (A, B, C: their row strides in elements; the
   scale factors' columns are the kernel's own).
 
-On Hopper only the producer warp walks; it hands each walk to the consumers through smem slots
+On Hopper only the producer warp walks; it hands each tile to the consumers through smem slots
 (:func:`publish`, :func:`receive`, the same hand-over as the dense dynamic scheduler). On
 Blackwell each warp role walks on its own. The functions take the :class:`Groups` state, not
 methods of it: the DSL carries a local object whose method is called in a run-time loop through
@@ -46,8 +46,9 @@ A, B, C, SFA, SFB = range(len(OPERANDS))
 M, N, K = range(3)
 #: Each operand's rows and columns, as ``shapes`` columns: A (M, K), B (N, K), C (M, N).
 EXTENTS = {A: (M, K), B: (N, K), C: (M, N)}
-#: A walk's int32 fields, handed from the producer to the consumers (Hopper).
-WALK_FIELDS = 4
+#: The int32 fields of a tile handed from the producer to the consumers (Hopper): tile_m, tile_n,
+#: k_tiles, group (``count``: no more tiles), new group.
+TILE_FIELDS = 5
 
 
 @dataclass
@@ -65,7 +66,7 @@ class Groups:
     stride: object  # clusters in the grid
     group_m: int  # band height inside a group, in cluster-tile rows
     queue: object = None  # Hopper: the smem slots' pipeline (producer -> consumers)
-    slots: object = None  # Hopper: (slots, WALK_FIELDS) int32
+    slots: object = None  # Hopper: (slots, TILE_FIELDS) int32
     trace: object = None  # Hopper: (CTAs, 2) int32, per CTA its items and groups entered
     cta: object = None  # this CTA's row of ``trace`` and of the tensor-map workspace
     maps: object = None  # this CTA's tensor maps (``tensor_maps.TensorMaps``)
@@ -122,8 +123,8 @@ def advance(groups: Groups, walk: Walk, tile=None) -> Walk:
     return Walk(work, group, first, walk.entered + _entering(groups, work, group, first))
 
 
-def active(groups: Groups, walk: Walk):
-    """The walk is still inside the groups."""
+def active(groups: Groups, walk):
+    """The walk (or a consumer's tile) is still inside the groups."""
     return walk.group < groups.count
 
 
@@ -134,10 +135,13 @@ def group_grid(groups: Groups, g):
             (groups.shapes[(g, K)] + tile_k - 1) // tile_k)
 
 
-def work_tile(groups: Groups, walk: Walk) -> WorkTile:
+def work_tile(groups: Groups, walk) -> WorkTile:
     """What this CTA computes for ``walk``: its C tile inside the group (bands of ``group_m``
     cluster-tile rows, then its place in the cluster), all the group's k-tiles, and whether the
-    group is new to it (``models.group_scheduler.locate(..., group_m=)`` on the CPU)."""
+    group is new to it (``models.group_scheduler.locate(..., group_m=)`` on the CPU). A consumer's
+    item is already a tile: the producer computed it (:func:`receive`)."""
+    if isinstance(walk, WorkTile):
+        return walk
     rows, cols, k_tiles = group_grid(groups, walk.group)
     block_m, block_n = band_tile(walk.work - walk.first, rows, cols, groups.group_m)
     cm, cn = groups.cluster_mn
@@ -146,16 +150,23 @@ def work_tile(groups: Groups, walk: Walk) -> WorkTile:
 
 
 # -- the hand-over between the producer and the consumers (Hopper) ------------------------------
+# The producer hands over the tile it computed, not its walk: the consumers would otherwise read
+# the group's shape from global memory before every tile's mainloop, on their critical path.
 @cute.jit
-def publish(groups: Groups, slot, walk: Walk):
-    """Producer warp: hand ``walk`` to the consumers (also the last one, past the groups)."""
-    put(groups.queue, groups.slots, slot, walk)
+def publish(groups: Groups, slot, walk: Walk, tile=None):
+    """Producer warp: hand ``tile`` to the consumers; None: past the last group, no more tiles."""
+    if cutlass.const_expr(tile is None):
+        put(groups.queue, groups.slots, slot, (0, 0, 0, groups.count, 0))
+    else:
+        put(groups.queue, groups.slots, slot,
+            (tile.tile_m, tile.tile_n, tile.k_end, tile.group, cutlass.Int32(tile.new_group)))
 
 
 @cute.jit
-def receive(groups: Groups, slot, walk=None, tile=None) -> Walk:
-    """Consumers: the producer's next walk."""
-    return Walk(*take(groups.queue, groups.slots, slot, WALK_FIELDS))
+def receive(groups: Groups, slot, item=None, tile=None) -> WorkTile:
+    """Consumers: the next tile the producer handed over."""
+    tile_m, tile_n, k_tiles, group, new_group = take(groups.queue, groups.slots, slot, TILE_FIELDS)
+    return WorkTile(cutlass.Int32(0), tile_m, tile_n, cutlass.Int32(0), k_tiles, group, new_group != 0)
 
 
 @cute.jit

@@ -283,9 +283,9 @@ class PersistentHopperGemm:
         slot = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, WORK_SLOTS)
         work = self.schedule.start(sched)
         while self.schedule.active(sched, work):
-            self.schedule.publish(sched, slot, work)
-            slot.advance()
             tile = self.schedule.work_tile(sched, work)
+            self.schedule.publish(sched, slot, work, tile)  # for the consumers (dynamic, grouped)
+            slot.advance()
             tile_loads, maps = self.tile_loads(sched, loads, tile)
             for k in cutlass.range(tile.k_begin, tile.k_end, unroll=1):
                 ring.producer_acquire(prod)  # wait for a free stage, expect its bytes

@@ -13,7 +13,7 @@ its hooks changed, and nothing else:
   order). G and every size are run-time values: one compile serves every batch of groups. The
   producer warp walks the groups (``group_walk``: work item w belongs to the first group whose
   running total of tiles exceeds w, and a CTA's search resumes where its last one stopped) and
-  hands each step of its walk to the consumers through two smem slots;
+  hands each tile to the consumers through two smem slots;
 * **which tensors a tile's loads use** (``tile_loads``): A's and B's tensor maps, one per CTA,
   rewritten when the CTA enters a new group (``tensor_maps.py``: patch in smem, publish to the
   CTA's slot of a global workspace, acquire before the next TMA). The producer warp owns them;
@@ -56,7 +56,7 @@ class GroupedHopperGemm(PersistentHopperGemm):
     """
 
     schedule = group_walk
-    ITEM_FIELDS = group_walk.WALK_FIELDS
+    ITEM_FIELDS = group_walk.TILE_FIELDS
     MAPS = 3  # A, B, C
 
     def __init__(self, tile_mn=(128, 256), cluster_mn=(1, 1), sms: int = 132, *,

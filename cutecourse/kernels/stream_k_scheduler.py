@@ -105,7 +105,7 @@ def advance(sched: StreamKScheduler, cursor: Cursor, tile: WorkTile) -> Cursor:
     return Cursor(new_pos, new_end)
 
 
-def publish(sched: StreamKScheduler, slot, cursor: Cursor):
+def publish(sched: StreamKScheduler, slot, cursor: Cursor, tile=None):
     """Nothing to hand over: the consumers walk the same cursor."""
 
 

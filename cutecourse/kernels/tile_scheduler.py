@@ -16,7 +16,8 @@ them all: this module (static, dynamic), ``stream_k_scheduler`` (stream-K) and `
 (the grouped GEMMs). The producer walks ``start`` / ``advance`` while ``active``; ``work_tile``
 says what an item means for this CTA (a :class:`WorkTile`); ``publish`` / ``receive`` hand items
 from the producer to the consumers (or let the consumers compute the same sequence); ``finish``
-ends the producer's walk.
+ends the producer's walk. A consumer's item is whatever ``receive`` returns and ``work_tile``
+takes: here a work index, in ``group_walk`` the tile itself.
 
 The functions are module-level ``@cute.jit`` functions taking the :class:`Scheduler` state, not
 its methods: the DSL treats a local object whose method is called inside a run-time loop as
@@ -84,6 +85,7 @@ def tile_of(sched: Scheduler, work):
 # -- the contract every scheduler of the course keeps (``group_walk`` and ``stream_k_scheduler``
 #    too): the producer walks start / advance while active; work_tile says what an item means
 #    for this CTA; publish / receive hand items to the consumers; finish ends the producer's walk.
+#    A consumer's item is what ``receive`` returns: here a work index, in group_walk a tile.
 def work_tile(sched: Scheduler, work) -> WorkTile:
     tile_m, tile_n = tile_of(sched, work)
     return WorkTile(work, tile_m, tile_n, 0, sched.k_tiles, 0, False)
@@ -120,8 +122,9 @@ def advance(sched: Scheduler, work, tile=None):
 
 
 @cute.jit
-def publish(sched: Scheduler, slot, work):
-    """Producer, dynamic: write the work item into a free smem slot for the consumers."""
+def publish(sched: Scheduler, slot, work, tile=None):
+    """Producer, dynamic: write the work item into a free smem slot for the consumers (after the
+    last item too: ``work`` >= total says "no more tiles")."""
     if cutlass.const_expr(sched.kind == "dynamic"):
         put(sched.queue, sched.slots, slot, (work,))
 
