@@ -51,6 +51,21 @@ def missing_builder() -> str | None:
     return None
 
 
+def run_sphinx(src: Path, out: Path, doctrees: Path, jobs: str = "auto") -> None:
+    """Render ``src`` into ``out`` with the course's configuration; any warning (a reference that
+    does not resolve, a page outside the navigation) is an error."""
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q", "-j", jobs,
+           "-c", str(CONF_DIR), "-d", str(doctrees), str(src), str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
+    log = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        problems = [ln for ln in log.splitlines() if "WARNING" in ln or "ERROR" in ln]
+        raise SiteError(f"Sphinx reported {len(problems) or 'a'} problem(s) building the site: "
+                        + ("; ".join(problems[:3]) or log.strip()[-500:]),
+                        f"each line names the page (a staged copy under {src}) and what is wrong; "
+                        "fix the page in the repository and build again", log)
+
+
 def build(out: Path = DEFAULT_OUT, work: Path | None = None, jobs: str = "auto") -> Built:
     """Build the site into ``out``; ``work`` keeps the staged sources and Sphinx's cache between
     builds (default: ``out`` + ``-work``), so a second build redoes only the pages that changed."""
@@ -62,16 +77,7 @@ def build(out: Path = DEFAULT_OUT, work: Path | None = None, jobs: str = "auto")
     out = Path(out).resolve()
     work = Path(work).resolve() if work else out.with_name(out.name + "-work")
     staged = stage(work / "src")
-    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q", "-j", jobs,
-           "-c", str(CONF_DIR), "-d", str(work / "doctrees"), str(work / "src"), str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
-    log = proc.stdout + proc.stderr
-    if proc.returncode != 0:
-        problems = [ln for ln in log.splitlines() if "WARNING" in ln or "ERROR" in ln]
-        raise SiteError(f"Sphinx reported {len(problems) or 'a'} problem(s) building the site: "
-                        + ("; ".join(problems[:3]) or log.strip()[-500:]),
-                        "the lines name the page (a staged copy under " f"{work / 'src'}) and what is wrong; "
-                        "fix the page in the repository and build again", log)
+    run_sphinx(work / "src", out, work / "doctrees", jobs)
     report = verify(out)
     if not report.ok:
         raise SiteError(f"the built site has {len(report.problems)} problem(s): "

@@ -146,6 +146,31 @@ def _save(nb, dest: Path) -> None:
     _write(dest, nbformat.writes(nb) + "\n")
 
 
+def _nav_entry(page: str) -> str:
+    """A toctree line: notebooks and exercises get the course's short titles ("03 · Hopper GEMM
+    with prefetch"), other pages their own first heading."""
+    doc = page.rsplit(".", 1)[0]
+    name = Path(page).name
+    if page.startswith(("notebooks/", "exercises/")):
+        number = name.split("_")[0]  # "03", "01b"
+        for nb in course.NOTEBOOKS:
+            if nb.number == number:
+                return f"{number} · {nb.title} <{doc}>"
+        heading = next((ln for ln in _first_heading(ROOT / page).splitlines() if ln.strip()), number)
+        return f"{heading.replace('(exercise)', '').strip()} <{doc}>"
+    return doc
+
+
+def _first_heading(path: Path) -> str:
+    import nbformat
+
+    for cell in nbformat.read(path, as_version=4).cells:
+        for line in cell.source.splitlines():
+            if cell.cell_type == "markdown" and line.startswith("# "):
+                return line[2:]
+    return ""
+
+
 def _index(staged: Staged, pages: set[str]) -> str:
     """The root page: the README, then the navigation (hidden toctrees: the theme's sidebar)."""
     readme = linkify((ROOT / "README.md").read_text(encoding="utf-8"), "index.md", pages)
@@ -153,7 +178,7 @@ def _index(staged: Staged, pages: set[str]) -> str:
     def toc(caption: str, entries: list[str]) -> str:
         if not entries:
             return ""
-        lines = "\n".join(e.rsplit(".", 1)[0] for e in entries)
+        lines = "\n".join(_nav_entry(e) for e in entries)
         return f"\n```{{toctree}}\n:hidden:\n:caption: {caption}\n\n{lines}\n```\n"
 
     return (readme.rstrip("\n") + "\n"

@@ -22,7 +22,7 @@ import re
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
-_MODEL_REF = re.compile(r"^IPY_MODEL_([0-9a-f]+)$")
+_MODEL_REF = re.compile(r"^IPY_MODEL_(\S+)$")
 
 SNAPSHOT_NOTE = ("Interactive widget: this is the picture it showed when the notebook was saved. "
                  "Run the notebook in JupyterLab to change its controls.")
