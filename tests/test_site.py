@@ -24,7 +24,7 @@ import pytest
 
 from cutecourse import course
 from cutecourse.site import SiteError, build, missing_builder, run_sphinx
-from cutecourse.site.stage import linkify
+from cutecourse.site.stage import linkify, source_markdown, sources_named
 from cutecourse.site.verify import verify
 from cutecourse.site.widgets import (NO_PICTURE_NOTE, SNAPSHOT_NOTE, WIDGET_VIEW, make_static,
                                      static_outputs)
@@ -111,6 +111,19 @@ def test_code_blocks_links_and_the_page_itself_are_left_alone():
     assert linkify(text, "notebooks/03_x.ipynb", PAGES) == text
 
 
+def test_named_source_files_get_pages_that_show_them():
+    assert sources_named(["the checker `cutecourse/course.py`, not `cutecourse/nope.py`, "
+                          "`README.md` or `cutecourse/../course.sh`",
+                          "```\n`tools/run_notebook.py` in a code block\n```"]) == ["cutecourse/course.py"]
+    text = source_markdown("cutecourse/site/stage.py")  # its docstring holds ``` runs
+    fence = text.split("\n")[8]
+    assert fence == "````python" and text.rstrip().endswith("\n````")
+    assert "orphan: true" in text and "def linkify(" in text
+    got = linkify("see `cutecourse/course.py`", "notebooks/01.ipynb",
+                  {"cutecourse/course.py": "source/cutecourse/course.py.md"})
+    assert got == "see [`cutecourse/course.py`](../source/cutecourse/course.py.md)"
+
+
 def _html(path: Path, body: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"<html><body>{body}</body></html>")
@@ -183,6 +196,11 @@ def test_site_has_every_page_and_every_picture(site):
     assert "exercises/02_tv_layouts.html" in index and "solutions/02_tv_layouts.html" not in index
     assert "../solutions/02_tv_layouts.html" in (out / "exercises" / "02_tv_layouts.html").read_text()
     assert (out / ".nojekyll").exists(), "GitHub Pages would drop the _static folder"
+    # Notebook 03 names its kernel's file; the site shows that file.
+    nb03 = (out / "notebooks" / "03_hopper_gemm_prefetch.html").read_text()
+    assert "../source/cutecourse/kernels/hopper_gemm.py.html" in nb03
+    assert "class " in (out / "source" / "cutecourse" / "kernels" / "hopper_gemm.py.html").read_text()
+    assert not (site.out.parent / "jupyter_execute").exists(), "myst-nb's files belong in the work folder"
     assert (out / "docs" / "workshop.html").exists()
 
 
@@ -233,7 +251,8 @@ def test_every_page_in_a_browser_has_its_pictures_and_no_broken_link(site, serve
     from test_browser import CHROMIUM, CHROMIUM_FLAGS
 
     shots = _artifacts()
-    pages = [p.rsplit(".", 1)[0] + ".html" for p in site.staged.pages]
+    # Source pages (plain text) are reached by their links below, not opened one by one.
+    pages = [p.rsplit(".", 1)[0] + ".html" for p in site.staged.pages if not p.startswith("source/")]
     links: dict[str, set[str]] = {}  # target url (no fragment) -> fragments asked for
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)

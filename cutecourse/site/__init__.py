@@ -11,6 +11,7 @@ folder of plain files that any web server or GitHub Pages can serve.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -66,6 +67,24 @@ def run_sphinx(src: Path, out: Path, doctrees: Path, jobs: str = "auto") -> None
                         "fix the page in the repository and build again", log)
 
 
+def check_out(out: Path) -> None:
+    """``out`` must be missing, empty or an earlier site: the build replaces it, and must never
+    delete a folder that is something else."""
+    if out.exists():
+        earlier = (out / "index.html").exists() and (out / "objects.inv").exists()
+        if not out.is_dir() or (any(out.iterdir()) and not earlier):
+            raise SiteError(f"{out} exists and is not a site built by this command",
+                            "give an empty or new folder: ./course.sh site /path/to/new-folder")
+
+
+def publish(html: Path, out: Path) -> None:
+    """Replace ``out`` with a copy of the finished site ``html``."""
+    check_out(out)
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(html, out)
+
+
 def build(out: Path = DEFAULT_OUT, work: Path | None = None, jobs: str = "auto") -> Built:
     """Build the site into ``out``; ``work`` keeps the staged sources and Sphinx's cache between
     builds (default: ``out`` + ``-work``), so a second build redoes only the pages that changed."""
@@ -76,8 +95,12 @@ def build(out: Path = DEFAULT_OUT, work: Path | None = None, jobs: str = "auto")
     t0 = time.perf_counter()
     out = Path(out).resolve()
     work = Path(work).resolve() if work else out.with_name(out.name + "-work")
+    check_out(out)
     staged = stage(work / "src")
-    run_sphinx(work / "src", out, work / "doctrees", jobs)
+    # Sphinx writes into work/html (myst-nb puts its picture files beside that folder, in
+    # work/jupyter_execute), then the finished site is copied to ``out``.
+    run_sphinx(work / "src", work / "html", work / "doctrees", jobs)
+    publish(work / "html", out)
     report = verify(out)
     if not report.ok:
         raise SiteError(f"the built site has {len(report.problems)} problem(s): "

@@ -12,7 +12,9 @@ page is copied and, in the copy,
 * an exercises page links its answers; an answers page is left out of the navigation (reached
   only through that link);
 * a path in backticks that names another page of the site (```docs/hopper_gemm.md```) becomes a
-  link to it, since the notebooks and docs name each other that way;
+  link to it, since the notebooks and docs name each other that way; a path that names a source
+  file of the course (```cutecourse/kernels/hopper_gemm.py```, a results file) links to a page
+  that shows the file, so a reader without a clone can read the kernels too;
 * nbval's ``# NBVAL_...`` marker lines, which are for the tests, are dropped from code cells.
 
 A file is rewritten only when its text changes, so Sphinx rebuilds only the pages that changed.
@@ -32,6 +34,10 @@ ROOT = course.ROOT
 _NBVAL_LINE = re.compile(r"^[ \t]*# NBVAL_[A-Z_]+[^\n]*\n?", re.MULTILINE)
 _CODE_SPAN = re.compile(r"(?<![`\[])`([^`\s]+)`(?!`|\]\()")
 _FENCE = re.compile(r"^\s*(```|~~~)")
+#: Files a page may name in backticks that get a page of their own (language for highlighting).
+SOURCE_DIRS = ("cutecourse/", "benchmarks/", "tools/")
+SOURCE_LANGUAGES = {".py": "python", ".json": "json"}
+MAX_SOURCE_BYTES = 300_000  # a results file larger than this stays a name, not a page
 
 
 @dataclass
@@ -45,35 +51,73 @@ class Staged:
     docs: list[str] = field(default_factory=list)  # background pages
     notes: list[str] = field(default_factory=list)  # docs/notes/
     other: list[str] = field(default_factory=list)  # workshop, benchmarks, developing
+    sources: list[str] = field(default_factory=list)  # repository files named by a page
     widgets: dict[str, int] = field(default_factory=dict)  # page -> widget outputs made static
 
     @property
     def pages(self) -> list[str]:
         return (["index.md"] + self.notebooks + self.exercises + self.solutions + self.docs
-                + self.notes + self.other)
+                + self.notes + self.other + [source_page(p) for p in self.sources])
 
 
 # -- text transforms -----------------------------------------------------------------------------
-def linkify(markdown: str, page: str, pages: set[str]) -> str:
-    """Turn `` `path` `` into a link where ``path`` (relative to the repository root, as the course
-    writes it) is a page of the site; leave code blocks, links and other spans alone."""
-    out, fenced = [], False
-    base = os.path.dirname(page)
-
-    def repl(m: re.Match) -> str:
-        target = m.group(1).split("#")[0]
-        if target not in pages or target == page:
-            return m.group(0)
-        rel = os.path.relpath(target, base or ".")
-        return f"[`{m.group(1)}`]({rel}{m.group(1)[len(target):]})"
-
+def _outside_fences(markdown: str):
+    """(line, in a fenced code block) for every line of ``markdown``."""
+    fenced = False
     for line in markdown.splitlines(keepends=True):
         if _FENCE.match(line):
             fenced = not fenced
-            out.append(line)
+            yield line, True
         else:
-            out.append(line if fenced else _CODE_SPAN.sub(repl, line))
-    return "".join(out)
+            yield line, fenced
+
+
+def linkify(markdown: str, page: str, targets) -> str:
+    """Turn `` `path` `` into a link where ``path`` (relative to the repository root, as the course
+    writes it) has a page on the site; leave code blocks, links and other spans alone.
+    ``targets`` maps such paths to their page (a set: each path is its own page)."""
+    targets = targets if isinstance(targets, dict) else {t: t for t in targets}
+    base = os.path.dirname(page) or "."
+
+    def repl(m: re.Match) -> str:
+        path = m.group(1).split("#")[0]
+        target = targets.get(path)
+        if target is None or target == page:
+            return m.group(0)
+        return f"[`{m.group(1)}`]({os.path.relpath(target, base)}{m.group(1)[len(path):]})"
+
+    return "".join(line if fenced else _CODE_SPAN.sub(repl, line)
+                   for line, fenced in _outside_fences(markdown))
+
+
+def source_page(path: str) -> str:
+    """The site page that shows the repository file ``path``."""
+    return f"source/{path}.md"
+
+
+def sources_named(texts) -> list[str]:
+    """Course source files named in backticks in ``texts``, that exist and are not too large."""
+    found = set()
+    for text in texts:
+        for line, fenced in _outside_fences(text):
+            if fenced:
+                continue
+            for m in _CODE_SPAN.finditer(line):
+                path = m.group(1).split("#")[0]
+                f = ROOT / path
+                if (path.startswith(SOURCE_DIRS) and f.suffix in SOURCE_LANGUAGES and f.is_file()
+                        and f.stat().st_size <= MAX_SOURCE_BYTES and ".." not in Path(path).parts):
+                    found.add(path)
+    return sorted(found)
+
+
+def source_markdown(path: str) -> str:
+    """A page with the file's text, highlighted; reached only from the pages that name it."""
+    text = (ROOT / path).read_text(encoding="utf-8", errors="replace")
+    fence = "`" * max(3, 1 + max((len(r) for r in re.findall(r"`+", text)), default=0))
+    return (f"---\norphan: true\n---\n\n# `{path}`\n\nThe file as the course repository has it "
+            f"when this site was built.\n\n{fence}{SOURCE_LANGUAGES[Path(path).suffix]}\n"
+            f"{text.rstrip()}\n{fence}\n")
 
 
 def _stored_mode(nb) -> str:
@@ -125,7 +169,7 @@ def _markdown_cell(source: str):
     return nbformat.v4.new_markdown_cell(source)
 
 
-def _notebook_copy(src: Path, page: str, pages: set[str], staged: Staged):
+def _notebook_copy(src: Path, page: str, pages: dict[str, str], staged: Staged):
     """The common transforms of every staged notebook; returns the notebook node."""
     import nbformat
 
@@ -171,7 +215,7 @@ def _first_heading(path: Path) -> str:
     return ""
 
 
-def _index(staged: Staged, pages: set[str]) -> str:
+def _index(staged: Staged, pages: dict[str, str]) -> str:
     """The root page: the README, then the navigation (hidden toctrees: the theme's sidebar)."""
     readme = linkify((ROOT / "README.md").read_text(encoding="utf-8"), "index.md", pages)
 
@@ -188,6 +232,19 @@ def _index(staged: Staged, pages: set[str]) -> str:
             + toc("Background", staged.docs + ["benchmarks/README.md"])
             + toc("Design notes", staged.notes)
             + toc("Contributing", ["docs/DEVELOPING.md"] if "docs/DEVELOPING.md" in pages else []))
+
+
+def _markdown_texts(staged: Staged):
+    """The markdown of every page the site copies (notebooks' markdown cells, the docs, README)."""
+    import nbformat
+
+    yield (ROOT / "README.md").read_text(encoding="utf-8")
+    for page in staged.notebooks + staged.exercises + staged.solutions:
+        for cell in nbformat.read(ROOT / page, as_version=4).cells:
+            if cell.cell_type == "markdown":
+                yield cell.source
+    for page in staged.docs + staged.notes + staged.other:
+        yield (ROOT / page).read_text(encoding="utf-8")
 
 
 def plan(staged: Staged) -> None:
@@ -209,7 +266,9 @@ def stage(dest: Path) -> Staged:
     dest = Path(dest)
     staged = Staged(dest)
     plan(staged)
-    pages = set(staged.pages)
+    staged.sources = sources_named(_markdown_texts(staged))
+    pages = {p: p for p in staged.pages}
+    pages.update({p: source_page(p) for p in staged.sources})
     ests = {e.notebook.file: e for e in course.estimates()}
 
     for page in staged.notebooks:
@@ -234,6 +293,8 @@ def stage(dest: Path) -> Staged:
         _save(nb, dest / page)
     for page in staged.docs + staged.notes + staged.other:
         _write(dest / page, linkify((ROOT / page).read_text(encoding="utf-8"), page, pages))
+    for path in staged.sources:
+        _write(dest / source_page(path), source_markdown(path))
     _write(dest / "index.md", _index(staged, pages))
     _remove_stale(dest, set(staged.pages))
     return staged
