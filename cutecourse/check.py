@@ -118,12 +118,12 @@ def check_packages() -> list[Line]:
 
 
 def _nvidia_smi() -> list[str] | None:
-    """``name, driver, compute capability`` per GPU from nvidia-smi; None without it."""
+    """``"name, driver version"`` per GPU from nvidia-smi; None without it, [] if it fails."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
     try:
-        out = subprocess.run([exe, "--query-gpu=name,driver_version,compute_cap",
+        out = subprocess.run([exe, "--query-gpu=name,driver_version",
                               "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return []
@@ -147,8 +147,9 @@ def check_gpu() -> list[Line]:
         lines.append(Line("GPU", "info", f"none ({modes._why_no_gpu()}): kernels are compiled and "
                           "inspected on the CPU, which is how the course runs without a GPU"))
     if smi:
-        lines.append(Line("driver", "ok", "; ".join(f"{s.split(',')[0]}: driver {s.split(',')[1].strip()}"
-                                                     for s in smi[:1]) + (f" (+{len(smi) - 1} GPUs)" if len(smi) > 1 else "")))
+        name, driver = (x.strip() for x in smi[0].split(",")[:2])
+        more = f", +{len(smi) - 1} more GPUs" if len(smi) > 1 else ""
+        lines.append(Line("driver", "ok", f"{driver} ({name}{more})"))
     elif smi == []:
         lines.append(Line("driver", "warn", "nvidia-smi is installed but does not answer",
                           "check the NVIDIA driver (nvidia-smi should list the GPU)"))
@@ -249,9 +250,9 @@ def run_notebooks() -> Line:
 
 
 def collect(notebooks: bool = False) -> list[Line]:
-    lines = [check_python(), check_dsl(), check_torch(), *check_packages()]
-    dsl_ok = lines[1].status == "ok"
-    torch_ok = lines[2].status == "ok"
+    dsl, torch = check_dsl(), check_torch()
+    lines = [check_python(), dsl, torch, *check_packages()]
+    dsl_ok, torch_ok = dsl.status == "ok", torch.status == "ok"
     if torch_ok:
         lines += check_gpu()
     lines += check_compiles(dsl_ok)

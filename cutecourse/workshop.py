@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .course import Estimate, round_minutes
+from .course import Estimate, rates_text, round_minutes
 
 START, END = "<!-- agenda:start -->", "<!-- agenda:end -->"
 
@@ -41,6 +41,8 @@ class Day:
 
     @property
     def end(self) -> int:
+        if not self.rows:
+            return DAY_START
         start, item = self.rows[-1]
         return start + item.minutes
 
@@ -128,8 +130,6 @@ def day_markdown(day: Day, title: str, extra_reading: list[str]) -> str:
 
 def agenda_markdown(ests: list[Estimate]) -> str:
     """Both agendas as markdown, for docs/workshop.md."""
-    from .course import rates_text
-
     e = _by_number(ests)
     one = one_day(ests)[0]
     extra = exercises(e["01"], file_prefix="01b_")  # the second set of layout exercises

@@ -145,11 +145,11 @@ def test_no_compile_without_the_dsl():
 
 
 def test_gpu_that_torch_cannot_see_is_a_warning(monkeypatch):
-    monkeypatch.setattr(check, "_nvidia_smi", lambda: ["NVIDIA H100 80GB HBM3, 550.54.15, 9.0"])
+    monkeypatch.setattr(check, "_nvidia_smi", lambda: ["NVIDIA H100 80GB HBM3, 550.54.15"])
     monkeypatch.setattr(modes, "gpu", lambda: None)
     lines = _by_label(check.check_gpu())
     assert lines["GPU"].status == "warn" and "CUDA build" in lines["GPU"].fix
-    assert lines["driver"].status == "ok" and "550.54.15" in lines["driver"].detail
+    assert lines["driver"].status == "ok" and lines["driver"].detail == "550.54.15 (NVIDIA H100 80GB HBM3)"
 
 
 def test_no_gpu_is_information_not_a_failure(monkeypatch):
