@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# The course's two commands, for a fresh machine (Linux, Python >= 3.10; a GPU is optional):
-#   ./course.sh lab    set everything up in .venv and open the course in JupyterLab
-#   ./course.sh test   set everything up in .venv and run all tests (what CI runs)
+# The course's commands, for a fresh machine (Linux, Python >= 3.10; a GPU is optional):
+#   ./course.sh lab     set everything up in .venv and open the course in JupyterLab
+#   ./course.sh test    set everything up in .venv and run all tests (what CI runs)
+#   ./course.sh site    set everything up in .venv and build the course site into build/site
+#                       (or the folder given: ./course.sh site /tmp/site)
+#   ./course.sh check   check this seat: versions, GPU, driver, a compile for sm_90a and sm_100a,
+#                       which notebooks run kernels here (--notebooks: also run every notebook).
+#                       It installs nothing: before .venv exists it checks the system Python and
+#                       says to run ./course.sh lab.
 set -euo pipefail
 cd "$(dirname "$0")"
 VENV=${CUTECOURSE_VENV:-.venv}
@@ -14,7 +20,7 @@ setup() {
   "$VENV/bin/python" -c "import torch" 2>/dev/null \
     || "$VENV/bin/python" -m pip install -q --disable-pip-version-check torch==2.13.0 \
     || "$VENV/bin/python" -m pip install -q --disable-pip-version-check torch
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[lab,test,browser]"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[lab,test,browser,site]"
 }
 
 case "${1:-}" in
@@ -25,6 +31,19 @@ case "${1:-}" in
     setup
     exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests notebooks solutions \
       --nbval --nbval-current-env --nbval-cell-timeout=900 ;;
+  site)
+    setup
+    exec "$VENV/bin/python" -m cutecourse.site "${@:2}" ;;
+  check)
+    export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+    if [ -x "$VENV/bin/python" ]; then
+      exec "$VENV/bin/python" -m cutecourse.check "${@:2}"
+    fi
+    if ! command -v "$PY" >/dev/null 2>&1; then
+      echo "FAIL: no $VENV and no $PY: install Python 3.10 or newer, then run ./course.sh lab" >&2; exit 1
+    fi
+    echo "No $VENV yet: checking $(command -v "$PY"). ./course.sh lab sets the course up in $VENV."
+    exec "$PY" -m cutecourse.check "${@:2}" ;;
   *)
-    echo "usage: ./course.sh lab | ./course.sh test" >&2; exit 2 ;;
+    echo "usage: ./course.sh lab | test | site [OUT] | check [--notebooks]" >&2; exit 2 ;;
 esac

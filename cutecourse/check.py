@@ -1,0 +1,309 @@
+"""``./course.sh check``: can this seat follow the course, and in which mode?
+
+A teacher runs it on every machine before a workshop (it takes seconds, under a minute). It
+reports, one line each: Python, the DSL (the pinned release), torch, JupyterLab and the other
+packages the notebooks import; the GPU, its architecture and the driver; one course kernel
+compiled for ``sm_90a`` (the Hopper GEMM: wgmma and TMA in its PTX) and one for ``sm_100a`` (the
+Blackwell grouped block-scaled GEMM: tcgen05 block-scaled MMAs) on this machine; on a GPU seat,
+one kernel launched and checked against torch. Then a table: which notebooks will run their kernels
+here and which will compile and inspect them (``cutecourse.modes`` decides, as in the notebooks).
+
+Everything missing says what and how to fix it, and the exit code is 1 when the seat cannot
+follow the course (a ``fail`` line), 0 otherwise. The module imports only the standard library at
+the top, so it also runs on a bare Python before ``.venv`` exists, and says to set it up.
+``--notebooks`` also runs every notebook top to bottom under nbval (minutes; on a GPU seat the
+kernels run too).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata as metadata
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import DSL_VERSION, course, modes
+
+ROOT = Path(__file__).resolve().parent.parent
+SETUP_FIX = "./course.sh lab sets up .venv with everything (or: conda env create -f environment.yml)"
+MIN_PYTHON = (3, 10)
+
+#: The kernels compiled on every seat: the cheapest that show each toolchain makes its
+#: architecture's own instructions (seconds each), with the PTX feature that proves it.
+COMPILES = (
+    ("sm_90a", "cutecourse.kernels.hopper_gemm:compile_target", "Hopper GEMM (notebook 03)",
+     ("wgmma", "TMA loads")),
+    ("sm_100a", "cutecourse.kernels.blackwell_grouped_gemm:compile_target",
+     "Blackwell grouped block-scaled GEMM (notebook 07)", ("block-scaled MMA", "tensormap.replace")),
+)
+#: Packages the notebooks need, beyond the DSL and torch: (distribution, why).
+PACKAGES = (
+    ("jupyterlab", "the notebooks' front end"),
+    ("ipywidgets", "the widgets"),
+    ("matplotlib", "the pictures"),
+    ("numpy", "the CPU models"),
+)
+
+
+@dataclass
+class Line:
+    """One finding: ``status`` is ok, info (not a problem), warn (works, but less) or fail."""
+
+    label: str
+    status: str
+    detail: str
+    fix: str = ""
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def check_python() -> Line:
+    v = sys.version_info
+    detail = f"{v.major}.{v.minor}.{v.micro} ({sys.executable})"
+    if (v.major, v.minor) < MIN_PYTHON:
+        return Line("Python", "fail", detail + f": the course needs {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer",
+                    "install a newer Python (3.11 is tested) and run ./course.sh lab with it: "
+                    "PYTHON=python3.11 ./course.sh lab")
+    return Line("Python", "ok", detail)
+
+
+def check_dsl() -> Line:
+    have = _version("nvidia-cutlass-dsl")
+    if have is None:
+        return Line("CuTe DSL", "fail", "nvidia-cutlass-dsl is not installed", SETUP_FIX)
+    if have != DSL_VERSION:
+        return Line("CuTe DSL", "fail",
+                    f"nvidia-cutlass-dsl {have} is installed; the course teaches {DSL_VERSION} "
+                    "(newer releases change APIs)",
+                    f"pip install nvidia-cutlass-dsl=={DSL_VERSION} "
+                    f"'nvidia-cutlass-dsl-libs-base[sass]=={DSL_VERSION}' (./course.sh lab does it)")
+    try:
+        importlib.import_module("cutlass")
+    except Exception as exc:  # a broken native library: the message is the useful part
+        return Line("CuTe DSL", "fail", f"nvidia-cutlass-dsl {have} is installed but "
+                    f"'import cutlass' fails: {str(exc).splitlines()[0][:200]}",
+                    f"reinstall it: pip install --force-reinstall nvidia-cutlass-dsl=={DSL_VERSION}")
+    return Line("CuTe DSL", "ok", f"nvidia-cutlass-dsl {have} (the release the course teaches)")
+
+
+def check_torch() -> Line:
+    try:
+        torch = importlib.import_module("torch")
+    except ImportError:
+        return Line("torch", "fail", "torch is not installed", SETUP_FIX)
+    build = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "CPU-only build"
+    return Line("torch", "ok", f"{torch.__version__} ({build})")
+
+
+def check_packages() -> list[Line]:
+    lines = []
+    for dist, why in PACKAGES:
+        have = _version(dist)
+        if have is None:
+            lines.append(Line(dist, "fail", f"not installed ({why})", SETUP_FIX))
+        else:
+            lines.append(Line(dist, "ok", have))
+    return lines
+
+
+def _nvidia_smi() -> list[str] | None:
+    """``"name, driver version"`` per GPU from nvidia-smi; None without it, [] if it fails."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-gpu=name,driver_version",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [ln.strip() for ln in out.stdout.splitlines() if ln.strip()] if out.returncode == 0 else []
+
+
+def check_gpu() -> list[Line]:
+    """The GPU torch sees (its architecture decides the mode) and the driver nvidia-smi reports."""
+    smi = _nvidia_smi()
+    g = modes.gpu()
+    lines = []
+    if g is not None:
+        lines.append(Line("GPU", "ok", f"{g.name}: {g.arch} (compute capability "
+                          f"{g.capability[0]}.{g.capability[1]}), {g.sm_count} SMs"))
+    elif smi:
+        lines.append(Line("GPU", "warn", f"nvidia-smi sees {smi[0].split(',')[0]}, but torch does not "
+                          f"({modes._why_no_gpu()}); the course will compile and inspect only",
+                          "install PyTorch's CUDA build into this environment (pytorch.org lists "
+                          "the pip command for your CUDA version), then run ./course.sh check again"))
+    else:
+        lines.append(Line("GPU", "info", f"none ({modes._why_no_gpu()}): kernels are compiled and "
+                          "inspected on the CPU, which is how the course runs without a GPU"))
+    if smi:
+        name, driver = (x.strip() for x in smi[0].split(",")[:2])
+        more = f", +{len(smi) - 1} more GPUs" if len(smi) > 1 else ""
+        lines.append(Line("driver", "ok", f"{driver} ({name}{more})"))
+    elif smi == []:
+        lines.append(Line("driver", "warn", "nvidia-smi is installed but does not answer",
+                          "check the NVIDIA driver (nvidia-smi should list the GPU)"))
+    else:
+        lines.append(Line("driver", "info", "no NVIDIA driver (nvidia-smi not found): fine without a GPU"))
+    return lines
+
+
+def _compile_one(arch: str, target: str, what: str, features: tuple[str, ...]) -> Line:
+    from . import inspect  # imports the DSL's helpers lazily; the DSL itself loads in a subprocess
+    from .errors import CompileError
+
+    t0 = time.perf_counter()
+    try:
+        report = inspect.compile_report(target, arch=arch, timeout=120)
+    except CompileError as exc:
+        return Line(arch, "fail", f"{what} did not compile: {exc.what}",
+                    "the DSL or its compiler is broken here: reinstall with ./course.sh lab; if it "
+                    "persists, run python -c \"import cutecourse.inspect as i; "
+                    f"print(i.compile_report('{target}', arch='{arch}'))\" and read the log")
+    found = report.features()
+    counts = ", ".join(f"{found.get(f, 0)} {f}" for f in features)
+    if not all(found.get(f, 0) for f in features):
+        return Line(arch, "fail", f"{what} compiled, but its PTX lacks {counts}",
+                    "the compiler did not target the architecture: is CUTE_DSL_ARCH set in "
+                    "your environment? unset it and run again")
+    return Line(arch, "ok", f"{what} compiled in {time.perf_counter() - t0:.1f} s: {counts}")
+
+
+def check_compiles(dsl_ok: bool) -> list[Line]:
+    if not dsl_ok:
+        return [Line(arch, "fail", "not compiled: the DSL is missing or broken (see above)",
+                     SETUP_FIX) for arch, *_ in COMPILES]
+    with ThreadPoolExecutor(len(COMPILES)) as pool:  # each compile is its own process
+        return list(pool.map(lambda c: _compile_one(*c), COMPILES))
+
+
+_RUN_SCRIPT = """
+import cutecourse, torch
+from cutecourse.kernels import elementwise
+a, b = (torch.randn(1024, 1024, device="cuda", dtype=torch.float16) for _ in range(2))
+c = elementwise.add(a, b)
+torch.cuda.synchronize()
+assert torch.equal(c, a + b), "the sum differs from torch's"
+print("OK")
+"""
+
+
+def check_run() -> Line | None:
+    """On a GPU seat: launch the vectorized add and compare it with torch (a subprocess, so a
+    hang or a crash is a failed line, not a stuck check). None where no kernel can run."""
+    if not modes.mode_for("any").run:
+        return None
+    try:
+        proc = subprocess.run([sys.executable, "-c", _RUN_SCRIPT], capture_output=True, text=True,
+                              timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    except subprocess.TimeoutExpired:
+        return Line("GPU run", "fail", "the elementwise add did not finish in 120 s",
+                    "check the driver with nvidia-smi; a GPU shared with a busy job can stall")
+    if proc.returncode != 0 or "OK" not in proc.stdout:
+        err = (proc.stderr.strip().splitlines() or ["no message"])[-1][:200]
+        return Line("GPU run", "fail", f"the elementwise add failed on the GPU: {err}",
+                    "the driver may be too old for the DSL's CUDA: update it, then run again")
+    return Line("GPU run", "ok", f"the elementwise add ran on {modes.gpu().name} and matches torch")
+
+
+def notebook_modes() -> list[tuple[str, str]]:
+    """(notebook, what it does here) for every notebook, from ``cutecourse.modes``."""
+    rows = []
+    for nb in course.NOTEBOOKS:
+        parts = []
+        for target in nb.targets:
+            m = modes.mode_for(target)
+            what = ("runs its kernels" if m.run else f"compiles for {m.arch} and inspects")
+            if len(nb.targets) > 1:
+                what = f"{modes.ARCH_NAMES[target].split(' ')[0]} kernels: {what}"
+            parts.append(what)
+        rows.append((f"{nb.number} {nb.title}", "; ".join(parts)))
+    return rows
+
+
+def run_notebooks() -> Line:
+    """Every notebook top to bottom under nbval, as ``./course.sh test`` runs them."""
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "notebooks", "--nbval",
+           "--nbval-current-env", "--nbval-cell-timeout=900"]
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    except FileNotFoundError:
+        return Line("notebooks", "fail", "pytest could not be started", SETUP_FIX)
+    except subprocess.TimeoutExpired:
+        return Line("notebooks", "fail", "the notebooks did not finish within an hour",
+                    "run ./course.sh test to see which notebook hangs")
+    summary = (proc.stdout.strip().splitlines() or ["no output"])[-1]
+    if proc.returncode != 0:
+        return Line("notebooks", "fail", f"{summary}", "run ./course.sh test for the full report; "
+                    "each failing cell is named there")
+    return Line("notebooks", "ok", f"every notebook top to bottom under nbval: {summary}")
+
+
+def collect(notebooks: bool = False) -> list[Line]:
+    dsl, torch = check_dsl(), check_torch()
+    lines = [check_python(), dsl, torch, *check_packages()]
+    dsl_ok, torch_ok = dsl.status == "ok", torch.status == "ok"
+    if torch_ok:
+        lines += check_gpu()
+    lines += check_compiles(dsl_ok)
+    if torch_ok and dsl_ok:
+        ran = check_run()
+        if ran:
+            lines.append(ran)
+    if notebooks and not any(ln.status == "fail" for ln in lines):
+        lines.append(run_notebooks())
+    return lines
+
+
+_MARK = {"ok": "ok  ", "info": "--  ", "warn": "WARN", "fail": "FAIL"}
+
+
+def report(lines: list[Line], seconds: float, table: list[tuple[str, str]] | None) -> str:
+    width = max(len(ln.label) for ln in lines)
+    out, fixes = ["cutecourse seat check", ""], set()
+    for ln in lines:
+        out.append(f"  {_MARK[ln.status]}  {ln.label.ljust(width)}  {ln.detail}")
+        if ln.fix and ln.status in ("warn", "fail") and ln.fix not in fixes:  # each fix once
+            fixes.add(ln.fix)
+            out.append(f"  {'':4}  {'':{width}}  -> {ln.fix}")
+    if table:
+        w = max(len(n) for n, _ in table)
+        out += ["", f"  {'notebook'.ljust(w)}  on this machine", f"  {'-' * w}  {'-' * 15}"]
+        out += [f"  {n.ljust(w)}  {what}" for n, what in table]
+    failed = [ln.label for ln in lines if ln.status == "fail"]
+    out.append("")
+    if failed:
+        out.append(f"NOT READY: {', '.join(failed)} failed (fixes above). {seconds:.0f} s.")
+    else:
+        track = ("GPU track: kernels run here" if table and any("runs" in w for _, w in table)
+                 else "no-GPU track: every kernel is compiled and inspected here")
+        out.append(f"READY ({track}). {seconds:.0f} s.")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    unknown = [a for a in args if a not in ("--notebooks",)]
+    if unknown:
+        print(f"unknown option {unknown[0]}; usage: ./course.sh check [--notebooks]", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    lines = collect(notebooks="--notebooks" in args)
+    torch_ok = any(ln.label == "torch" and ln.status == "ok" for ln in lines)
+    table = notebook_modes() if torch_ok else None
+    print(report(lines, time.perf_counter() - t0, table))
+    return 1 if any(ln.status == "fail" for ln in lines) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

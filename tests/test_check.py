@@ -1,0 +1,197 @@
+"""./course.sh check: the seat check's report on this machine, and its error paths.
+
+On this CPU machine the check must pass and say that every notebook compiles and inspects; each
+way a seat can be broken (no DSL, the wrong DSL release, a DSL that does not import, no torch, a
+compile that fails or makes the wrong code, a GPU torch cannot see, too old a Python) is forced
+with monkeypatch and must give a FAIL or WARN line with a fix, and exit code 1 where the seat
+cannot follow the course.
+"""
+
+import collections
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cutecourse
+from cutecourse import check, course, modes
+from cutecourse.errors import CompileError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _by_label(lines):
+    return {ln.label: ln for ln in lines}
+
+
+@pytest.mark.slow
+def test_course_sh_check_on_this_machine():
+    """The real command, as a teacher runs it: versions, two compiles, the table, READY, rc 0."""
+    env = dict(os.environ, CUTECOURSE_VENV=os.path.dirname(os.path.dirname(sys.executable)))
+    proc = subprocess.run(["bash", str(ROOT / "course.sh"), "check"], capture_output=True,
+                          text=True, timeout=120, env=env, cwd=ROOT)
+    out = proc.stdout
+    assert proc.returncode == (0 if "READY (" in out else 1), out + proc.stderr
+    assert f"nvidia-cutlass-dsl {cutecourse.DSL_VERSION}" in out
+    for arch in ("sm_90a", "sm_100a"):
+        assert any(ln.split()[:2] == ["ok", arch] for ln in out.splitlines()), out
+    for nb in course.NOTEBOOKS:
+        assert f"{nb.number} {nb.title}" in out
+    if modes.gpu() is None:  # this machine (CI, developers): no GPU, every kernel compiles
+        assert proc.returncode == 0, out
+        assert "READY (no-GPU track" in out
+        assert "runs its kernels" not in out
+
+
+def test_course_sh_check_before_the_venv_exists(tmp_path):
+    """No .venv: the check runs on the system Python and says how to set the course up."""
+    env = dict(os.environ, CUTECOURSE_VENV=str(tmp_path / "no-venv"), PYTHON=sys.executable)
+    proc = subprocess.run(["bash", str(ROOT / "course.sh"), "check"], capture_output=True,
+                          text=True, timeout=120, env=env, cwd=ROOT)
+    assert "No " in proc.stdout and "yet: checking" in proc.stdout
+    assert "./course.sh lab sets the course up" in proc.stdout
+    assert not (tmp_path / "no-venv").exists(), "check must not install anything"
+
+
+def test_course_sh_check_rejects_unknown_options():
+    proc = subprocess.run(["bash", str(ROOT / "course.sh"), "check", "--bogus"],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          env=dict(os.environ, CUTECOURSE_VENV=os.path.dirname(os.path.dirname(sys.executable))))
+    assert proc.returncode == 2 and "usage: ./course.sh check [--notebooks]" in proc.stderr
+
+
+# -- error paths ----------------------------------------------------------------------------------
+def test_dsl_missing(monkeypatch):
+    monkeypatch.setattr(check, "_version", lambda dist: None)
+    line = check.check_dsl()
+    assert line.status == "fail" and "not installed" in line.detail and "./course.sh lab" in line.fix
+
+
+def test_dsl_wrong_release(monkeypatch):
+    monkeypatch.setattr(check, "_version", lambda dist: "4.9.0")
+    line = check.check_dsl()
+    assert line.status == "fail"
+    assert "4.9.0" in line.detail and cutecourse.DSL_VERSION in line.detail
+    assert f"nvidia-cutlass-dsl=={cutecourse.DSL_VERSION}" in line.fix
+
+
+def _failing_import(name_to_fail, message):
+    real = check.importlib.import_module
+
+    def fake(name, *a, **k):
+        if name == name_to_fail:
+            raise ImportError(message)
+        return real(name, *a, **k)
+    return fake
+
+
+def test_dsl_that_does_not_import(monkeypatch):
+    monkeypatch.setattr(check.importlib, "import_module",
+                        _failing_import("cutlass", "libcuda.so.1: cannot open shared object file"))
+    line = check.check_dsl()
+    assert line.status == "fail" and "libcuda.so.1" in line.detail and "--force-reinstall" in line.fix
+
+
+def test_torch_missing(monkeypatch):
+    monkeypatch.setattr(check.importlib, "import_module", _failing_import("torch", "No module named 'torch'"))
+    line = check.check_torch()
+    assert line.status == "fail" and line.fix == check.SETUP_FIX
+
+
+def test_packages_missing(monkeypatch):
+    monkeypatch.setattr(check, "_version", lambda dist: None if dist == "jupyterlab" else "1.0")
+    lines = _by_label(check.check_packages())
+    assert lines["jupyterlab"].status == "fail" and lines["ipywidgets"].status == "ok"
+
+
+def test_python_too_old(monkeypatch):
+    V = collections.namedtuple("V", "major minor micro releaselevel serial")
+    monkeypatch.setattr(check.sys, "version_info", V(3, 9, 18, "final", 0))
+    line = check.check_python()
+    assert line.status == "fail" and "3.10 or newer" in line.detail and "PYTHON=" in line.fix
+
+
+def test_compile_failure_is_a_fail_line_with_a_fix(monkeypatch):
+    from cutecourse import inspect
+
+    def broken(target, arch="sm_90a", **kw):
+        raise CompileError(f"{target} did not compile for {arch}: ptxas fatal", "see the log")
+
+    monkeypatch.setattr(inspect, "compile_report", broken)
+    lines = check.check_compiles(dsl_ok=True)
+    assert [ln.status for ln in lines] == ["fail", "fail"]
+    assert "ptxas fatal" in lines[0].detail and "reinstall" in lines[0].fix
+
+
+def test_compile_without_the_architectures_instructions_fails(monkeypatch):
+    from cutecourse import inspect
+
+    class Plain:
+        def features(self):
+            return {"wgmma": 0, "TMA loads": 0, "block-scaled MMA": 0, "tensormap.replace": 0}
+
+    monkeypatch.setattr(inspect, "compile_report", lambda target, arch="sm_90a", **kw: Plain())
+    lines = check.check_compiles(dsl_ok=True)
+    assert all(ln.status == "fail" and "lacks" in ln.detail for ln in lines)
+    assert "CUTE_DSL_ARCH" in lines[0].fix
+
+
+def test_no_compile_without_the_dsl():
+    lines = check.check_compiles(dsl_ok=False)
+    assert [ln.label for ln in lines] == ["sm_90a", "sm_100a"]
+    assert all(ln.status == "fail" for ln in lines)
+
+
+def test_gpu_that_torch_cannot_see_is_a_warning(monkeypatch):
+    monkeypatch.setattr(check, "_nvidia_smi", lambda: ["NVIDIA H100 80GB HBM3, 550.54.15"])
+    monkeypatch.setattr(modes, "gpu", lambda: None)
+    lines = _by_label(check.check_gpu())
+    assert lines["GPU"].status == "warn" and "CUDA build" in lines["GPU"].fix
+    assert lines["driver"].status == "ok" and lines["driver"].detail == "550.54.15 (NVIDIA H100 80GB HBM3)"
+
+
+def test_no_gpu_is_information_not_a_failure(monkeypatch):
+    monkeypatch.setattr(check, "_nvidia_smi", lambda: None)
+    monkeypatch.setattr(modes, "gpu", lambda: None)
+    lines = _by_label(check.check_gpu())
+    assert lines["GPU"].status == "info" and lines["driver"].status == "info"
+
+
+@pytest.mark.parametrize("gpu, expected", [
+    (modes.Gpu("NVIDIA H100 80GB HBM3", (9, 0), 132),
+     ["runs"] * 6 + ["Hopper kernels: runs its kernels; Blackwell kernels: compiles for sm_100a"]),
+    (modes.Gpu("NVIDIA B200", (10, 0), 148),
+     ["runs"] * 2 + ["compiles for sm_90a"] * 4
+     + ["Hopper kernels: compiles for sm_90a and inspects; Blackwell kernels: runs"]),
+])
+def test_notebook_table_follows_the_gpu(monkeypatch, gpu, expected):
+    """The tracks of docs/workshop.md: on an H100 all but the Blackwell kernel run; on a B200
+    notebooks 01-02 and 07's Blackwell kernel run, the Hopper kernels compile."""
+    monkeypatch.delenv("CUTECOURSE_MODE", raising=False)
+    monkeypatch.setattr(modes, "gpu", lambda: gpu)
+    rows = check.notebook_modes()
+    assert len(rows) == len(expected)
+    for (name, what), want in zip(rows, expected):
+        assert what.startswith(want), (name, what)
+
+
+def test_gpu_run_failure_is_reported(monkeypatch):
+    monkeypatch.setattr(modes, "gpu", lambda: modes.Gpu("NVIDIA H100 80GB HBM3", (9, 0), 132))
+    monkeypatch.delenv("CUTECOURSE_MODE", raising=False)
+    monkeypatch.setattr(check.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(
+        a, 1, "", "RuntimeError: CUDA driver version is insufficient for CUDA runtime version"))
+    line = check.check_run()
+    assert line.status == "fail" and "insufficient" in line.detail and "driver" in line.fix
+
+
+def test_exit_code_and_verdict(monkeypatch, capsys):
+    monkeypatch.setattr(check, "collect", lambda notebooks=False: [
+        check.Line("Python", "ok", "3.11"), check.Line("torch", "ok", "2.13"),
+        check.Line("CuTe DSL", "fail", "nvidia-cutlass-dsl is not installed", check.SETUP_FIX),
+        check.Line("sm_90a", "fail", "not compiled", check.SETUP_FIX)])
+    assert check.main([]) == 1
+    out = capsys.readouterr().out
+    assert "NOT READY: CuTe DSL, sm_90a failed" in out
+    assert out.count(check.SETUP_FIX) == 1, "the same fix is printed once"
