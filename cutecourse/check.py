@@ -39,7 +39,7 @@ MIN_PYTHON = (3, 10)
 COMPILES = (
     ("sm_90a", "cutecourse.kernels.hopper_gemm:compile_target", "Hopper GEMM (notebook 03)",
      ("wgmma", "TMA loads")),
-    ("sm_100a", "cutecourse.kernels.blackwell_grouped_gemm:compile_target",
+    ("sm_100a", "cutecourse.kernels.grouped_targets:blackwell",
      "Blackwell grouped block-scaled GEMM (notebook 07)", ("block-scaled MMA", "tensormap.replace")),
 )
 #: Packages the notebooks need, beyond the DSL and torch: (distribution, why).
