@@ -1,0 +1,97 @@
+"""The code the notebooks show is still there: every ``show_source`` / ``show_diff`` call of every
+notebook and solution names a function that exists and markers (``start=``, ``stop=``) that still
+cut out a non-empty piece of it.
+
+Without running a notebook: its import statements are executed in a fresh namespace, then each
+call's arguments are evaluated there and handed to ``viz.source.snippet`` (which raises where a
+marker moved). So a refactor that renames a hook or moves a comment fails here in seconds, not
+after a whole nbval run, and names the notebook and the call.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from cutecourse.viz.source import snippet
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted([*ROOT.glob("notebooks/*.ipynb"), *ROOT.glob("solutions/*.ipynb")])
+
+
+def _code(nb_path: Path) -> list[str]:
+    cells = json.loads(nb_path.read_text())["cells"]
+    return ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+
+
+def _parse(src: str):
+    lines = [ln for ln in src.splitlines() if not ln.lstrip().startswith(("%", "!"))]
+    try:
+        return ast.parse("\n".join(lines))
+    except SyntaxError:
+        return None
+
+
+def _is_show(node) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute))
+            and (node.func.id if isinstance(node.func, ast.Name) else node.func.attr)
+            in ("show_source", "show_diff"))
+
+
+def shown_calls(nb_path: Path) -> tuple[list[str], list[tuple[ast.Call, list]]]:
+    """(the notebook's import statements, its show_source / show_diff calls, each with the loops
+    around it as (variable, iterable source): ``for step in STEPS: show_diff(...step...)`` is
+    checked once per value of ``STEPS``)."""
+    imports, calls = [], []
+
+    def visit(node, loops):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            imports.append(ast.unparse(node))
+        if _is_show(node):
+            calls.append((node, loops))
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name):
+            loops = [*loops, (node.target.id, ast.unparse(node.iter))]
+        for child in ast.iter_child_nodes(node):
+            visit(child, loops)
+
+    for src in _code(nb_path):
+        tree = _parse(src)
+        if tree is not None:
+            visit(tree, [])
+    return imports, calls
+
+
+CASES = [(nb, i) for nb in NOTEBOOKS for i in range(len(shown_calls(nb)[1]))]
+
+
+@pytest.mark.parametrize("nb, index", CASES, ids=[f"{nb.stem}-{i}" for nb, i in CASES])
+def test_shown_code_exists(nb, index):
+    imports, calls = shown_calls(nb)
+    namespace: dict = {}
+    for statement in imports:
+        try:
+            exec(statement, namespace)  # noqa: S102  (the notebook's own imports)
+        except ImportError as e:
+            pytest.fail(f"{nb.name}: {statement!r} fails: {e}")
+    call, loops = calls[index]
+    name = call.func.id if isinstance(call.func, ast.Name) else call.func.attr
+    where = f"{nb.name}: {ast.unparse(call)[:120]}"
+    bindings = [{}]
+    for var, iterable in loops:
+        bindings = [{**b, var: v} for b in bindings for v in eval(iterable, namespace, b)]  # noqa: S307
+    for b in bindings:
+        scope = {**namespace, **b}
+        try:
+            args = [eval(ast.unparse(a), scope) for a in call.args]  # noqa: S307
+            kwargs = {k.arg: eval(ast.unparse(k.value), scope) for k in call.keywords}  # noqa: S307
+        except (AttributeError, NameError) as e:
+            pytest.fail(f"{where}: the shown code is gone ({e})")
+        if name == "show_source":
+            piece = snippet(args[0], kwargs.get("start"), kwargs.get("stop"))
+            assert any(ln.strip() for ln in piece.lines), f"{where}: an empty piece"
+        else:
+            for fn in args[:2]:
+                snippet(fn)
