@@ -416,7 +416,7 @@ class BlockScalingWidget:
         """Rebuild the data from the controls and redraw (the handler of every control)."""
         if getattr(self, "_busy", False):  # setting kblock.max below may fire this handler again
             return
-        from .widget_picture import error_html, stacked_png
+        from .picture import error_html, stacked_png
 
         fmt = self.fmt.value
         block = bs.get_format(fmt).block

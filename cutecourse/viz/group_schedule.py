@@ -199,7 +199,7 @@ class ScheduleWidget:
 
     def update(self, change=None) -> None:
         """Rebuild the problem from the controls and redraw (the handler of every control)."""
-        from .widget_picture import error_html, stacked_png
+        from .picture import error_html, stacked_png
 
         lo, hi = self.m_range.value
         try:

@@ -243,7 +243,7 @@ class ScheduleWidget:
     def redraw(self, change=None) -> None:
         if self._quiet:
             return
-        from .widget_picture import error_html
+        from .picture import error_html
 
         chosen = self.schedules.value or ("cooperative",)
         try:
@@ -269,7 +269,7 @@ class ScheduleWidget:
             return
         import matplotlib.pyplot as plt
 
-        from .widget_picture import stacked_png
+        from .picture import stacked_png
 
         if self.view.value == "waves":
             fig = draw_waves(next(iter(self.results.values()))).figure
