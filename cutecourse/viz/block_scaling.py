@@ -40,8 +40,8 @@ TILE_FORMATS = ("nvfp4", "mxfp8", "mxfp4")
 #: its per-tensor scale (block scales only) and fp4 with one scale for the whole tensor.
 ERROR_FORMATS = ("bf16", "fp8_blockwise", "mxfp8", "nvfp4", "nvfp4_block_only", "fp4_per_tensor")
 LABELS = {"bf16": "bf16", "fp8_blockwise": "fp8 1x128\n(DeepSeek)", "mxfp8": "MXFP8",
-          "nvfp4": "NVFP4", "nvfp4_block_only": "NVFP4, no\ntensor scale", "mxfp4": "MXFP4",
-          "mxfp8_e5m2": "MXFP8\ne5m2", "fp4_per_tensor": "fp4, one\nscale/tensor"}
+          "nvfp4": "NVFP4", "nvfp4_block_only": "NVFP4\nno tensor\nscale", "mxfp4": "MXFP4",
+          "mxfp8_e5m2": "MXFP8\ne5m2", "fp4_per_tensor": "fp4\none scale\n/tensor"}
 _ERR_COLORS = {"bf16": "#4c72b0", "fp8_blockwise": "#64b5cd", "mxfp8": "#55a868", "mxfp8_e5m2": "#8fbc8f",
                "nvfp4": "#dd8452", "nvfp4_block_only": "#f2c5a5", "mxfp4": "#c44e52",
                "fp4_per_tensor": "#8c8c8c"}
@@ -156,9 +156,9 @@ def draw_tile(x: torch.Tensor, fmt: str = "nvfp4", highlight: tuple[int, int] | 
     ax_s.set_ylabel("row")
     ratio = float(pos_sf.max() / pos_sf.min()) if pos_sf.size else 1.0
     gs = bs.quantize_as_used(x, fmt).global_scale
-    of = f" of x / {gs:.3g} (the per-tensor scale)" if f.name == "nvfp4" else ""
-    ax_s.set_title(f"{f.name.upper()}: one {f.scale} scale per 1x{f.block} block{of}; they span "
-                   f"{ratio:.3g}x, large where an outlier is", fontsize=9)
+    of = f" of x / {gs:.3g} (per-tensor scale)" if f.name == "nvfp4" else ""
+    ax_s.set_title(f"{f.name.upper()}: one {f.scale} scale per 1x{f.block} block{of}, "
+                   f"{ratio:.3g}x apart: large where an outlier is", fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -183,7 +183,7 @@ def draw_errors(x: torch.Tensor, formats=ERROR_FORMATS, fig=None):
     if fig is None:
         fig = plt.figure(figsize=(10, 4.2))
     fig.clear()
-    ax_b, ax_h = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.25]})
+    ax_b, ax_h = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.35, 1]})
     names = list(errs)
     heights = [errs[n][1] for n in names]
     bars = ax_b.bar(range(len(names)), heights, color=[_ERR_COLORS[n] for n in names])
@@ -206,7 +206,7 @@ def draw_errors(x: torch.Tensor, formats=ERROR_FORMATS, fig=None):
         ax_h.hist(np.clip(rel, floor, 3.0), bins=bins, histtype="step", linewidth=1.6,
                   color=_ERR_COLORS[n], label=LABELS.get(n, n).replace("\n", " "))
     ax_h.set_xscale("log")
-    ax_h.set_xlabel("relative error of one element  |x~ - x| / |x|  (exact: left edge)")
+    ax_h.set_xlabel("|x~ - x| / |x| of one element (exact: left edge)")
     ax_h.set_ylabel("elements")
     ax_h.legend(fontsize=7, frameon=False, loc="upper left")
     ax_h.set_title("per-element error", fontsize=10)
@@ -429,7 +429,9 @@ class BlockScalingWidget:
             x = bs.outlier_weights(self.rows, self.cols, self.seed, n_outliers=self.n_outliers.value,
                                    magnitude=float(self.magnitude.value))
             text = describe_block(x, fmt, self.row.value, self.kblock.value)
-            draw_tile(x, fmt, highlight=(self.row.value, self.kblock.value), fig=self.fig_tile)
+            # no numbers in the blocks: at a widget's size they would not be legible (the
+            # readout gives the chosen block's)
+            draw_tile(x, fmt, highlight=(self.row.value, self.kblock.value), labels=False, fig=self.fig_tile)
             draw_errors(x, fig=self.fig_err)
         except Exception as e:  # CourseError: its two lines; anything else: one line, no traceback
             what = getattr(e, "what", f"{type(e).__name__}: {e}")
@@ -440,7 +442,7 @@ class BlockScalingWidget:
         self.x, self.text, self.error = x, text, None
         self.message.value = ""
         self.info.value = f"<p>{self.text}</p>"
-        self.png = stacked_png([self.fig_tile, self.fig_err], dpi=72)
+        self.png = stacked_png([self.fig_tile, self.fig_err], dpi=66)
         self.picture.value = self.png
 
     def describe(self) -> str:

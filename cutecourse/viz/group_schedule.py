@@ -222,7 +222,7 @@ class ScheduleWidget:
         self.text = (f"{plural(problem.total, 'work item')} on {plural(len(sched), 'CTA')}; "
                      f"{plural(ups.total, 'tensor-map rewrite')}; k-tile load max/mean {bal.ratio:.2f}")
         self.info.value = f"<p>{self.text}</p>"
-        self.png = stacked_png([self.fig_groups, self.fig_sched], dpi=72)
+        self.png = stacked_png([self.fig_groups, self.fig_sched], dpi=66)
         self.picture.value = self.png
 
     def describe(self) -> str:

@@ -39,7 +39,7 @@ def stacked_png(figs, dpi: int = 72, tight: bool = False) -> bytes:
             y += i.height
     buf = io.BytesIO()
     # A palette PNG is a third of the size of an RGB one and looks the same for flat-coloured plots.
-    out.quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(buf, format="png", optimize=True)
+    out.quantize(colors=256, method=Image.Quantize.FASTOCTREE).save(buf, format="png", optimize=True)
     return buf.getvalue()
 
 
