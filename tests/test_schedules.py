@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 
 from cutecourse.errors import CourseError, ShapeError  # noqa: E402
 from cutecourse.models import schedules as sc  # noqa: E402
+from cutecourse.viz import schedule_widget as sw  # noqa: E402
 from cutecourse.viz import schedules as vs  # noqa: E402
 
 #: Loads keep up: an ample load port, a latency the ring covers. Here only MMAs set the pace.
@@ -223,7 +224,7 @@ def test_widget_follows_the_course_widget_convention():
     toggle, errors in cc-message, and a mime bundle with the PNG and a stable text line."""
     import base64
 
-    w = vs.ScheduleWidget(m=1024, n=1024, k=1024)
+    w = sw.ScheduleWidget(m=1024, n=1024, k=1024)
     assert "cc-schedule-widget" in w.widget._dom_classes
     assert "cc-picture" in w.picture._dom_classes and w.picture in w.widget.children
     assert "cc-message" in w.message._dom_classes and w.view.description
@@ -237,12 +238,12 @@ def test_widget_follows_the_course_widget_convention():
     assert bundle["text/plain"] == "ScheduleWidget: 1024x1024x1024, tile 128x256x64, " \
         "one_cta, cooperative, pingpong, two_cta; view waves"
     with pytest.raises(CourseError):
-        vs.ScheduleWidget(m=1000)
+        sw.ScheduleWidget(m=1000)
 
 
 
 def test_widget_error_keeps_the_picture_and_says_why(monkeypatch):
-    w = vs.ScheduleWidget(m=1024, n=1024, k=1024)
+    w = sw.ScheduleWidget(m=1024, n=1024, k=1024)
     png = w.png
 
     def refuse(*a, **kw):
@@ -258,7 +259,7 @@ def test_widget_error_keeps_the_picture_and_says_why(monkeypatch):
 
 
 def test_widget_prints_the_models_error_beside_the_picture():
-    w = vs.ScheduleWidget(m=8192, n=8192, k=512, render=False)
+    w = sw.ScheduleWidget(m=8192, n=8192, k=512, render=False)
     assert "8192x8192x512 fp16" in w.accuracy.value and "measured 1.17x" in w.accuracy.value
     w.k.value = 4096 * 4
     assert "was not measured" in w.accuracy.value
@@ -396,4 +397,5 @@ def test_error_lines_name_the_shape_or_the_measured_ones():
     lines = cal.error_lines((4096, 4096, 1024))
     assert len(lines) == 2 and all("4096x4096x1024" in line and "model error" in line for line in lines)
     other = cal.error_lines((4096, 4096, 4096))
-    assert len(other) == 1 and "not in the measured table" in other[0] and "8192x8192x512" in other[0]
+    assert len(other) == 1 and "was not measured" in other[0] and "8192x8192x512" in other[0]
+    assert len(cal.error_lines()) == 12 and "128x256" in cal.error_lines((4096, 4096, 1024), (128, 128, 64))[0]

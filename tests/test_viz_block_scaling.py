@@ -217,6 +217,8 @@ def test_widget_error_keeps_the_picture(monkeypatch):
     def boom(*a, **kw):
         raise ShapeError("no tile today", "try again")
 
-    monkeypatch.setattr(vb, "draw_tile", boom)
+    from cutecourse.viz import block_scaling_widget as vbw
+
+    monkeypatch.setattr(vbw, "draw_tile", boom)
     w.row.value = 3
     assert "no tile today" in w.message.value and w.png == png

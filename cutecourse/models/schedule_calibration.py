@@ -182,12 +182,21 @@ def committed_comparisons(machine=None) -> tuple[Comparison, ...]:
     return tuple(model_vs_measured(machine=machine))
 
 
-def error_lines(shape=None, rows=None, machine=None) -> list[str]:
-    """What the notebook and the widget print beside the model's picture: for ``shape`` (None:
-    every measured shape), the model against the H100 at the same clock, per dtype."""
-    comps = model_vs_measured(rows, machine, None if shape is None else [tuple(shape)])
-    if not comps:
-        m, n, k = shape
-        return [f"{m}x{n}x{k}: not in the measured table ({SOURCE}); measured shapes: "
-                + ", ".join(sorted({"x".join(map(str, c.shape)) for c in model_vs_measured(rows, machine)}))]
-    return [str(c) for c in comps]
+def error_lines(shape=None, tile=(128, 256, 64), rows=None, machine=None) -> list[str]:
+    """What the notebook and the widget print beside the model's picture: for a measured
+    ``shape``, the model against the H100 at the same clock, per dtype; for another shape, how far
+    off the model is on the measured ones; ``shape=None``: every measured row."""
+    comps = committed_comparisons(machine) if rows is None else tuple(model_vs_measured(rows, machine))
+    if shape is None:
+        return [str(c) for c in comps]
+    if tuple(tile) != tuple(KERNELS["persistent 128x256"][1]):
+        return ["measured with 128x256 tiles only (ping-pong: 64x256 per warpgroup)"]
+    here = [str(c) for c in comps if c.shape == tuple(shape)]
+    if here:
+        return here
+    ratio = max(abs(c.ratio("model") / c.ratio("measured") - 1) for c in comps)
+    err = max(abs(c.error(s)) for c in comps for s in ("cooperative", "pingpong"))
+    shapes = sorted({c.shape for c in comps}, key=lambda s: (s[0], s[2]))
+    return [f"{'x'.join(map(str, shape))} was not measured. On the {len(shapes)} measured shapes "
+            f"({', '.join('x'.join(map(str, s)) for s in shapes)}) the model's ping-pong/cooperative is "
+            f"within {ratio:.0%} of the H100's and its TFLOP/s within {err:.0%} ({SOURCE})"]
