@@ -111,6 +111,70 @@ def test_e8m0_scale_is_the_smallest_power_of_two_that_fits(fmt):
     assert exp[0, 0] == -127  # zero block: the rule's smallest scale, byte 0
 
 
+@pytest.mark.parametrize("fmt", ["mxfp8", "mxfp4", "mxfp8_e5m2"])
+def test_ocp_rule_rounds_the_exponent_of_amax_down_and_clamps(fmt):
+    """OCP MX v1.0: X = 2^(floor(log2 amax) - emax); then x / X is saturated. NVIDIA's rule is
+    never smaller and at most twice as large, and never saturates."""
+    f = bs.get_format(fmt)
+    x = randn(32, 128, seed=14, spread=6.0)
+    x[0, : f.block] = 0.0
+    amax = x.view(32, -1, f.block).abs().amax(-1)
+    q, sf = bs.quantize(x, fmt, mx_rule="ocp")
+    exp = sf.view(torch.uint8).int() - 127
+    want = torch.floor(torch.log2(amax.double())) - f.emax
+    assert torch.equal(exp[amax > 0].double(), want[amax > 0]) and exp[0, 0] == -127
+    assert 2.0 ** f.emax <= f.data_max < 2.0 ** (f.emax + 1)  # emax is data_max's exponent
+    ocp, nv = sf.float(), bs.quantize(x, fmt)[1].float()
+    assert ((nv == ocp) | (nv == 2 * ocp)).all()
+    assert (nv == 2 * ocp).any()  # on these data the rules differ somewhere ...
+    vals = bs.dequantize(q, sf, fmt).view(32, -1, f.block).abs().amax(-1)
+    assert (vals <= ocp * f.data_max).all()  # ... and there the spec's rule clamps the block max
+    assert (vals[nv == 2 * ocp] < amax[nv == 2 * ocp]).all()
+
+
+def test_ocp_and_nvidia_rules_on_hand_checked_blocks():
+    for fmt, amax, nvidia, ocp in [("mxfp4", 7.0, 2.0, 1.0), ("mxfp4", 5.0, 1.0, 1.0), ("mxfp4", 6.0, 1.0, 1.0),
+                                   ("mxfp8", 448.0, 1.0, 1.0), ("mxfp8", 500.0, 2.0, 1.0),
+                                   ("mxfp8_e5m2", 57344.0, 1.0, 1.0), ("mxfp8_e5m2", 60000.0, 2.0, 1.0)]:
+        v = torch.zeros(1, 32)
+        v[0, 5] = amax
+        assert float(bs.quantize(v, fmt)[1].float()) == nvidia, (fmt, amax)
+        assert float(bs.quantize(v, fmt, mx_rule="ocp")[1].float()) == ocp, (fmt, amax)
+    with pytest.raises(CourseError, match="MX scale rule"):
+        bs.quantize(torch.ones(1, 32), "mxfp8", mx_rule="down")
+
+
+def test_mxfp8_e5m2_round_trip():
+    f = bs.get_format("mxfp8_e5m2")
+    assert f.data_dtype == torch.float8_e5m2 and f.bits_per_value == 8.25 and f.cutlass_types[0] == "Float8E5M2"
+    x = randn(16, 128, seed=15, spread=3.0)
+    q, sf = bs.quantize(x, f)
+    d = bs.dequantize(q, sf, f)
+    s = block_scales(sf, "mxfp8_e5m2")
+    # 2 mantissa bits: relative 2^-3; subnormal half step 2^-17 of the scale
+    assert ((d - x).abs() <= torch.maximum(x.abs() * 2**-3, s * 2**-17) * (1 + 1e-6)).all()
+    e4m3 = bs.error_table(x, ("mxfp8", "mxfp8_e5m2"))
+    assert e4m3[0].rel_fro < e4m3[1].rel_fro  # one mantissa bit less: larger error
+
+
+def test_nvfp4_as_used_has_its_per_tensor_scale():
+    """One outlier far out: without the per-tensor scale its block's scale clips at e4m3's 448
+    and the error is large; with it (NVFP4 as used) the block scales fit and it beats fp4 with
+    one scale per tensor."""
+    x = bs.outlier_weights(16, 128, seed=0, magnitude=1000.0)
+    used = bs.quantize_as_used(x, "nvfp4")
+    assert used.global_scale == pytest.approx(float(x.abs().max()) / (448 * 6))
+    assert used.sf.float().max() == 448.0 and torch.equal(used.dequantize(), bs.round_trip(x, "nvfp4"))
+    _, block_only = bs.quantize(x, "nvfp4")
+    assert (block_only.float() == 448.0).sum() > (used.sf.float() == 448.0).sum()  # clipped blocks
+    err = {r.format: r.rel_fro for r in bs.error_table(x, ("nvfp4", "nvfp4_block_only"))}
+    assert err["nvfp4"] < 0.03 and err["nvfp4_block_only"] > 0.4
+    mx = bs.quantize_as_used(x, "mxfp8")
+    assert mx.global_scale == 1.0 and mx.fmt == "mxfp8"
+    with pytest.raises(CourseError, match="positive"):
+        bs.quantize(x, "nvfp4", global_scale=0.0)
+
+
 def test_nvfp4_scale_is_the_nearest_e4m3_per_16():
     x = randn(16, 160, seed=5, spread=1.5)
     _, sf = bs.quantize(x, "nvfp4")

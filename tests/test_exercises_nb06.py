@@ -11,11 +11,21 @@ def _use(m, n, tile, sms):
     return ctas / (math.ceil(ctas / sms) * sms)
 
 
-def test_last_wave():
-    assert nb06.check_last_wave(_use)
-    r = nb06.check_last_wave(lambda m, n, tile, sms: (m // tile[0]) * (n // tile[1]) / sms)
+def test_wave_efficiency():
+    assert nb06.check_wave_efficiency(_use) and nb06.check_last_wave is nb06.check_wave_efficiency
+    r = nb06.check_wave_efficiency(lambda m, n, tile, sms: (m // tile[0]) * (n // tile[1]) / sms)
     assert not r and "you gave" in r.message
-    assert not nb06.check_last_wave(lambda m, n, tile, sms: ...)  # not answered
+    assert not nb06.check_wave_efficiency(lambda m, n, tile, sms: ...)  # not answered
+
+
+def test_wave_efficiency_is_not_the_last_waves_fill():
+    def last_fill(m, n, tile, sms):
+        ctas = math.ceil(m / tile[0]) * math.ceil(n / tile[1])
+        return (ctas - (math.ceil(ctas / sms) - 1) * sms) / sms
+
+    assert last_fill(8192, 8192, (128, 256), 132) == 68 / 132 and _use(8192, 8192, (128, 256), 132) > 0.96
+    r = nb06.check_wave_efficiency(last_fill)
+    assert not r and "last wave's fill" in r.hint
 
 
 def test_consumer_registers():

@@ -118,20 +118,40 @@ def test_workspace_bytes():
 
 # -- 4. a block's scale --------------------------------------------------------------------------------
 DATA_MAX = {"nvfp4": 6.0, "mxfp8": 448.0, "mxfp4": 6.0}
+EMAX = {"mxfp8": 8, "mxfp4": 2}
 
 
-def scale_factor(values, fmt):
+def scale_factor(values, fmt):  # NVIDIA's rule for MX
     r = max(abs(v) for v in values) / DATA_MAX[fmt]
     if fmt == "nvfp4":
-        return torch.tensor(r).to(torch.float8_e4m3fn).item()
+        return torch.tensor(min(r, 448.0)).to(torch.float8_e4m3fn).item()
     return 2.0 ** math.ceil(math.log2(r))
+
+
+def scale_factor_ocp(values, fmt):  # the OCP MX spec's rule: amax's exponent minus emax
+    if fmt == "nvfp4":
+        return scale_factor(values, fmt)
+    return 2.0 ** (math.floor(math.log2(max(abs(v) for v in values))) - EMAX[fmt])
 
 
 def test_scale_factor_right():
     r = nb07.check_scale_factor(scale_factor)
-    assert r and "18 blocks" in r.message
+    assert r and "21 blocks" in r.message and "NVIDIA's rule" in r.message
     # a tensor answer is accepted too
     assert nb07.check_scale_factor(lambda v, f: torch.tensor(scale_factor(v, f)))
+
+
+def test_scale_factor_accepts_the_ocp_spec_rule_too():
+    r = nb07.check_scale_factor(scale_factor_ocp)
+    assert r and "OCP MX spec's rule" in r.message
+
+
+def test_scale_factor_rules_must_not_be_mixed():
+    def mixed(values, fmt):  # NVIDIA's rule for MXFP8, the spec's for MXFP4
+        return scale_factor(values, fmt) if fmt != "mxfp4" else scale_factor_ocp(values, fmt)
+
+    r = nb07.check_scale_factor(mixed)
+    assert not r and "pick one rule" in r.message
 
 
 def test_scale_factor_typical_mistakes():
@@ -144,7 +164,7 @@ def test_scale_factor_typical_mistakes():
         return 2.0 ** math.floor(math.log2(max(abs(v) for v in values) / DATA_MAX[fmt]))
 
     r = nb07.check_scale_factor(floor)
-    assert not r and "rounded down" in r.message and "saturate" in r.message
+    assert not r and "down to a power of two: neither rule" in r.message
 
     def nearest(values, fmt):
         if fmt == "nvfp4":
@@ -152,7 +172,7 @@ def test_scale_factor_typical_mistakes():
         return 2.0 ** round(math.log2(max(abs(v) for v in values) / DATA_MAX[fmt]))
 
     r = nb07.check_scale_factor(nearest)
-    assert not r and ("nearest power of two" in r.message or "rounded down" in r.message)
+    assert not r and ("nearest power of two" in r.message or "neither rule" in r.message)
 
     def six_for_all(values, fmt):  # e2m1's maximum used for MXFP8's e4m3 data
         r = max(abs(v) for v in values) / 6.0
@@ -162,6 +182,18 @@ def test_scale_factor_typical_mistakes():
 
     r = nb07.check_scale_factor(six_for_all)
     assert not r and "wrong data maximum" in r.message and "448" in r.message
+
+    def unclamped(values, fmt):  # a rounding that does not saturate: r past 448 is kept
+        r = max(abs(v) for v in values) / DATA_MAX[fmt]
+        return r if fmt == "nvfp4" and r > 448 else scale_factor(values, fmt)
+
+    r = nb07.check_scale_factor(unclamped)
+    assert not r and "amax 3000" in r.message and "448" in r.message
+
+
+def test_scale_factor_hint_clamps_at_448_and_names_both_rules():
+    r = nb07.check_scale_factor(lambda v, f: 1 / 0)  # the hint comes with a raising answer
+    assert not r and "min(r, 448.0)" in r.hint and "OCP spec" in r.hint and "NVIDIA" in r.hint
 
 
 # -- 5. the interleaved SF layout ------------------------------------------------------------------

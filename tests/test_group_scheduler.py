@@ -258,6 +258,63 @@ def test_widget_redraws_on_change():
         schedule_widget(groups=0)
 
 
+def test_widget_follows_the_course_widget_convention():
+    pytest.importorskip("ipywidgets")
+    import base64
+
+    from cutecourse.viz.group_schedule import schedule_widget
+
+    w = schedule_widget(groups=8, m_range=(0, 1024), ctas=16)
+    assert "cc-group-widget" in w.widget._dom_classes
+    assert "cc-picture" in w.picture._dom_classes and w.picture in w.widget.children
+    assert "cc-message" in w.message._dom_classes
+    first = bytes(w.picture.value)
+    assert first.startswith(b"\x89PNG") and first == w.png
+    w.ctas.value = 1
+    assert bytes(w.picture.value) != first
+    assert "on 1 CTA;" in w.text  # not "1 CTAs"
+    bundle = w._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert base64.b64decode(bundle["image/png"]) == w.png
+    assert bundle["text/plain"] == "ScheduleWidget: 8 groups, M in [0, 1024], N 1024, K 512, 1 CTA"
+
+
+def test_group_labels_stay_readable_at_64_groups():
+    """64 groups: the group names are x ticks, rotated (or thinned) so that they are at least
+    9 px apart at 72 dpi, never one overlapping band; few wide groups get their sizes too."""
+    import matplotlib.pyplot as plt
+
+    from cutecourse.viz import group_schedule as vz
+
+    for mr in ((0, 128), (64, 1024), (1024, 4096)):
+        p = GroupedProblem(moe_sizes(64, 1024, 512, mr, seed=0))
+        fig = vz.draw_groups(p)
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        labels = [t for t in ax.get_xticklabels() if t.get_text()]
+        assert labels and all(t.get_text().startswith("g") for t in labels)
+        boxes = sorted((t.get_window_extent().x0, t.get_window_extent().x1) for t in labels)
+        assert all(a[1] <= b[0] for a, b in zip(boxes, boxes[1:]))  # no two labels overlap
+        assert min(b[0] - a[0] for a, b in zip(boxes, boxes[1:])) >= 9 * fig.dpi / 72 - 1e-6
+        assert all(t.get_rotation() == 90 for t in labels)
+        plt.close(fig)
+    few = vz.draw_groups(GroupedProblem([(300, 1024, 512), (128, 1024, 512)]))
+    assert [t.get_text() for t in few.axes[0].get_xticklabels()] == ["g0\n300x1024x512", "g1\n128x1024x512"]
+    plt.close(few)
+
+
+def test_titles_count_in_the_singular_and_plural():
+    import matplotlib.pyplot as plt
+
+    from cutecourse.viz import group_schedule as vz
+
+    one = GroupedProblem([(100, 200, 64)])
+    assert vz.draw_groups(one).axes[0].get_title().startswith("1 group, 1 work item:")
+    assert vz.draw_schedule(one, 1).axes[0].get_title().startswith("1 CTA, 1 tensor-map rewrite ")
+    plt.close("all")
+    assert vz.plural(2, "CTA") == "2 CTAs" and vz.plural(1, "CTA") == "1 CTA"
+
+
 # -- the DSL's scheduler on a GPU ----------------------------------------------------------------
 _PROBE = r'''
 """Run the DSL's grouped tile scheduler (both APIs) on the GPU; print each CTA's items as JSON."""

@@ -28,7 +28,7 @@ def test_tile_draws_one_block_per_scale_with_the_models_value(fmt, block):
     ax_s = fig.axes[1]  # axes: |x|, scales, then the two colorbars
     kblocks = 128 // block
     assert _blocks(ax_s) == 16 * kblocks
-    _, sf = bs.quantize(X, fmt)
+    sf = bs.quantize_as_used(X, fmt).sf  # NVFP4: the e4m3 scales of X / its per-tensor scale
     labels = [t.get_text() for t in ax_s.texts]
     assert len(labels) == 16 * kblocks
     f = bs.get_format(fmt)
@@ -36,8 +36,8 @@ def test_tile_draws_one_block_per_scale_with_the_models_value(fmt, block):
     assert labels == want  # row-major block order, the stored scale of each block
     if f.scale == "e8m0":
         assert all(t.startswith("2^") for t in labels)
-    assert f"{16 * kblocks} blocks" in ax_s.get_title()
-    assert f"1x{block}" in ax_s.get_title()
+    assert f"1x{block} block" in ax_s.get_title()
+    assert ("per-tensor scale" in ax_s.get_title()) == (fmt == "nvfp4")
     assert ax_s.get_xlabel().startswith("K") and ax_s.get_ylabel() == "row"
     plt.close(fig)
 
@@ -45,8 +45,10 @@ def test_tile_draws_one_block_per_scale_with_the_models_value(fmt, block):
 def test_tile_scales_are_exact_and_outlier_blocks_are_largest():
     sf = vb.block_scales(X, "nvfp4")
     amax = X.abs().view(16, 8, 16).amax(-1)
-    # NVFP4: amax / 6 rounded to the nearest e4m3
-    assert torch.equal(torch.from_numpy(sf).float(), (amax / 6).to(torch.float8_e4m3fn).float())
+    # NVFP4 as used: amax / (6 gs) rounded to the nearest e4m3, gs = amax(X) / (448 * 6)
+    gs = float(X.abs().max()) / (448 * 6)
+    assert torch.equal(torch.from_numpy(sf).float(), (amax / (6 * gs)).to(torch.float8_e4m3fn).float())
+    assert sf.max() == 448.0  # the tensor's largest block fills e4m3's range, and no block clips
     # the block holding the tile's largest value has the largest scale
     r, c = divmod(int(X.abs().argmax()), 128)
     assert sf[r, c // 16] == sf.max()
@@ -147,13 +149,23 @@ def test_atom_bytes_match_to_interleaved():
 def test_describe_block_uses_the_models_numbers():
     text = vb.describe_block(X, "mxfp8", 3, 2)
     blk = X[3, 64:96]
-    assert f"amax {float(blk.abs().max()):.4g}" in text and "power of two" in text
+    assert f"amax {float(blk.abs().max()):.4g}" in text and "rounded UP to a power of two" in text
+    assert "OCP spec's 2^(floor(log2 amax) - 8)" in text  # both rules, named
     assert f"byte in the interleaved SF buffer: {bs.sf_offset(3, 2, 16, 4)}" in text
+    nv = vb.describe_block(X, "nvfp4", 3, 2)
+    assert f"gs = amax(x) / (448 x 6) = {float(X.abs().max()) / 2688:.4g}" in nv
+
+
+def test_describe_block_says_when_the_spec_rule_clamps():
+    x = torch.zeros(1, 32)
+    x[0, 0] = 7.0  # MXFP4: NVIDIA's rule 2^ceil(log2(7/6)) = 2; the spec's 2^(2 - 2) = 1, 7 -> 6
+    text = vb.describe_block(x, "mxfp4", 0, 0)
+    assert "-> 2^1" in text and "2^(floor(log2 amax) - 2) = 2^0, which clamps values above 6" in text
 
 
 def test_widget_redraws_on_change():
     pytest.importorskip("ipywidgets")
-    w = vb.block_scaling_widget(fmt="nvfp4", row=2, kblock=7)
+    w = vb.block_scaling_widget(fmt="nvfp4", row=2, kblock=7, magnitude=40)
     assert "NVFP4 block (row 2, k-block 7)" in w.text
     assert _blocks(w.fig_tile.axes[1]) == 16 * 8
     w.fmt.value = "mxfp8"  # 32-wide blocks: only 4 k-blocks, the k-block control is clamped
@@ -166,3 +178,47 @@ def test_widget_redraws_on_change():
     assert w.x.abs().max() < 0.2  # no outliers left: N(0, 0.02) weights only
     with pytest.raises(ShapeError, match="format"):
         vb.block_scaling_widget(fmt="int8")
+
+
+def test_widget_default_shows_what_the_per_tensor_scale_is_for():
+    """Default outliers (x1000): NVFP4's block scales alone would clip at 448 and err ~50%; with its
+    per-tensor scale NVFP4 beats fp4 with one scale per tensor; the headline says so."""
+    w = vb.block_scaling_widget()
+    errs = vb.errors(w.x)
+    assert errs["nvfp4"][1] < errs["fp4_per_tensor"][1] < 0.1 < 0.4 < errs["nvfp4_block_only"][1]
+    assert float(bs.quantize(w.x, "nvfp4")[1].float().max()) == 448.0  # clipped without gs
+    assert "per-tensor scale keeps its e4m3 block scales under 448" in w.fig_err._suptitle.get_text()
+    assert "per-tensor scale gs" in w.text
+
+
+def test_widget_follows_the_course_widget_convention():
+    import base64
+
+    w = vb.block_scaling_widget()
+    assert "cc-block-scaling-widget" in w.widget._dom_classes
+    assert "cc-picture" in w.picture._dom_classes and w.picture in w.widget.children
+    assert "cc-message" in w.message._dom_classes
+    first = bytes(w.picture.value)
+    assert first.startswith(b"\x89PNG") and first == w.png
+    w.fmt.value = "mxfp8"
+    assert bytes(w.picture.value) != first
+    bundle = w._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert base64.b64decode(bundle["image/png"]) == w.png
+    assert bundle["text/plain"] == "BlockScalingWidget: mxfp8, 4 outliers x1000, block (8, 0)"
+    with pytest.raises(ShapeError):
+        vb.block_scaling_widget(magnitude=5000)
+
+
+def test_widget_error_keeps_the_picture(monkeypatch):
+    w = vb.block_scaling_widget(magnitude=40)
+    png = w.png
+
+    def boom(*a, **kw):
+        raise ShapeError("no tile today", "try again")
+
+    from cutecourse.viz import block_scaling_widget as vbw
+
+    monkeypatch.setattr(vbw, "draw_tile", boom)
+    w.row.value = 3
+    assert "no tile today" in w.message.value and w.png == png

@@ -205,7 +205,8 @@ def check_workspace_bytes(fn) -> Result:
 
 
 def _blocks():
-    """(values, fmt) cases: weights at several magnitudes, and blocks whose ideal scale is exact."""
+    """(values, fmt) cases: weights at several magnitudes, blocks whose ideal scale is exact, one
+    NVFP4 block beyond e4m3's range (amax / 6 > 448), and MX blocks where the two rules differ."""
     g = torch.Generator().manual_seed(7)
     cases = []
     for fmt in ("nvfp4", "mxfp8", "mxfp4"):
@@ -218,11 +219,16 @@ def _blocks():
         exact = [0.0] * n
         exact[3] = -bs.get_format(fmt).data_max  # amax / data_max = 1 exactly
         cases.append((exact, fmt))
+        if fmt != "nvfp4":  # amax between data_max and the next power of two (x 2^-3): the MX
+            gap = [0.01 * (i % 5) for i in range(n)]  # rules differ (NVIDIA: 2^-2, OCP: 2^-3)
+            gap[7] = (bs.get_format(fmt).data_max + 2.0 ** (bs.get_format(fmt).emax + 1)) / 2 / 8
+            cases.append((gap, fmt))
+    cases.append(([3000.0] + [1.0] * 15, "nvfp4"))  # amax / 6 = 500: the e4m3 scale clamps at 448
     return cases
 
 
-def _scale_of(values, fmt: str) -> float:
-    return float(bs.quantize(torch.tensor([values], dtype=torch.float32), fmt)[1].float())
+def _scale_of(values, fmt: str, rule: str = "nvidia") -> float:
+    return float(bs.quantize(torch.tensor([values], dtype=torch.float32), fmt, mx_rule=rule)[1].float())
 
 
 def _as_float(v):
@@ -233,42 +239,67 @@ def _as_float(v):
     return v
 
 
+RULES = {"nvidia": "NVIDIA's rule (round amax / data_max up to a power of two)",
+         "ocp": "the OCP MX spec's rule (2^(floor(log2 amax) - emax))"}
+
+
 @checker("the scale factor of one block",
          hint="r = amax(|block|) / data_max (6 for e2m1 data, 448 for e4m3 data). e4m3 scales "
-              "(NVFP4): r rounded to the nearest e4m3, e.g. torch.tensor(r).to(torch.float8_e4m3fn). "
-              "e8m0 scales (MX formats): the smallest power of two >= r, 2 ** ceil(log2(r)).")
+              "(NVFP4): clamp r to 448, e4m3's largest value, then round to the nearest e4m3: "
+              "torch.tensor(min(r, 448.0)).to(torch.float8_e4m3fn). e8m0 scales (MX formats): a power "
+              "of two, by either rule the notebook teaches, the same for every block: NVIDIA's "
+              "2 ** ceil(log2(r)), or the OCP spec's 2 ** (floor(log2(amax)) - emax) with emax = 2 "
+              "for e2m1 data (6 = 1.5 x 2^2) and 8 for e4m3 data (448 = 1.75 x 2^8).")
 def check_scale_factor(fn) -> Result:
     """``fn(values, fmt) -> float``: the stored scale factor of one block (``values``, a list
-    of 16 floats for ``"nvfp4"``, 32 for ``"mxfp8"`` and ``"mxfp4"``)."""
+    of 16 floats for ``"nvfp4"``, 32 for ``"mxfp8"`` and ``"mxfp4"``). MX scales may follow
+    either rounding rule (NVIDIA's or the OCP spec's), as long as every block follows the same."""
     title = "the scale factor of one block"
     cases = _blocks()
+    rule = None  # the MX rule the answers so far follow (None: not told apart yet)
     for values, fmt in cases:
         f = bs.get_format(fmt)
-        want = _scale_of(values, fmt)
+        want = {r: _scale_of(values, fmt, r) for r in RULES}
         raw = answered(fn(list(values), fmt), "scale_factor")
         got = _as_float(raw)
-        if got != want:
-            amax = max(abs(v) for v in torch.tensor(values).tolist())
-            r = float(torch.tensor(amax) / f.data_max)  # in float32, as the model computes it
-            other = 448.0 if f.data_max == 6.0 else 6.0
-            mistakes = [
-                (lambda: r, f"that is amax / {f.data_max:g} before rounding; the scale is stored "
-                 f"as {f.scale}" + (", so round it to the nearest e4m3" if f.scale == "e4m3" else
-                                    ", a power of two")),
-                (lambda: 2.0 ** math.floor(math.log2(r)),
-                 f"you rounded down to a power of two: then amax / scale exceeds {f.data_max:g} and "
-                 "the block's largest values saturate; round up"),
-                (lambda: 2.0 ** round(math.log2(r)),
-                 "you rounded to the nearest power of two; round up, so that nothing saturates"),
-                (lambda: _scale_of([v * f.data_max / other for v in values], fmt),
-                 f"wrong data maximum: {f.name.upper()} stores {f.data} data, whose largest value "
-                 f"is {f.data_max:g} (e2m1: 6, e4m3: 448)"),
-            ]
-            why = next((w for p, w in mistakes if _close(p(), got)), "check the rounding rule")
-            return failed(title, f"{f.name.upper()} block with amax {amax:.6g}: you gave {raw!r}, the "
-                          f"stored {f.scale} scale is {want!r} (amax / {f.data_max:g} = {r:.6g}); {why}")
+        amax = max(abs(v) for v in torch.tensor(values).tolist())
+        r = float(torch.tensor(amax) / f.data_max)  # in float32, as the model computes it
+        if f.scale == "e8m0":
+            fits = [name for name, v in want.items() if got == v]
+            if rule is not None and fits and rule not in fits:
+                return failed(title, f"{f.name.upper()} block with amax {amax:.6g}: you gave {raw!r}, "
+                              f"{RULES[fits[0]]}; your earlier blocks followed {RULES[rule]}: pick one "
+                              f"rule for all blocks ({RULES[rule].split(' (')[0]} gives {want[rule]!r})")
+            if fits:
+                rule = fits[0] if len(fits) == 1 else rule
+                continue
+        elif got == want["nvidia"]:
+            continue
+        other = 448.0 if f.data_max == 6.0 else 6.0
+        mistakes = [
+            (lambda: r, f"that is amax / {f.data_max:g} before rounding; the scale is stored "
+             f"as {f.scale}" + (", so round it to the nearest e4m3" if f.scale == "e4m3" else
+                                ", a power of two")),
+            (lambda: 2.0 ** math.floor(math.log2(r)),
+             f"you rounded amax / {f.data_max:g} down to a power of two: neither rule does that. "
+             f"NVIDIA's rounds it up; the OCP spec takes the exponent of amax itself minus {f.emax}"),
+            (lambda: 2.0 ** round(math.log2(r)),
+             "you rounded to the nearest power of two; NVIDIA's rule rounds up, so that nothing "
+             "saturates, and the OCP spec's uses amax's own exponent"),
+            (lambda: _scale_of([v * f.data_max / other for v in values], fmt),
+             f"wrong data maximum: {f.name.upper()} stores {f.data} data, whose largest value "
+             f"is {f.data_max:g} (e2m1: 6, e4m3: 448)"),
+            (lambda: r if r > 448 else None,
+             "amax / 6 is beyond e4m3's largest value: clamp it to 448 first, as the model does"),
+        ]
+        why = next((w for p, w in mistakes if _close(p(), got)), "check the rounding rule")
+        wants = (f"{want['nvidia']!r}" if f.scale == "e4m3" else
+                 f"{want['nvidia']!r} by NVIDIA's rule or {want['ocp']!r} by the OCP spec's")
+        return failed(title, f"{f.name.upper()} block with amax {amax:.6g}: you gave {raw!r}, the "
+                      f"stored {f.scale} scale is {wants} (amax / {f.data_max:g} = {r:.6g}); {why}")
+    which = RULES[rule] if rule else "either rule (they agree on these blocks)"
     return passed(title, f"all {len(cases)} blocks agree with block_scaling.quantize: NVFP4 rounds "
-                  "amax/6 to the nearest e4m3, MX formats round amax/data_max up to a power of two")
+                  f"amax/6 to the nearest e4m3 (at most 448); your MX scales follow {which}")
 
 
 def _close(a, b) -> bool:

@@ -3,44 +3,56 @@
 An 8- or 4-bit float has too little range for a whole tensor: e4m3 spans 2^-9 .. 448, e2m1
 only 0.5 .. 6. So every small *block* of consecutive elements along K (the reduction dim, the
 last dim here) shares one scale factor ``sf`` and stores ``q = round(x / sf)``; the GEMM
-computes ``sum_k (qa*sfa)(qb*sfb)``. Formats (OCP "MX" spec and NVIDIA's NVFP4):
+computes ``sum_k (qa*sfa)(qb*sfb)``. Formats (OCP "MX" spec v1.0, and NVIDIA's NVFP4):
 
-==========  ======  ==============================  =====  =========  ==============
-name        data    scale factor                    block  data max   bits per value
-==========  ======  ==============================  =====  =========  ==============
-``nvfp4``   e2m1    e4m3 (round to nearest)         16     6          4 + 8/16 = 4.5
-``mxfp4``   e2m1    e8m0 = 2^e, e in -127..127      32     6          4 + 8/32 = 4.25
-``mxfp8``   e4m3    e8m0 = 2^e                      32     448        8 + 8/32 = 8.25
-==========  ======  ==============================  =====  =========  ==============
+==============  ======  ===========================  =====  ========  ==============
+name            data    scale factor                 block  data max  bits per value
+==============  ======  ===========================  =====  ========  ==============
+``nvfp4``       e2m1    e4m3, and one fp32 per        16     6         4 + 8/16 = 4.5
+                        tensor (below)
+``mxfp4``       e2m1    e8m0 = 2^e, e in -127..127   32     6         4 + 8/32 = 4.25
+``mxfp8``       e4m3    e8m0                         32     448       8 + 8/32 = 8.25
+``mxfp8_e5m2``  e5m2    e8m0                         32     57344     8.25
+==============  ======  ===========================  =====  ========  ==============
 
-e2m1 has 8 magnitudes, {0, .5, 1, 1.5, 2, 3, 4, 6}, plus a sign bit; no inf, no NaN.
-**Scale rule**: ``sf = amax(block) / data_max``, rounded as the scale's format allows. e8m0
-holds only powers of two, so we round *up* (``2^ceil(log2 r)``): then ``|x| / sf <= data_max``
-and nothing saturates (Transformer Engine's ``float_to_e8m0(amax / max_norm)``, rounded up; the
-OCP spec's ``2^(floor(log2 amax) - emax)`` rounds down and clips the block's largest values
-instead). An e4m3 scale rounds to nearest, at most 1/16 down while normal, so ``x / sf`` may
-reach 6.4 and is saturated to 6. Data are rounded to nearest-even and saturated:
-finite input never gives inf or NaN. A zero block gets the smallest scale the rule yields
-(e4m3: 0, e8m0: 2^-127) and all-zero data.
+(The MX spec's MXFP8 has both e4m3 and e5m2 elements; NVIDIA's recipes use e4m3, which has one
+more mantissa bit: the block scale gives the range e5m2's extra exponent bit would.)
+e2m1 has 8 magnitudes, {0, .5, 1, 1.5, 2, 3, 4, 6}, plus a sign bit; no inf, no NaN. Data are
+rounded to nearest-even and saturated (clamped to the data max): finite input never gives inf or
+NaN.
 
-**NVFP4's second level.** An e4m3 scale reaches only 448 and down to 2^-9, so
-``amax/6`` of a tensor with tiny or huge values falls out of its range. NVIDIA therefore adds one
-fp32 *global* (per-tensor) scale ``gs = amax(tensor) / (448 * 6)``; the block scales are computed
-for ``x / gs`` and so fill e4m3's range, and ``x ~ q * sf * gs``. The kernel folds ``gs_a * gs_b``
-into the epilogue's ``alpha``. Pass ``global_scale=nvfp4_global_scale(x)`` to use it.
+**MX scale rule: two of them.** e8m0 holds only powers of two, so the scale must be rounded.
+
+* The OCP MX v1.0 spec (section 6.3) rounds *down*: ``X = 2^(floor(log2 amax) - emax)``, where
+  ``emax`` is the exponent of the data format's largest normal (e2m1: 2, e4m3: 8, e5m2: 15); then
+  each ``x / X`` is quantized with saturation, so a block's largest values may be clamped to the
+  data max (amax = 7 in MXFP4: X = 1, and 7 is stored as 6).
+* NVIDIA's recipe rounds *up*: ``X = 2^ceil(log2(amax / data_max))``, so ``|x| / X <= data_max``
+  and nothing saturates (Transformer Engine's MXFP8 recipe: ``float_to_e8m0(amax / max_norm)``
+  "rounds toward positive infinity"). The scale is at most 2x the spec's, which costs the small
+  values of the block one bit.
+
+The course's model, like NVIDIA's recipe, rounds up (``mx_rule="nvidia"``, the default: the
+scales the course's Blackwell kernel is fed); ``mx_rule="ocp"`` is the spec's rule. The hardware
+takes whatever e8m0 bytes it is given: the rule is the quantizer's choice.
+
+**NVFP4 is two-level.** An e4m3 scale reaches only 448 (and down to 2^-9), so ``amax / 6`` of a
+block falls out of its range in a tensor with huge or tiny values: with an outlier of 8000 the
+block scale clips at 448 and that block's values at 6 x 448 = 2688. NVFP4 as NVIDIA uses it
+(Transformer Engine's NVFP4 recipe, the NVFP4 blog post) first divides the whole tensor by one
+fp32 *per-tensor* scale ``gs = amax(tensor) / (448 * 6)``, so that the block scales of ``x / gs``
+fill e4m3's range and never clip; ``x ~ q * sf * gs``. In a GEMM the two tensors' per-tensor
+scales multiply the result once: the epilogue's ``alpha = gs_a * gs_b`` (TE computes it as
+``amax_A * amax_B / (6 * 6 * 448 * 448)``). :func:`quantize_as_used` and :func:`round_trip`
+model NVFP4 this way; ``quantize(x, "nvfp4")`` without ``global_scale`` gives the block scales
+alone, the bytes the course's Blackwell kernel takes today: its epilogue has no ``alpha`` yet.
 
 **Hopper (DeepSeek-V3 / DeepGEMM).** No block-scaled MMA on sm_90: e4m3 data, fp32 scales per
 1x128 (activations A) or 128x128 (weights B) block, and the kernel applies them itself to fp32
 partial sums once per 128-wide k-block (:func:`scaled_mm_reference`).
 
-**Blackwell's scale-factor layout.** ``tcgen05.mma ... block_scale`` reads scale factors in one
-fixed order: CuTe's ``BlockScaledBasicChunk``, the atom ``((32,4),(sf_vec,4)):((16,4),(0,1))``,
-tiled over the matrix with the k-atoms fastest (``tile_atom_to_shape_SF``). One atom is 128 rows
-x 4 k-blocks = 512 bytes; inside it, row r (0..127) starts at ``16*(r % 32) + 4*(r // 32)``, so each
-16-byte chunk holds 4 scale factors of rows r, r+32, r+64, r+96: one of the 32 lanes x 128 bits
-that ``tcgen05.cp.32x128b.warpx4`` (CuTe's ``Cp4x32x128bOp``) copies from smem to tensor memory.
-One atom covers 4 x 16 = 64 K for NVFP4 (one fp4 MMA's K) and 4 x 32 = 128 K for MXFP8.
-See :func:`sf_offset`; the tests compare it with CuTe's own layout at every coordinate.
+**Blackwell's scale-factor layout** (the interleaved order ``tcgen05.mma ... block_scale`` reads):
+:mod:`cutecourse.models.sf_layout`; its functions are re-exported here.
 """
 
 from __future__ import annotations
@@ -51,9 +63,13 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import CourseError, DTypeError, ShapeError
+from .sf_layout import (ATOM_BYTES, ATOM_KBLOCKS, ATOM_ROWS, from_interleaved,  # noqa: F401
+                        padded_sf_shape, sf_offset, to_interleaved)
 
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # codes 0..7; code | 8 is the negative
-E4M3_MAX, E2M1_MAX = 448.0, 6.0
+E4M3_MAX, E2M1_MAX, E5M2_MAX = 448.0, 6.0, 57344.0
+#: The MX scale rules (module docstring): NVIDIA's rounds up, the OCP spec's rounds down.
+MX_RULES = ("nvidia", "ocp")
 # Midpoints between neighbouring e2m1 magnitudes; a tie goes to the even code (the one whose
 # mantissa bit is 0), as ``cvt.rn.satfinite.e2m1x2.f32`` rounds: 0.25 -> 0, 0.75 -> 1.0, 5 -> 4.
 _E2M1_MID = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0])
@@ -64,10 +80,11 @@ class BlockFormat:
     """One block-scaled format: data and scale dtypes, block size along K, largest data value."""
 
     name: str
-    data: str        # "e2m1" or "e4m3"
+    data: str        # "e2m1", "e4m3" or "e5m2"
     scale: str       # "e4m3" or "e8m0"
     block: int       # elements along K sharing one scale factor
-    data_max: float  # 6 (e2m1) or 448 (e4m3)
+    data_max: float  # 6 (e2m1), 448 (e4m3), 57344 (e5m2)
+    emax: int        # exponent of data_max: 6 = 1.5 x 2^2, 448 = 1.75 x 2^8, 57344 = 1.75 x 2^15
 
     @property
     def bits_per_value(self) -> float:  # data bits + the scale's 8 bits shared by the block
@@ -75,7 +92,7 @@ class BlockFormat:
 
     @property
     def data_dtype(self) -> torch.dtype:  # e2m1: two values per byte, see pack_e2m1
-        return torch.float4_e2m1fn_x2 if self.data == "e2m1" else torch.float8_e4m3fn
+        return {"e2m1": torch.float4_e2m1fn_x2, "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}[self.data]
 
     @property
     def scale_dtype(self) -> torch.dtype:
@@ -83,14 +100,15 @@ class BlockFormat:
 
     @property
     def cutlass_types(self) -> tuple[str, str]:  # names in ``cutlass``: (data, scale factor)
-        names = {"e2m1": "Float4E2M1FN", "e4m3": "Float8E4M3FN", "e8m0": "Float8E8M0FNU"}
+        names = {"e2m1": "Float4E2M1FN", "e4m3": "Float8E4M3FN", "e5m2": "Float8E5M2", "e8m0": "Float8E8M0FNU"}
         return names[self.data], names[self.scale]
 
 
 FORMATS = {
-    "nvfp4": BlockFormat("nvfp4", "e2m1", "e4m3", 16, E2M1_MAX),
-    "mxfp4": BlockFormat("mxfp4", "e2m1", "e8m0", 32, E2M1_MAX),
-    "mxfp8": BlockFormat("mxfp8", "e4m3", "e8m0", 32, E4M3_MAX),
+    "nvfp4": BlockFormat("nvfp4", "e2m1", "e4m3", 16, E2M1_MAX, 2),
+    "mxfp4": BlockFormat("mxfp4", "e2m1", "e8m0", 32, E2M1_MAX, 2),
+    "mxfp8": BlockFormat("mxfp8", "e4m3", "e8m0", 32, E4M3_MAX, 8),
+    "mxfp8_e5m2": BlockFormat("mxfp8_e5m2", "e5m2", "e8m0", 32, E5M2_MAX, 15),
 }
 
 
@@ -158,12 +176,21 @@ def unpack_e2m1(packed: torch.Tensor) -> torch.Tensor:
 # ------------------------------------------------------------ quantize / dequantize (K-blocks) ----
 
 
-def _round_scale(r: torch.Tensor, f: BlockFormat) -> torch.Tensor:
-    """Ideal scale ``r = amax / data_max`` -> the stored scale factor (f.scale_dtype)."""
-    if f.scale == "e4m3":  # round to nearest; saturate at 448 (torch casts with RNE)
-        return r.clamp(max=E4M3_MAX).to(torch.float8_e4m3fn)
-    m, e = torch.frexp(r)  # r = m * 2^e, m in [0.5, 1): ceil(log2 r) = e, or e-1 when m == 0.5
-    exp = torch.where(r > 0, e - (m == 0.5).int(), -127).clamp(-127, 127)
+def _round_scale(amax: torch.Tensor, f: BlockFormat, mx_rule: str = "nvidia") -> torch.Tensor:
+    """A block's amax (after any per-tensor scale) -> its stored scale factor (f.scale_dtype)."""
+    if f.scale == "e4m3":  # round amax / data_max to nearest; saturate at 448 (torch casts with RNE)
+        return (amax / f.data_max).clamp(max=E4M3_MAX).to(torch.float8_e4m3fn)
+    if mx_rule not in MX_RULES:
+        raise CourseError(f"unknown MX scale rule {mx_rule!r}", f"use one of {MX_RULES}: NVIDIA's "
+                          "rounds up (nothing saturates), the OCP spec's rounds down (may clamp)")
+    if mx_rule == "nvidia":  # 2^ceil(log2 r), r = amax / data_max = m * 2^e with m in [0.5, 1)
+        r = amax / f.data_max
+        m, e = torch.frexp(r)
+        exp = e - (m == 0.5).int()
+    else:  # OCP: 2^(floor(log2 amax) - emax); amax = m * 2^e: floor(log2 amax) = e - 1
+        r = amax
+        exp = torch.frexp(amax)[1] - 1 - f.emax
+    exp = torch.where(r > 0, exp, -127).clamp(-127, 127)
     return (exp + 127).to(torch.uint8).view(torch.float8_e8m0fnu)  # byte = exponent + 127
 
 
@@ -173,20 +200,49 @@ def nvfp4_global_scale(x: torch.Tensor) -> float:
     return amax / (E4M3_MAX * E2M1_MAX) if amax > 0 else 1.0
 
 
-def quantize(x: torch.Tensor, fmt: str | BlockFormat, global_scale: float | None = None):
-    """(rows, K) floats -> ``(q, sf)``: data (rows, K) e4m3 or (rows, K/2) packed e2m1, and
-    scale factors (rows, K/block) in the format's scale dtype. Deterministic."""
+def quantize(x: torch.Tensor, fmt: str | BlockFormat, global_scale: float | None = None,
+             mx_rule: str = "nvidia"):
+    """(rows, K) floats -> ``(q, sf)``: data (rows, K) e4m3/e5m2 or (rows, K/2) packed e2m1, and
+    scale factors (rows, K/block) in the format's scale dtype. Deterministic.
+
+    ``global_scale``: divide by this per-tensor scale first (NVFP4 as used: pass
+    ``nvfp4_global_scale(x)``, or call :func:`quantize_as_used`). ``mx_rule``: how e8m0 scales
+    round, ``"nvidia"`` (up) or ``"ocp"`` (the spec's, down); NVFP4's e4m3 scales round to nearest.
+    """
     f = get_format(fmt)
     x = _matrix(x, "x", f.block)
     rows, k = x.shape
     gs = 1.0 if global_scale is None else float(global_scale)
+    if not gs > 0:
+        raise CourseError(f"global_scale = {global_scale!r}", "a per-tensor scale is positive: "
+                          "use nvfp4_global_scale(x)")
     xb = x.view(rows, k // f.block, f.block)
-    sf = _round_scale(xb.abs().amax(-1) / (f.data_max * gs), f)
+    sf = _round_scale(xb.abs().amax(-1) / gs, f, mx_rule)
     s = (sf.float() * gs)[..., None]                       # the scale the MMA multiplies by
     y = torch.where(s > 0, xb / torch.where(s > 0, s, 1.0), 0.0)
     y = y.clamp(-f.data_max, f.data_max).view(rows, k)     # saturate: never inf, never NaN
-    q = pack_e2m1(e2m1_codes(y)) if f.data == "e2m1" else y.to(torch.float8_e4m3fn)
+    q = pack_e2m1(e2m1_codes(y)) if f.data == "e2m1" else y.to(f.data_dtype)
     return q, sf
+
+
+@dataclass(frozen=True)
+class Quantized:
+    """A tensor in a block format as NVIDIA's recipes use it: data, block scales, per-tensor scale."""
+
+    q: torch.Tensor
+    sf: torch.Tensor
+    global_scale: float  # NVFP4: amax / (448 * 6); MX formats: 1.0
+    fmt: str
+
+    def dequantize(self) -> torch.Tensor:
+        return dequantize(self.q, self.sf, self.fmt, self.global_scale)
+
+
+def quantize_as_used(x: torch.Tensor, fmt: str | BlockFormat, mx_rule: str = "nvidia") -> Quantized:
+    """``fmt`` as it is used: NVFP4 with its per-tensor fp32 scale, MX formats with none."""
+    f = get_format(fmt)
+    gs = nvfp4_global_scale(x) if f.name == "nvfp4" else 1.0
+    return Quantized(*quantize(x, f, gs, mx_rule), gs, f.name)
 
 
 def dequantize(q: torch.Tensor, sf: torch.Tensor, fmt: str | BlockFormat,
@@ -274,56 +330,6 @@ def scaled_mm_reference(qa, sa, qb, sb, *, block_k: int = 128, block_n: int = 12
     return acc.to(out_dtype)
 
 
-# --------------------------------------------------- Blackwell: the interleaved SF layout ----
-
-ATOM_ROWS, ATOM_KBLOCKS, ATOM_BYTES = 128, 4, 512
-
-
-def padded_sf_shape(rows: int, kblocks: int) -> tuple[int, int]:
-    """Rows padded to 128, k-blocks to 4: the whole atoms the kernel's TMA reads."""
-    return math.ceil(rows / ATOM_ROWS) * ATOM_ROWS, math.ceil(kblocks / ATOM_KBLOCKS) * ATOM_KBLOCKS
-
-
-def sf_offset(row: int, kblock: int, rows: int, kblocks: int) -> int:
-    """Byte offset of the scale factor of (row, k-block) in the interleaved tensor.
-
-    Atoms are 512 bytes, k-atoms fastest: atom (row // 128, kblock // 4) starts at
-    ``512 * ((row // 128) * ceil(kblocks / 4) + kblock // 4)``; inside it
-    ``16 * (row % 32) + 4 * ((row // 32) % 4) + kblock % 4``.
-    """
-    if not (0 <= row < rows and 0 <= kblock < kblocks):
-        raise ShapeError(f"(row {row}, k-block {kblock}) is outside {rows} x {kblocks}",
-                         "rows index M (or N), k-blocks index K / block")
-    atom = (row // 128) * math.ceil(kblocks / 4) + kblock // 4
-    return ATOM_BYTES * atom + 16 * (row % 32) + 4 * ((row // 32) % 4) + kblock % 4
-
-
-def to_interleaved(sf: torch.Tensor) -> torch.Tensor:
-    """(rows, kblocks) scale factors -> 1-D tensor in the order :func:`sf_offset` gives, with
-    rows padded to 128 and k-blocks to 4 by zero bytes (e4m3 0, e8m0 2^-127): they only ever
-    scale padding, whose data the kernel's TMA fills with zeros."""
-    if sf.dim() != 2 or sf.element_size() != 1:
-        raise ShapeError(f"sf must be a 2-D one-byte tensor (e4m3/e8m0/uint8), got {sf.dtype} "
-                         f"{tuple(sf.shape)}", "pass the sf that quantize returned")
-    rows, kbl = sf.shape
-    pr, pk = padded_sf_shape(rows, kbl)
-    buf = torch.zeros(pr, pk, dtype=torch.uint8)
-    buf[:rows, :kbl] = sf.view(torch.uint8)
-    # row = 128*rm + 32*r4 + r32, kblock = 4*kq + k4  ->  memory order (rm, kq, r32, r4, k4)
-    out = buf.view(pr // 128, 4, 32, pk // 4, 4).permute(0, 3, 2, 1, 4).reshape(-1)
-    return out.view(sf.dtype)
-
-
-def from_interleaved(buf: torch.Tensor, rows: int, kblocks: int) -> torch.Tensor:
-    """Inverse of :func:`to_interleaved`: the (rows, kblocks) scale factors, padding dropped."""
-    pr, pk = padded_sf_shape(rows, kblocks)
-    if buf.numel() != pr * pk or buf.element_size() != 1:
-        raise ShapeError(f"{rows} x {kblocks} scale factors take {pr * pk} bytes when interleaved, "
-                         f"got {buf.numel()} of {buf.dtype}", "pass what to_interleaved returned")
-    u = buf.reshape(-1).view(torch.uint8).view(pr // 128, pk // 4, 32, 4, 4)
-    return u.permute(0, 3, 2, 1, 4).reshape(pr, pk)[:rows, :kblocks].contiguous().view(buf.dtype)
-
-
 # ------------------------------------------------------------ references for the kernels ----
 
 
@@ -333,7 +339,10 @@ def grouped_reference(groups, fmt: str = "nvfp4", global_scale: bool = False) ->
     ``fmt``: a block format, or ``"fp8_blockwise"`` (Hopper: A per 1x128, B per 128x128, through
     :func:`scaled_mm_reference`). Quantizing is deterministic, so a kernel test that calls
     :func:`quantize` on the same inputs feeds the kernel exactly the bytes this reference used.
-    ``global_scale``: use NVFP4's per-tensor scale (the kernel's alpha is then gs_a * gs_b).
+    ``global_scale``: NVFP4 as used, with its per-tensor scale (the product is then computed as the
+    kernel would with ``alpha = gs_a * gs_b``). The default, False, is what the course's Blackwell
+    kernel computes today: it has no ``alpha`` yet, so its tests quantize without the per-tensor
+    scale.
     """
     out = []
     for i, (a, b) in enumerate(groups):
@@ -361,13 +370,23 @@ class ErrorRow:
     rel_max: float  # max |x - x~| / max |x|
 
 
+#: ``round_trip`` names besides the block formats: NVFP4 without its per-tensor scale (the foil
+#: that shows what the second level is for) and the MX formats under the OCP spec's rule.
+VARIANTS = {"nvfp4_block_only": "nvfp4", "mxfp8_ocp": "mxfp8", "mxfp4_ocp": "mxfp4"}
+
+
 def round_trip(x: torch.Tensor, fmt: str) -> torch.Tensor:
-    """x quantized and dequantized: ``"bf16"``, ``"fp8_blockwise"`` (1x128) or a block format."""
+    """x quantized and dequantized: ``"bf16"``, ``"fp8_blockwise"`` (1x128), a block format as it
+    is used (:func:`quantize_as_used`), or one of ``VARIANTS``."""
     if fmt == "bf16":
         return _matrix(x, "x").bfloat16().float()
     if fmt == "fp8_blockwise":
         return dequantize_blockwise(*quantize_blockwise_fp8(x, (1, 128)), (1, 128))
-    return dequantize(*quantize(x, fmt), fmt)
+    if fmt == "nvfp4_block_only":
+        return dequantize(*quantize(x, "nvfp4"), "nvfp4")
+    if fmt in VARIANTS:
+        return quantize_as_used(x, VARIANTS[fmt], mx_rule="ocp").dequantize()
+    return quantize_as_used(x, fmt).dequantize()
 
 
 def error_table(x: torch.Tensor, formats=("bf16", "mxfp8", "nvfp4")) -> list[ErrorRow]:
@@ -377,7 +396,7 @@ def error_table(x: torch.Tensor, formats=("bf16", "mxfp8", "nvfp4")) -> list[Err
     rows = []
     for fmt in formats:
         d = round_trip(x, fmt) - x
-        b = bits[fmt] if fmt in bits else get_format(fmt).bits_per_value
+        b = bits[fmt] if fmt in bits else get_format(VARIANTS.get(fmt, fmt)).bits_per_value
         rows.append(ErrorRow(fmt, b, float(d.norm() / x.norm().clamp(min=1e-30)),
                              float(d.abs().max() / x.abs().max().clamp(min=1e-30))))
     return rows

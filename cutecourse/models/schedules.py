@@ -11,30 +11,46 @@ do while a tile *starts* (ring empty: a load latency) and while it *ends* (the e
   warpgroups share one tile, so its epilogue is exposed (the tensor cores wait for it).
 * ``pingpong``: persistent; each consumer warpgroup owns a whole tile and they alternate: an
   ordered barrier hands the tensor cores to the other warpgroup at the end of a mainloop, so one's
-  epilogue hides under the other's MMAs. As in CUTLASS (``KernelTmaWarpSpecializedPingpong``,
-  whose ``TileShape`` is one warpgroup's tile) a warpgroup holds a whole tile's accumulators, so a
-  tile needing >= 208 registers per thread for them (CUTLASS's ``HeavyRegisterPressure``; 128x256
-  fp32: 256) is halved along M: 64x256 per warpgroup, reading 1.67x the bytes per flop.
+  epilogue hides under the other's MMAs; each hand-over costs the tensor cores a little time
+  (``turn_clocks``). A warpgroup holds a whole tile's fp32 accumulators: 128x256 needs 256
+  registers per thread, more than a consumer can get (CUTLASS's ``HeavyRegisterPressure`` rule,
+  ``RegsPerThread >= 208``, only moves the ``setmaxnreg`` split from 40/232 to 24/240: it
+  changes registers, never the tile). So, like the course's kernel (``hopper_gemm_pingpong.TILES``)
+  and CUTLASS users, who pick a ping-pong ``TileShape`` of 64x256 or 128x128, the model gives
+  ping-pong the 64-row half of such a tile: 64x256, which reads 1.67x the bytes per flop.
 * ``two_cta``: the Ampere picture: two non-persistent CTAs per SM, each with half the smem and
   registers (a half tile, one consumer warpgroup, a smaller ring); their mainloops interleave on
   the tensor cores, so one's prologue and epilogue hide under the other's MMAs.
 
-Per SM: a discrete-event simulation of two shared servers, the load port (a k-tile streams in
-``load_ns`` after ``latency_ns``; transfers queue, latencies overlap) and the tensor cores (a
-k-tile's MMAs take ``mma_ns``, one at a time). A stage is free again when its k-tile's MMAs end.
-Tiles go round robin (tile i to SM i mod 132), as the block scheduler does when all CTAs cost the
-same; SMs with the same work behave alike, so one per class is simulated.
+Per SM: a discrete-event simulation of two shared servers, the load port (a k-tile streams into
+shared memory in ``load_ns`` after ``latency_ns``; transfers queue, latencies overlap) and the
+tensor cores (a k-tile's MMAs take ``mma_ns``, one at a time). A stage is free again when its
+k-tile's MMAs end. Tiles go round robin (tile i to SM i mod 132), as the block scheduler does when
+all CTAs cost the same; SMs with the same work behave alike, so one per class is simulated.
 
-Ignored: L2 hit rates and tile order (loads stream at an assumed L2 bandwidth; HBM only bounds the
-compulsory traffic, A, B, C once), power-capped clocks (at 700 W an H100 runs dense GEMMs at
-1.3-1.6 GHz, not the peak's 1.83: docs/hopper_gemm.md), WGMMA issue costs, ``wait_group`` overlap,
-register spills, the grid launch (equal for all four), stream-K, partial tiles' smaller work.
+**Calibrated on the H100** (:class:`Machine`; the derivations are code in
+:mod:`cutecourse.models.schedule_calibration`, checked by ``tests/test_schedules.py``): the load
+port, the load latency, the epilogue and the ping-pong hand-over come from the committed
+fixed-clock measurements, not from guesses. The first version of this model assumed 80 B/ns of
+L2 bandwidth per SM (44 bytes per clock at 1.83 GHz) and predicted the 64x256 ping-pong at 0.61x
+the cooperative kernel; the H100 delivers at least 77 bytes per clock into every SM at once (the
+5-stage ping-pong's k-tiles measure that), and ping-pong runs level with the cooperative kernel
+at a fixed clock. ``benchmarks/experiments/tma_load_rate.py`` measures the port directly.
+
+Ignored: L2 hit rates, L2 bandwidth and tile order (the L2 request coalescer merged 57% of the
+ping-pong's requests, and L2 was 52-55% busy for both 1x1 kernels:
+``experiment_schedules_fixed_clock_lrc.json``; HBM only bounds the compulsory traffic, A, B, C
+once), power: at the 700 W cap an H100 runs dense GEMMs at 1.3-1.7 GHz and ping-pong 5-9% lower
+than the cooperative kernel (docs/hopper_gemm.md), so the model predicts the *fixed-clock*
+ranking; pass ``machine=H100.at_clock(mhz)`` to compare with a measurement at that clock. Also:
+WGMMA issue costs, register spills, the grid launch (equal for all four), stream-K, partial
+tiles' smaller work.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partialmethod
 
 from ..errors import CourseError, ShapeError
@@ -48,27 +64,45 @@ LLM_SHAPES = ((4096, 4096, 4096), (4096, 14336, 4096), (4096, 4096, 14336))
 
 @dataclass(frozen=True)
 class Machine:
-    """What one H100 SXM5 can do, and what the model assumes where NVIDIA publishes no number."""
+    """One H100 SXM5: published figures, and the ones measured on the course's H100.
+
+    Per-SM work (MMAs, the load port, the epilogue, the hand-over) is in clocks, so it scales with
+    ``clock_ghz``; latencies and launches are in ns. Measured figures say where they came from;
+    ``schedule_calibration.derive()`` recomputes them from the committed files.
+    """
 
     sms: int = 132
-    # Dense fp16/bf16 tensor-core peak: 989.4 TFLOP/s (H100 whitepaper) = 132 SMs x 4096
-    # flop/clock x 1.83 GHz: per SM per cycle 4096 flop (1024 fp16 FMA per tensor core x 4 x 2).
+    # Dense fp16/bf16 tensor-core peak: 989.4 TFLOP/s (H100 SXM5 whitepaper) at the 1830 MHz boost
+    # clock over 132 SMs: 989.4e12 / (132 x 1.83e9) = 4096 flop per clock per SM = 2048 FMA (an
+    # FMA is 2 flop) = 512 FMA per clock in each of the SM's 4 tensor cores (A100: 256).
     clock_ghz: float = 1.83
     flops_per_clock: int = 4096
-    # Issue of a TMA load to its first byte (assumed: idle HBM round trips measure ~600-800 ns,
-    # queues under a full GEMM's load add more; cutecourse.models.timeline assumes 700 ns).
-    latency_ns: float = 1000.0
+    # Bytes one SM's TMA loads deliver into its shared memory per SM clock. Measured lower bound:
+    # the 5-stage 64x256 ping-pong at the base clock takes 530 clocks per 40 KiB k-tile (slope of
+    # its time per tile over K = 512..8192, experiment_schedules_fixed_clock_s5.json) where the
+    # tensor cores need 512: 40960 / 530 = 77.3 B/clock, on all 132 SMs at once. (Nsight
+    # Compute's L2 request coalescer agrees: 336M sectors in 771 us at 1428 MHz is 74 B/clock per
+    # SM over the whole kernel, experiment_schedules_fixed_clock_lrc.json.) The port may be wider
+    # and something else cost those 3%: benchmarks/experiments/tma_load_rate.py measures the port
+    # alone; put its figure here when it has run on the H100.
+    load_port_bytes_per_clock: float = 77.3
+    # Issue of a TMA load to its first byte: the 4-stage ping-pong takes 552 clocks per k-tile,
+    # the 5-stage one 530. Four stages do not cover a stage's round trip (latency + transfer +
+    # MMA), so latency = 4 x 552 - 530 - 512 = 1170 clocks = 830 ns at 1.41 GHz (same file).
+    # (models.timeline assumes 700 ns for an idle GPU.)
+    latency_ns: float = 830.0
+    # Epilogue: the cooperative kernel's tensor cores idle 3290 clocks per 128x256 fp16 tile
+    # (intercept of its time per tile over k-tiles, same file), while each of its two consumer
+    # warpgroups stores a 64x256 half (32 KiB: registers -> smem -> TMA store, and the MMA
+    # pipeline's drain): 32768 / 3290 = 9.96 bytes per clock per warpgroup.
+    epilogue_bytes_per_clock: float = 9.96
+    # Ping-pong's hand-over: its time per tile has an intercept of 442 clocks (same file; its
+    # epilogues hide under the other warpgroup's MMAs): the tensor cores' idle time per turn of
+    # the ordered barrier (wake-up, the next warpgroup's first wgmma, the epilogue's smem traffic
+    # beside the MMAs: one measurement does not separate them).
+    turn_clocks: float = 442.0
     # HBM3: 3.35 TB/s (datasheet). Only the compulsory traffic (A, B, C once) is charged to it.
     hbm_bytes_per_ns: float = 3350.0
-    # L2 -> SMEM, all SMs (no NVIDIA figure; assumed 80 B/ns per SM as in models.timeline. A100's
-    # documented 5120 B/clock at 1.83 GHz is 9.4 TB/s; our 8192^3 kernel spends ~650-700 ns per
-    # 48 KiB k-tile at 1575 and at 1980 MHz alike: ~75 B/ns per SM, a bandwidth limit).
-    l2_bytes_per_ns: float = 80.0 * 132
-    # One SM's own port to L2 (assumed 64 B/clock): caps an SM's share when few SMs are busy.
-    sm_port_bytes_per_clock: float = 64.0
-    # Epilogue = C tile bytes at the SM's L2 share + this (convert, stmatrix, barriers, last TMA
-    # store leaving smem; assumed).
-    epilogue_fixed_ns: float = 300.0
     # A CTA's start: block scheduler, smem carve-out, mbarrier init, descriptor prefetch (assumed).
     # Persistent schedules pay it once per SM, one_cta/two_cta once per tile.
     cta_launch_ns: float = 500.0
@@ -77,9 +111,11 @@ class Machine:
 
     sm_flops_per_ns = property(lambda self: self.flops_per_clock * self.clock_ghz)
     peak_tflops = property(lambda self: self.sms * self.sm_flops_per_ns / 1e3)
+    load_bytes_per_ns = property(lambda self: self.load_port_bytes_per_clock * self.clock_ghz)
 
-    def sm_bytes_per_ns(self, busy_sms: int) -> float:
-        return min(self.sm_port_bytes_per_clock * self.clock_ghz, self.l2_bytes_per_ns / max(busy_sms, 1))
+    def at_clock(self, mhz: float) -> "Machine":
+        """This machine with its SM clock fixed at ``mhz`` (as Nsight Compute's base clock)."""
+        return replace(self, clock_ghz=mhz / 1e3)
 
 
 H100 = Machine()
@@ -155,8 +191,10 @@ class ScheduleResult:
         sms = range(self.sms) if sm is None else [sm]
         return sum(self._sm(s)[what] for s in sms) / len(sms) / 1e3
 
-    # Time the tensor cores sat idle on SM ``sm`` (None: the mean over SMs), by cause: the lane's
-    # own epilogue; a tile's first k-tile (launch, latency, ring fill); later k-tiles (loads slow).
+    # Time the tensor cores sat idle on SM ``sm`` (None: the mean over SMs), by cause: the
+    # ping-pong hand-over; the lane's own epilogue; a tile's first k-tile (launch, latency, ring
+    # fill); later k-tiles (the loads fall behind).
+    handover_us = partialmethod(_mean, "turn")
     exposed_epilogue_us = partialmethod(_mean, "epilogue")
     exposed_prologue_us = partialmethod(_mean, "prologue")
     stall_us = partialmethod(_mean, "stall")
@@ -166,22 +204,35 @@ class ScheduleResult:
     mainloop_bound_us = property(lambda self: max(map(len, self.work)) * self.k_tiles * self.k_tile_ns / 1e3)
 
     def summary(self) -> str:
+        turns = f", hand-overs {self.handover_us():.1f} us" if self.schedule == "pingpong" else ""
         return (f"{self.name:23s}{self.total_us:8.1f} us {self.tflops:4.0f} TFLOP/s {self.tile[0]}x{self.tile[1]}, "
                 f"{self.stages} stages, {self.waves:.2f} waves; per SM exposed: epilogue "
-                f"{self.exposed_epilogue_us():.1f} us, prologue {self.exposed_prologue_us():.1f} us")
+                f"{self.exposed_epilogue_us():.1f} us, prologue {self.exposed_prologue_us():.1f} us, "
+                f"loads {self.stall_us():.1f} us{turns}")
+
+
+#: The most registers a consumer thread can hold under ``setmaxnreg``: CUTLASS gives consumers 232
+#: (producer 40), or 240 (producer 24) when a warpgroup's accumulators need >= 208 (its
+#: ``HeavyRegisterPressure``); addresses and loop counters need some of them too.
+MAX_CONSUMER_REGISTERS = 240
 
 
 def lane_tile(schedule: str, tile: tuple[int, int, int], acc_bytes: int = 4) -> tuple[int, int, int]:
-    """The tile one consumer lane computes under ``schedule`` (see the module docstring)."""
+    """The tile one consumer lane computes under ``schedule`` (see the module docstring): for
+    ping-pong, the 64-row half of a tile whose accumulators would not fit one warpgroup's
+    registers (as the course's kernel picks 64x256 where the cooperative kernel has 128x256)."""
     m, n, k = tile
-    halve = schedule == "two_cta" or (schedule == "pingpong" and m * n * acc_bytes // (128 * 4) >= 208)
+    regs = m * n * acc_bytes // (128 * 4)  # per thread of one warpgroup holding the whole tile
+    halve = schedule == "two_cta" or (schedule == "pingpong" and regs >= MAX_CONSUMER_REGISTERS)
     return (m // 2, n, k) if halve else tuple(tile)
 
 
-def _simulate_sm(work, kt, S, L, X, T, E, launch, lanes, own_rings, drain):
+def _simulate_sm(work, kt, S, L, X, T, E, launch, lanes, own_rings, drain, turn=0.0):
     """One SM: ``work`` = [(tile, lane)], ``kt`` k-tiles each, rings of ``S`` stages (one per lane if
     ``own_rings``); ``drain``: each tile is a new CTA (its loads wait for the last one's epilogue
-    + launch). Returns the timeline (ns; tile = index into ``work``) and the idle time by cause."""
+    + launch); ``turn``: the tensor cores' idle time when the next MMA is another lane's (the
+    ping-pong hand-over). Returns the timeline (ns; tile = index into ``work``) and the idle time
+    by cause."""
     R = lanes if own_rings else 1
     jobs = [[] for _ in range(R)]  # per ring: (tile index, lane, k) in load order
     for i, (_, lane) in enumerate(work):
@@ -190,7 +241,8 @@ def _simulate_sm(work, kt, S, L, X, T, E, launch, lanes, own_rings, drain):
     nl, nm, issued, epi_end = [0] * R, [0] * R, [0.0] * R, [0.0] * R
     lane_free, lane_epi = [0.0] * lanes, [0.0] * lanes
     port = tc = 0.0  # when the load port / the tensor cores are next free
-    raw, why = [], {"epilogue": 0.0, "prologue": 0.0, "stall": 0.0}
+    last_lane = None  # the lane of the last MMA: another lane's MMA waits for the hand-over
+    raw, why = [], {"turn": 0.0, "epilogue": 0.0, "prologue": 0.0, "stall": 0.0}
     while any(nm[r] < len(jobs[r]) for r in range(R)):
         cands = []  # (start, MMAs before loads, oldest data first, kind, ring, issue)
         for r in range(R):
@@ -205,7 +257,9 @@ def _simulate_sm(work, kt, S, L, X, T, E, launch, lanes, own_rings, drain):
                 cands.append((start, 1, issue, "load", r, issue))
             j = nm[r]
             if j < nl[r]:
-                start = max(landed[r][j], lane_free[jobs[r][j][1]], tc)
+                lane = jobs[r][j][1]
+                handed = tc + turn if last_lane not in (None, lane) else tc
+                start = max(landed[r][j], lane_free[lane], handed)
                 cands.append((start, 0, landed[r][j], "mma", r, None))
         start, _, _, kind, r, issue = min(cands)
         tile, lane, k = jobs[r][nl[r] if kind == "load" else nm[r]]
@@ -215,12 +269,16 @@ def _simulate_sm(work, kt, S, L, X, T, E, launch, lanes, own_rings, drain):
             raw.append(("load", start, port, tile, lane))
             nl[r] += 1
             continue
-        # The tensor cores sat idle from tc to start: first blame this lane's epilogue, then
-        # the data (a tile's first k-tile: prologue; a later one: the loads fall behind).
-        epi = max(0.0, min(start, lane_epi[lane]) - tc)
+        # The tensor cores sat idle from tc to start: first blame the hand-over to this lane,
+        # then its epilogue, then the data (a tile's first k-tile: prologue; a later one: the
+        # loads fall behind).
+        handover = min(turn, start - tc) if last_lane not in (None, lane) else 0.0
+        epi = max(0.0, min(start, lane_epi[lane]) - tc - handover)
+        why["turn"] += handover
         why["epilogue"] += epi
-        why["prologue" if k == 0 else "stall"] += start - tc - epi
+        why["prologue" if k == 0 else "stall"] += start - tc - handover - epi
         tc = lane_free[lane] = start + T
+        last_lane = lane
         done[r].append(tc)
         raw.append(("mma", start, tc, tile, lane))
         nm[r] += 1
@@ -260,18 +318,23 @@ def simulate(schedule: str, m: int, n: int, k: int, tile: tuple[int, int, int] =
     tm, tn, tk = lt = lane_tile(schedule, tile, acc_bytes)
     lanes = 1 if schedule in ("one_cta", "cooperative") else 2
     tiles, kt = math.ceil(m / tm) * math.ceil(n / tn), math.ceil(k / tk)
-    # Stages: what is left of the CTA's smem after barriers and (persistent) a 32 KiB C buffer;
-    # one_cta/two_cta stage C in the drained ring, as the course's non-persistent kernel does.
+    # Stages: what is left of the CTA's smem after barriers and C buffers, as the course's kernels
+    # plan it: one_cta/two_cta stage C in the drained ring; the cooperative kernel has 4 buffers
+    # of 128x32, ping-pong 2 of 64x32 per warpgroup (so 5 stages of 64x256, not 4).
     ctas = 2 if schedule == "two_cta" else 1
     stage_bytes = (tm + tn) * tk * dtype_bytes
-    c_buffer = 0 if schedule in ("one_cta", "two_cta") else 32768
+    c_buffer = {"cooperative": 4 * 128 * 32, "pingpong": 2 * 2 * 64 * 32}.get(schedule, 0) * out_bytes
     stages = (machine.smem_bytes // ctas - machine.barrier_bytes - c_buffer) // stage_bytes
     if stages < 1:
         raise ShapeError(f"a {tm}x{tn}x{tk} stage ({stage_bytes} B) does not fit in shared memory",
                          "use a smaller tile")
-    bw = machine.sm_bytes_per_ns(min(sms, tiles))
-    T, X = 2 * tm * tn * tk / machine.sm_flops_per_ns, stage_bytes / bw
-    E = tm * tn * out_bytes / bw + machine.epilogue_fixed_ns
+    clock = machine.clock_ghz  # clocks -> ns
+    T, X = 2 * tm * tn * tk / machine.sm_flops_per_ns, stage_bytes / machine.load_bytes_per_ns
+    # Epilogue: each consumer warpgroup stores its rows of the lane's tile (the cooperative and
+    # one-CTA kernels split a tile between two warpgroups, which store at the same time).
+    rows_per_wg = tm // (2 if schedule in ("one_cta", "cooperative") else 1)
+    E = rows_per_wg * tn * out_bytes / machine.epilogue_bytes_per_clock / clock
+    turn = machine.turn_clocks / clock if schedule == "pingpong" else 0.0
     slots = sms * ctas
     work = [[] for _ in range(sms)]  # per SM: (tile, lane); two_cta: slot s -> SM s % sms
     for t in range(tiles):
@@ -282,7 +345,7 @@ def simulate(schedule: str, m: int, n: int, k: int, tile: tuple[int, int, int] =
         key = tuple(ln for _, ln in w)
         if key not in classes:
             classes[key] = _simulate_sm(w, kt, stages, machine.latency_ns, X, T, E, machine.cta_launch_ns,
-                                        lanes, schedule == "two_cta", schedule in ("one_cta", "two_cta"))
+                                        lanes, schedule == "two_cta", schedule in ("one_cta", "two_cta"), turn)
         class_of.append(key)
     hbm_floor = ((m * k + n * k) * dtype_bytes + m * n * out_bytes) / machine.hbm_bytes_per_ns
     total = max(max(c["end"] for c in classes.values()), hbm_floor)

@@ -6,13 +6,16 @@
   block that holds an outlier gets a large scale; its neighbours keep small ones: that is what a
   scale per block buys over one scale per tensor.
 * ``draw_errors(x)``: the round-trip error of bf16, DeepSeek's fp8 (1x128 blocks), MXFP8, NVFP4
+  (as used: a per-tensor fp32 scale, then e4m3 block scales), NVFP4 without its per-tensor scale,
   and fp4 with a single scale for the whole tensor, as bars (relative Frobenius error, log scale)
   and as a histogram of each element's relative error.
 * ``draw_sf_layout(rows, kblocks, row, kblock)``: where Blackwell's interleaved scale-factor
   buffer keeps the scale of (row, k-block): left, the logical (row, k-block) grid cut into
   128x4 atoms; right, the 512 bytes of one atom as 32 lines of 16 bytes, each byte labelled with
   the (row, k-block) whose scale it holds.
-* ``BlockScalingWidget`` / ``block_scaling_widget()``: format, outliers and a chosen block.
+* ``block_scaling_widget()`` (:mod:`cutecourse.viz.block_scaling_widget`): format, outliers and a
+  chosen block; by default outliers large enough that NVFP4's block scales alone would clip at
+  e4m3's 448.
 
 Every number drawn is computed by the model here (``quantize``, ``error_table``, ``sf_offset``).
 """
@@ -34,12 +37,15 @@ from ..models import block_scaling as bs
 
 #: Formats the tile picture and the widget offer (the block formats of the model).
 TILE_FORMATS = ("nvfp4", "mxfp8", "mxfp4")
-#: Formats of the error chart, from most bits to fewest; ``fp4_per_tensor`` is the foil.
-ERROR_FORMATS = ("bf16", "fp8_blockwise", "mxfp8", "nvfp4", "fp4_per_tensor")
+#: Formats of the error chart, from most bits to fewest; the last two are foils: NVFP4 without
+#: its per-tensor scale (block scales only) and fp4 with one scale for the whole tensor.
+ERROR_FORMATS = ("bf16", "fp8_blockwise", "mxfp8", "nvfp4", "nvfp4_block_only", "fp4_per_tensor")
 LABELS = {"bf16": "bf16", "fp8_blockwise": "fp8 1x128\n(DeepSeek)", "mxfp8": "MXFP8",
-          "nvfp4": "NVFP4", "mxfp4": "MXFP4", "fp4_per_tensor": "fp4, one\nscale/tensor"}
-_ERR_COLORS = {"bf16": "#4c72b0", "fp8_blockwise": "#64b5cd", "mxfp8": "#55a868",
-               "nvfp4": "#dd8452", "mxfp4": "#c44e52", "fp4_per_tensor": "#8c8c8c"}
+          "nvfp4": "NVFP4", "nvfp4_block_only": "NVFP4\nno tensor\nscale", "mxfp4": "MXFP4",
+          "mxfp8_e5m2": "MXFP8\ne5m2", "fp4_per_tensor": "fp4\none scale\n/tensor"}
+_ERR_COLORS = {"bf16": "#4c72b0", "fp8_blockwise": "#64b5cd", "mxfp8": "#55a868", "mxfp8_e5m2": "#8fbc8f",
+               "nvfp4": "#dd8452", "nvfp4_block_only": "#f2c5a5", "mxfp4": "#c44e52",
+               "fp4_per_tensor": "#8c8c8c"}
 #: Colours of the four row quarters (rows r, r+32, r+64, r+96 share one 16-byte line).
 _QUARTER_COLORS = ("#a6cee3", "#b2df8a", "#fdbf6f", "#cab2d6")
 
@@ -48,9 +54,9 @@ _QUARTER_COLORS = ("#a6cee3", "#b2df8a", "#fdbf6f", "#cab2d6")
 
 
 def block_scales(x: torch.Tensor, fmt: str) -> np.ndarray:
-    """The stored scale factor of every block of ``x`` (rows, K / block) as float64: the model's."""
-    _, sf = bs.quantize(x, fmt)
-    return sf.float().double().numpy()
+    """The stored scale factor of every block of ``x`` (rows, K / block) as float64: the model's,
+    for the format as used (NVFP4: the e4m3 scales of ``x / global_scale``)."""
+    return bs.quantize_as_used(x, fmt).sf.float().double().numpy()
 
 
 def per_tensor_fp4_round_trip(x: torch.Tensor) -> torch.Tensor:
@@ -150,9 +156,10 @@ def draw_tile(x: torch.Tensor, fmt: str = "nvfp4", highlight: tuple[int, int] | 
     ax_s.set_xlabel(f"K (reduction dim); one block = {f.block} consecutive elements of a row")
     ax_s.set_ylabel("row")
     ratio = float(pos_sf.max() / pos_sf.min()) if pos_sf.size else 1.0
-    ax_s.set_title(f"{f.name.upper()}: one {f.scale} scale per 1x{f.block} block ({rows * kblocks} "
-                   f"blocks); scales span {ratio:.0f}x: large where an outlier is, small elsewhere",
-                   fontsize=10)
+    gs = bs.quantize_as_used(x, fmt).global_scale
+    of = f" of x / {gs:.3g} (per-tensor scale)" if f.name == "nvfp4" else ""
+    ax_s.set_title(f"{f.name.upper()}: one {f.scale} scale per 1x{f.block} block{of}, "
+                   f"{ratio:.3g}x apart: large where an outlier is", fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -177,7 +184,7 @@ def draw_errors(x: torch.Tensor, formats=ERROR_FORMATS, fig=None):
     if fig is None:
         fig = plt.figure(figsize=(10, 4.2))
     fig.clear()
-    ax_b, ax_h = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.25]})
+    ax_b, ax_h = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.35, 1]})
     names = list(errs)
     heights = [errs[n][1] for n in names]
     bars = ax_b.bar(range(len(names)), heights, color=[_ERR_COLORS[n] for n in names])
@@ -200,11 +207,11 @@ def draw_errors(x: torch.Tensor, formats=ERROR_FORMATS, fig=None):
         ax_h.hist(np.clip(rel, floor, 3.0), bins=bins, histtype="step", linewidth=1.6,
                   color=_ERR_COLORS[n], label=LABELS.get(n, n).replace("\n", " "))
     ax_h.set_xscale("log")
-    ax_h.set_xlabel("relative error of one element  |x~ - x| / |x|  (exact: left edge)")
+    ax_h.set_xlabel("|x~ - x| / |x| of one element (exact: left edge)")
     ax_h.set_ylabel("elements")
     ax_h.legend(fontsize=7, frameon=False, loc="upper left")
     ax_h.set_title("per-element error", fontsize=10)
-    fig.suptitle(_error_headline(errs, x), fontsize=10)
+    fig.suptitle(_error_headline(errs, x), fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -218,6 +225,12 @@ def zeroed_fraction(x: torch.Tensor, fmt: str) -> float:
 
 def _error_headline(errs, x=None) -> str:
     parts = []
+    if "nvfp4_block_only" in errs and "nvfp4" in errs and errs["nvfp4_block_only"][1] > 2 * errs["nvfp4"][1]:
+        # the outliers are large enough that the block scales alone clip at 448: say so first
+        return (f"NVFP4's per-tensor scale keeps its e4m3 block scales under 448: error "
+                f"{errs['nvfp4'][1]:.1%} with it, {errs['nvfp4_block_only'][1]:.0%} without"
+                + (f"; fp4 with one scale per tensor: {errs['fp4_per_tensor'][1]:.1%}"
+                   if "fp4_per_tensor" in errs else ""))
     if "nvfp4" in errs and "mxfp8" in errs:
         parts.append(f"NVFP4 ({errs['nvfp4'][0]:g} bits) errs {errs['nvfp4'][1] / errs['mxfp8'][1]:.1f}x "
                      f"more than MXFP8 ({errs['mxfp8'][0]:g} bits)")
@@ -319,87 +332,37 @@ def draw_sf_layout(rows: int = 256, kblocks: int = 8, row: int = 70, kblock: int
 
 
 def describe_block(x: torch.Tensor, fmt: str, row: int, kblock: int) -> str:
-    """One line on block (row, kblock): its amax, the ideal scale, the stored one, its SF byte."""
+    """One line on block (row, kblock): its amax, the ideal scale, the stored one (and for an MX
+    format what the other rounding rule would store), its error, its byte in the SF buffer."""
     f = bs.get_format(fmt)
     rows, k = x.shape
     blk = x[row, kblock * f.block:(kblock + 1) * f.block].float()
     amax = float(blk.abs().max())
-    stored = float(block_scales(x, fmt)[row, kblock])
-    rule = "round to nearest e4m3" if f.scale == "e4m3" else "round UP to a power of two (e8m0)"
-    err = float(((bs.round_trip(x, fmt) - x.float())[row, kblock * f.block:(kblock + 1) * f.block]).norm()
+    used = bs.quantize_as_used(x, fmt)
+    stored = float(used.sf[row, kblock].float())
+    err = float(((used.dequantize() - x.float())[row, kblock * f.block:(kblock + 1) * f.block]).norm()
                 / blk.norm().clamp(min=1e-30))
-    return (f"{f.name.upper()} block (row {row}, k-block {kblock}): amax {amax:.4g}; amax/{f.data_max:g} = "
-            f"{amax / f.data_max:.4g}; {rule} -> scale {_fmt_scale(stored, f.scale)} = {stored:.4g}; "
+    if f.name == "nvfp4":
+        gs = used.global_scale
+        rule = (f"per-tensor scale gs = amax(x) / (448 x 6) = {gs:.4g}; amax / (6 gs) = {amax / (6 * gs):.4g}, "
+                f"rounded to the nearest e4m3 -> {_fmt_scale(stored, f.scale)}; the MMA multiplies by "
+                f"{stored:.4g} x gs = {stored * gs:.4g}")
+    elif f.scale == "e4m3":
+        rule = f"amax/{f.data_max:g} = {amax / f.data_max:.4g}, nearest e4m3 -> {_fmt_scale(stored, f.scale)}"
+    else:
+        spec = float(bs.quantize(x, fmt, mx_rule="ocp")[1][row, kblock].float())
+        rule = (f"amax/{f.data_max:g} = {amax / f.data_max:.4g}, rounded UP to a power of two (NVIDIA's "
+                f"rule, as the course's model) -> {_fmt_scale(stored, f.scale)}; the OCP spec's "
+                f"2^(floor(log2 amax) - {f.emax}) = {_fmt_scale(spec, f.scale)}"
+                + ("" if spec == stored else f", which clamps values above {spec * f.data_max:.4g}"))
+    return (f"{f.name.upper()} block (row {row}, k-block {kblock}): amax {amax:.4g}; {rule}; "
             f"block error {err:.2%}; its byte in the interleaved SF buffer: "
             f"{bs.sf_offset(row, kblock, rows, k // f.block)}")
 
 
-class BlockScalingWidget:
-    """Format, outliers and a chosen block; redraws the tile and the error chart on change.
+def block_scaling_widget(**kwargs):
+    """The interactive picture: ``block_scaling_widget(fmt="nvfp4", n_outliers=4, magnitude=1000)``
+    (:class:`cutecourse.viz.block_scaling_widget.BlockScalingWidget`)."""
+    from .block_scaling_widget import BlockScalingWidget
 
-    The handler (``update``) is a plain method so tests drive it by setting control values;
-    ``self.x``, ``self.text`` and the two figures hold the state.
-    """
-
-    def __init__(self, fmt: str = "nvfp4", rows: int = 16, cols: int = 128, n_outliers: int = 4,
-                 magnitude: float = 40.0, row: int = 0, kblock: int = 0, seed: int = 0):
-        import ipywidgets as w
-
-        if fmt not in TILE_FORMATS:
-            raise ShapeError(f"format {fmt!r}: the widget offers {', '.join(TILE_FORMATS)}",
-                             "e.g. fmt='nvfp4'")
-        if cols % 32 or not (1 <= rows <= 64):
-            raise ShapeError(f"a {rows}x{cols} tile: need 1..64 rows and cols a multiple of 32",
-                             "e.g. rows=16, cols=128")
-        self.rows, self.cols, self.seed = rows, cols, seed
-        self.fmt = w.Dropdown(options=list(TILE_FORMATS), value=fmt, description="format")
-        self.n_outliers = w.IntSlider(value=n_outliers, min=0, max=16, description="outliers")
-        self.magnitude = w.FloatLogSlider(value=magnitude, base=10, min=0, max=3, step=0.1,
-                                          description="outlier x")
-        self.row = w.IntSlider(value=row, min=0, max=rows - 1, description="block row")
-        self.kblock = w.IntSlider(value=kblock, min=0, max=cols // 16 - 1, description="k-block")
-        self.info = w.HTML()
-        self.out = w.Output()
-        self.fig_tile = plt.figure(figsize=(10, 5.6))
-        self.fig_err = plt.figure(figsize=(10, 4.2))
-        plt.close(self.fig_tile)  # shown through the Output widget, not by pyplot
-        plt.close(self.fig_err)
-        for control in (self.fmt, self.n_outliers, self.magnitude, self.row, self.kblock):
-            control.observe(self.update, names="value")
-        self.box = w.VBox([w.HBox([self.fmt, self.n_outliers, self.magnitude]),
-                           w.HBox([self.row, self.kblock]), self.info, self.out])
-        self.update()
-
-    def update(self, change=None) -> None:
-        """Rebuild the data from the controls and redraw (the handler of every control)."""
-        if getattr(self, "_busy", False):  # setting kblock.max below may fire this handler again
-            return
-        fmt = self.fmt.value
-        block = bs.get_format(fmt).block
-        self._busy = True
-        try:
-            self.kblock.max = self.cols // block - 1  # clamps the value when blocks get longer
-        finally:
-            self._busy = False
-        self.x = bs.outlier_weights(self.rows, self.cols, self.seed, n_outliers=self.n_outliers.value,
-                                    magnitude=float(self.magnitude.value))
-        self.text = describe_block(self.x, fmt, self.row.value, self.kblock.value)
-        self.info.value = f"<p>{self.text}</p>"
-        draw_tile(self.x, fmt, highlight=(self.row.value, self.kblock.value), fig=self.fig_tile)
-        draw_errors(self.x, fig=self.fig_err)
-        from IPython.display import display
-
-        self.out.clear_output(wait=True)
-        with self.out:
-            display(self.fig_tile)
-            display(self.fig_err)
-
-    def _ipython_display_(self):
-        from IPython.display import display
-
-        display(self.box)
-
-
-def block_scaling_widget(**kwargs) -> BlockScalingWidget:
-    """The interactive picture: ``block_scaling_widget(fmt="nvfp4", n_outliers=4, magnitude=40)``."""
     return BlockScalingWidget(**kwargs)

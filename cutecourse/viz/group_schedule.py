@@ -11,6 +11,8 @@ adds controls for the number of groups, the M range and the CTA count.
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt  # headless (no display): matplotlib picks Agg by itself
 import numpy as np
 from matplotlib.collections import PatchCollection
@@ -42,10 +44,12 @@ def draw_groups(problem: gs.GroupedProblem, fig=None):
         fig = plt.figure(figsize=(min(10.0, 1.2 + 0.55 * width), min(6.5, 1.6 + 0.45 * height)))
     fig.clear()
     ax = fig.add_subplot(1, 1, 1)
-    x0, small = 0.0, problem.total > 120
+    # Pixels per work item at 72 dpi (the axes take ~85% of the figure's width): what fits in a cell
+    unit_px = 0.85 * fig.get_figwidth() * 72 / (width + 0.4)
+    numbers = problem.total <= 400 and unit_px >= 15  # each cell's linear index, if it is legible
+    x0, centers = 0.0, []
     cells, colors = [], []  # one PatchCollection: thousands of tiles draw in milliseconds
     for g, ((cm, cn), first) in enumerate(zip(grids, problem.offsets)):
-        m, n, k = problem.sizes[g]
         if cm == 0:  # an empty group: an outline, no work items
             ax.add_patch(Rectangle((x0, 0), max(cn, 1), 1, fill=False, linestyle="--",
                                    edgecolor=color_of(g)))
@@ -53,28 +57,53 @@ def draw_groups(problem: gs.GroupedProblem, fig=None):
             r, c = i % cm, i // cm  # m fastest: the scheduler's order inside a group
             cells.append(Rectangle((x0 + c, r), 1, 1))
             colors.append(color_of(g))
-            if not small:
+            if numbers:
                 ax.text(x0 + c + 0.5, r + 0.5, str(first + i), ha="center", va="center",
                         fontsize=7, color="black")
-        if not small or problem.groups <= 12:
-            ax.text(x0 + max(cn, 1) / 2, -0.15, f"g{g}\n{m}x{n}x{k}", ha="center", va="bottom",
-                    fontsize=7)
+        centers.append(x0 + max(cn, 1) / 2)
         x0 += max(cn, 1) + gap
+    _label_groups(ax, problem, centers, min(max(cn, 1) for _, cn in grids) * unit_px, (1 + gap) * unit_px)
     ax.add_collection(PatchCollection(cells, facecolors=colors, edgecolors="white", alpha=0.85,
                                       linewidths=1.0 if problem.total <= 500 else 0.0))
     ax.set_xlim(-0.2, width + 0.2)
     ax.set_ylim(height + 0.1, -1.3)  # row 0 (the top rows of C) at the top
     if width <= 4 * height + 20:  # square tiles unless that would squash the picture to a strip
         ax.set_aspect("equal")
-    ax.set_xticks([])
     ax.set_yticks([])
     cmt, cnt, _ = problem.cluster_tile
-    ax.set_xlabel(f"N, in work items of {cnt} columns (groups side by side)")
-    ax.set_ylabel(f"M, in work items of {cmt} rows")
-    ax.set_title(f"{problem.groups} groups, {problem.total} work items: numbered down each "
-                 "column, group after group", fontsize=10)
+    ax.set_xlabel(f"N, in work items of {cnt} columns (groups side by side)", fontsize=9)
+    ax.set_ylabel(f"M ({cmt}-row items)", fontsize=9)
+    ax.set_title(f"{plural(problem.groups, 'group')}, {plural(problem.total, 'work item')}: numbered "
+                 "down each column, group after group", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def _label_groups(ax, problem, centers, group_px: float, pitch_px: float) -> None:
+    """Name the groups under the picture, as x ticks: "g3" and its M x N x K where that fits the
+    narrowest group (about 70 px), else "g3" alone, rotated when even that does not fit, and then
+    only every ``step``-th group so that labels stay 9 px apart (64 groups stay readable)."""
+    names = [f"g{g}" for g in range(problem.groups)]
+    if group_px >= 70:
+        labels, rotation, step = [f"g{g}\n{m}x{n}x{k}" for g, (m, n, k) in enumerate(problem.sizes)], 0, 1
+    elif group_px >= 22:
+        labels, rotation, step = names, 0, 1
+    else:
+        labels, rotation, step = names, 90, max(1, math.ceil(9 / max(group_px + pitch_px * 0.6, 1e-6)))
+    ax.set_xticks(centers[::step], labels[::step], rotation=rotation, fontsize=7 if step == 1 else 6)
+    ax.tick_params(axis="x", length=2, pad=2)
+    if step > 1:
+        ax.text(1.0, -0.02, f"(every {step}{_ordinal(step)} group named)", transform=ax.transAxes,
+                ha="right", va="top", fontsize=6, color="#555555")
+
+
+def _ordinal(n: int) -> str:
+    return "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+
+
+def plural(n: int, word: str) -> str:
+    """``1 CTA``, ``2 CTAs``."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def draw_schedule(problem: gs.GroupedProblem, ctas: int, show_updates: bool = True, fig=None):
@@ -117,9 +146,9 @@ def draw_schedule(problem: gs.GroupedProblem, ctas: int, show_updates: bool = Tr
     if len(handles) <= 16:
         ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7,
                   title="group", title_fontsize=7, frameon=False)
-    what = f"{ups.total} tensor-map rewrites (black bars)" if show_updates else \
-        f"{problem.total} work items"
-    ax.set_title(f"{len(sched)} CTAs, {what}; k-tile load max/mean = {bal.ratio:.2f}",
+    what = f"{plural(ups.total, 'tensor-map rewrite')} (black bars)" if show_updates else \
+        plural(problem.total, "work item")
+    ax.set_title(f"{plural(len(sched), 'CTA')}, {what}; k-tile load max/mean = {bal.ratio:.2f}",
                  fontsize=10)
     fig.tight_layout()
     return fig
@@ -129,7 +158,9 @@ class ScheduleWidget:
     """Controls for groups, M range and CTAs over MoE-like sizes; redraws both pictures on change.
 
     The handler (``update``) is a plain method, so tests drive it by setting control values;
-    ``self.problem``, ``self.text`` and the two figures hold the state.
+    ``self.problem``, ``self.text`` and ``self.png`` (both figures, one under the other, shown in
+    an ``ipywidgets.Image``) hold the state. CSS classes: ``cc-group-widget`` (root),
+    ``cc-picture``, ``cc-message``, ``cc-readout``.
     """
 
     def __init__(self, groups: int = 8, m_range=(64, 1024), ctas: int = 32, n: int = 1024,
@@ -138,48 +169,71 @@ class ScheduleWidget:
 
         if not 1 <= groups <= 64:
             raise ShapeError(f"groups={groups}: the widget offers 1 to 64", "e.g. groups=8")
+        if not 1 <= ctas <= 132:
+            raise ShapeError(f"ctas={ctas}: the widget offers 1 to 132 (one per SM)", "e.g. ctas=32")
         self.n, self.k, self.tile, self.cluster, self.seed = n, k, tuple(tile), tuple(cluster), seed
+        self.png: bytes = b""
+        self.error: str | None = None
         self.groups = w.IntSlider(value=groups, min=1, max=64, description="groups")
         self.m_range = w.IntRangeSlider(value=tuple(m_range), min=0, max=4096, step=32,
                                         description="M range")
         self.ctas = w.IntSlider(value=ctas, min=1, max=132, description="CTAs")
         self.info = w.HTML()
-        self.out = w.Output()
-        self.fig_groups = plt.figure(figsize=(10, 3.5))
-        self.fig_sched = plt.figure(figsize=(10, 4.5))
-        plt.close(self.fig_groups)  # shown through the Output widget, not by pyplot
+        self.message = w.HTML()
+        # align_self: a flex column would stretch the image to its width (blurry upscaling)
+        self.picture = w.Image(format="png", layout=w.Layout(max_width="100%", align_self="flex-start"))
+        for widget, cls in [(self.picture, "cc-picture"), (self.message, "cc-message"),
+                            (self.info, "cc-readout"), (self.groups, "cc-groups"), (self.ctas, "cc-ctas")]:
+            widget.add_class(cls)
+        self.fig_groups = plt.figure(figsize=(9, 3.2))
+        self.fig_sched = plt.figure(figsize=(9, 4.0))
+        plt.close(self.fig_groups)  # rendered to the Image, not shown by pyplot
         plt.close(self.fig_sched)
         for control in (self.groups, self.m_range, self.ctas):
             control.observe(self.update, names="value")
-        self.box = w.VBox([w.HBox([self.groups, self.m_range, self.ctas]), self.info, self.out])
+        self.box = w.VBox([w.HBox([self.groups, self.m_range, self.ctas]), self.message, self.info,
+                           self.picture])
+        self.box.add_class("cc-group-widget")
+        self.widget = self.box
         self.update()
 
     def update(self, change=None) -> None:
         """Rebuild the problem from the controls and redraw (the handler of every control)."""
+        from .picture import error_html, stacked_png
+
         lo, hi = self.m_range.value
-        sizes = gs.moe_sizes(self.groups.value, self.n, self.k, (lo, max(hi, 1)), self.seed)
-        if all(m == 0 for m, _, _ in sizes):
-            sizes[0] = (1, self.n, self.k)  # keep one tile so there is something to draw
-        self.problem = gs.GroupedProblem(sizes, self.tile, self.cluster)
-        ctas = max(self.ctas.value // self.problem.cluster_size, 1) * self.problem.cluster_size
-        sched = gs.schedule(self.problem, ctas)
+        try:
+            sizes = gs.moe_sizes(self.groups.value, self.n, self.k, (lo, max(hi, 1)), self.seed)
+            if all(m == 0 for m, _, _ in sizes):
+                sizes[0] = (1, self.n, self.k)  # keep one tile so there is something to draw
+            problem = gs.GroupedProblem(sizes, self.tile, self.cluster)
+            ctas = max(self.ctas.value // problem.cluster_size, 1) * problem.cluster_size
+            sched = gs.schedule(problem, ctas)
+            draw_groups(problem, fig=self.fig_groups)
+            draw_schedule(problem, ctas, fig=self.fig_sched)
+        except Exception as e:  # CourseError: its two lines; anything else: one line, no traceback
+            what = getattr(e, "what", f"{type(e).__name__}: {e}")
+            fix = getattr(e, "fix", "move the controls back")
+            self.error = f"{what}\n-> {fix}"
+            self.message.value = error_html(what, fix)
+            return
         ups, bal = gs.tensormap_updates(sched), gs.balance(sched)
-        self.text = (f"{self.problem.total} work items on {len(sched)} CTAs; "
-                     f"{ups.total} tensor-map rewrites; k-tile load max/mean {bal.ratio:.2f}")
+        self.problem, self.error, self.message.value = problem, None, ""
+        self.text = (f"{plural(problem.total, 'work item')} on {plural(len(sched), 'CTA')}; "
+                     f"{plural(ups.total, 'tensor-map rewrite')}; k-tile load max/mean {bal.ratio:.2f}")
         self.info.value = f"<p>{self.text}</p>"
-        draw_groups(self.problem, fig=self.fig_groups)
-        draw_schedule(self.problem, ctas, fig=self.fig_sched)
-        from IPython.display import display
+        self.png = stacked_png([self.fig_groups, self.fig_sched], dpi=66)
+        self.picture.value = self.png
 
-        self.out.clear_output(wait=True)
-        with self.out:
-            display(self.fig_groups)
-            display(self.fig_sched)
+    def describe(self) -> str:
+        lo, hi = self.m_range.value
+        return (f"ScheduleWidget: {self.groups.value} groups, M in [{lo}, {hi}], N {self.n}, K {self.k}, "
+                f"{plural(self.ctas.value, 'CTA')}")
 
-    def _ipython_display_(self):
-        from IPython.display import display
+    def _repr_mimebundle_(self, **kwargs):
+        from .explorer import widget_bundle
 
-        display(self.box)
+        return widget_bundle(self.widget, self.png, self.describe())
 
 
 def schedule_widget(**kwargs) -> ScheduleWidget:

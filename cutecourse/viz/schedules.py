@@ -4,7 +4,8 @@
 a TMA row (k-tiles streaming in) and one row per consumer lane (the warpgroup for ping-pong, the
 CTA slot for 2 CTAs per SM) with MMA, epilogue and idle bars. ``draw_waves(result)`` shows every
 SM's tiles over the whole run, so a partial last wave is an empty band on the right.
-``schedule_widget()`` redraws both for any problem, tile and set of schedules.
+``schedule_widget()`` (:mod:`cutecourse.viz.schedule_widget`) redraws either for a problem, tile
+and set of schedules, and prints the model's error against the H100 beside the picture.
 ``draw_measured(results)`` shows the measured table (``benchmarks/schedules.py``) beside them.
 """
 
@@ -23,7 +24,7 @@ POINTS = {
     "pingpong": "epilogue hidden under the other warpgroup's MMAs",
     "two_cta": "two CTAs' mainloops interleave; one's prologue/epilogue hides under the other",
 }
-SHAPES = (1024, 2048, 4096, 8192, 14336, 16384)
+SHAPES = (512, 1024, 2048, 4096, 6144, 8192, 14336, 16384)
 TILES = ((128, 256, 64), (128, 128, 64), (256, 128, 64))
 
 
@@ -148,85 +149,11 @@ def draw_waves(result, ax=None):
     return ax
 
 
-class ScheduleWidget:
-    """Pick M, N, K (or an LLM shape), a tile and schedules; the timelines and a table redraw.
+def schedule_widget(**kw):
+    """``schedule_widget()`` in a notebook cell: controls, the timelines, the model's error and a
+    table (:class:`cutecourse.viz.schedule_widget.ScheduleWidget`)."""
+    from .schedule_widget import ScheduleWidget
 
-    Callbacks are plain methods, so tests drive it without a browser (``render=False`` skips
-    the figures). In a notebook, the object displays itself.
-    """
-
-    PRESETS = {"custom": None, **{f"LLM {m}x{n}x{k}": (m, n, k) for m, n, k in sm.LLM_SHAPES}}
-
-    def __init__(self, m: int = 4096, n: int = 4096, k: int = 4096, tile=(128, 256, 64),
-                 schedules=sm.SCHEDULES, render: bool = True):
-        import ipywidgets as w
-
-        self._render_enabled = render
-        self.preset = w.Dropdown(options=list(self.PRESETS), value="custom", description="shape")
-        self.m, self.n, self.k = (w.Dropdown(options=SHAPES, value=v, description=d, layout=w.Layout(width="160px"))
-                                  for v, d in ((m, "M"), (n, "N"), (k, "K")))
-        self.tile = w.Dropdown(options=[(f"{a}x{b}x{c}", (a, b, c)) for a, b, c in TILES], value=tuple(tile),
-                               description="tile")
-        self.schedules = w.SelectMultiple(options=[(sm.TITLES[s], s) for s in sm.SCHEDULES],
-                                          value=tuple(schedules), description="schedules", rows=4)
-        self.view = w.ToggleButtons(options=["first tiles", "whole run", "waves"], value="first tiles")
-        self.table = w.HTML()
-        self.out = w.Output()
-        self.preset.observe(self._on_preset, names="value")
-        for c in (self.m, self.n, self.k, self.tile, self.schedules, self.view):
-            c.observe(self.redraw, names="value")
-        self.results: dict = {}
-        self.redraw()
-
-    def _on_preset(self, change=None) -> None:
-        shape = self.PRESETS[self.preset.value]
-        if shape is not None:
-            self._render_enabled, on = False, self._render_enabled  # one redraw, not three
-            self.m.value, self.n.value, self.k.value = shape
-            self._render_enabled = on
-            self.redraw()
-
-    def redraw(self, change=None) -> None:
-        chosen = self.schedules.value or ("cooperative",)
-        self.results = sm.simulate_all(self.m.value, self.n.value, self.k.value, tile=self.tile.value,
-                                       schedules=chosen)
-        best = max(r.tflops for r in self.results.values())
-        rows = "".join(
-            f"<tr><td>{r.name}</td><td>{r.tile[0]}x{r.tile[1]}</td><td>{r.total_us:.1f}</td>"
-            f"<td>{'<b>' if r.tflops == best else ''}{r.tflops:.0f}</td><td>{r.waves:.2f}</td>"
-            f"<td>{r.exposed_epilogue_us():.1f}</td><td>{r.exposed_prologue_us():.1f}</td><td>{r.stall_us():.1f}</td></tr>"
-            for r in self.results.values())
-        self.table.value = ("<table><tr><th>schedule</th><th>lane tile</th><th>µs</th><th>TFLOP/s</th>"
-                            "<th>waves</th><th colspan=3>per SM, tensor cores waiting (µs) for: epilogue / "
-                            f"prologue / loads</th></tr>{rows}</table>")
-        if not self._render_enabled:
-            return
-        import matplotlib.pyplot as plt
-        from IPython.display import display
-
-        with self.out:
-            self.out.clear_output(wait=True)
-            if self.view.value == "waves":
-                fig = draw_waves(next(iter(self.results.values()))).figure
-            else:
-                fig = draw_timelines(self.results, sms=(0, 1), window="all" if self.view.value == "whole run" else None)
-            display(fig)
-            plt.close(fig)
-
-    def show(self):
-        import ipywidgets as w
-
-        return w.VBox([w.HBox([self.preset, self.m, self.n, self.k]), w.HBox([self.tile, self.schedules]),
-                       self.view, self.out, self.table])
-
-    def _ipython_display_(self):
-        from IPython.display import display
-
-        display(self.show())
-
-
-def schedule_widget(**kw) -> ScheduleWidget:
-    """``schedule_widget()`` in a notebook cell: controls, the timelines, and a table."""
     return ScheduleWidget(**kw)
 
 
