@@ -4,7 +4,7 @@
 
 The problems of ``benchmarks/grouped.py`` (N = K = 4096). The same random matrices (normal, as
 activations and weights are), once in bf16 and once quantized the DeepSeek-V3 way (A per 1x128
-block, B per 128x128 block, e4m3 + fp32 scales: ``models.block_scaling.quantize_blockwise_fp8``).
+block, B per 128x128 block, e4m3 + fp32 scales: ``models.blockwise_fp8.quantize_blockwise_fp8``).
 Cases, all producing bf16 C:
 
 * ``course bf16 grouped``: ``grouped.grouped_mm`` on the bf16 data: the baseline;
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cutecourse  # noqa: E402
 from cutecourse import bench  # noqa: E402
 from cutecourse.kernels import grouped  # noqa: E402
-from cutecourse.models import block_scaling as bs  # noqa: E402
+from cutecourse.models import blockwise_fp8 as fp8b  # noqa: E402
 
 import gemm  # noqa: E402  (the protocols)
 from grouped import K, N, PROBLEMS  # noqa: E402
@@ -88,7 +88,7 @@ def run(rounds: int, problems=None) -> tuple[dict, dict]:
         qA, SA, qB, SB = grouped.quantize_fp8(As, list(w))
         c = torch.empty(total, N, device="cuda", dtype=torch.bfloat16)
         Cs = [c[s:s + m] for s, m in zip(starts, rows)]
-        ref8 = torch.cat([bs.scaled_mm_reference(*q) for q in zip(qA, SA, qB, SB)])
+        ref8 = torch.cat([fp8b.scaled_mm_reference(*q) for q in zip(qA, SA, qB, SB)])
         a16, w16 = x.bfloat16(), w.bfloat16()
         ref16 = torch.cat([a @ b.T for a, b in zip(a16.split(rows), w16)]).float()
 

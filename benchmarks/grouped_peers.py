@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cutecourse  # noqa: E402
 from cutecourse import bench  # noqa: E402
 from cutecourse.kernels import grouped  # noqa: E402
-from cutecourse.models import block_scaling as bs  # noqa: E402
+from cutecourse.models import blockwise_fp8 as fp8b  # noqa: E402
 from cutecourse.models import group_scheduler as gs  # noqa: E402
 
 import gemm  # noqa: E402  (the protocols)
@@ -77,7 +77,7 @@ def fp8_cases(rows, n, k, x, w, offs, c, cases, errors, notes):
     As = [x[s:s + m] for s, m in zip(starts, rows)]
     qA, SA, qB, SB = grouped.quantize_fp8(As, list(w))
     Cs = [c[s:s + m] for s, m in zip(starts, rows)]
-    ref8 = torch.cat([bs.scaled_mm_reference(*q) for q in zip(qA, SA, qB, SB)])
+    ref8 = torch.cat([fp8b.scaled_mm_reference(*q) for q in zip(qA, SA, qB, SB)])
     exact = torch.cat([a @ b.T for a, b in zip(As, w)])
     for label, opts in COURSE_FP8.items():
         fn = grouped.launcher_fp8(qA, SA, qB, SB, Cs, **opts)

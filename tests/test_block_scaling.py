@@ -7,6 +7,7 @@ import torch
 
 from cutecourse.errors import CourseError, DTypeError, ShapeError
 from cutecourse.models import block_scaling as bs
+from cutecourse.models import blockwise_fp8 as fp8b
 
 BLOCK_FORMATS = ("nvfp4", "mxfp4", "mxfp8")
 
@@ -200,7 +201,7 @@ def test_saturation_never_gives_inf_or_nan():
             assert q.float().abs().max() <= 448
         # Dequantized in fp32, a value rounded up near fp32's max (3.4e38) may pass it; 1e38 does not.
         assert torch.isfinite(bs.dequantize(*bs.quantize(x / 3, fmt), fmt)).all()
-    qf, sb = bs.quantize_blockwise_fp8(x, (1, 32))
+    qf, sb = fp8b.quantize_blockwise_fp8(x, (1, 32))
     assert torch.isfinite(qf.float()).all() and qf.float().abs().max() <= 448
 
 
@@ -232,15 +233,15 @@ def test_nvfp4_global_scale_rescues_tiny_tensors():
 
 def test_blockwise_fp8_scales_and_ragged_edges():
     x = randn(130, 200, seed=8, spread=2.0)
-    qa, sa = bs.quantize_blockwise_fp8(x, (1, 128))
+    qa, sa = fp8b.quantize_blockwise_fp8(x, (1, 128))
     assert qa.shape == (130, 200) and sa.shape == (130, 2) and sa.dtype == torch.float32
     assert torch.allclose(sa[:, 1], x[:, 128:].abs().amax(1) / 448)  # partial block: real elements
-    qb, sb = bs.quantize_blockwise_fp8(x, (128, 128))
+    qb, sb = fp8b.quantize_blockwise_fp8(x, (128, 128))
     assert sb.shape == (2, 2)
     assert torch.allclose(sb[1, 1], x[128:, 128:].abs().max() / 448)
-    d = bs.dequantize_blockwise(qb, sb, (128, 128))
+    d = fp8b.dequantize_blockwise(qb, sb, (128, 128))
     assert ((d - x).abs() <= torch.maximum(x.abs() * 2**-4, sb.max() * 2**-10)).all()
-    q0, s0 = bs.quantize_blockwise_fp8(torch.zeros(2, 128))
+    q0, s0 = fp8b.quantize_blockwise_fp8(torch.zeros(2, 128))
     assert (q0.float() == 0).all() and torch.allclose(s0, torch.full((2, 1), 1e-4 / 448))
 
 
@@ -248,18 +249,18 @@ def test_blockwise_fp8_scales_and_ragged_edges():
 def test_scaled_mm_reference_matches_dequantized_matmul(m, n, k):
     a = randn(m, k, seed=9, spread=2.0)
     w = bs.outlier_weights(n, k, seed=1)
-    qa, sa = bs.quantize_blockwise_fp8(a, (1, 128))
-    qb, sb = bs.quantize_blockwise_fp8(w, (128, 128))
-    c = bs.scaled_mm_reference(qa, sa, qb, sb)
-    ref = bs.dequantize_blockwise(qa, sa, (1, 128)) @ bs.dequantize_blockwise(qb, sb, (128, 128)).T
+    qa, sa = fp8b.quantize_blockwise_fp8(a, (1, 128))
+    qb, sb = fp8b.quantize_blockwise_fp8(w, (128, 128))
+    c = fp8b.scaled_mm_reference(qa, sa, qb, sb)
+    ref = fp8b.dequantize_blockwise(qa, sa, (1, 128)) @ fp8b.dequantize_blockwise(qb, sb, (128, 128)).T
     scale = (a.abs() @ w.abs().T).max()
     assert (c - ref).abs().max() <= 1e-5 * scale  # same products, fp32 rounding apart
     assert ((c - a @ w.T).norm() / (a @ w.T).norm()).item() < 0.05  # and close to the exact GEMM
-    assert bs.scaled_mm_reference(qa, sa, qb, sb, out_dtype=torch.bfloat16).dtype == torch.bfloat16
+    assert fp8b.scaled_mm_reference(qa, sa, qb, sb, out_dtype=torch.bfloat16).dtype == torch.bfloat16
     with pytest.raises(ShapeError):
-        bs.scaled_mm_reference(qa, sa[:, :1], qb, sb)
+        fp8b.scaled_mm_reference(qa, sa[:, :1], qb, sb)
     with pytest.raises(DTypeError):
-        bs.scaled_mm_reference(qa.float(), sa, qb, sb)
+        fp8b.scaled_mm_reference(qa.float(), sa, qb, sb)
 
 
 # ------------------------------------------------------------- the interleaved SF layout ----
@@ -392,7 +393,7 @@ def test_bad_input_raises_course_errors():
     with pytest.raises(DTypeError):
         bs.error_table(torch.randn(4, 32), ("bf16", "int3"))
     with pytest.raises(ShapeError):
-        bs.quantize_blockwise_fp8(torch.randn(4, 32), (0, 128))
+        fp8b.quantize_blockwise_fp8(torch.randn(4, 32), (0, 128))
     with pytest.raises(ShapeError, match="K differs"):
-        bs.scaled_mm_reference(*bs.quantize_blockwise_fp8(torch.randn(4, 64)),
-                               *bs.quantize_blockwise_fp8(torch.randn(4, 32), (128, 128)))
+        fp8b.scaled_mm_reference(*fp8b.quantize_blockwise_fp8(torch.randn(4, 64)),
+                               *fp8b.quantize_blockwise_fp8(torch.randn(4, 32), (128, 128)))

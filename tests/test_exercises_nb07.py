@@ -239,10 +239,10 @@ def test_blockwise_product_right():
 
 
 def test_blockwise_product_dequantize_first_is_also_right():
-    from cutecourse.models import block_scaling as bs
+    from cutecourse.models import blockwise_fp8 as fp8b
 
     def dequantized(qa, sa, qb, sb):
-        return bs.dequantize_blockwise(qa, sa, (1, 128)) @ bs.dequantize_blockwise(qb, sb, (128, 128)).T
+        return fp8b.dequantize_blockwise(qa, sa, (1, 128)) @ fp8b.dequantize_blockwise(qb, sb, (128, 128)).T
 
     assert nb07.check_blockwise_product(dequantized)
 

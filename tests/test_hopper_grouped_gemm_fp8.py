@@ -1,6 +1,6 @@
 """The FP8 block-scaled grouped GEMM: input errors, quantizing on the device's terms, what the
 compiler made (e4m3 wgmmas, one wait per k-tile, the promotion FFMAs, the scales loaded before the
-wgmmas), and on an H100 the result against ``models.block_scaling.scaled_mm_reference`` and each
+wgmmas), and on an H100 the result against ``models.blockwise_fp8.scaled_mm_reference`` and each
 CTA's work against ``models.group_scheduler`` (in a subprocess with a timeout).
 """
 
@@ -15,7 +15,7 @@ from cutecourse.inspect import compile_report
 from cutecourse.kernels import grouped
 from cutecourse.kernels import grouped_checks as checks
 from cutecourse.kernels import hopper_grouped_gemm_fp8 as fp8
-from cutecourse.models import block_scaling as bs
+from cutecourse.models import blockwise_fp8 as fp8b
 from cutecourse.models import gemm_plan
 
 TARGET = "cutecourse.kernels.grouped_targets:hopper_fp8"
@@ -38,7 +38,7 @@ def test_quantize_groups_gives_the_kernels_layouts():
     assert SA[0].stride() == (1, 200)  # M-major: neighbouring rows' scales are neighbours
     assert SB[0].stride() == (3, 1)
     # what the kernel computes, on the CPU, is close to the unquantized product
-    ref = bs.scaled_mm_reference(qA[0], SA[0], qB[0], SB[0])
+    ref = fp8b.scaled_mm_reference(qA[0], SA[0], qB[0], SB[0])
     exact = As[0] @ Bs[0].T
     assert ((ref - exact).abs().max() / exact.abs().max()).item() < 0.05
 
@@ -172,7 +172,7 @@ _GPU_CHECK = textwrap.dedent("""
     import json, sys, torch
     import cutecourse
     from cutecourse.kernels import grouped, hopper_grouped_gemm_fp8 as fp8
-    from cutecourse.models import block_scaling as bs, group_scheduler as gs
+    from cutecourse.models import blockwise_fp8 as fp8b, group_scheduler as gs
     torch.manual_seed(0)
     out = []
     for name, sizes, sms, cluster in json.loads(sys.argv[1]):
@@ -186,7 +186,7 @@ _GPU_CHECK = textwrap.dedent("""
         err = 0.0
         for c, qa, sa, qb, sb, (m, n, k) in zip(Cs, qA, SA, qB, SB, sizes):
             if m and k:
-                ref = bs.scaled_mm_reference(qa, sa, qb, sb)
+                ref = fp8b.scaled_mm_reference(qa, sa, qb, sb)
                 err = max(err, ((c.float() - ref).abs().max() / ref.abs().max()).item())
             elif m:
                 err = max(err, c.float().abs().max().item())
@@ -203,12 +203,12 @@ _GPU_CHECK = textwrap.dedent("""
     rows[3] = rows[7] = 0
     offs = torch.cumsum(rows, 0).to(torch.int32).cuda()
     x, w = torch.randn(int(rows.sum()), k, device="cuda"), torch.randn(g, n, k, device="cuda")
-    qa, sa = bs.quantize_blockwise_fp8(x, (1, 128))
-    qw, sw = zip(*[bs.quantize_blockwise_fp8(w[i], (128, 128)) for i in range(g)])
+    qa, sa = fp8b.quantize_blockwise_fp8(x, (1, 128))
+    qw, sw = zip(*[fp8b.quantize_blockwise_fp8(w[i], (128, 128)) for i in range(g)])
     qw, sw = torch.stack(qw), torch.stack(sw)
     c = grouped.grouped_mm_fp8(qa, sa.t().contiguous().t(), qw.transpose(-2, -1), sw, offs)
     ends = offs.tolist()
-    ref = torch.cat([bs.scaled_mm_reference(qa[s:e], sa[s:e], qw[i], sw[i])
+    ref = torch.cat([fp8b.scaled_mm_reference(qa[s:e], sa[s:e], qw[i], sw[i])
                      for i, (s, e) in enumerate(zip([0] + ends[:-1], ends))])
     out.append(["packed", ((c.float() - ref).abs().max() / ref.abs().max()).item(), True])
     print("RESULT" + json.dumps(out))

@@ -9,6 +9,7 @@ import pytest
 matplotlib.use("Agg")
 
 from cutecourse.errors import CourseError, ShapeError  # noqa: E402
+from cutecourse.models import schedule_ranking as sr  # noqa: E402
 from cutecourse.models import schedules as sc  # noqa: E402
 from cutecourse.viz import schedule_widget as sw  # noqa: E402
 from cutecourse.viz import schedules as vs  # noqa: E402
@@ -149,23 +150,23 @@ def test_stages_match_the_course_kernels():
 
 def test_predict_ranking_and_compare_with_measured():
     shapes = [(8192, 8192, 8192), (4096, 4096, 256)]
-    ranks = sc.predict_ranking(shapes, tiles=[(128, 256, 64)])
+    ranks = sr.predict_ranking(shapes, tiles=[(128, 256, 64)])
     assert set(ranks) == {(s, (128, 256, 64)) for s in shapes}
     rk = ranks[((8192, 8192, 8192), (128, 256, 64))]
     assert sorted(rk.order) == sorted(sc.SCHEDULES) and str(rk).startswith("8192x8192x8192")
-    same = sc.compare_with_measured(rk, dict(rk.tflops))
+    same = sr.compare_with_measured(rk, dict(rk.tflops))
     assert same.spearman == pytest.approx(1.0) and same.kendall == pytest.approx(1.0) and not same.flips
     reverse = {s: float(i) for i, s in enumerate(rk.order)}  # measured order exactly reversed
-    rev = sc.compare_with_measured(rk, reverse)
+    rev = sr.compare_with_measured(rk, reverse)
     assert rev.spearman == pytest.approx(-1.0) and len(rev.flips) == 6
-    a = sc.compare_with_measured(["pingpong", "cooperative", "one_cta"],
+    a = sr.compare_with_measured(["pingpong", "cooperative", "one_cta"],
                                  {"pingpong": 700.0, "cooperative": 790.0, "one_cta": 600.0})
     assert a.flips == [("pingpong", "cooperative")] and a.kendall == pytest.approx(1 / 3)
     assert "pingpong > cooperative" in str(a)
     with pytest.raises(CourseError):
-        sc.compare_with_measured(rk, {"coop": 1.0, "pingpong": 2.0})
+        sr.compare_with_measured(rk, {"coop": 1.0, "pingpong": 2.0})
     with pytest.raises(CourseError):
-        sc.compare_with_measured(rk, {"pingpong": 2.0})
+        sr.compare_with_measured(rk, {"pingpong": 2.0})
 
 
 def test_bad_inputs_raise_course_errors():

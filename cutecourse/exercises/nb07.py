@@ -16,6 +16,7 @@ import numbers
 import torch
 
 from ..models import block_scaling as bs
+from ..models import blockwise_fp8 as fp8b
 from ..models import group_scheduler as gs
 from . import Result, answered, checker, failed, passed
 
@@ -381,8 +382,8 @@ def _fp8_case(m, n, k, seed):
     # rows and k-blocks of very different sizes, so that every block's scale matters
     x = torch.randn(m, k, generator=g) * 10 ** (torch.rand(m, k // 128, generator=g) * 4 - 2).repeat_interleave(128, 1)
     w = torch.randn(n, k, generator=g) * 10 ** (torch.rand(1, k // 128, generator=g) * 2 - 1).repeat_interleave(128, 1)
-    qa, sa = bs.quantize_blockwise_fp8(x, (1, 128))
-    qb, sb = bs.quantize_blockwise_fp8(w, (128, 128))
+    qa, sa = fp8b.quantize_blockwise_fp8(x, (1, 128))
+    qb, sb = fp8b.quantize_blockwise_fp8(w, (128, 128))
     return qa, sa, qb, sb
 
 
@@ -422,7 +423,7 @@ def check_blockwise_product(fn) -> Result:
     title = "an FP8 product with 1x128 / 128x128 block scales"
     for i, (m, n, k) in enumerate(FP8_SHAPES):
         case = _fp8_case(m, n, k, seed=11 + i)
-        want = bs.scaled_mm_reference(*case)
+        want = fp8b.scaled_mm_reference(*case)
         got = answered(fn(*(t.clone() for t in case)), "blockwise_product")
         if _fp8_close(got, want):
             continue
@@ -442,6 +443,6 @@ def check_blockwise_product(fn) -> Result:
         why = next((w for kw, w in mistakes if _fp8_close(got, _try_variant(case, kw))),
                    "compare one k-block's partial product with the reference first")
         return failed(title, f"M, N, K = {m}, {n}, {k}: your product differs from "
-                      f"block_scaling.scaled_mm_reference; {why}")
-    return passed(title, f"all {len(FP8_SHAPES)} products agree with block_scaling.scaled_mm_reference "
+                      f"blockwise_fp8.scaled_mm_reference; {why}")
+    return passed(title, f"all {len(FP8_SHAPES)} products agree with blockwise_fp8.scaled_mm_reference "
                   "(the sum the Hopper kernel's promotion computes)")

@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 from ..errors import DeviceError, ShapeError
 from ..models import block_scaling
+from ..models import blockwise_fp8
 from ..models.blackwell_plan import B200_SMS, check_format
 from . import gemm_launch, grouped_checks as checks
 from .blackwell_grouped_gemm import BlackwellGroupedBlockScaledGemm
@@ -218,11 +219,11 @@ def grouped_mm(a, b, offs, out_dtype=None, **config):
 # -- Hopper, FP8 with block scales ----------------------------------------------------------------
 def quantize_fp8(As, Bs):
     """(qAs, SAs, qBs, SBs): each A_g per 1x128 block and B_g per 128x128 block to e4m3 with fp32
-    scales (``models.block_scaling.quantize_blockwise_fp8``), on the inputs' device; sa M-major."""
+    scales (``models.blockwise_fp8.quantize_blockwise_fp8``), on the inputs' device; sa M-major."""
     out = ([], [], [], [])
     for a, b in zip(As, Bs):
-        qa, sa = block_scaling.quantize_blockwise_fp8(a, (1, BLOCK))
-        qb, sb = block_scaling.quantize_blockwise_fp8(b, (BLOCK, BLOCK))
+        qa, sa = blockwise_fp8.quantize_blockwise_fp8(a, (1, BLOCK))
+        qb, sb = blockwise_fp8.quantize_blockwise_fp8(b, (BLOCK, BLOCK))
         for lst, t in zip(out, (qa, checks.m_major(sa.contiguous()), qb, sb)):
             lst.append(t.to(a.device))
     return out

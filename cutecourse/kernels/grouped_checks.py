@@ -148,7 +148,7 @@ def check_packed_scales(a, sa, b, sb):
             raise ShapeError(f"{name} is {getattr(s, 'dtype', type(s).__name__)} "
                              f"{tuple(getattr(s, 'shape', ()))}, expected float32 {want}",
                              "quantize a per 1x128 and each w[g] per 128x128 block "
-                             "(models.block_scaling.quantize_blockwise_fp8)")
+                             "(models.blockwise_fp8.quantize_blockwise_fp8)")
         if s.device != a.device:
             raise DeviceError(f"{name} is on {s.device}, a on {a.device}", f"move it: {name}.to(a.device)")
     if sb.shape[2] > 1 and sb.stride(2) != 1:

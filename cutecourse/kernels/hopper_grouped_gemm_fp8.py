@@ -6,7 +6,7 @@ Each group multiplies e4m3 matrices that carry fp32 scales, one per block::
     B_g ~ qb * sb   one scale per 128 x 128 block of B (weights)
 
 so ``C_g = sum over k-blocks kb of (qa_kb @ qb_kb.T) * sa[:, kb] * sb[n // 128, kb]``
-(``models/block_scaling.scaled_mm_reference`` is this sum on the CPU). The scales change from one
+(``models/blockwise_fp8.scaled_mm_reference`` is this sum on the CPU). The scales change from one
 k-block to the next, so they cannot be applied once at the end: every k-block's product must be
 scaled on its own before it joins the sum. This is the grouped kernel of ``hopper_grouped_gemm``
 (same roles, group walk, tensor maps and epilogue) with its ``mainloop`` hook changed, and these
