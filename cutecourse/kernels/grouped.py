@@ -230,16 +230,16 @@ def quantize_fp8(As, Bs):
 
 
 def fp8_kernel(tile=(128, 128), cluster=CLUSTER, sms: int | None = None, stages: int | None = None,
-               group_m: int = GROUP_M, parts: int = 2, ordered: bool = True) -> BlockScaledGroupedHopperGemm:
+               group_m: int = GROUP_M, parts: int = 2, turns: str | None = "issue"):
     """The FP8 kernel of a configuration (``BlockScaledGroupedHopperGemm``'s options; ``sms``:
     default every SM of the GPU): what ``launcher_fp8`` and ``packed_launcher_fp8`` launch."""
     return BlockScaledGroupedHopperGemm(tuple(tile), tuple(cluster), _sms("sm_90a", sms), group_m=group_m,
-                                        stages=stages, parts=parts, ordered=ordered)
+                                        stages=stages, parts=parts, turns=turns)
 
 
 def launcher_fp8(As, SAs, Bs, SBs, Cs, **config):
     """Validated, compiled launch closure: ``fn()`` writes group g's scaled product into ``Cs[g]``.
-    ``config``: ``fp8_kernel``'s keywords (tile, cluster, sms, stages, group_m, parts, ordered)."""
+    ``config``: ``fp8_kernel``'s keywords (tile, cluster, sms, stages, group_m, parts, turns)."""
     import torch
 
     checks.check_groups(As, Bs, Cs[0].dtype if Cs else None, in_dtypes=(torch.float8_e4m3fn,))

@@ -37,9 +37,13 @@ choices:
 **Variants with one part** (``parts=1``, DeepGEMM's promotion; issue 24 measures them against
 the default, ``docs/notes/grouped_speed.md``). Each warpgroup has one fresh accumulator and waits
 for its own wgmmas (``wait_group(0)``) before promoting; the tensor cores stay busy only if the
-other warpgroup's wgmmas run meanwhile. ``ordered=True`` makes sure they do: the two consumer
-warpgroups take turns to issue (two named barriers, as in ping-pong), so each one's promotion runs
-under the other's wgmmas. One part frees the registers of the second, which buys wider tiles:
+other warpgroup's wgmmas run meanwhile. Left alone (``turns=None``) the two warpgroups tend to run
+in step, and promote at the same time. With ``turns`` they take turns to issue (two named
+barriers, as in ping-pong), so each one's promotion runs under the other's wgmmas: ``"issue"``
+passes the turn as soon as one's wgmmas are issued (both batches may be queued at the tensor
+cores: no gap between them, if they run in the order issued), ``"done"`` once they have finished
+(strict alternation, with a hand-over gap). One part frees the registers of the second, which buys
+wider tiles:
 
 * 128x192 (m64n192 wgmmas, 96 + 96 registers): a tile's columns span two blocks of B's scales,
   the boundary 128 or 64 columns in (``n0 % 128`` is 0 or 64): two versions of the promotion,
@@ -70,9 +74,11 @@ BLOCK = 128
 #: The launchers' default cluster: pairs of CTAs along M share B's k-tiles by multicast.
 #: Measured 1.03-1.05x the 1x1 launch (benchmarks/results/grouped_fp8.json).
 CLUSTER = (2, 1)
-#: Named barriers of the ordered one-part mainloop: ORDER_BARRIER + w is consumer warpgroup w's
+#: Named barriers of the one-part mainloop's turns: ORDER_BARRIER + w is consumer warpgroup w's
 #: turn to issue (0: the whole CTA, 1: the epilogue's).
 ORDER_BARRIER = 2
+#: When a warpgroup passes the turn on: not at all (no turns), its wgmmas issued, or done.
+TURNS = (None, "issue", "done")
 
 
 class BlockScaledGroupedHopperGemm(GroupedHopperGemm):
@@ -81,8 +87,8 @@ class BlockScaledGroupedHopperGemm(GroupedHopperGemm):
     The grouped kernel (``GroupedHopperGemm``) with k-tiles of 128 and one hook changed: the
     mainloop, which promotes each k-tile's product into fp32 with its scales (module docstring).
     Its metadata has five columns (A, B, C, SFA, SFB: ``group_walk.OPERANDS``). ``parts``: fresh
-    accumulators per warpgroup, 2 (128x128 only) or 1; ``ordered`` (one part): the consumer
-    warpgroups take turns to issue their wgmmas.
+    accumulators per warpgroup, 2 (128x128 only) or 1; ``turns`` (one part): when the consumer
+    warpgroups hand the turn to issue wgmmas on (``TURNS``).
     """
 
     TILES = FP8_TILES
@@ -90,22 +96,25 @@ class BlockScaledGroupedHopperGemm(GroupedHopperGemm):
 
     def __init__(self, tile_mn=(128, 128), cluster_mn=CLUSTER, sms: int = 132, *,
                  group_m: int = GROUP_M, stages: int | None = None, epi_tile=EPI_TILE, parts: int = 2,
-                 ordered: bool = True):
+                 turns: str | None = "issue"):
         tile_mn = check_tile(tile_mn, self.TILES)
         if parts not in (1, 2) or (parts == 2 and tile_mn[1] != BLOCK):
             raise ShapeError(f"parts={parts} with a {tile_mn[0]}x{tile_mn[1]} tile: two parts hold two "
                              f"k-tiles' products next to the fp32 sum (3 x {tile_mn[1] // 2} registers "
                              "per thread); only 128x128 leaves room for that",
                              "use parts=1 for the wider tiles, or tile (128, 128)")
+        if turns not in TURNS:
+            raise ShapeError(f"turns={turns!r} is not one of {TURNS}",
+                             "None (the warpgroups run freely), 'issue' or 'done'")
         super().__init__(tile_mn, cluster_mn, sms, group_m=group_m, stages=stages, epi_tile=epi_tile,
                          epi_stages=fp8_epi_stages(tile_mn))
         self.tile_mnk = (*self.tile_mn, tile_k("float8_e4m3fn"))  # 128: one scale block
-        self.parts, self.ordered = parts, bool(ordered)
+        self.parts, self.turns = parts, turns
         # 128x256: the part holds 64 x 128 (two wgmma batches per k-tile), not 64 x 256 (128
         # registers next to acc's 128 would leave none)
         self.WGMMA_N = BLOCK if tile_mn[1] > 192 else None
         self.part_n = self.WGMMA_N or tile_mn[1]
-        self.config = ("fp8_blockwise", parts, self.ordered, *self.config)
+        self.config = ("fp8_blockwise", parts, turns, *self.config)
 
     def mainloop(self, ring, mma, read, release, groups, tile):
         """acc = the sum over the tile's k-tiles k of (A_k @ B_k.T) * sa[row, k] * sb[k]; returns
@@ -170,7 +179,7 @@ class BlockScaledGroupedHopperGemm(GroupedHopperGemm):
     @cute.jit
     def _one_part(self, ring, mma, read, release, groups, tile):
         """Per k-tile and per batch of wgmmas (128x256: two, one per 128 columns): issue into the
-        one fresh accumulator ``part`` (in turn with the other warpgroup when ``ordered``), wait
+        one fresh accumulator ``part`` (in turn with the other warpgroup: ``turns``), wait
         for it, free the stage after the last batch, promote into ``acc``."""
         sfa, sfb, m_rows, n_blocks = _group_scales(groups, tile.group, tile.k_end)
         tidx, _, _ = cute.arch.thread_idx()
@@ -188,7 +197,7 @@ class BlockScaledGroupedHopperGemm(GroupedHopperGemm):
         tiled_mma, tCrA, tCrB, acc = mma.tiled_mma, mma.tCrA, mma.tCrB, mma.acc
         batches = cute.size(tCrB, mode=[1])  # 1, or 2 for 128x256
         acc.fill(0.0)
-        if cutlass.const_expr(self.ordered):
+        if cutlass.const_expr(self.turns is not None):
             if wg == 1:  # warpgroup 0 issues first
                 cute.arch.barrier_arrive(barrier_id=ORDER_BARRIER, number_of_threads=256)
         for k in cutlass.range(tile.k_end, unroll=1):
@@ -196,15 +205,14 @@ class BlockScaledGroupedHopperGemm(GroupedHopperGemm):
             sb1 = sfb[(second, k)]
             ring.consumer_wait(read)
             for h in cutlass.range_constexpr(batches):
-                if cutlass.const_expr(self.ordered):
+                if cutlass.const_expr(self.turns is not None):
                     cute.arch.barrier(barrier_id=ORDER_BARRIER + wg, number_of_threads=256)  # my turn
                 tiled_mma = _issue_batch(tiled_mma, tCrA, tCrB, read.index, h, batches, part)
-                if cutlass.const_expr(self.ordered):  # the other's turn (warpgroup 1's last: none)
-                    if cutlass.const_expr(h + 1 < batches):
-                        cute.arch.barrier_arrive(barrier_id=ORDER_BARRIER + 1 - wg, number_of_threads=256)
-                    elif wg == 0 or k + 1 < tile.k_end:
-                        cute.arch.barrier_arrive(barrier_id=ORDER_BARRIER + 1 - wg, number_of_threads=256)
+                if cutlass.const_expr(self.turns == "issue"):
+                    _pass_turn(wg, k + 1 < tile.k_end or h + 1 < batches)
                 warpgroup.wait_group(0)
+                if cutlass.const_expr(self.turns == "done"):
+                    _pass_turn(wg, k + 1 < tile.k_end or h + 1 < batches)
                 if cutlass.const_expr(h == batches - 1):
                     ring.consumer_release(release)
                 acc_h = acc[(None, 0, h)]
@@ -217,6 +225,14 @@ class BlockScaledGroupedHopperGemm(GroupedHopperGemm):
             read.advance()
             release.advance()
         return read, release
+
+
+@cute.jit
+def _pass_turn(wg, more):
+    """Hand the turn to the other warpgroup; warpgroup 1's last batch of a tile does not (``more``
+    false): warpgroup 0 has none left, and the next tile starts with warpgroup 0's turn."""
+    if wg == 0 or more:
+        cute.arch.barrier_arrive(barrier_id=ORDER_BARRIER + 1 - wg, number_of_threads=256)
 
 
 @cute.jit
