@@ -81,7 +81,7 @@ def draw_tmem(plan: Plan, fig=None):
     ax.set_yticks(range(0, LANES + 1, LANES_PER_WARP))
     ax.set_xlabel("TMEM column (32 bits each; the kernel allocates all 512)")
     ax.set_ylabel("TMEM lane = tile row")
-    m, n, k = plan.tile_mnk
+    m, n, _ = plan.tile_mnk
     stages = f"{plan.acc_stages} accumulator stage{'s' if plan.acc_stages > 1 else ''}"
     ax.set_title(f"{plan.fmt.upper()}, {m}x{n} tile: {stages} and one k-tile's scale factors "
                  f"use {plan.tmem_columns} of TMEM's {TMEM_COLUMNS} columns", fontsize=10)
