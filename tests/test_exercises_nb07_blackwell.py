@@ -9,7 +9,7 @@ from cutecourse import layouts
 from cutecourse.exercises import nb07_blackwell as nbw
 
 
-# -- TMEM columns --------------------------------------------------------------------------------
+# -- 6. TMEM columns ----------------------------------------------------------------------------
 def tmem_columns(fmt, tile_mn, acc_stages):
     """From the instruction: N fp32 columns per stage; SF atoms of 128 rows x 4 blocks, 4 columns."""
     block, tile_k = (16, 256) if fmt == "nvfp4" else (32, 128)
@@ -62,7 +62,40 @@ def test_the_reference_is_the_plan():
         assert nbw.tmem_columns_of(fmt, tile, stages) == tmem_columns(fmt, tile, stages)
 
 
-# -- the scale-factor layout as a CuTe layout ---------------------------------------------------
+# -- 7. a scale factor's byte, by formula ----------------------------------------------------
+def sf_offset(row, kblock, rows, kblocks):
+    atom = (row // 128) * math.ceil(kblocks / 4) + kblock // 4
+    return 512 * atom + 16 * (row % 32) + 4 * ((row // 32) % 4) + kblock % 4
+
+
+def test_sf_offset_right():
+    r = nbw.check_sf_offset(sf_offset)
+    assert r and "coordinates" in r.message
+
+
+def test_sf_offset_typical_mistakes():
+    cases = {
+        nbw._row_major: "row-major",
+        nbw._unpadded: "padded to a multiple of 4",
+        nbw._swapped: "16*(r % 32)",
+        nbw._m_fastest: "k fastest",
+        nbw._row_in_atom: "interleaved by 32",
+    }
+    for wrong, words in cases.items():
+        r = nbw.check_sf_offset(wrong)
+        assert not r and words in r.message, (wrong.__name__, r.message)
+    r = nbw.check_sf_offset(lambda row, kb, rows, kbl: sf_offset(row, kb, rows, kbl) + 1)
+    assert not r and "512 * atom" in r.message
+
+
+
+def test_the_solution_notebooks_import_still_works():
+    from cutecourse.exercises import nb07
+
+    assert nb07.check_sf_offset is nbw.check_sf_offset
+
+
+# -- 8. the scale-factor layout as a CuTe layout ---------------------------------------------------
 def sf_layout(rows, kblocks):
     k_atoms = math.ceil(kblocks / 4)
     return f"((32,4,{rows // 128}),(4,{k_atoms})):((16,4,{512 * k_atoms}),(1,512))"

@@ -1,24 +1,25 @@
-"""Checkers for notebook 07's Blackwell primer: tensor-memory columns and the scale-factor layout.
+"""Checkers for notebook 07's Blackwell primer: tensor-memory columns and the scale-factor byte.
 
 The expected answers come from the course's models: the Blackwell kernel's plan
 (``models.blackwell_plan.plan``: its TMEM columns, which the tests hold to CuTe's own TMEM tensors)
 and the interleaved scale-factor layout (``models.sf_layout.sf_offset``, which the tests hold to
 CuTe's ``tile_atom_to_shape_SF``). A layout the learner writes is evaluated by CuTe itself
 (``cutecourse.layouts``), coordinate by coordinate. Wrong answers are matched against the usual
-mistakes to say which one it was. (The other exercises of notebook 07: ``nb07.py``.)
+mistakes to say which one it was (``diagnosis.py``). Exercises 6-8; the others are ``nb07.py``.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 
 from .. import layouts
 from ..models import blackwell_plan as bp
 from ..models import sf_layout
 from . import Result, answered, checker, failed, passed
-from .nb07 import _diagnose, _m_fastest, _row_in_atom, _row_major, _swapped
+from .diagnosis import diagnose
 
-# ------------------------------------------------------------------ TMEM columns of a tile ----
+# --------------------------------------------------------------- 6. TMEM columns of a tile ----
 
 #: Every configuration the kernel compiles, with one and two accumulator stages.
 TMEM_CASES = [(fmt, tile, stages) for fmt, tile in itertools.product(bp.FORMATS, bp.TILES)
@@ -82,7 +83,7 @@ def check_tmem_columns(fn) -> Result:
     for case, got in answers.items():
         want = tmem_columns_of(*case)
         if got != want:
-            why = _diagnose(got, case, _TMEM_MISTAKES, "count the accumulator stages' columns, then "
+            why = diagnose(got, case, _TMEM_MISTAKES, "count the accumulator stages' columns, then "
                             "SFA's and SFB's atoms for one k-tile, 4 columns each", answers)
             fmt, tile, stages = case
             return failed(title, f"{fmt.upper()}, {tile[0]}x{tile[1]} tile, {stages} accumulator "
@@ -93,7 +94,77 @@ def check_tmem_columns(fn) -> Result:
                   f"plan gives it {bp.plan('nvfp4', (128, 256)).acc_stages}")
 
 
-# ------------------------------------------------------- the SF layout as a CuTe layout ----
+# ---------------------------------------------- 7. a scale factor's byte, by formula ----
+
+SF_SHAPES = [(128, 4), (256, 8), (200, 6), (512, 3), (100, 12), (384, 1)]
+
+
+def _row_major(row, kb, rows, kbl):
+    return row * kbl + kb
+
+
+def _unpadded(row, kb, rows, kbl):  # k-atoms per row of atoms counted without padding K
+    atom = (row // 128) * (kbl // 4) + kb // 4
+    return 512 * atom + 16 * (row % 32) + 4 * ((row // 32) % 4) + kb % 4
+
+
+def _swapped(row, kb, rows, kbl):  # 4 and 16 exchanged inside the atom
+    atom = (row // 128) * math.ceil(kbl / 4) + kb // 4
+    return 512 * atom + 4 * (row % 32) + 16 * ((row // 32) % 4) + kb % 4
+
+
+def _m_fastest(row, kb, rows, kbl):  # atoms numbered down M first
+    atom = (kb // 4) * math.ceil(rows / 128) + row // 128
+    return 512 * atom + 16 * (row % 32) + 4 * ((row // 32) % 4) + kb % 4
+
+
+def _row_in_atom(row, kb, rows, kbl):  # row-major inside each atom: 4 bytes per row
+    atom = (row // 128) * math.ceil(kbl / 4) + kb // 4
+    return 512 * atom + 4 * (row % 128) + kb % 4
+
+
+def sf_mismatch(answers: dict, mistakes, default: str):
+    """The first coordinate ``(row, kblock, rows, kblocks)`` whose answer is not ``sf_offset``'s,
+    as (coordinate, answer, right byte, the mistake that explains the answers); None if all agree."""
+    for case, got in answers.items():
+        want = sf_layout.sf_offset(*case)
+        if got != want:
+            return case, got, want, diagnose(got, case, mistakes, default, answers)
+    return None
+
+
+@checker("the byte of a scale factor in Blackwell's interleaved layout",
+         hint="atoms of 128 rows x 4 k-blocks, 512 bytes each, k-atoms fastest (k-blocks padded "
+              "to a multiple of 4); inside an atom row r starts at 16*(r % 32) + 4*((r // 32) % 4), "
+              "and k-block k adds k % 4.")
+def check_sf_offset(fn) -> Result:
+    """``fn(row, kblock, rows, kblocks) -> int``: the byte offset of the scale factor of
+    (row, kblock) in the interleaved buffer of a ``rows x kblocks`` scale-factor matrix."""
+    title = "the byte of a scale factor in Blackwell's interleaved layout"
+    answers = {(row, kb, rows, kbl): fn(row, kb, rows, kbl)
+               for rows, kbl in SF_SHAPES for row in range(rows) for kb in range(kbl)}
+    answered(answers[(0, 0) + SF_SHAPES[0]], "sf_offset")
+    miss = sf_mismatch(answers, [
+        (_row_major, "that is plain row-major order; the MMA reads scale factors "
+         "in 128x4 atoms, 4 k-blocks of rows r, r+32, r+64, r+96 per 16 bytes"),
+        (_unpadded, "k-blocks are padded to a multiple of 4: a row of atoms holds "
+         "ceil(kblocks / 4) atoms, not kblocks // 4"),
+        (_swapped, "inside an atom row r starts at 16*(r % 32) + 4*((r // 32) % 4): "
+         "32 lines of 16 bytes, one per TMEM lane"),
+        (_m_fastest, "atoms are numbered k fastest: all of a row of atoms' k-atoms, "
+         "then the next 128 rows"),
+        (_row_in_atom, "inside an atom the 128 rows are interleaved by 32, not "
+         "stored one after the other"),
+    ], "write it as 512 * atom + 16 * (row % 32) + 4 * ((row // 32) % 4) + kblock % 4")
+    if miss:
+        (row, kb, rows, kbl), got, want, why = miss
+        return failed(title, f"(row {row}, k-block {kb}) of {rows} x {kbl}: you gave {got!r}, "
+                      f"the scale factor is at byte {want}; {why}")
+    tried = len(answers)
+    return passed(title, f"all {tried} coordinates of {len(SF_SHAPES)} shapes agree with "
+                  "sf_layout.sf_offset (the layout CuTe's tile_atom_to_shape_SF builds)")
+
+# ------------------------------------------------- 8. the SF layout as a CuTe layout ----
 
 #: (rows, k-blocks): whole atoms (rows a multiple of 128, k-blocks of 4), one and several of each.
 SF_LAYOUT_SHAPES = [(128, 4), (256, 8), (384, 4), (128, 12)]
@@ -134,21 +205,20 @@ def check_sf_layout(fn) -> Result:
         grid, shown[(rows, kbl)] = t.grid(), t.layout
         for row, kb in itertools.product(range(rows), range(kbl)):
             answers[(row, kb, rows, kbl)] = int(grid[row, kb])
-    for (row, kb, rows, kbl), got in answers.items():
-        want = sf_layout.sf_offset(row, kb, rows, kbl)
-        if got != want:
-            why = _diagnose(got, (row, kb, rows, kbl), [
-                (_row_major, "that is row-major order; the MMA reads 128x4 atoms, 4 k-blocks of "
-                 "rows r, r+32, r+64, r+96 in each 16-byte line"),
-                (_swapped, "inside an atom r % 32 picks the 16-byte line (stride 16) and r // 32 "
-                 "the 4-byte word (stride 4)"),
-                (_m_fastest, "atoms are numbered k fastest: the k-atoms' stride is 512, the "
-                 "row-atoms' 512 x kblocks / 4"),
-                (_row_in_atom, "inside an atom the 128 rows are interleaved by 32: shape (32, 4), "
-                 "strides (16, 4)"),
-            ], "compare your strides with the atom ((32,4),4):((16,4),1)", answers)
-            return failed(title, f"{rows} x {kbl}: your layout {shown[(rows, kbl)]} puts (row {row}, "
-                          f"k-block {kb}) at byte {got}, sf_offset says {want}; {why}")
+    miss = sf_mismatch(answers, [
+        (_row_major, "that is row-major order; the MMA reads 128x4 atoms, 4 k-blocks of "
+         "rows r, r+32, r+64, r+96 in each 16-byte line"),
+        (_swapped, "inside an atom r % 32 picks the 16-byte line (stride 16) and r // 32 "
+         "the 4-byte word (stride 4)"),
+        (_m_fastest, "atoms are numbered k fastest: the k-atoms' stride is 512, the "
+         "row-atoms' 512 x kblocks / 4"),
+        (_row_in_atom, "inside an atom the 128 rows are interleaved by 32: shape (32, 4), "
+         "strides (16, 4)"),
+    ], "compare your strides with the atom ((32,4),4):((16,4),1)")
+    if miss:
+        (row, kb, rows, kbl), got, want, why = miss
+        return failed(title, f"{rows} x {kbl}: your layout {shown[(rows, kbl)]} puts (row {row}, "
+                      f"k-block {kb}) at byte {got}, sf_offset says {want}; {why}")
     return passed(title, f"every coordinate of {len(SF_LAYOUT_SHAPES)} shapes agrees with "
                   "sf_layout.sf_offset: the interleaved layout, as CuTe evaluates it")
 
