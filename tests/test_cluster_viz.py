@@ -7,10 +7,12 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from cutecourse.errors import ShapeError  # noqa: E402
 from cutecourse.viz.cluster import ClusterWidget, draw_cluster, summary  # noqa: E402
+from cutecourse.viz.widgets import classes_of  # noqa: E402
 
 
 def _texts(fig):
@@ -33,10 +35,73 @@ def test_static_picture_shows_masks_slices_and_bytes():
     plt.close(fig)
 
 
-def test_big_cluster_uses_hex_masks():
+def test_masks_are_binary_in_the_text_and_the_picture():
+    # Found by driving the widget: the text said 0b..., the picture of a big cluster 0x....
     fig = draw_cluster((128, 128, 64), (4, 4), rank=5)
-    assert "A 0x2222\nB 0x00f0" in _texts(fig)
+    a, b = "0b0010001000100010", "0b0000000011110000"  # A: ranks 1, 5, 9, 13; B: ranks 4..7
+    assert f"A {a}\nB {b}" in _texts(fig)
+    assert not any("0x" in t for t in _texts(fig))
+    w = ClusterWidget(tile="128x128x64", cluster=(4, 4), rank=5, render=False)
+    assert f"mask {a}" in w.text and f"mask {b}" in w.text
     plt.close(fig)
+
+
+def _label_boxes(ax, renderer):
+    return [(t.get_text(), t.get_window_extent(renderer)) for t in ax.texts if t.get_text()]
+
+
+def _points(path, transform, step_px=1.5):
+    """Points every ~step_px along a path (curves flattened), in display coordinates."""
+    for poly in path.to_polygons(transform=transform, closed_only=False):
+        for p0, p1 in zip(poly[:-1], poly[1:]):
+            n = max(1, int(np.hypot(*(p1 - p0)) / step_px))
+            for t in np.linspace(0, 1, n + 1):
+                yield p0 + t * (p1 - p0)
+
+
+@pytest.mark.parametrize("cluster", [(2, 2), (1, 4), (4, 1), (2, 4), (4, 2), (4, 4)])
+def test_arrows_never_cross_a_label(cluster):
+    # Found by driving the widget: arrows ran straight across other CTAs' rank and mask labels.
+    size = cluster[0] * cluster[1]
+    for rank in sorted({0, 1, size // 2 + 1, size - 1} & set(range(size))):  # corners, middle
+        fig = draw_cluster((128, 128, 64), cluster, rank=rank)
+        ax = fig.axes[0]
+        renderer = fig.canvas.get_renderer()
+        boxes = _label_boxes(ax, renderer)
+        arrows = [p for p in ax.patches if type(p).__name__ == "FancyArrowPatch"]
+        assert arrows
+        for arrow in arrows:
+            for x, y in _points(arrow.get_path(), ax.transData):
+                for text, bb in boxes:
+                    assert not (bb.x0 + 1 < x < bb.x1 - 1 and bb.y0 + 1 < y < bb.y1 - 1), \
+                        f"{cluster} rank {rank}: an arrow crosses the label {text!r}"
+        plt.close(fig)
+
+
+def test_a_1x1_cluster_is_not_called_a_multicast():
+    fig = draw_cluster((128, 256, 64), (1, 1), rank=0)
+    texts = " | ".join(_texts(fig))
+    assert "no multicast" in texts and "fewer with multicast" not in texts
+    assert fig.axes[1].get_legend() is None  # no "with multicast" bars
+    w = ClusterWidget(cluster=(1, 1), render=False)
+    assert "no multicast" in w.text and "with multicast" not in w.text
+    assert "releases from 1 CTA." in w.text
+    w.cluster_m.value = 2  # 2x1: B is multicast to both, A is each CTA's own
+    assert "multicast to ranks 0, 1" in w.text and "loads A rows 0:128 itself" in w.text
+    plt.close(fig)
+
+
+def test_widget_displays_as_a_course_widget():
+    w = ClusterWidget(tile="128x256x64", cluster=(2, 1), rank=0)
+    bundle = w._repr_mimebundle_()
+    assert bundle["text/plain"] == "ClusterWidget: cluster 2x1, tile 128x256x64, rank 0"
+    assert "application/vnd.jupyter.widget-view+json" in bundle and "image/png" in bundle
+    assert w.picture.value == w.png and w.png[:4] == b"\x89PNG"
+    before = w.png
+    w.rank.value = 1
+    assert w.png != before and w.picture.value == w.png
+    assert {"cc-cluster-widget", "cc-picture", "cc-message", "cc-cluster-m", "cc-cluster-n",
+            "cc-tile", "cc-rank"} <= classes_of([w.box])
 
 
 def test_bad_rank():

@@ -4,8 +4,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import pytest  # noqa: E402
+
+from cutecourse.errors import ShapeError  # noqa: E402
 from cutecourse.models import pipeline as pm  # noqa: E402
 from cutecourse.viz import pipeline as vp  # noqa: E402
+from cutecourse.viz.widgets import classes_of  # noqa: E402
 
 
 def test_widget_steps_and_recomputes():
@@ -32,11 +36,69 @@ def test_widget_reports_deadlock():
     assert w.event.op == "deadlock"
 
 
-def test_widget_renders_into_output():
+def test_widget_renders_its_picture_and_displays_as_a_course_widget():
     w = vp.PipelineWidget("naive", stages=2, k_tiles=3, render=True)
+    first = w.picture.value
+    assert first[:4] == b"\x89PNG"
     w.move(+3)
-    box = w.show()
-    assert w.out in box.children
+    assert w.picture.value != first and w.picture in w.widget.children
+    assert w.show() is w  # `widget.show()` cells keep working
+    bundle = w._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle and "image/png" in bundle
+    assert bundle["text/plain"] == "PipelineWidget: naive, 2 stages, 3 k-tiles: " \
+        f"{len(w.trace.events)} steps, done at t={w.trace.time:.0f}"
+    classes = classes_of([w.widget])
+    assert {"cc-pipeline-widget", "cc-picture", "cc-message", "cc-prefetch", "cc-stages",
+            "cc-variant", "cc-step", "cc-next"} <= classes
+
+
+def test_shrinking_the_ring_keeps_a_working_prefetch_depth():
+    # Found by driving the widget: prefetch 3 fitted 4 stages; at 2 stages it deadlocked from
+    # step 0 without saying why. A depth that fitted is clamped to the new stages - 1.
+    w = vp.PipelineWidget("prefetch", stages=4, k_tiles=8, prefetch=3, render=False)
+    w.stages.value = 2
+    assert w.prefetch.value == 1 and w.prefetch.max == 2
+    assert w.trace.deadlock is None and w.trace.prefetch == 1
+    w.stages.value = 6  # growing the ring keeps the depth
+    assert w.prefetch.value == 1 and w.prefetch.max == 6
+    w.variant.value = "compiler"
+    w.stages.value = 1  # the compiler's depth 0 is the naive order: still runs
+    assert w.prefetch.value == 0 and w.trace.deadlock is None
+
+
+def test_deadlock_on_purpose_follows_the_ring_and_says_why_at_every_step():
+    w = vp.PipelineWidget("prefetch", stages=4, k_tiles=8, prefetch=4, render=False)
+    assert w.trace.deadlock is not None
+    w.stages.value = 3
+    assert w.prefetch.value == 3 and w.trace.deadlock is not None
+    assert w.step.value == 0
+    assert "This run deadlocks at step" in w.status.value
+    assert "prefetch 3 = stages 3" in w.status.value
+    with pytest.raises(ShapeError, match="prefetch=5 with 4 stages"):
+        vp.PipelineWidget("prefetch", stages=4, prefetch=5)
+
+
+def test_naive_variant_greys_out_the_prefetch_slider():
+    w = vp.PipelineWidget("prefetch", stages=4, k_tiles=8, render=False)
+    assert not w.prefetch.disabled
+    w.variant.value = "naive"
+    assert w.prefetch.disabled
+    w.variant.value = "compiler"
+    assert not w.prefetch.disabled
+    assert vp.PipelineWidget("naive", render=False).prefetch.disabled
+
+
+def test_ordinary_waits_are_calm_deadlocks_red():
+    t = pm.simulate("prefetch", 4, 8, prefetch=4)
+    blocked = next(e for e in t.events if e.op == "blocked")
+    dead = t.events[-1]
+    assert dead.op == "deadlock"
+    calm = vp.draw_state(blocked).title.get_color()
+    red = vp.draw_state(dead).title.get_color()
+    assert calm == vp.WAIT_COLOR and red == vp.DEADLOCK_COLOR and calm != red
+    w = vp.PipelineWidget("prefetch", stages=4, k_tiles=8, render=False)
+    w.step.value = next(i for i, e in enumerate(w.trace.events) if e.op == "blocked")
+    assert vp.DEADLOCK_COLOR not in w.status.value and vp.WAIT_COLOR in w.status.value
 
 
 def test_draw_state_marks_stages_and_pointers():

@@ -36,6 +36,7 @@ from .. import layouts
 from ..errors import CourseError
 from ..layouts import LayoutTable, size, to_text
 from .layout import OFFSET_CMAP, draw_layout, draw_slice, frame_cell, to_png
+from .widgets import error_html, widget_bundle  # noqa: F401 (widget_bundle: re-exported)
 
 #: Operation name -> (what the second field means, an example for it).
 OPERATIONS = {
@@ -291,9 +292,7 @@ class LayoutExplorer:
 
     def _show_error(self, what: str, fix: str) -> None:
         self.error = what if not fix else f"{what}\n-> {fix}"
-        fix_html = f"<br>&rarr; {html.escape(fix)}" if fix else ""
-        self.message.value = (f"<div style='color:#b00020; white-space:pre-wrap; font-family:monospace'>"
-                              f"{html.escape(what)}{fix_html}</div>")
+        self.message.value = error_html(what, fix)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
         return widget_bundle(self.widget, self.png, f"LayoutExplorer: {self.describe()}")
@@ -303,22 +302,6 @@ class LayoutExplorer:
         if self.table is None:
             return f"(no layout yet) {self.error or ''}"
         return f"{self.table.expr} = {self.table.layout}"
-
-
-def widget_bundle(widget: w.Widget, png: bytes, text: str) -> dict:
-    """The widget for JupyterLab, plus its current picture for everything else.
-
-    JupyterLab renders the live widget (its mime type ranks first); GitHub, nbconvert's PDF and
-    HTML exports and a kernel-less viewer cannot run widgets and fall back to the PNG, so the
-    course reads well there too. ``text/plain`` is a fixed line, so nbval can compare it.
-    """
-    import base64
-
-    bundle = dict(widget._repr_mimebundle_() or {})
-    if png:
-        bundle["image/png"] = base64.b64encode(png).decode("ascii")
-    bundle["text/plain"] = text
-    return bundle
 
 
 def _cols(t: LayoutTable) -> int:

@@ -11,7 +11,9 @@ controls for the variant, stages, k-tiles and prefetch depth.
 
 from __future__ import annotations
 
+from ..errors import CourseError, ShapeError
 from ..models import pipeline as pm
+from . import widgets
 
 #: Stage status -> colour (white: free; amber: TMA bytes on their way; green: ready to read;
 #: blue: the tensor cores are reading it; pale blue: read, waiting for consumer_release).
@@ -24,6 +26,9 @@ STATUS_COLORS = {
 }
 PRODUCER_COLOR = "#e65100"
 CONSUMER_COLOR = "#1565c0"
+#: Title colours of a moment: red only where the run can never go on.
+WAIT_COLOR = "#455a64"  # an ordinary wait: blue-grey, the pipeline doing its job
+DEADLOCK_COLOR = "#c62828"  # a wait nothing will ever satisfy
 
 
 def draw_state(event: pm.Event, ax=None, title: str | None = None):
@@ -67,7 +72,9 @@ def draw_state(event: pm.Event, ax=None, title: str | None = None):
     pointer(event.producer, 1.75, PRODUCER_COLOR, "producer")
     pointer(event.consumer, -1.65, CONSUMER_COLOR, "consumer")
     head = title if title is not None else f"t={event.time:.0f}  {event.actor}: {event.text}"
-    ax.set_title(head, fontsize=9, color="#c62828" if event.op in ("deadlock", "blocked") else "black")
+    # Red only for a wait nothing will ever satisfy; an ordinary wait is the pipeline at work.
+    color = {"deadlock": DEADLOCK_COLOR, "blocked": WAIT_COLOR}.get(event.op, "black")
+    ax.set_title(head, fontsize=9, color=color)
     return ax
 
 
@@ -86,7 +93,7 @@ def picture(variant: str = "prefetch", stages: int = 4, k_tiles: int = 8, prefet
         if trace.deadlock:
             steps = steps[:3] + [len(trace.events) - 1]
     if not steps:
-        raise pm.CourseError("no events to draw", "pass steps=[...] or other ops=(...)")
+        raise CourseError("no events to draw", "pass steps=[...] or other ops=(...)")
     rows = (len(steps) + columns - 1) // columns
     fig, axes = plt.subplots(rows, columns, figsize=(columns * max(4.2, 1.1 * stages + 1.2), 2.7 * rows),
                              squeeze=False)
@@ -111,92 +118,217 @@ class PipelineWidget:
     """Step through a mainloop, one event at a time.
 
     Controls: variant, stages, k-tiles, prefetch depth (recompute the run) and a step slider
-    with previous/next buttons. ``PipelineWidget().show()`` returns the widget box; the
-    callbacks are plain methods, so tests drive them without a browser.
+    with previous/next buttons; the picture is :func:`draw_state` of the chosen step. The
+    prefetch depth follows the ring: its slider ends at ``stages`` (a depth of ``stages`` is
+    the deadlock the notebook asks about), a depth that fitted the old ring is clamped to
+    ``stages - 1`` when the ring shrinks, and the naive loop, which prefetches nothing, greys
+    it out. A run that deadlocks says so, and why, at every step. Display the object (it is a
+    course widget: :mod:`cutecourse.viz.widgets`); the callbacks are plain methods, so tests
+    drive them without a browser (``render=False`` skips the picture).
+
+    CSS classes: ``cc-pipeline-widget`` (root), ``cc-variant``, ``cc-stages``, ``cc-k-tiles``,
+    ``cc-prefetch``, ``cc-step``, ``cc-prev``, ``cc-next``, ``cc-picture``, ``cc-readout``,
+    ``cc-message``.
     """
 
     def __init__(self, variant: str = "prefetch", stages: int = 4, k_tiles: int = 8,
                  prefetch: int | None = None, render: bool = True):
         import ipywidgets as w
 
+        if variant not in pm.VARIANTS:
+            raise CourseError(f"unknown variant {variant!r}", f"use one of {list(pm.VARIANTS)}")
+        for name, value, hi in (("stages", stages, 8), ("k_tiles", k_tiles, 24)):
+            if not isinstance(value, int) or not 1 <= value <= hi:
+                raise ShapeError(f"{name}={value!r}: the widget offers 1 to {hi}",
+                                    f"pass {name}=1..{hi}")
+        depth = max(stages - 1, _min_depth(variant)) if prefetch is None else prefetch
+        if not isinstance(depth, int) or not _min_depth(variant) <= depth <= stages:
+            raise ShapeError(f"prefetch={prefetch!r} with {stages} stages: the {variant} loop takes "
+                                f"{_min_depth(variant)} to {stages}",
+                                f"pass prefetch={max(stages - 1, _min_depth(variant))} (the deepest that "
+                                f"fits), or {stages} to see the deadlock")
+
         self._render_enabled = render
+        self._quiet = 0  # > 0 while the widget sets its own controls
+        self.png = b""
         self.variant = w.Dropdown(options=list(pm.VARIANTS), value=variant, description="variant")
         self.stages = w.IntSlider(value=stages, min=1, max=8, description="stages")
         self.k_tiles = w.IntSlider(value=k_tiles, min=1, max=24, description="k-tiles")
-        depth = stages - 1 if prefetch is None else prefetch
-        self.prefetch = w.IntSlider(value=depth, min=0, max=9, description="prefetch")
+        self.prefetch = w.IntSlider(value=depth, min=_min_depth(variant), max=stages,
+                                    description="prefetch")
         self.step = w.IntSlider(value=0, min=0, max=0, description="step", continuous_update=False)
         self.prev_button = w.Button(description="◀ prev", layout=w.Layout(width="80px"))
         self.next_button = w.Button(description="next ▶", layout=w.Layout(width="80px"))
+        self.picture = widgets.picture()
+        self.message = widgets.message()
         self.status = w.HTML()
-        self.out = w.Output()
-        for c in (self.variant, self.stages, self.k_tiles, self.prefetch):
+        self.widget = w.VBox([
+            w.HBox([self.variant, self.stages]), w.HBox([self.k_tiles, self.prefetch]),
+            w.HBox([self.prev_button, self.step, self.next_button]),
+            self.message, self.picture, self.status, w.HTML(f"<small>{legend_text()}</small>")])
+        widgets.tag((self.widget, "cc-pipeline-widget"), (self.variant, "cc-variant"),
+                    (self.stages, "cc-stages"), (self.k_tiles, "cc-k-tiles"),
+                    (self.prefetch, "cc-prefetch"), (self.step, "cc-step"),
+                    (self.prev_button, "cc-prev"), (self.next_button, "cc-next"),
+                    (self.status, "cc-readout"))
+        self.variant.observe(self._on_variant, names="value")
+        self.stages.observe(self._on_stages, names="value")
+        for c in (self.k_tiles, self.prefetch):
             c.observe(self._on_config, names="value")
         self.step.observe(self._on_step, names="value")
         self.prev_button.on_click(lambda _: self.move(-1))
         self.next_button.on_click(lambda _: self.move(+1))
         self.trace: pm.Trace | None = None
+        self.prefetch.disabled = variant == "naive"
         self._recompute()
 
     # -- callbacks ----------------------------------------------------------------------------
     def _on_config(self, change=None) -> None:
+        if not self._quiet:
+            self._recompute()
+
+    def _on_variant(self, change) -> None:
+        """The naive loop prefetches nothing: grey the slider out. The prefetch loop needs at
+        least one k-tile in its prologue (depth 0 waits for a k-tile nobody loads)."""
+        if self._quiet:
+            return
+        self._quiet += 1
+        try:
+            self.prefetch.disabled = change["new"] == "naive"
+            self.prefetch.min = min(_min_depth(change["new"]), self.prefetch.max)
+        finally:
+            self._quiet -= 1
+        self._recompute()
+
+    def _on_stages(self, change) -> None:
+        """Keep the prefetch depth meaningful for the new ring.
+
+        A depth that fitted the old ring (``<= stages - 1``) is clamped to ``stages - 1`` of the
+        new one, so shrinking the ring never turns a working run into a deadlock from step 0;
+        a depth of ``stages`` (the deadlock on purpose) follows the ring.
+        """
+        if self._quiet:
+            return
+        old, new = change["old"], change["new"]
+        depth = self.prefetch.value
+        fitted = depth <= old - 1
+        self._quiet += 1
+        try:
+            lo = _min_depth(self.variant.value)
+            if fitted:
+                depth = min(depth, max(lo, new - 1))
+            elif depth == old:
+                depth = new  # the deadlock on purpose follows the ring
+            # The slider clamps its value to [min, max]: widen the range before moving the
+            # value into it, and narrow it after.
+            self.prefetch.max = max(new, self.prefetch.value)
+            self.prefetch.value = depth
+            self.prefetch.max = new
+            self.prefetch.min = min(lo, new)
+        finally:
+            self._quiet -= 1
         self._recompute()
 
     def _on_step(self, change=None) -> None:
-        self._render()
+        if not self._quiet:
+            self._render()
 
     def move(self, delta: int) -> None:
         """The prev/next buttons: one event back or forward (clamped to the run)."""
         self.step.value = min(max(self.step.value + delta, self.step.min), self.step.max)
 
     def _recompute(self) -> None:
-        self.trace = pm.simulate(self.variant.value, self.stages.value, self.k_tiles.value,
-                                 self.prefetch.value)
-        last = len(self.trace.events) - 1
-        old = self.step.value
-        self.step.max = max(last, 0)
-        self.step.value = min(old, self.step.max)
+        try:
+            trace = pm.simulate(self.variant.value, self.stages.value, self.k_tiles.value,
+                                self.prefetch.value)
+        except CourseError as e:  # the controls keep the inputs valid; never a traceback
+            self.message.value = widgets.error_html(e.what, e.fix)
+            return
+        self.message.value = ""
+        self.trace = trace
+        last = len(trace.events) - 1
+        self._quiet += 1
+        try:
+            self.step.max = max(last, 0)
+            self.step.value = min(self.step.value, self.step.max)
+        finally:
+            self._quiet -= 1
         self._render()
 
     @property
     def event(self) -> pm.Event:
         return self.trace.events[self.step.value]
 
+    @property
+    def deadlock_step(self) -> int | None:
+        """The step at which the run deadlocks (its last event), or None."""
+        return len(self.trace.events) - 1 if self.trace.deadlock else None
+
+    def why_deadlock(self) -> str:
+        """One line on why this run deadlocks, in terms of the controls ('' if it does not)."""
+        t = self.trace
+        if not t.deadlock:
+            return ""
+        if t.variant != "naive" and t.prefetch >= t.stages:
+            return (f"prefetch {t.prefetch} = stages {t.stages}: the loop refills a stage before "
+                    f"anyone released it; a depth up to {t.stages - 1} fits")
+        return f"{t.deadlock.op} on {t.deadlock.barrier} never returns"
+
     def describe(self) -> str:
-        """The text under the picture: this event, who waits on what, the run's outcome."""
+        """The text under the picture: the run's outcome first, then this event and its wait."""
         e, t = self.event, self.trace
-        lines = [f"<b>step {self.step.value}/{self.step.max}</b> t={e.time:.0f} · {e.actor}: {e.text}"]
-        if e.waiting_on:
-            lines.append(f"<span style='color:#c62828'>waiting: {e.waiting_on}</span>")
         if t.deadlock:
-            lines.append(f"<span style='color:#c62828'><b>This run deadlocks</b> at "
-                         f"{t.deadlock.op} on {t.deadlock.barrier} (phase {t.deadlock.parity}): "
-                         f"{t.deadlock.explanation}</span>")
+            lines = [f"<span style='color:{DEADLOCK_COLOR}'><b>This run deadlocks at step "
+                     f"{self.deadlock_step}</b> ({self.why_deadlock()}): {t.deadlock.op} on "
+                     f"{t.deadlock.barrier} (phase {t.deadlock.parity}). {t.deadlock.explanation}</span>"]
         else:
-            lines.append(f"run: {t.k_tiles} k-tiles, most loads in flight {t.max_loads_in_flight()}, "
-                         f"done at t={t.time:.0f}")
+            lines = [f"run: {t.k_tiles} k-tiles, most loads in flight {t.max_loads_in_flight()}, "
+                     f"done at t={t.time:.0f}"]
+        lines.append(f"<b>step {self.step.value}/{self.step.max}</b> t={e.time:.0f} · {e.actor}: {e.text}")
+        if e.waiting_on:
+            color = DEADLOCK_COLOR if e.op == "deadlock" else WAIT_COLOR
+            lines.append(f"<span style='color:{color}'>waiting: {e.waiting_on}</span>")
         return "<br>".join(lines)
+
+    def describe_run(self) -> str:
+        """One fixed line for the notebook's text output (what nbval compares)."""
+        t = self.trace
+        depth = "" if t.variant == "naive" else f", prefetch {t.prefetch}"
+        end = (f"deadlocks at step {self.deadlock_step} ({self.why_deadlock()})" if t.deadlock
+               else f"{len(t.events)} steps, done at t={t.time:.0f}")
+        return f"PipelineWidget: {t.variant}, {t.stages} stages, {t.k_tiles} k-tiles{depth}: {end}"
 
     def _render(self) -> None:
         self.status.value = self.describe()
         if not self._render_enabled:
             return
         import matplotlib.pyplot as plt
-        from IPython.display import display
 
-        with self.out:
-            self.out.clear_output(wait=True)
-            ax = draw_state(self.event)
-            display(ax.figure)
-            plt.close(ax.figure)
+        from .layout import to_png
 
-    def show(self):
-        import ipywidgets as w
+        ax = draw_state(self.event)
+        if self.trace.deadlock and self.event.op != "deadlock":
+            # Say it on every step, not only on the last: the run is doomed from the start.
+            t = self.trace
+            why = f" (prefetch {t.prefetch} = stages {t.stages})" if t.prefetch >= t.stages else ""
+            ax.text(0.5, -0.02, f"this run deadlocks at step {self.deadlock_step}{why}",
+                    transform=ax.transAxes, ha="center", va="top", fontsize=8, color=DEADLOCK_COLOR)
+        self.png = to_png(ax.figure, dpi=90)
+        plt.close(ax.figure)
+        self.picture.value = self.png
 
-        return w.VBox([
-            w.HBox([self.variant, self.stages]), w.HBox([self.k_tiles, self.prefetch]),
-            w.HBox([self.prev_button, self.step, self.next_button]),
-            self.out, self.status, w.HTML(f"<small>{legend_text()}</small>")])
+    def show(self) -> "PipelineWidget":
+        """The widget itself (display it); kept so that ``widget.show()`` cells still work."""
+        return self
+
+    def _repr_mimebundle_(self, **kwargs) -> dict:
+        return widgets.widget_bundle(self.widget, self.png, self.describe_run())
+
+
+def _min_depth(variant: str) -> int:
+    """The shallowest prefetch a loop takes: the prefetch loop reads k-tile 0 before its first
+    refill, so its prologue must load at least one; the compiler's depth 0 is the naive order."""
+    return 1 if variant == "prefetch" else 0
 
 
 def draw_dataflow(tile=(128, 256, 64), stages: int = 4, dtype_bytes: int = 2, warpgroups: int = 2,

@@ -32,6 +32,7 @@ from .. import layouts
 from ..errors import LayoutError
 from ..layouts import LayoutTable, TVTable, size, to_text
 from .layout import MAX_WIDTH, draw_layout
+from .widgets import error_html
 
 #: Threads per warp: the unit that issues one memory instruction for 32 threads at once.
 WARP = 32
@@ -441,8 +442,7 @@ class TVExplorer:
             what = getattr(e, "what", f"{type(e).__name__}: {e}")
             fix = getattr(e, "fix", "check the three layouts")
             self.error = f"{what}\n-> {fix}"
-            self.message.value = ("<div style='color:#b00020; white-space:pre-wrap; "
-                                  f"font-family:monospace'>{_esc(what)}<br>&rarr; {_esc(fix)}</div>")
+            self.message.value = error_html(what, fix)
             return
         from .layout import to_png
 
@@ -473,7 +473,7 @@ class TVExplorer:
             f"fetched bytes used<br>thread {t}: {pairs}{more}")
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
-        from .explorer import widget_bundle
+        from .widgets import widget_bundle
 
         what = (f"make_layout_tv({self.tv.thr.layout}, {self.tv.val.layout}): tile "
                 f"{to_text(self.tv.tiler)}, TV layout {self.tv.tv.layout}") if self.tv else self.error
