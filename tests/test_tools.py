@@ -41,3 +41,106 @@ def test_stops_at_the_first_failing_cell(tmp_path):
     out = _run(str(nb))
     assert out.returncode == 1
     assert f"FAILED {nb} cell 1" in out.stdout and "never" not in out.stdout
+
+
+# -- tools/execute_notebooks.py: run in place with widget state, compact, check sizes ----------
+EXECUTE = ROOT / "tools" / "execute_notebooks.py"
+
+
+def _load_tool():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("execute_notebooks", EXECUTE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _execute(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(EXECUTE), *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=timeout)
+
+
+def _rgba_png(width=600, height=300) -> bytes:
+    """A matplotlib figure as matplotlib writes it: 32-bit RGBA."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(width / 100, height / 100))
+    ax.imshow([[i * j for i in range(40)] for j in range(20)], cmap="viridis")
+    ax.set_title("a title")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def test_compact_png_is_a_palette_png_of_the_same_picture():
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    tool = _load_tool()
+    png = _rgba_png()
+    small = tool.compact_png(png)
+    before, after = Image.open(io.BytesIO(png)), Image.open(io.BytesIO(small))
+    assert after.mode == "P" and after.size == before.size
+    assert len(small) < len(png) / 2
+    diff = np.abs(np.asarray(before.convert("RGB"), float) - np.asarray(after.convert("RGB"), float))
+    assert diff.mean() < 2.0  # 0..255 per channel: the same picture to the eye
+    assert tool.compact_png(small) == small  # idempotent
+
+
+def test_execute_stores_the_displayed_widgets_compactly(tmp_path):
+    nb = _notebook(
+        tmp_path / "w.ipynb",
+        "import ipywidgets as w\nfrom IPython.display import Image, display\n"
+        "orphan = w.Button(description='never shown')",
+        "slider = w.IntSlider(5, description='n')\nw.VBox([slider, w.HTML('<b>hi</b>')])",
+        f"display(Image(data={_rgba_png()!r}))")
+    out = _execute(str(nb))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "executed in" in out.stdout and "ok   " in out.stdout
+    stored = json.loads(nb.read_text())
+    models = stored["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    names = sorted(m["model_name"] for m in models.values())
+    # the VBox, its two children and what they refer to; not the orphan button
+    assert "ButtonModel" not in names and {"VBoxModel", "IntSliderModel", "HTMLModel"} <= set(names)
+    slider = next(m["state"] for m in models.values() if m["model_name"] == "IntSliderModel")
+    assert slider["value"] == 5 and slider["description"] == "n"
+    assert "max" not in slider and "orientation" not in slider  # defaults dropped (100, horizontal)
+    import base64
+    import io
+
+    from PIL import Image
+
+    png = next(o["data"]["image/png"] for c in stored["cells"] for o in c.get("outputs", [])
+               if "image/png" in o.get("data", {}))
+    assert Image.open(io.BytesIO(base64.b64decode(png))).mode == "P"
+    assert all("execution" not in c["metadata"] for c in stored["cells"])
+
+
+def test_execute_names_the_failing_notebook_and_leaves_it_alone(tmp_path):
+    nb = _notebook(tmp_path / "bad.ipynb", "raise ValueError('boom')")
+    before = nb.read_text()
+    out = _execute(str(nb))
+    assert out.returncode == 1 and f"FAILED {nb}" in out.stderr and "boom" in out.stderr
+    assert nb.read_text() == before
+    missing = _execute(str(tmp_path / "nope.ipynb"))
+    assert missing.returncode == 2 and "no such notebook" in missing.stderr
+
+
+def test_check_reports_sizes_against_the_limit(tmp_path):
+    nb = _notebook(tmp_path / "big.ipynb", "x = 1")
+    data = json.loads(nb.read_text())
+    data["cells"][1]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x" * 3000}]
+    nb.write_text(json.dumps(data))
+    over = _execute("--check", "--limit-kb", "2", str(nb))
+    assert over.returncode == 1 and "OVER" in over.stdout and "outputs 3 KB (limit 2)" in over.stdout
+    ok = _execute("--check", str(nb))
+    assert ok.returncode == 0 and ok.stdout.startswith("ok ")

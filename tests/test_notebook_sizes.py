@@ -1,0 +1,61 @@
+"""Every stored notebook stays small and shows its widgets without a kernel.
+
+The course's rule: at most 400 KB of stored outputs per notebook (every reader downloads them).
+A notebook written by ``tools/execute_notebooks.py`` also keeps its widget state compact, and
+every widget output carries its picture as a PNG: JupyterLab does not draw widgets in a
+notebook it does not trust yet (a fresh clone), and shows that PNG instead. Fix a failure here
+by re-running ``python tools/execute_notebooks.py <notebook>`` (and, for a widget without a
+PNG, by displaying it through ``cutecourse.viz.widgets.widget_bundle``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted(p.relative_to(ROOT) for d in ("notebooks", "solutions", "exercises")
+                   for p in (ROOT / d).glob("*.ipynb"))
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE_KB = 200  # a few pictures and their controls; 02's two explorers take ~105 KB
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("execute_notebooks", ROOT / "tools" / "execute_notebooks.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+TOOL = _tool()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
+def test_stored_outputs_within_the_limit(path):
+    nb = json.loads((ROOT / path).read_text())
+    s = TOOL.sizes(nb)
+    assert s["outputs"] <= TOOL.LIMIT_KB * 1024, (
+        f"{path} stores {s['outputs'] / 1024:.0f} KB of outputs (limit {TOOL.LIMIT_KB} KB): "
+        f"python tools/execute_notebooks.py {path} (compact PNGs), or make its figures smaller")
+    assert s["widgets"] <= WIDGET_STATE_KB * 1024, (
+        f"{path} stores {s['widgets'] / 1024:.0f} KB of widget state: python tools/execute_notebooks.py {path}")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=str)
+def test_every_stored_widget_has_its_picture_and_state(path):
+    nb = json.loads((ROOT / path).read_text())
+    models = nb["metadata"].get("widgets", {}).get(TOOL.WIDGET_STATE, {}).get("state", {})
+    for i, cell in enumerate(nb["cells"]):
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if WIDGET_VIEW not in data:
+                continue
+            assert "image/png" in data, (
+                f"{path} cell {i}: a widget output without a PNG shows as "
+                f"{data.get('text/plain', '')[:60]!r} in a notebook not run yet; display the widget "
+                f"through cutecourse.viz.widgets.widget_bundle")
+            assert data[WIDGET_VIEW]["model_id"] in models, (
+                f"{path} cell {i}: the widget's state is not stored: python tools/execute_notebooks.py {path}")
