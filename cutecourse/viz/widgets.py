@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import base64
 import html
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-import ipywidgets as w
+if TYPE_CHECKING:  # ipywidgets is imported where a widget is made: the pictures and models
+    import ipywidgets as w  # need no Jupyter (the GPU machine's tests run without it)
 
 
 def tag(*pairs: tuple[w.Widget, str]) -> None:
@@ -36,6 +37,8 @@ def picture() -> w.Image:
     ``align_self``: in a flex column the image would be stretched to the column's width, and a
     stretched PNG is a blurry one; ``max_width`` lets a narrow window shrink it instead.
     """
+    import ipywidgets as w
+
     image = w.Image(format="png", layout=w.Layout(max_width="100%", align_self="flex-start"))
     image.add_class("cc-picture")
     return image
@@ -43,6 +46,8 @@ def picture() -> w.Image:
 
 def message() -> w.HTML:
     """The widget's error line (class ``cc-message``): empty while all is well."""
+    import ipywidgets as w
+
     line = w.HTML()
     line.add_class("cc-message")
     return line
