@@ -10,8 +10,8 @@ leaves in the file; without it JupyterLab has nothing to draw. So this tool runs
 with nbclient (``store_widget_state=True``) the way CI sees it: compile mode
 (``CUTECOURSE_MODE=compile``: no GPU is used even where there is one), the kernel's working
 directory the notebook's folder, a time limit per cell, this repository's ``cutecourse`` first
-on the kernel's path. Then it makes the file small, since every byte is downloaded by every
-reader:
+on the kernel's path, consecutive prints of a cell stored as one output (as nbval compares
+them). Then it makes the file small, since every byte is downloaded by every reader:
 
 * PNGs (outputs, image widgets, pictures inside Output widgets) become palette PNGs: matplotlib
   writes 32-bit RGBA, and 256 colours draw a figure of flat fills and text just as well at a
@@ -206,8 +206,10 @@ def execute(path: Path, timeout: int) -> dict:
 
     nb = nbformat.read(path, as_version=4)
     nb.metadata.pop("widgets", None)  # a stale state from an earlier run must not survive
-    client = NotebookClient(nb, timeout=timeout, kernel_name=nb.metadata.get("kernelspec", {}).get(
-        "name", "python3"), store_widget_state=True, record_timing=False, resources={"metadata": {"path": str(path.parent)}})
+    kernel = nb.metadata.get("kernelspec", {}).get("name", "python3")
+    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel, store_widget_state=True,
+                            record_timing=False, coalesce_streams=True,
+                            resources={"metadata": {"path": str(path.parent)}})
     client.execute()
     return json.loads(nbformat.writes(nb))
 
