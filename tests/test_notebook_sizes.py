@@ -24,7 +24,8 @@ WIDGET_STATE_KB = 200  # a few pictures and their controls; 02's two explorers t
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("execute_notebooks", ROOT / "tools" / "execute_notebooks.py")
+    spec = importlib.util.spec_from_file_location("execute_notebooks",
+                                                  ROOT / "tools" / "execute_notebooks.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -53,9 +54,10 @@ def test_every_stored_widget_has_its_picture_and_state(path):
             data = out.get("data", {})
             if WIDGET_VIEW not in data:
                 continue
+            text = "".join(data.get("text/plain", ""))  # stored as a string or a list of lines
             assert "image/png" in data, (
-                f"{path} cell {i}: a widget output without a PNG shows as "
-                f"{data.get('text/plain', '')[:60]!r} in a notebook not run yet; display the widget "
-                f"through cutecourse.viz.widgets.widget_bundle")
+                f"{path} cell {i}: a widget output without a PNG shows as {text[:60]!r} in a "
+                f"notebook not run yet; display the widget through cutecourse.viz.widgets.widget_bundle")
             assert data[WIDGET_VIEW]["model_id"] in models, (
-                f"{path} cell {i}: the widget's state is not stored: python tools/execute_notebooks.py {path}")
+                f"{path} cell {i}: the widget's state is not stored: "
+                f"python tools/execute_notebooks.py {path}")
