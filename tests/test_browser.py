@@ -159,7 +159,7 @@ def lab(tmp_path_factory):
             (root / "trusted" / name).write_text(json.dumps(nb))
     # A data dir of its own: its notary knows only the copies in trusted/, signed here.
     data = dict(os.environ, JUPYTER_DATA_DIR=str(tmp / "data"))
-    signed = subprocess.run([sys.executable, "-m", "jupyter", "trust", *map(str, (root / "trusted").iterdir())],
+    signed = subprocess.run([sys.executable, "-m", "jupyter", "trust", *(root / "trusted").iterdir()],
                             env=data, capture_output=True, text=True, timeout=120)
     assert signed.returncode == 0, signed.stderr
     _lab_settings(tmp / "settings")
