@@ -8,9 +8,10 @@ tests:
 * **CSS classes.** The root box carries the widget's name (``cc-explorer``,
   ``cc-pipeline-widget``), the picture ``cc-picture``, the error line ``cc-message`` and each
   control ``cc-<control>``. Browser tests (``tests/test_browser.py``) find the parts by them.
-* **The picture is a PNG in an** ``ipywidgets.Image`` (:func:`picture`), not a figure
-  displayed into an ``Output`` widget: its bytes are part of the widget's state, so a notebook
-  saved with its widget state (``tools/execute_notebooks.py``) shows it before any cell runs.
+* **The picture is a PNG in an** ``ipywidgets.Image`` (:func:`picture`; ``viz.picture`` makes
+  compact PNGs of figures), not a figure displayed into an ``Output`` widget: its bytes are part
+  of the widget's state, so a notebook saved with its widget state
+  (``tools/execute_notebooks.py``) draws it before any cell runs.
 * **Display** is :func:`widget_bundle`: the live view for JupyterLab, the current PNG for
   viewers that cannot run widgets, and a fixed ``text/plain`` line that nbval compares.
 """
@@ -18,8 +19,9 @@ tests:
 from __future__ import annotations
 
 import base64
-import html
 from typing import TYPE_CHECKING, Any, Iterable
+
+from .picture import error_html  # noqa: F401 (the message line's HTML: one copy, in viz.picture)
 
 if TYPE_CHECKING:  # ipywidgets is imported where a widget is made: the pictures and models
     import ipywidgets as w  # need no Jupyter (the GPU machine's tests run without it)
@@ -51,13 +53,6 @@ def message() -> w.HTML:
     line = w.HTML()
     line.add_class("cc-message")
     return line
-
-
-def error_html(what: str, fix: str = "") -> str:
-    """A CourseError's two lines (what is wrong, what to do) as the message line's HTML."""
-    fix_html = f"<br>&rarr; {html.escape(fix)}" if fix else ""
-    return (f"<div style='color:#b00020; white-space:pre-wrap; font-family:monospace'>"
-            f"{html.escape(what)}{fix_html}</div>")
 
 
 def widget_bundle(widget: w.Widget, png: bytes, text: str) -> dict[str, Any]:
