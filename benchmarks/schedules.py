@@ -2,7 +2,8 @@
 table): one CTA per tile (prefetch mainloop, 1x1 and 2x1 clusters, two tiles), the persistent
 warp-specialized kernel (static and dynamic schedulers, 1x1 and 2x1, two tiles), ping-pong (4 or 5
 ring stages, 1x1, 2x1, 1x2), the persistent kernels launched with programmatic dependent launch,
-and stream-K (the persistent kernel with its last partial wave split along K).
+stream-K (the persistent kernel with its last partial wave split along K), and the persistent
+kernel with a direct-store epilogue (registers straight to C instead of smem + TMA store).
 
     python benchmarks/schedules.py [--dtypes float16,bfloat16] [--rounds 3] [--out DIR]
                                    [--shapes NAME|MxNxK,...] [--kernels ROW,...] [--tag _x]
@@ -31,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/gemm.py
 import cutecourse  # noqa: E402  (sets the DSL's arch before cutlass is imported)
 from cutecourse import bench  # noqa: E402
 from cutecourse.kernels import hopper_gemm_cluster as hc  # noqa: E402
+from cutecourse.kernels import hopper_gemm_direct_store as hds  # noqa: E402
 from cutecourse.kernels import hopper_gemm_persistent as hp  # noqa: E402
 from cutecourse.kernels import hopper_gemm_pingpong as hpp  # noqa: E402
 from cutecourse.kernels import hopper_gemm_streamk as hsk  # noqa: E402
@@ -80,6 +82,9 @@ KERNELS = [
     ("persistent 256x128 1x2 G=8", "persistent", dict(tile=TALL, cluster=(1, 2), group_m=8)),
     ("persistent 256x128 PDL", "persistent", dict(tile=TALL, pdl=True)),
     ("persistent 256x128 1x2 PDL", "persistent", dict(tile=TALL, cluster=(1, 2), pdl=True)),
+    # the epilogue schedule: accumulators stored from registers (st.global, CUTLASS's no-smem
+    # epilogue) instead of registers -> smem -> TMA store (hopper_gemm_direct_store)
+    ("persistent 128x256 direct store", "direct_store", dict(tile=WIDE)),
 ]
 
 
@@ -90,6 +95,8 @@ def launcher(schedule: str, a, b, c, opts: dict):
         return hpp.launcher(a, b, c, **opts)
     if schedule == "streamk":
         return hsk.launcher(a, b, c, **opts)
+    if schedule == "direct_store":
+        return hds.launcher(a, b, c, **opts)
     return hp.launcher(a, b, c, **opts)
 
 

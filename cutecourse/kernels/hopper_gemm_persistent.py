@@ -37,7 +37,8 @@ TMA-store epilogue: the pieces in ``sm90.py``), but organised differently:
 
 The variants change it through hooks (the class docstring): ping-pong (``hopper_gemm_pingpong``:
 the epilogue overlapped with the other warpgroup's MMAs), stream-K (``hopper_gemm_streamk``: the
-last partial wave split along K) and the grouped GEMMs (``hopper_grouped_gemm``). Entry points
+last partial wave split along K), the direct-store epilogue (``hopper_gemm_direct_store``:
+registers straight to C, no smem) and the grouped GEMMs (``hopper_grouped_gemm``). Entry points
 mirror ``hopper_gemm``: ``gemm_persistent(a, b)``, ``launcher`` for benchmarks, ``compile_target``
 for ``cutecourse.inspect``, ``plan_persistent``.
 """
@@ -171,7 +172,7 @@ class PersistentHopperGemm:
         """Plan the smem, build the MMA and the TMA atoms of A, B, C (``a``, ``b``, ``c``: the
         operands, or templates of them), launch ``clusters`` clusters. ``work_args``, ``workspace``:
         what ``make_scheduler`` takes (the dense kernel: the scheduler's counters; stream-K's
-        partial sums)."""
+        partial sums; the direct-store kernel: C itself)."""
         self.a_dtype, self.c_dtype = a.element_type, c.element_type
         self.stages = plan_persistent(self.tile_mn, sm90.dtype_name(self.a_dtype),
                                       sm90.dtype_name(self.c_dtype), stages=self.requested_stages,

@@ -1,0 +1,102 @@
+"""The persistent GEMM with a direct-store epilogue: accumulators straight from registers to C.
+
+``DirectStoreHopperGemm`` is ``hopper_gemm_persistent.PersistentHopperGemm`` with one hook
+changed, ``store_tile``: the epilogue schedule. The course's epilogue (``sm90.store_tile``) is
+CUTLASS 3.x's "TMA warp-specialized" one: the consumers convert their fp32 accumulators, write
+them to smem with ``stmatrix`` one *epilogue tile* (128x32) at a time, cycling through
+``EPI_STAGES`` C buffers, and one warp stores each buffer with a TMA store (whole 128-byte rows
+of C, clipped at its edges by the hardware). Here every consumer thread stores its own
+accumulators to global memory (``st.global``), as CUTLASS's "no-smem" epilogue does:
+
+* no shared memory, no ``fence.proxy.async`` and no barrier between the warps of a warpgroup;
+* but the stores are as narrow and as scattered as the wgmma accumulator layout: a thread holds
+  pairs of neighbouring columns, so each store is 4 bytes (a pair of fp16), and one warp's store
+  instruction touches 8 rows x 16 bytes instead of whole lines;
+* the edges of C are the kernel's business: a pair outside C is not stored (a predicate per
+  pair from the coordinate tensor), where the TMA store clips in hardware.
+
+Which epilogue is faster is a measurement (``benchmarks/schedules.py``, row
+"persistent 128x256 direct store"). The smem plan is the persistent kernel's: its C buffers stay
+allocated, unused. With 16-bit C they do not cost a ring stage (4 stages of 48 KiB fit with or
+without them), so the two kernels differ in the epilogue alone.
+
+The kernel needs C itself, not only its TMA view: ``__call__`` passes C as the ``workspace``
+that the hooks may write (stream-K's partial sums live there; here the result does).
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+
+from ..models.gemm_plan import EPI_STAGES, EPI_TILE
+from . import gemm_launch
+from .hopper_gemm_persistent import GROUP_M, PersistentHopperGemm, plan_persistent, validate
+
+#: The tile: the cooperative kernel's 128x256 (each consumer warpgroup 64x256).
+TILES = ((128, 256),)
+#: Values per store: a pair (two neighbouring columns of the wgmma accumulator): 4 bytes of
+#: 16-bit C, 8 of fp32.
+PAIR = 2
+
+
+class DirectStoreHopperGemm(PersistentHopperGemm):
+    """C = A @ B.T, persistent, cooperative, the epilogue storing from registers (module docstring)."""
+
+    TILES = TILES
+
+    @cute.jit
+    def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, counters: cute.Tensor, stream):
+        PersistentHopperGemm.__call__(self, a, b, c, counters, stream, c)  # workspace = C itself
+
+    @cute.jit
+    def store_tile(self, sched, epilogue, mma, gC, tile, c_map, ctid, warp_idx):
+        """Each consumer thread converts its accumulators and stores them where they belong in C,
+        a pair of columns per store, skipping pairs outside C."""
+        c = sched.workspace  # C (M, N) in global memory
+        thr = mma.tiled_mma.get_slice(ctid)
+        where = (tile.tile_m, tile.tile_n)
+        # The same partition as the accumulators: element i of tCgC is where acc[i] goes, and
+        # element i of tCcC its (m, n) in C.
+        tCgC = thr.partition_C(cute.local_tile(c, self.tile_mn, where))
+        tCcC = thr.partition_C(cute.local_tile(cute.make_identity_tensor(c.shape), self.tile_mn, where))
+        out = cute.make_rmem_tensor(mma.acc.layout, self.c_dtype)
+        out.store(mma.acc.load().to(self.c_dtype))
+        # Mode 0 of the accumulator layout starts with 2 neighbouring columns: one store. (C's
+        # rows are a multiple of 16 bytes, so a pair is wholly inside C or wholly outside.)
+        store = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.c_dtype,
+                                    num_bits_per_copy=PAIR * self.c_dtype.width)
+        src, dst, coords = (cute.zipped_divide(t, (PAIR,)) for t in (out, tCgC, tCcC))
+        for i in cutlass.range_constexpr(cute.size(src, mode=[1])):
+            if cute.elem_less(coords[(0, i)], c.shape):
+                cute.copy(store, src[(None, i)], dst[(None, i)])
+
+
+# ------------------------------------------------------------------------------------------
+# Python entry points
+# ------------------------------------------------------------------------------------------
+def compile_target(tile=(128, 256), in_dtype: str = "float16", out_dtype: str = "float16",
+                   sms: int = 132, group_m: int = GROUP_M, stages: int | None = None,
+                   scheduler: str = "static", pdl: bool = False):
+    """(jit_fn, fake_args) for ``cutecourse.inspect.compile_report`` (symbolic M, N, K)."""
+    plan_persistent(tuple(tile), in_dtype, out_dtype, stages=stages, tiles=TILES)  # clear errors first
+    kernel = DirectStoreHopperGemm(tuple(tile), (1, 1), sms, group_m, stages, scheduler, pdl=pdl)
+    return kernel, gemm_launch.fake_persistent_arguments(in_dtype, out_dtype)
+
+
+def launcher(a, b, c, tile=(128, 256), group_m: int = GROUP_M, stages: int | None = None,
+             sms: int | None = None, scheduler: str = "static", pdl: bool = False):
+    """Validated, compiled launch closure for benchmarks: ``fn()`` writes A @ B.T into ``c``."""
+    from ..modes import require_gpu
+
+    validate(a, b, c.dtype, tile, stages, c)
+    plan_persistent(tuple(tile), stages=stages, tiles=TILES)  # this kernel's tile
+    sms = require_gpu("sm_90a").sm_count if sms is None else sms
+    kernel = DirectStoreHopperGemm(tuple(tile), (1, 1), sms, group_m, stages, scheduler, EPI_TILE,
+                                   EPI_STAGES, pdl)
+    return gemm_launch.counted_launcher(kernel, a, b, c)
+
+
+def gemm_direct_store(a, b, out_dtype=None, **config):
+    """C = A @ B.T on an H100 with the direct-store kernel; returns C (M, N)."""
+    return gemm_launch.run(launcher, a, b, out_dtype, **config)
