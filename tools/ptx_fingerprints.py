@@ -38,6 +38,7 @@ CLUSTER = "cutecourse.kernels.hopper_gemm_cluster:compile_target"
 PERSISTENT = "cutecourse.kernels.hopper_gemm_persistent:compile_target"
 PINGPONG = "cutecourse.kernels.hopper_gemm_pingpong:compile_target"
 STREAMK = "cutecourse.kernels.hopper_gemm_streamk:compile_target"
+DIRECT_STORE = "cutecourse.kernels.hopper_gemm_direct_store:compile_target"
 GROUPED = "cutecourse.kernels.grouped_targets:hopper"
 GROUPED_FP8 = "cutecourse.kernels.grouped_targets:hopper_fp8"
 BLACKWELL = "cutecourse.kernels.grouped_targets:blackwell"
@@ -88,6 +89,7 @@ def configurations() -> dict[str, tuple[str, dict]]:
     out["pingpong/128x128/1x1"] = (PINGPONG, dict(tile=[128, 128]))
     out["streamk/128x256/1x1"] = (STREAMK, {})
     out["streamk/128x256/2x1/pdl"] = (STREAMK, dict(cluster=[2, 1], pdl=True))
+    out["directstore/128x256/1x1"] = (DIRECT_STORE, {})
     for cluster in ((1, 1), (2, 1)):
         out[f"pingpong/64x256/{cluster[0]}x{cluster[1]}"] = (PINGPONG, dict(cluster=list(cluster)))
         out[f"grouped/fp8/128x128/{cluster[0]}x{cluster[1]}"] = (GROUPED_FP8, dict(cluster=list(cluster)))
