@@ -77,6 +77,6 @@ def test_picture():
     fig = vs.draw_ordered_barrier(tiles=5)
     ax = fig.axes[0]
     assert [t.get_text().split("\n")[0] for t in ax.get_yticklabels()] == ["WG0", "WG1"]
-    assert "time" in ax.get_xlabel() and "epilogue" in ax.get_title()
+    assert "time" in ax.get_xlabel() and "epilogue" in ax.get_title(loc="left")
     arrows = [t for t in ax.texts if "arrives" in t.get_text()]
     assert len(arrows) == 5 and arrows[0].get_text().startswith("1: WG1 arrives")
