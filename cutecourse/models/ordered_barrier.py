@@ -140,8 +140,9 @@ def simulate(tiles: int, mma: float = 1.0, epilogue: float = 0.4, programs=None)
             break
         if not progressed:
             w, op = next((w, ops[pc[w]]) for w, ops in programs.items() if pc[w] < len(ops))
+            before = "" if op.tile is None else f" before tile {op.tile}"
             raise BarrierError(
-                f"warpgroup {w} waits on barrier {op.barrier} (tile {op.tile}) forever: "
+                f"warpgroup {w} waits forever on barrier {op.barrier}{before}: "
                 f"{waits.get(op.barrier, 0)} arrive(s) on it so far, and no operation left can arrive",
                 "every wait needs an arrive of the other warpgroup on the same barrier, issued "
                 "before that warpgroup itself waits")
