@@ -102,10 +102,15 @@ def find_group(groups: Groups, work, group, first):
     return group, first
 
 
+def _new_group(groups: Groups, work, first):
+    """Item ``work`` of a group whose items start at ``first`` is the first of that group this
+    cluster takes: its previous item, ``work - stride``, lies before the group's first."""
+    return work - groups.stride < first
+
+
 def _entering(groups: Groups, work, group, first):
-    """1 if item ``work`` (of ``group``, starting at ``first``) is the first of its group that
-    this cluster takes: its previous item, ``work - stride``, lies before the group's first."""
-    return cutlass.Int32((work - groups.stride < first) & (group < groups.count))
+    """1 if this cluster enters a group (not past the last) with item ``work``, else 0."""
+    return cutlass.Int32(_new_group(groups, work, first) & (group < groups.count))
 
 
 @cute.jit
@@ -146,7 +151,7 @@ def work_tile(groups: Groups, walk) -> WorkTile:
     block_m, block_n = band_tile(walk.work - walk.first, rows, cols, groups.group_m)
     cm, cn = groups.cluster_mn
     return WorkTile(walk.work, block_m * cm + groups.in_cluster[0], block_n * cn + groups.in_cluster[1],
-                    0, k_tiles, walk.group, walk.work - groups.stride < walk.first)
+                    0, k_tiles, walk.group, _new_group(groups, walk.work, walk.first))
 
 
 # -- the hand-over between the producer and the consumers (Hopper) ------------------------------
