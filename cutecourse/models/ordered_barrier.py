@@ -163,9 +163,9 @@ def turns(tiles: int) -> list[Turn]:
 
 def table(tiles: int) -> str:
     """:func:`turns` as text, one line per tile."""
-    lines = ["tile  MMAs by   bar.sync (waits)   bar.arrive (passes the turn)"]
+    lines = [f"{'tile':<6}{'MMAs by':<9}{'bar.sync (waits)':<20}bar.arrive (passes the turn)"]
     for t in turns(tiles):
         when = "at its start" if t.after is None else f"after issuing tile {t.after}'s MMAs"
-        lines.append(f"{t.tile:4}  WG{t.waiter}       WG{t.waiter} on barrier {t.barrier}     "
+        lines.append(f"{t.tile:<6}{'WG%d' % t.waiter:<9}{'WG%d on barrier %d' % (t.waiter, t.barrier):<20}"
                      f"WG{t.arriver}, {when}")
     return "\n".join(lines)
