@@ -44,6 +44,9 @@ def test_mmas_take_turns_and_hide_the_epilogue(tiles, epilogue):
     assert [e.op.tile for e in mmas] == list(range(tiles))  # in tile order, each once
     assert all(e.op.warpgroup == e.op.tile % 2 for e in mmas)
     assert all(a.end <= b.start + 1e-12 for a, b in zip(mmas, mmas[1:]))  # never two at once
+    for e in (e for e in events if e.op.kind == "wait"):  # each turn is passed by the other warpgroup
+        assert (e.arrive.op.barrier, e.arrive.op.warpgroup) == (e.op.barrier, 1 - e.op.warpgroup)
+        assert e.end == max(e.start, e.arrive.start)
     end = max(e.end for e in events)
     if epilogue <= 1.0:  # the epilogue fits under the other warpgroup's MMAs: no gap
         assert end == pytest.approx(tiles + epilogue)

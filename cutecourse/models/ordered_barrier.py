@@ -50,11 +50,13 @@ class Op:
 class Event:
     """An operation as it ran: [start, end) in units of one tile's MMAs. For a wait, start is
     when the warpgroup reached the barrier and end when the barrier completed (end - start is
-    the time it waited); an arrive takes no time."""
+    the time it waited), and ``arrive`` the other warpgroup's arrive that completed it (the
+    hand-over); an arrive takes no time."""
 
     op: Op
     start: float
     end: float
+    arrive: "Event | None" = None
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,7 @@ def simulate(tiles: int, mma: float = 1.0, epilogue: float = 0.4, programs=None)
                           "e.g. mma=1.0, epilogue=0.4 (in units of one tile's MMAs)")
     clock = {w: 0.0 for w in programs}
     pc = {w: 0 for w in programs}
-    arrives: dict[int, list[float]] = {}  # barrier -> times of its arrives so far
+    arrives: dict[int, list[Event]] = {}  # barrier -> its arrives so far
     waits: dict[int, int] = {}  # barrier -> waits completed so far
     events: list[Event] = []
     while True:
@@ -120,15 +122,16 @@ def simulate(tiles: int, mma: float = 1.0, epilogue: float = 0.4, programs=None)
                 op = ops[pc[w]]
                 t = clock[w]
                 if op.kind == "arrive":
-                    arrives.setdefault(op.barrier, []).append(t)
                     events.append(Event(op, t, t))
+                    arrives.setdefault(op.barrier, []).append(events[-1])
                 elif op.kind == "wait":
                     n = waits.get(op.barrier, 0)
                     if n >= len(arrives.get(op.barrier, [])):
                         break  # blocked until the other warpgroup arrives
                     waits[op.barrier] = n + 1
-                    clock[w] = max(t, arrives[op.barrier][n])
-                    events.append(Event(op, t, clock[w]))
+                    arrive = arrives[op.barrier][n]
+                    clock[w] = max(t, arrive.start)
+                    events.append(Event(op, t, clock[w], arrive))
                 elif op.kind in ("mma", "epilogue"):
                     clock[w] = t + (mma if op.kind == "mma" else epilogue)
                     events.append(Event(op, t, clock[w]))
@@ -146,9 +149,9 @@ def simulate(tiles: int, mma: float = 1.0, epilogue: float = 0.4, programs=None)
                 f"{waits.get(op.barrier, 0)} arrive(s) on it so far, and no operation left can arrive",
                 "every wait needs an arrive of the other warpgroup on the same barrier, issued "
                 "before that warpgroup itself waits")
-    for b, times in arrives.items():
-        if len(times) > waits.get(b, 0):
-            raise BarrierError(f"{len(times) - waits.get(b, 0)} arrive(s) on barrier {b} that no wait "
+    for b, done in arrives.items():
+        if len(done) > waits.get(b, 0):
+            raise BarrierError(f"{len(done) - waits.get(b, 0)} arrive(s) on barrier {b} that no wait "
                                "completes: the barrier is left half-full when the CTA exits",
                                "pass a turn on only if the other warpgroup has another tile")
     return sorted(events, key=lambda e: (e.start, e.op.warpgroup))

@@ -298,13 +298,10 @@ def draw_ordered_barrier(tiles: int = 5, mma: float = 1.0, epilogue: float = 0.4
             label = {"mma": f"t{e.op.tile} MMAs", "epilogue": f"t{e.op.tile} epi", "wait": "waits"}[kind]
             if e.end - e.start > 0.25:
                 ax.text((e.start + e.end) / 2, row[w], label, ha="center", va="center", fontsize=7)
-    # pair the n-th arrive on a barrier with the n-th wait on it: the hand-over
-    arrives = [e for e in events if e.op.kind == "arrive"]
-    waits = [e for e in events if e.op.kind == "wait"]
-    for step, wait in enumerate(sorted(waits, key=lambda e: e.end), start=1):
-        b = wait.op.barrier
-        n = sum(1 for x in waits if x.op.barrier == b and x.end < wait.end)
-        arrive = [a for a in arrives if a.op.barrier == b][n]
+    # one arrow per hand-over: the arrive that completed each wait, in the order the turns came
+    waits = sorted((e for e in events if e.op.kind == "wait"), key=lambda e: e.end)
+    for step, wait in enumerate(waits, start=1):
+        b, arrive = wait.op.barrier, wait.arrive
         a_w, s_w = arrive.op.warpgroup, wait.op.warpgroup
         y0 = row[a_w] + (0.32 if row[a_w] < row[s_w] else -0.32)
         y1 = row[s_w] + (-0.32 if row[a_w] < row[s_w] else 0.32)
