@@ -1,6 +1,6 @@
 """The grouped GEMMs against the best peers and their ceilings, in one run per problem.
 
-    python benchmarks/grouped_peers.py [--rounds 3] [--problems "..."] [--out DIR] [--tag _x]
+    python benchmarks/grouped_peers.py [--rounds 3] [--problems "..."] [--kernels "..."] [--out DIR] [--tag _x]
 
 Two families of problems:
 
@@ -14,6 +14,10 @@ Two families of problems:
   the course's bf16 grouped kernel (1x1, 2x1), ``torch._grouped_mm``, the dense twin
   (``torch.matmul`` of the packed A by one weight) and the course's FP8 kernel on the same data.
   Baseline: the dense twin.
+
+The course's rows are configurations of its kernels (``COURSE_FP8``, ``COURSE_BF16``): today's
+defaults and the candidates of issue 24 (``docs/notes/grouped_speed.md``); ``--kernels`` picks some
+of them (torch's rows always run: they are the peers and the baselines).
 
 Every case is checked before it is timed (course FP8 against ``scaled_mm_reference``; torch's FP8
 against the unquantized product with a looser bound, since rowwise quantization is coarser);
@@ -50,8 +54,34 @@ PROBLEMS = {
     "down 8x4096 n4096 k14336": ([4096] * 8, 4096, 14336, "fp8"),
     "moe 128 n1536 k2048": (MOE_ROWS, 1536, 2048, "bf16"),
 }
-COURSE_FP8 = {"course fp8 1x1": dict(cluster=(1, 1)), "course fp8 2x1": dict(cluster=(2, 1))}
-COURSE_BF16 = {"course bf16 1x1": dict(tile=(128, 256)), "course bf16 2x1": dict(tile=(128, 256), cluster=(2, 1))}
+#: The course's rows: name -> the launcher's keywords (``grouped.fp8_kernel``'s, ``grouped.launcher``'s).
+#: The FP8 candidates (issue 24, docs/notes/grouped_speed.md): one accumulator part per warpgroup
+#: ("1part"), the warpgroups passing the turn to issue when their wgmmas are issued (the default),
+#: done ("done") or never taking turns ("free"); and the wider tiles one part makes room for.
+COURSE_FP8 = {
+    "course fp8 1x1": dict(cluster=(1, 1)),
+    "course fp8 2x1": dict(cluster=(2, 1)),
+    "course fp8 1part 2x1": dict(parts=1, cluster=(2, 1)),
+    "course fp8 1part done 2x1": dict(parts=1, turns="done", cluster=(2, 1)),
+    "course fp8 128x192 2x1": dict(tile=(128, 192), parts=1, cluster=(2, 1)),
+    "course fp8 128x192 done 2x1": dict(tile=(128, 192), parts=1, turns="done", cluster=(2, 1)),
+    "course fp8 128x192 free 2x1": dict(tile=(128, 192), parts=1, turns=None, cluster=(2, 1)),
+    "course fp8 128x256 2x1": dict(tile=(128, 256), parts=1, cluster=(2, 1)),
+}
+#: bf16, fine-grained MoE: 128x128 tiles make twice the work items of 128x256 (a shorter tail
+#: over the 132 SMs), at 1.33x the bytes per flop.
+COURSE_BF16 = {
+    "course bf16 1x1": dict(tile=(128, 256)),
+    "course bf16 2x1": dict(tile=(128, 256), cluster=(2, 1)),
+    "course bf16 128x128 1x1": dict(tile=(128, 128)),
+    "course bf16 128x128 2x1": dict(tile=(128, 128), cluster=(2, 1)),
+}
+
+
+#: torch's rows (always timed: the peers and the baselines).
+TORCH_FP8 = ("torch._scaled_grouped_mm rowwise", "dense twin _scaled_mm rowwise", "dense twin _scaled_mm tensorwise")
+TORCH_ROWS = (*TORCH_FP8, "torch._grouped_mm", "dense twin torch.matmul")
+BASELINE_FP8 = TORCH_FP8[1]
 
 
 def rowwise(x):
@@ -69,8 +99,34 @@ def tensorwise(x):
     return (x / s).to(torch.float8_e4m3fn), s.reshape(())
 
 
-def fp8_cases(rows, n, k, x, w, offs, c, cases, errors, notes):
-    """The FP8 problem's cases: the course's kernel, torch's grouped and dense FP8 GEMMs."""
+def select(names: str | None) -> set:
+    """The rows ``--kernels`` names (comma-separated course rows) plus every torch row: all rows
+    when None. An unknown name is an error that lists the known ones."""
+    course = {**COURSE_FP8, **COURSE_BF16}
+    if names is None:
+        return set(course) | set(TORCH_ROWS)
+    picked = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in picked if n not in course]
+    if unknown:
+        raise SystemExit(f"--kernels: unknown rows {unknown}; the course's rows are {list(course)}")
+    return set(picked) | set(TORCH_ROWS)
+
+
+def problem_data(name: str):
+    """(rows, n, k, kind, x, w, offs, c) of problem ``name``: randn fp32 A (sum M, K) and weights
+    (G, N, K), int32 cumulative row ends, a bf16 output, all on the GPU."""
+    import torch
+
+    rows, n, k, kind = PROBLEMS[name]
+    x = torch.randn(sum(rows), k, device="cuda")
+    w = torch.randn(len(rows), n, k, device="cuda")
+    offs = torch.tensor(rows, dtype=torch.int64).cumsum(0).to(torch.int32).cuda()
+    return rows, n, k, kind, x, w, offs, torch.empty(sum(rows), n, device="cuda", dtype=torch.bfloat16)
+
+
+def fp8_cases(rows, n, k, x, w, offs, c, cases, errors, notes, only=None):
+    """The FP8 problem's cases: the course's kernels, torch's grouped and dense FP8 GEMMs (the
+    rows named in ``only``; None: all)."""
     import torch
 
     starts = [0] + offs.tolist()[:-1]
@@ -80,17 +136,20 @@ def fp8_cases(rows, n, k, x, w, offs, c, cases, errors, notes):
     ref8 = torch.cat([fp8b.scaled_mm_reference(*q) for q in zip(qA, SA, qB, SB)])
     exact = torch.cat([a @ b.T for a, b in zip(As, w)])
     for label, opts in COURSE_FP8.items():
-        fn = grouped.launcher_fp8(qA, SA, qB, SB, Cs, **opts)
-        cases.append(bench.checked_case(label, fn, c, ref8, 1e-2))
-        errors[label] = _err(c, exact)
+        if only is None or label in only:
+            _course_case(cases, errors, notes, label, lambda: grouped.launcher_fp8(qA, SA, qB, SB, Cs, **opts), c,
+                         ref8, exact)
+    if only is not None and not set(TORCH_FP8) & set(only):
+        return BASELINE_FP8
     # torch's grouped FP8 GEMM, rowwise scales: a (sum M, K) row-major, b (G, K, N) column-major
     qa, sa = rowwise(x)
     qw, sw = zip(*(rowwise(wg) for wg in w))  # one scale per row of w_g = per column of b_g
     qb = torch.stack(qw).transpose(-2, -1)
     sb = torch.stack([s.reshape(-1) for s in sw])
     try:
-        _torch_case(cases, errors, "torch._scaled_grouped_mm rowwise", exact, lambda: torch._scaled_grouped_mm(
-            qa, qb, sa.reshape(-1), sb, offs=offs, out_dtype=torch.bfloat16))
+        if only is None or TORCH_FP8[0] in only:
+            _torch_case(cases, errors, TORCH_FP8[0], exact, lambda: torch._scaled_grouped_mm(
+                qa, qb, sa.reshape(-1), sb, offs=offs, out_dtype=torch.bfloat16))
     except RuntimeError as e:
         notes["torch._scaled_grouped_mm"] = f"refused: {str(e).splitlines()[0][:160]}"
     # the dense twin: every row times w[0], rowwise and tensorwise
@@ -98,11 +157,24 @@ def fp8_cases(rows, n, k, x, w, offs, c, cases, errors, notes):
     qd, sd = rowwise(w[0])
     qt, st = tensorwise(x)
     qdt, sdt = tensorwise(w[0])
-    twins = {"dense twin _scaled_mm rowwise": lambda: torch._scaled_mm(qa, qd.t(), sa, sd.t(), out_dtype=torch.bfloat16),
-             "dense twin _scaled_mm tensorwise": lambda: torch._scaled_mm(qt, qdt.t(), st, sdt, out_dtype=torch.bfloat16)}
+    twins = {TORCH_FP8[1]: lambda: torch._scaled_mm(qa, qd.t(), sa, sd.t(), out_dtype=torch.bfloat16),
+             TORCH_FP8[2]: lambda: torch._scaled_mm(qt, qdt.t(), st, sdt, out_dtype=torch.bfloat16)}
     for label, fn in twins.items():
-        _torch_case(cases, errors, label, dense_exact, fn)
-    return "dense twin _scaled_mm rowwise"
+        if only is None or label in only:
+            _torch_case(cases, errors, label, dense_exact, fn)
+    return BASELINE_FP8
+
+
+def _course_case(cases, errors, notes, label, build, out, ref, exact):
+    """A course row: built, checked against ``ref`` (1e-2 relative), then timed. A candidate that
+    does not compile or computes a wrong result is left out with a note: the other rows of the
+    run still count."""
+    try:
+        cases.append(bench.checked_case(label, build(), out, ref, 1e-2))
+        errors[label] = _err(out, exact)
+    except Exception as e:  # noqa: BLE001  (a compile error, a wrong result: reported, not timed)
+        notes[label] = f"not timed: {type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}"
+        print(f"{label}: {notes[label]}", flush=True)
 
 
 def _torch_case(cases, errors, label, exact, fn, max_rel_err=5e-2):
@@ -114,40 +186,38 @@ def _torch_case(cases, errors, label, exact, fn, max_rel_err=5e-2):
     cases.append(bench.Case(label, fn))
 
 
-def bf16_cases(rows, n, k, x, w, offs, c, cases, errors, notes):
+def bf16_cases(rows, n, k, x, w, offs, c, cases, errors, notes, only=None):
     """The bf16 MoE problem's cases: the course's grouped kernels, torch, the dense twin, FP8."""
     import torch
 
     a16, w16 = x.bfloat16(), w.bfloat16()
     exact = torch.cat([a @ b.T for a, b in zip(a16.split(rows), w16)]).float()
     for label, opts in COURSE_BF16.items():
-        fn = grouped.packed_launcher(a16, w16.transpose(-2, -1), offs, c, **opts)
-        cases.append(bench.checked_case(label, fn, c, exact, 1e-2))
-        errors[label] = _err(c, exact)
+        if only is None or label in only:
+            _course_case(cases, errors, notes, label,
+                         lambda: grouped.packed_launcher(a16, w16.transpose(-2, -1), offs, c, **opts), c, exact, exact)
     b16 = w16.transpose(-2, -1)
     _torch_case(cases, errors, "torch._grouped_mm", exact, lambda: torch._grouped_mm(a16, b16, offs=offs), 1e-2)
     dense = torch.empty_like(c)
     twin = lambda: torch.matmul(a16, w16[0].T, out=dense)  # noqa: E731
     cases.append(bench.checked_case("dense twin torch.matmul", twin, dense, (a16 @ w16[0].T).float(), 1e-2))
-    fp8_cases(rows, n, k, x, w, offs, torch.empty_like(c), cases, errors, notes)  # the FP8 rows too
+    fp8_cases(rows, n, k, x, w, offs, torch.empty_like(c), cases, errors, notes, only)  # the FP8 rows too
     return "dense twin torch.matmul"
 
 
-def run(rounds: int, problems=None) -> dict:
+def run(rounds: int, problems=None, only=None, save=None) -> dict:
+    """Every problem (or those named in ``problems``, in that order), each with the rows in
+    ``only`` (None: all); ``save(results)`` after each problem (a run cut short keeps its start)."""
     import torch
 
     torch.manual_seed(0)
     out = {}
-    for name, (rows, n, k, kind) in PROBLEMS.items():
-        if problems is not None and name not in problems:
-            continue
+    for name in problems or PROBLEMS:
+        rows, n, k, kind, x, w, offs, c = problem_data(name)
         g, total = len(rows), sum(rows)
-        x = torch.randn(total, k, device="cuda")
-        w = torch.randn(g, n, k, device="cuda")
-        offs = torch.tensor(rows, dtype=torch.int64).cumsum(0).to(torch.int32).cuda()
-        c = torch.empty(total, n, device="cuda", dtype=torch.bfloat16)
         cases, errors, notes = [], {}, {}
-        baseline = (fp8_cases if kind == "fp8" else bf16_cases)(rows, n, k, x, w, offs, c, cases, errors, notes)
+        baseline = (fp8_cases if kind == "fp8" else bf16_cases)(rows, n, k, x, w, offs, c, cases, errors, notes,
+                                                                only)
         print(f"{name}: checked; errors {errors}; {notes}", flush=True)
         with bench.GpuMonitor() as monitor:
             res = bench.compare(
@@ -158,6 +228,8 @@ def run(rounds: int, problems=None) -> dict:
                         "protocol": "sustained", "relative errors vs the exact product": errors, **notes})
         print(res.table(), flush=True)
         out[name] = res
+        if save is not None:
+            save(out)
         del x, w, c
         torch.cuda.empty_cache()
     return out
@@ -171,12 +243,19 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--problems", help="comma-separated names of PROBLEMS (default: all)")
+    p.add_argument("--kernels", help="comma-separated course rows of COURSE_FP8 / COURSE_BF16 to time "
+                                     "(default: all; torch's rows always run)")
     p.add_argument("--out", default=str(bench.RESULTS_DIR))
     p.add_argument("--tag", default="")
     args = p.parse_args()
+    only = select(args.kernels)
+    problems = args.problems and [p.strip() for p in args.problems.split(",")]
+    unknown = [p for p in problems or () if p not in PROBLEMS]
+    if unknown:
+        raise SystemExit(f"--problems: unknown {unknown}; the problems are {list(PROBLEMS)}")
     cutecourse.modes.require_gpu("sm_90a")
     t0 = time.perf_counter()
-    results = run(args.rounds, args.problems and args.problems.split(","))
+    results = run(args.rounds, problems, only, save=lambda res: bench.save_set(f"grouped_peers{args.tag}", res, args.out))
     path = bench.save_set(f"grouped_peers{args.tag}", results, args.out)
     print(f"wrote {path} ({time.perf_counter() - t0:.0f} s)", flush=True)
     print(json.dumps({p: {r.name: f"{r.ratio:.3f}x, {r.tflops:.0f} TFLOP/s" for r in res.rows}

@@ -229,16 +229,23 @@ def quantize_fp8(As, Bs):
     return out
 
 
-def launcher_fp8(As, SAs, Bs, SBs, Cs, sms: int | None = None, stages: int | None = None,
-                 group_m: int = GROUP_M, cluster=CLUSTER):
-    """Validated, compiled launch closure: ``fn()`` writes group g's scaled product into ``Cs[g]``."""
+def fp8_kernel(tile=(128, 128), cluster=CLUSTER, sms: int | None = None, stages: int | None = None,
+               group_m: int = GROUP_M, parts: int = 2, turns: str | None = "issue"):
+    """The FP8 kernel of a configuration (``BlockScaledGroupedHopperGemm``'s options; ``sms``:
+    default every SM of the GPU): what ``launcher_fp8`` and ``packed_launcher_fp8`` launch."""
+    return BlockScaledGroupedHopperGemm(tuple(tile), tuple(cluster), _sms("sm_90a", sms), group_m=group_m,
+                                        stages=stages, parts=parts, turns=turns)
+
+
+def launcher_fp8(As, SAs, Bs, SBs, Cs, **config):
+    """Validated, compiled launch closure: ``fn()`` writes group g's scaled product into ``Cs[g]``.
+    ``config``: ``fp8_kernel``'s keywords (tile, cluster, sms, stages, group_m, parts, turns)."""
     import torch
 
     checks.check_groups(As, Bs, Cs[0].dtype if Cs else None, in_dtypes=(torch.float8_e4m3fn,))
     checks.check_scales(As, SAs, Bs, SBs)
     checks.check_outputs(As, Bs, Cs)
-    kernel = BlockScaledGroupedHopperGemm((128, 128), tuple(cluster), _sms("sm_90a", sms), group_m=group_m,
-                                          stages=stages)
+    kernel = fp8_kernel(**config)
     sas = [checks.m_major(sa) for sa in SAs]
     # the SFA and SFB columns: sa's k-block stride (it is M-major), sb's row stride
     return list_closure(kernel, As, Bs, Cs, extra=[(sas, [sa.stride(1) for sa in sas]),
@@ -261,16 +268,15 @@ def grouped_gemm_fp8(As, SAs, Bs, SBs, out_dtype=None, **config):
     return Cs
 
 
-def packed_launcher_fp8(a, sa, b, sb, offs, c, sms: int | None = None, stages: int | None = None,
-                        group_m: int = GROUP_M, cluster=CLUSTER):
-    """Launch closure for the packed form: ``fn()`` writes group g's scaled product into c[rows_g]."""
+def packed_launcher_fp8(a, sa, b, sb, offs, c, **config):
+    """Launch closure for the packed form: ``fn()`` writes group g's scaled product into c[rows_g]
+    (``config``: ``fp8_kernel``'s keywords)."""
     import torch
 
     checks.check_packed(a, b, offs, c.dtype, in_dtypes=(torch.float8_e4m3fn,))
     checks.check_packed_scales(a, sa, b, sb)
     checks.check_packed_output(a, b, c)
-    kernel = BlockScaledGroupedHopperGemm((128, 128), tuple(cluster), _sms("sm_90a", sms), group_m=group_m,
-                                          stages=stages)
+    kernel = fp8_kernel(**config)
     sa = checks.m_major(sa)
     meta = packed_metadata(kernel, a, b, c, offs, scales=(sa, sb))
     return launch_closure(kernel, (a, b[0].transpose(0, 1), c), meta, "sm_90a", keep=(sa, sb))

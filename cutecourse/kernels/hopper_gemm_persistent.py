@@ -115,11 +115,13 @@ class PersistentHopperGemm:
     """
 
     #: The tiles it takes; warpgroups sharing one tile's MMAs (2: each owns 64 of its 128 rows);
-    #: sets of C buffers (one: the two warpgroups store each tile together); input dtypes.
+    #: sets of C buffers (one: the two warpgroups store each tile together); input dtypes; the
+    #: wgmma's N (None: the tile's; the FP8 kernel's 128x256 tile issues two wgmmas of N = 128).
     TILES = PERSISTENT_TILES
     MMA_WARPGROUPS = CONSUMER_WARPGROUPS
     C_BUFFER_SETS = 1
     IN_DTYPES = IN_DTYPES
+    WGMMA_N = None
     #: Hook: where the tiles come from. A module keeping ``tile_scheduler``'s contract (start,
     #: advance, active, work_tile, publish, receive, finish), walked by both roles' loops.
     schedule = tile_scheduler
@@ -179,13 +181,13 @@ class PersistentHopperGemm:
                                       epi_tile=self.epi_tile, c_buffer_sets=self.C_BUFFER_SETS,
                                       tiles=self.TILES, epi_stages=self.epi_stages,
                                       in_dtypes=self.IN_DTYPES).stages
-        self.tiled_mma = sm90.tiled_mma(self.a_dtype, self.acc_dtype, self.MMA_WARPGROUPS, self.tile_mn[1])
+        self.tiled_mma = sm90.tiled_mma(self.a_dtype, self.acc_dtype, self.MMA_WARPGROUPS, self.tile_mn[1],
+                                        self.WGMMA_N)
         sA_layout, sB_layout, sC_layout = sm90.smem_layouts(self.tile_mnk, self.a_dtype, self.c_dtype,
                                                             self.stages, self.epi_tile,
                                                             self.epi_stages * self.C_BUFFER_SETS)
-        tma_a, gA, tma_b, gB, tma_c, gC = sm90.tma_atoms(
-            a, b, c, sA_layout, sB_layout, sC_layout, self.tile_mn, self.cluster_mn, self.epi_tile,
-            tile_k=self.tile_mnk[2])
+        tma_a, gA, tma_b, gB, tma_c, gC = sm90.tma_atoms(a, b, c, sA_layout, sB_layout, sC_layout, self.tile_mn,
+                                                         self.cluster_mn, self.epi_tile, tile_k=self.tile_mnk[2])
 
         self.shared_storage = shared_storage(self, sA_layout, sB_layout, sC_layout)
         cm, cn = self.cluster_mn
@@ -340,13 +342,11 @@ class PersistentHopperGemm:
         sm90.finish_stores(epilogue, warp_idx)
 
     def enter_tile(self, sched, epilogue, tile, warp_idx):
-        """Hook: what the consumers do before a tile's mainloop; returns the tensor map C's stores
-        use (None: the host's)."""
+        """Hook: what the consumers do before a tile's mainloop; returns C's tensor map (None: the host's)."""
         return None
 
     def mainloop(self, ring, mma, read, release, sched, tile):
-        """Hook: acc = the tile's k-tiles multiplied (``sm90.mma_tile``); returns the advanced
-        (read, release) ring states."""
+        """Hook: acc = the tile's k-tiles multiplied (``sm90.mma_tile``); returns (read, release) advanced."""
         return sm90.mma_tile(ring, mma, read, release, tile.k_end - tile.k_begin)
 
     def store_tile(self, sched, epilogue, mma, gC, tile, c_map, ctid, warp_idx):

@@ -32,7 +32,7 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 
-from ..models.gemm_plan import EPI_TILE
+from ..models.gemm_plan import EPI_STAGES, EPI_TILE
 from . import group_walk, tensor_maps
 from .group_walk import A, B, C, operand_tensor
 from .hopper_gemm_persistent import EPILOGUE_STORE_WARP, PRODUCER_WARP, PersistentHopperGemm
@@ -60,8 +60,10 @@ class GroupedHopperGemm(PersistentHopperGemm):
     MAPS = 3  # A, B, C
 
     def __init__(self, tile_mn=(128, 256), cluster_mn=(1, 1), sms: int = 132, *,
-                 group_m: int = GROUP_M, stages: int | None = None, epi_tile=EPI_TILE):
-        super().__init__(tile_mn, cluster_mn, sms, group_m=group_m, stages=stages, epi_tile=epi_tile)
+                 group_m: int = GROUP_M, stages: int | None = None, epi_tile=EPI_TILE,
+                 epi_stages: int = EPI_STAGES):
+        super().__init__(tile_mn, cluster_mn, sms, group_m=group_m, stages=stages, epi_tile=epi_tile,
+                         epi_stages=epi_stages)
         self.config = ("grouped", *self.config)
 
     # -- host side ---------------------------------------------------------------------------

@@ -46,11 +46,12 @@ def dtype_name(dtype) -> str:
 
 
 # -- host side ---------------------------------------------------------------------------------
-def tiled_mma(a_dtype, acc_dtype, warpgroups: int, tile_n: int):
-    """``warpgroups`` warpgroups stacked along M, each issuing 64 x tile_n wgmmas (A, B from smem)."""
+def tiled_mma(a_dtype, acc_dtype, warpgroups: int, tile_n: int, wgmma_n: int | None = None):
+    """``warpgroups`` warpgroups stacked along M, each issuing 64 x tile_n wgmmas (A, B from smem);
+    ``wgmma_n``: narrower wgmmas, tile_n / wgmma_n of them side by side."""
     return sm90_utils.make_trivial_tiled_mma(
         a_dtype, a_dtype, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.K, acc_dtype,
-        (warpgroups, 1, 1), tiler_mn=(64, tile_n))
+        (warpgroups, 1, 1), tiler_mn=(64, wgmma_n or tile_n))
 
 
 def smem_layouts(tile_mnk, a_dtype, c_dtype, stages: int, epi_tile, epi_stages: int):

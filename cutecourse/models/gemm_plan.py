@@ -34,8 +34,9 @@ TILE_K = 64
 IN_DTYPES = ("float16", "bfloat16")
 #: The block-scaled grouped GEMM's input (``kernels/hopper_grouped_gemm_fp8.py``); the dense kernels refuse it.
 FP8_DTYPES = ("float8_e4m3fn",)
-#: ... and its tile: 128 columns = one block of B's 128x128 scales.
-FP8_TILES = ((128, 128),)
+#: ... and its tiles: 128 columns = one block of B's 128x128 scales (the default); 192 and 256
+#: columns span two blocks and need one accumulator part per warpgroup (``parts=1``).
+FP8_TILES = ((128, 128), (128, 192), (128, 256))
 OUT_DTYPES = ("float16", "bfloat16", "float32")
 BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float8_e4m3fn": 1}
 
@@ -175,11 +176,22 @@ def plan_persistent(tile_mn=(128, 256), in_dtype="float16", out_dtype="float16",
                        epi_tile=epi_tile, epi_stages=epi_stages * c_buffer_sets, tiles=tiles, **kwargs)
 
 
-def plan_fp8(tile_mn=(128, 128), out_dtype: str = "bfloat16", stages: int | None = None):
-    """The FP8 block-scaled grouped kernel's plan: 32 KiB per stage (128 x 128 of A and of B,
-    1 byte each, 128 k: one scale block): bf16 C, 6 stages."""
-    return plan_persistent(tuple(tile_mn), "float8_e4m3fn", out_dtype, stages=stages, tiles=FP8_TILES,
-                           in_dtypes=FP8_DTYPES)
+def fp8_epi_stages(tile_mn) -> int:
+    """C buffers of the FP8 kernel's epilogue: EPI_STAGES, or 3 where a tile's sub-tiles do not
+    come in fours (128x192: six of 128x32; a tile must use every buffer equally often)."""
+    subtiles = (tile_mn[0] // EPI_TILE[0]) * (tile_mn[1] // EPI_TILE[1])
+    return EPI_STAGES if subtiles % EPI_STAGES == 0 else 3
+
+
+def plan_fp8(tile_mn=(128, 128), out_dtype: str = "bfloat16", stages: int | None = None,
+             epi_stages: int | None = None):
+    """The FP8 block-scaled grouped kernel's plan, 128 k per stage (one scale block), bf16 C:
+    128x128: 32 KiB per stage, 6 stages; 128x192: 40 KiB, 3 C buffers, 5 stages; 128x256:
+    48 KiB, 4 stages."""
+    tile_mn = check_tile(tile_mn, FP8_TILES)
+    epi_stages = fp8_epi_stages(tile_mn) if epi_stages is None else epi_stages
+    return plan_persistent(tile_mn, "float8_e4m3fn", out_dtype, stages=stages, tiles=FP8_TILES,
+                           in_dtypes=FP8_DTYPES, epi_stages=epi_stages)
 
 
 def waves(m: int, n: int, tile_mn=(128, 256), sms: int = H100_SMS) -> float:
