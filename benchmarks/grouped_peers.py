@@ -79,7 +79,8 @@ COURSE_BF16 = {
 
 
 #: torch's rows (always timed: the peers and the baselines).
-TORCH_FP8 = ("torch._scaled_grouped_mm rowwise", "dense twin _scaled_mm rowwise", "dense twin _scaled_mm tensorwise")
+TORCH_FP8 = ("torch._scaled_grouped_mm rowwise", "dense twin _scaled_mm rowwise",
+             "dense twin _scaled_mm tensorwise")
 TORCH_ROWS = (*TORCH_FP8, "torch._grouped_mm", "dense twin torch.matmul")
 BASELINE_FP8 = TORCH_FP8[1]
 
@@ -173,7 +174,8 @@ def _course_case(cases, errors, notes, label, build, out, ref, exact):
         cases.append(bench.checked_case(label, build(), out, ref, 1e-2))
         errors[label] = _err(out, exact)
     except Exception as e:  # noqa: BLE001  (a compile error, a wrong result: reported, not timed)
-        notes[label] = f"not timed: {type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}"
+        first_line = (str(e).strip().splitlines() or [""])[0]
+        notes[label] = f"not timed: {type(e).__name__}: {first_line[:200]}"
         print(f"{label}: {notes[label]}", flush=True)
 
 
@@ -194,8 +196,8 @@ def bf16_cases(rows, n, k, x, w, offs, c, cases, errors, notes, only=None):
     exact = torch.cat([a @ b.T for a, b in zip(a16.split(rows), w16)]).float()
     for label, opts in COURSE_BF16.items():
         if only is None or label in only:
-            _course_case(cases, errors, notes, label,
-                         lambda: grouped.packed_launcher(a16, w16.transpose(-2, -1), offs, c, **opts), c, exact, exact)
+            build = lambda: grouped.packed_launcher(a16, w16.transpose(-2, -1), offs, c, **opts)  # noqa: E731
+            _course_case(cases, errors, notes, label, build, c, exact, exact)
     b16 = w16.transpose(-2, -1)
     _torch_case(cases, errors, "torch._grouped_mm", exact, lambda: torch._grouped_mm(a16, b16, offs=offs), 1e-2)
     dense = torch.empty_like(c)
@@ -255,7 +257,10 @@ def main() -> int:
         raise SystemExit(f"--problems: unknown {unknown}; the problems are {list(PROBLEMS)}")
     cutecourse.modes.require_gpu("sm_90a")
     t0 = time.perf_counter()
-    results = run(args.rounds, problems, only, save=lambda res: bench.save_set(f"grouped_peers{args.tag}", res, args.out))
+    def save(results):
+        return bench.save_set(f"grouped_peers{args.tag}", results, args.out)
+
+    results = run(args.rounds, problems, only, save=save)
     path = bench.save_set(f"grouped_peers{args.tag}", results, args.out)
     print(f"wrote {path} ({time.perf_counter() - t0:.0f} s)", flush=True)
     print(json.dumps({p: {r.name: f"{r.ratio:.3f}x, {r.tflops:.0f} TFLOP/s" for r in res.rows}

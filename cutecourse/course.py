@@ -110,12 +110,14 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         ("sm_90a",)),
     Notebook(
         "07", "07_grouped_block_scaled_gemm.ipynb", "Grouped, block-scaled GEMM",
-        "grouped GEMM for MoE experts, the group tile scheduler, per-SM tensor maps and when they "
-        "are rewritten, NVFP4 / MXFP8 / FP8-blockwise scale factors, FP8 block scales applied in "
-        "software on Hopper, a grouped problem's two ceilings (its dense twin and the HBM floor), "
-        "Blackwell's interleaved scale-factor layout",
+        "grouped GEMM for MoE experts, the group walk on the GPU beside its CPU model, per-CTA "
+        "tensor maps (host templates, initialised by their owner warp, rewritten with a release and "
+        "an acquire), NVFP4 with its per-tensor scale, MXFP8 and both MX rounding rules, FP8 block "
+        "scales promoted in software on Hopper (`_issue`, `_promote`), a Blackwell primer (tensor "
+        "memory, one-thread `tcgen05.mma`, `tcgen05.cp` and `tcgen05.ld`, UMMA vs WGMMA, 2-CTA MMA), "
+        "the scale-factor layout as a CuTe layout, the Blackwell MMA warp beside its PTX",
         "Hopper (grouped GEMM, bf16 and FP8 block-scaled); Blackwell (block-scaled)",
-        "scheduler and block-scaling models, widgets and pictures; every kernel compiled and "
+        "scheduler and block-scaling models, the TMEM picture, widgets; every kernel compiled and "
         "inspected (the Hopper grouped GEMMs run and timed on an H100; the Blackwell kernel never run)",
         ("sm_90a", "sm_100a")),
 )
@@ -202,7 +204,7 @@ def _cell_counts(cell) -> Counts:
 def _sections(cells) -> list[tuple[str | None, list]]:
     """Split cells into runs: (exercise title or None, cells). An exercise is a markdown cell with
     an "Exercise N" heading and the code cells right after it (its answer and its checker); the
-    next markdown cell ends it. Notebooks 05 and 07 hold their exercises inline: those cells are
+    next markdown cell ends it. A notebook that holds exercises inline (05) has those cells
     counted once, as exercises, not also as lesson."""
     runs: list[tuple[str | None, list]] = [(None, [])]
     for cell in cells:

@@ -196,33 +196,7 @@ def test_scale_factor_hint_clamps_at_448_and_names_both_rules():
     assert not r and "min(r, 448.0)" in r.hint and "OCP spec" in r.hint and "NVIDIA" in r.hint
 
 
-# -- 5. the interleaved SF layout ------------------------------------------------------------------
-def sf_offset(row, kblock, rows, kblocks):
-    atom = (row // 128) * math.ceil(kblocks / 4) + kblock // 4
-    return 512 * atom + 16 * (row % 32) + 4 * ((row // 32) % 4) + kblock % 4
-
-
-def test_sf_offset_right():
-    r = nb07.check_sf_offset(sf_offset)
-    assert r and "coordinates" in r.message
-
-
-def test_sf_offset_typical_mistakes():
-    cases = {
-        nb07._row_major: "row-major",
-        nb07._unpadded: "padded to a multiple of 4",
-        nb07._swapped: "16*(r % 32)",
-        nb07._m_fastest: "k fastest",
-        nb07._row_in_atom: "interleaved by 32",
-    }
-    for wrong, words in cases.items():
-        r = nb07.check_sf_offset(wrong)
-        assert not r and words in r.message, (wrong.__name__, r.message)
-    r = nb07.check_sf_offset(lambda row, kb, rows, kbl: sf_offset(row, kb, rows, kbl) + 1)
-    assert not r and "512 * atom" in r.message
-
-
-# -- 6. FP8 block scales -----------------------------------------------------------------------
+# -- 5. FP8 block scales -----------------------------------------------------------------------
 def blockwise_product(qa, sa, qb, sb):
     m, n = qa.shape[0], qb.shape[0]
     acc = torch.zeros(m, n)

@@ -35,7 +35,8 @@ KERNELS = [
     ("2", "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>>",
      ["1,480", "1.6e9", "0", "0.1", "0", "1", "0", "0"]),
     ("3", "void at::native::tiny_kernel", ["2,000", "1.6e9", "0", "0", "0", "1", "0", "100"]),
-    ("4", "cutlass::device_kernel<f8f8bf16_rowwise>", ["800,000", "1500000000", "90", "0.2", "0.1", "1", "0", "600"]),
+    ("4", "cutlass::device_kernel<f8f8bf16_rowwise>",
+     ["800,000", "1500000000", "90", "0.2", "0.1", "1", "0", "600"]),
 ]
 CHILD = 'CHILD{"profiled": ["course fp8 1x1", "dense twin _scaled_mm rowwise"], "errors": {}, "notes": {}}\n'
 
@@ -80,7 +81,8 @@ def test_cases_split_at_the_markers_and_summarized(ncu):
     assert row["tensor_pct"] == 71.5 and row["dram_read_mb"] == 512.0
     assert list(row["stalls"]) == ["wait", "barrier", "long_scoreboard"]  # "selected" is not a stall
     twin = ncu.summarize(cases["dense twin _scaled_mm rowwise"], flops=1e12)
-    assert twin["kernel"].startswith("cutlass::device_kernel") and twin["other_kernels"] == ["void at::native::tiny_kernel"]
+    assert twin["kernel"].startswith("cutlass::device_kernel")
+    assert twin["other_kernels"] == ["void at::native::tiny_kernel"]
     text = ncu.table([{"case": "course fp8 1x1", "clock": "none", **row},
                       {"case": "broken", "clock": "base", **ncu.summarize([], 1.0)}])
     assert "course fp8 1x1" in text and "wait 1.20" in text and "ERROR no kernel" in text
@@ -111,7 +113,8 @@ def test_stall_samples_by_instruction_class(ncu):
     marker = [head, '"0x10","MOV R1, c[0x0][0x28]","3","3"']
     gemm = [head, '"0x100","QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR20], RZ, !UPT","10","5"',
             '"0x110","WARPGROUP.DEPBAR.LE gsb0, 0x1","40","40"', '"0x120","FFMA R169, R88, R208, R169","30","20"',
-            '"0x130","@P0 BAR.SYNC.DEFER_BLOCKING R204, 0x100","15","15"', '"0x140","IADD3 R1, R2, R3, RZ","5","1"']
+            '"0x130","@P0 BAR.SYNC.DEFER_BLOCKING R204, 0x100","15","15"',
+            '"0x140","IADD3 R1, R2, R3, RZ","5","1"']
     text = "==PROF== Connected\n" + "\n".join(marker) + "\n\n" + "\n".join(gemm) + "\n"
     out = ncu.source_stalls(text, top=2)
     assert out["samples"] == 100.0

@@ -61,21 +61,21 @@ def test_plans_of_the_wide_tiles():
 
 def test_two_parts_need_the_128x128_tile():
     with pytest.raises(ShapeError, match="parts=1"):
-        fp8.BlockScaledGroupedHopperGemm((128, 192), parts=2)
+        grouped.fp8_kernel((128, 192), parts=2, sms=132)
     with pytest.raises(ShapeError, match="parts=1"):
-        fp8.BlockScaledGroupedHopperGemm((128, 128), parts=3)
+        grouped.fp8_kernel(parts=3, sms=132)
     with pytest.raises(ShapeError, match="tile"):
-        fp8.BlockScaledGroupedHopperGemm((256, 128), parts=1)
+        grouped.fp8_kernel((256, 128), parts=1, sms=132)
     with pytest.raises(ShapeError, match="turns"):
-        fp8.BlockScaledGroupedHopperGemm(parts=1, turns="always")
-    wide = fp8.BlockScaledGroupedHopperGemm((128, 256), parts=1)
+        grouped.fp8_kernel(parts=1, turns="always", sms=132)
+    assert type(grouped.fp8_kernel(sms=132)) is fp8.BlockScaledGroupedHopperGemm  # the default
+    wide = grouped.fp8_kernel((128, 256), parts=1, sms=132)
     assert wide.WGMMA_N == 128 and wide.part_n == 128 and wide.epi_stages == 4
     # the promotion variants are different compiled kernels
-    assert len({fp8.BlockScaledGroupedHopperGemm(parts=p, turns=t).config
+    assert len({grouped.fp8_kernel(parts=p, turns=t, sms=132).config
                 for p, t in ((2, "issue"), (1, "issue"), (1, "done"), (1, None))}) == 4
 
 
-# -- input errors (any machine) ---------------------------------------------------------------
 def test_errors():
     _, _, (qA, SA, qB, SB) = _quantized([(128, 256, 256), (64, 256, 256)])
     with pytest.raises(DTypeError, match="group 0.*float8_e4m3fn"):

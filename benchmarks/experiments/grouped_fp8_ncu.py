@@ -224,7 +224,8 @@ def source_stalls(text: str, top: int = 25) -> dict:
         op = re.sub(r"^@!?U?P\w+\s+", "", sass)  # a predicate is not the opcode
         name = next((n for n, rx in SASS_CLASSES if re.match(rx, op)), "other")
         by_class[name] = by_class.get(name, 0.0) + c / total
-    return {"samples": total, "by_class": {k: round(v, 3) for k, v in sorted(by_class.items(), key=lambda kv: -kv[1])},
+    by_class = dict(sorted(by_class.items(), key=lambda kv: -kv[1]))
+    return {"samples": total, "by_class": {k: round(v, 3) for k, v in by_class.items()},
             "top": [[s, round(c / total, 4)] for s, c in sorted(counts, key=lambda sc: -sc[1])[:top]]}
 
 
@@ -289,7 +290,8 @@ def profile(cmd: list[str], clock: str, flops: float) -> tuple[list[dict], dict]
     except ValueError as e:
         tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-6:])
         return [{"case": "*", "clock": clock, "error": f"{e}: {tail[-900:]}"}], info
-    return [{"case": name, "clock": clock, **summarize(kernels, flops)} for name, kernels in per_case.items()], info
+    rows = [{"case": name, "clock": clock, **summarize(kernels, flops)} for name, kernels in per_case.items()]
+    return rows, info
 
 
 def main() -> int:
@@ -297,7 +299,8 @@ def main() -> int:
 
     p = argparse.ArgumentParser()
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--problem", default=PROBLEM, help=f"an FP8 problem of grouped_peers.PROBLEMS (default {PROBLEM!r})")
+    p.add_argument("--problem", default=PROBLEM,
+                   help=f"an FP8 problem of grouped_peers.PROBLEMS (default {PROBLEM!r})")
     p.add_argument("--kernels", default=",".join(KERNELS),
                    help="comma-separated rows: COURSE_FP8's and torch's FP8 rows of grouped_peers.py")
     p.add_argument("--clock", choices=("none", "base", "both"), default="none")
@@ -308,9 +311,10 @@ def main() -> int:
     args = p.parse_args()
     names = [n.strip() for n in args.kernels.split(",") if n.strip()]
     known = [*gp.COURSE_FP8, *gp.TORCH_FP8]
-    if [n for n in names + [args.source or names[0]] if n not in known] or gp.PROBLEMS.get(args.problem, (0, 0, 0, ""))[3] != "fp8":
+    fp8_problems = [name for name, v in gp.PROBLEMS.items() if v[3] == "fp8"]
+    if [n for n in names + [args.source or names[0]] if n not in known] or args.problem not in fp8_problems:
         raise SystemExit(f"--kernels must name rows of {known}; --problem one of "
-                         f"{[n for n, v in gp.PROBLEMS.items() if v[3] == 'fp8']}")
+                         f"{fp8_problems}")
     if args.child:
         child(args.problem, names)
         return 0
@@ -329,7 +333,8 @@ def main() -> int:
     result = {"environment": bench.environment(),
               "ncu": subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip()[-80:],
               "problem": {"name": args.problem, "groups": len(rows_m), "rows": sum(rows_m), "n": n, "k": k,
-                          "flops": flops, "min_bytes": floor, "hbm_floor_us": round(floor / HBM_BYTES_PER_S * 1e6)},
+                          "flops": flops, "min_bytes": floor,
+                          "hbm_floor_us": round(floor / HBM_BYTES_PER_S * 1e6)},
               "protocol": "one launch per case under ncu after a warm-up launch; randn data",
               "metrics_asked": metrics, "metrics_unknown": [m for m in METRICS if m not in metrics], "rows": []}
     program = ["--child", "--problem", args.problem, "--kernels", ",".join(names)]

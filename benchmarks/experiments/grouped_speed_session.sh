@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
 PY=${PYTHON:-python}
 mkdir -p "$OUT"
-export PYTHONPATH=$PWD
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 TODAY="course fp8 1x1,course fp8 2x1"
 CANDIDATES="course fp8 1part 2x1,course fp8 1part done 2x1,course fp8 128x192 2x1,course fp8 128x192 done 2x1"
 CANDIDATES="$CANDIDATES,course fp8 128x192 free 2x1,course fp8 128x256 2x1"

@@ -2,10 +2,11 @@
 
 Every expected answer comes from the course's models, never from a table of numbers: the group
 scheduler (``models.group_scheduler``: ``locate``, ``schedule``, ``tensormap_updates``) and the
-block-scaling reference (``models.block_scaling``: ``quantize``, ``sf_offset``,
-``scaled_mm_reference``). When an answer
-is wrong, the checker names the case and tries the usual mistakes (N before M, floor instead of
-ceil, an unrounded or wrongly rounded scale, row-major scale factors ...) to say which one it was.
+block-scaling references (``models.block_scaling.quantize``, ``models.blockwise_fp8``). When an
+answer is wrong, the checker names the case and tries the usual mistakes (N before M, floor
+instead of ceil, an unrounded or wrongly rounded scale ...) to say which one it was
+(``diagnosis.py``). The Blackwell primer's checkers, the scale-factor byte among them, are in
+``nb07_blackwell.py``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from ..models import block_scaling as bs
 from ..models import blockwise_fp8 as fp8b
 from ..models import group_scheduler as gs
 from . import Result, answered, checker, failed, passed
+from .diagnosis import diagnose
+from .nb07_blackwell import check_sf_offset  # noqa: F401  (exercise 7, with the Blackwell checkers)
 
 #: Problems for the scheduler exercises: ragged M, an empty group, N differing between groups,
 #: MoE-like sizes. Each is (sizes, tile (BM, BN)).
@@ -31,29 +34,6 @@ PROBLEMS = [
 #: Bytes of one tensor map (CUtensorMap), and the maps each CTA keeps per kind of kernel.
 MAP_BYTES = 128
 MAPS = {False: 3, True: 5}  # A, B, C; block-scaled adds SFA, SFB
-
-
-def _predicts(predict, case, got) -> bool:
-    try:
-        return predict(*case) == got
-    except Exception:  # a mistake model that does not apply to this case
-        return False
-
-
-def _diagnose(got, case, mistakes, default: str, answers: dict | None = None) -> str:
-    """The message of the known mistake that explains the learner's answers.
-
-    ``answers`` (case -> learner's answer, for a whole problem) is preferred: a mistake that
-    reproduces every one of them; otherwise the first that gives ``got`` for ``case``.
-    """
-    if answers:
-        for predict, why in mistakes:
-            if all(_predicts(predict, c, a) for c, a in answers.items()):
-                return why
-    for predict, why in mistakes:
-        if _predicts(predict, case, got):
-            return why
-    return default
 
 
 # ------------------------------------------------------------------ 1. locate a work item ----
@@ -99,7 +79,7 @@ def check_locate(fn) -> Result:
         it = problem.locate(t)
         want = (it.group, it.tile_m, it.tile_n)
         if got != want:
-            why = _diagnose(got, (t, sizes, tile), [
+            why = diagnose(got, (t, sizes, tile), [
                 (lambda *c: _locate_variant(*c, n_fastest=True),
                  "you walked along N first; the scheduler goes down a column of tiles "
                  "(m fastest), then to the next column"),
@@ -159,7 +139,7 @@ def check_tensormap_updates(fn) -> Result:
                     why = (f"you gave {len(got)} entries; the kernel launches min(ctas, items) = "
                            f"{len(want)} CTAs (never more CTAs than work items)")
                 else:
-                    why = _diagnose(got, case, [
+                    why = diagnose(got, case, [
                         (lambda *c: _updates_variant(*c, first=False),
                          "each CTA is one short: its first item always needs a rewrite (the maps "
                          "in its workspace slot are only a template until then)"),
@@ -307,70 +287,7 @@ def _close(a, b) -> bool:
     return isinstance(b, float) and isinstance(a, float) and math.isclose(a, b, rel_tol=1e-6)
 
 
-# ------------------------------------------------------ 5. the interleaved SF byte offset ----
-
-SF_SHAPES = [(128, 4), (256, 8), (200, 6), (512, 3), (100, 12), (384, 1)]
-
-
-def _row_major(row, kb, rows, kbl):
-    return row * kbl + kb
-
-
-def _unpadded(row, kb, rows, kbl):  # k-atoms per row of atoms counted without padding K
-    atom = (row // 128) * (kbl // 4) + kb // 4
-    return 512 * atom + 16 * (row % 32) + 4 * ((row // 32) % 4) + kb % 4
-
-
-def _swapped(row, kb, rows, kbl):  # 4 and 16 exchanged inside the atom
-    atom = (row // 128) * math.ceil(kbl / 4) + kb // 4
-    return 512 * atom + 4 * (row % 32) + 16 * ((row // 32) % 4) + kb % 4
-
-
-def _m_fastest(row, kb, rows, kbl):  # atoms numbered down M first
-    atom = (kb // 4) * math.ceil(rows / 128) + row // 128
-    return 512 * atom + 16 * (row % 32) + 4 * ((row // 32) % 4) + kb % 4
-
-
-def _row_in_atom(row, kb, rows, kbl):  # row-major inside each atom: 4 bytes per row
-    atom = (row // 128) * math.ceil(kbl / 4) + kb // 4
-    return 512 * atom + 4 * (row % 128) + kb % 4
-
-
-@checker("the byte of a scale factor in Blackwell's interleaved layout",
-         hint="atoms of 128 rows x 4 k-blocks, 512 bytes each, k-atoms fastest (k-blocks padded "
-              "to a multiple of 4); inside an atom row r starts at 16*(r % 32) + 4*((r // 32) % 4), "
-              "and k-block k adds k % 4.")
-def check_sf_offset(fn) -> Result:
-    """``fn(row, kblock, rows, kblocks) -> int``: the byte offset of the scale factor of
-    (row, kblock) in the interleaved buffer of a ``rows x kblocks`` scale-factor matrix."""
-    title = "the byte of a scale factor in Blackwell's interleaved layout"
-    answers = {(row, kb, rows, kbl): fn(row, kb, rows, kbl)
-               for rows, kbl in SF_SHAPES for row in range(rows) for kb in range(kbl)}
-    answered(answers[(0, 0) + SF_SHAPES[0]], "sf_offset")
-    for (row, kb, rows, kbl), got in answers.items():
-        want = bs.sf_offset(row, kb, rows, kbl)
-        if got != want:
-            why = _diagnose(got, (row, kb, rows, kbl), [
-                (_row_major, "that is plain row-major order; the MMA reads scale factors "
-                 "in 128x4 atoms, 4 k-blocks of rows r, r+32, r+64, r+96 per 16 bytes"),
-                (_unpadded, "k-blocks are padded to a multiple of 4: a row of atoms holds "
-                 "ceil(kblocks / 4) atoms, not kblocks // 4"),
-                (_swapped, "inside an atom row r starts at 16*(r % 32) + 4*((r // 32) % 4): "
-                 "32 lines of 16 bytes, one per TMEM lane"),
-                (_m_fastest, "atoms are numbered k fastest: all of a row of atoms' k-atoms, "
-                 "then the next 128 rows"),
-                (_row_in_atom, "inside an atom the 128 rows are interleaved by 32, not "
-                 "stored one after the other"),
-            ], "write it as 512 * atom + 16 * (row % 32) + 4 * ((row // 32) % 4) + kblock % 4",
-                answers)
-            return failed(title, f"(row {row}, k-block {kb}) of {rows} x {kbl}: you gave {got!r}, "
-                          f"the scale factor is at byte {want}; {why}")
-    tried = len(answers)
-    return passed(title, f"all {tried} coordinates of {len(SF_SHAPES)} shapes agree with "
-                  "block_scaling.sf_offset (the layout CuTe's tile_atom_to_shape_SF builds)")
-
-
-# ------------------------------------------ 6. FP8 block scales, the way Hopper applies them ----
+# ------------------------------------------ 5. FP8 block scales, the way Hopper applies them ----
 
 #: (M, N, K) of the FP8 cases: N not a multiple of 128 (a partial block of B's scales), and a
 #: square block grid (N/128 = K/128), where indexing sb the wrong way round gives no error.

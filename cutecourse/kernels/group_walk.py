@@ -11,7 +11,7 @@ hold the two to the same answers.
 * A :class:`Walk` is a cluster's place in that sequence: its item, the group that owns it and
   where that group's items start. :func:`advance` moves it P items on. A cluster's items only
   grow, so the search for the owning group resumes where the last one stopped: over the whole
-  kernel a CTA reads each group's shape once.
+  kernel the search reads each group's shape once (``work_tile`` reads its own group's again).
 * :func:`work_tile` turns a walk into what a CTA computes: its C tile (inside a group, bands of
   ``group_m`` cluster-tile rows, ``models/tile_order.py``), the k-tiles, the group, and whether
   the group just changed (the CTA's previous item was in another group: its tensor maps must be

@@ -33,6 +33,7 @@ from .blackwell_grouped_gemm import BlackwellGroupedBlockScaledGemm
 from .group_walk import OPERANDS
 from .hopper_grouped_gemm import GROUP_M, GroupedHopperGemm
 from .hopper_grouped_gemm_fp8 import BLOCK, CLUSTER, BlockScaledGroupedHopperGemm
+from .hopper_grouped_gemm_fp8_onepart import OnePartBlockScaledGroupedHopperGemm
 from .tensor_maps import MAP_BYTES, MAP_WORDS
 
 QuantizedGroup = checks.QuantizedGroup
@@ -231,10 +232,20 @@ def quantize_fp8(As, Bs):
 
 def fp8_kernel(tile=(128, 128), cluster=CLUSTER, sms: int | None = None, stages: int | None = None,
                group_m: int = GROUP_M, parts: int = 2, turns: str | None = "issue"):
-    """The FP8 kernel of a configuration (``BlockScaledGroupedHopperGemm``'s options; ``sms``:
-    default every SM of the GPU): what ``launcher_fp8`` and ``packed_launcher_fp8`` launch."""
-    return BlockScaledGroupedHopperGemm(tuple(tile), tuple(cluster), _sms("sm_90a", sms), group_m=group_m,
-                                        stages=stages, parts=parts, turns=turns)
+    """The FP8 kernel of a configuration, what ``launcher_fp8`` and ``packed_launcher_fp8``
+    launch: ``parts=2`` (default) keeps two k-tiles' products in flight per warpgroup
+    (``BlockScaledGroupedHopperGemm``, 128x128 tiles), ``parts=1`` one
+    (``OnePartBlockScaledGroupedHopperGemm``: 128x128, 128x192 or 128x256 tiles; ``turns``).
+    ``sms``: default every SM of the GPU."""
+    if parts not in (1, 2) or (parts == 2 and tuple(tile) != (128, 128)):
+        raise ShapeError(f"parts={parts} with a {tile[0]}x{tile[1]} tile: two parts hold two k-tiles' "
+                         f"products next to the fp32 sum (3 x {tile[1] // 2} registers per thread); only "
+                         "128x128 leaves room for that", "use parts=1 for the wider tiles, or tile (128, 128)")
+    common = dict(group_m=group_m, stages=stages)
+    if parts == 2:
+        return BlockScaledGroupedHopperGemm(tuple(tile), tuple(cluster), _sms("sm_90a", sms), **common)
+    return OnePartBlockScaledGroupedHopperGemm(tuple(tile), tuple(cluster), _sms("sm_90a", sms), turns=turns,
+                                               **common)
 
 
 def launcher_fp8(As, SAs, Bs, SBs, Cs, **config):

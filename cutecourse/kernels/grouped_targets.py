@@ -5,7 +5,8 @@ Each function returns ``(kernel, fake_args)`` with symbolic sizes, strides and g
 kernel exactly as a launch would (one compile serves every batch of groups):
 
 * :func:`hopper`: the Hopper grouped GEMM (``hopper_grouped_gemm``), fp16/bf16;
-* :func:`hopper_fp8`: the FP8 block-scaled one (``hopper_grouped_gemm_fp8``);
+* :func:`hopper_fp8`: the FP8 block-scaled one (``hopper_grouped_gemm_fp8``; ``parts=1``: its
+  one-part variants, ``hopper_grouped_gemm_fp8_onepart``);
 * :func:`blackwell`: the Blackwell grouped block-scaled GEMM (``blackwell_grouped_gemm``), for
   ``arch="sm_100a"``.
 """
@@ -17,8 +18,8 @@ from ..models.gemm_plan import plan_fp8, plan_persistent
 from . import gemm_launch
 from .blackwell_grouped_gemm import BlackwellGroupedBlockScaledGemm
 from .group_walk import OPERANDS
+from .grouped import fp8_kernel
 from .hopper_grouped_gemm import GroupedHopperGemm
-from .hopper_grouped_gemm_fp8 import BlockScaledGroupedHopperGemm
 from .tensor_maps import MAP_BYTES, MAP_WORDS
 
 
@@ -58,8 +59,7 @@ def hopper_fp8(tile=(128, 128), out_dtype: str = "bfloat16", sms: int = 132, sta
     """(jit_fn, fake_args) of the FP8 block-scaled grouped GEMM for ``compile_report``
     (``parts``, ``turns``: the kernel's promotion variants)."""
     plan_fp8(tile, out_dtype, stages)  # clear errors before tracing
-    kernel = BlockScaledGroupedHopperGemm(tuple(tile), tuple(cluster), sms, stages=stages, parts=parts,
-                                          turns=turns)
+    kernel = fp8_kernel(tile, cluster, sms, stages, parts=parts, turns=turns)
     return kernel, _hopper_arguments(kernel, "float8_e4m3fn", out_dtype, len(OPERANDS))
 
 

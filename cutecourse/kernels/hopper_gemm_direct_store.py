@@ -47,7 +47,12 @@ class DirectStoreHopperGemm(PersistentHopperGemm):
 
     @cute.jit
     def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, counters: cute.Tensor, stream):
-        PersistentHopperGemm.__call__(self, a, b, c, counters, stream, c)  # workspace = C itself
+        # The pair stores need the compiler to know that every row of C starts 4-byte aligned.
+        # C's row stride is a run-time value; the host checked that it is a multiple of 16 bytes
+        # (gemm_launch.check_operands), so say so (cute.assume), or the copy does not compile.
+        ldc = cute.assume(c.stride[0], divby=128 // c.element_type.width)
+        c_rows = cute.make_tensor(c.iterator, cute.make_layout(c.shape, stride=(ldc, 1)))
+        PersistentHopperGemm.__call__(self, a, b, c, counters, stream, c_rows)  # workspace = C itself
 
     @cute.jit
     def store_tile(self, sched, epilogue, mma, gC, tile, c_map, ctid, warp_idx):

@@ -115,8 +115,7 @@ class PersistentHopperGemm:
     """
 
     #: The tiles it takes; warpgroups sharing one tile's MMAs (2: each owns 64 of its 128 rows);
-    #: sets of C buffers (one: the two warpgroups store each tile together); input dtypes; the
-    #: wgmma's N (None: the tile's; the FP8 kernel's 128x256 tile issues two wgmmas of N = 128).
+    #: sets of C buffers (one: both warpgroups store each tile); input dtypes; the wgmma's N (None: the tile's).
     TILES = PERSISTENT_TILES
     MMA_WARPGROUPS = CONSUMER_WARPGROUPS
     C_BUFFER_SETS = 1

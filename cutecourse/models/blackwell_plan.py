@@ -27,6 +27,8 @@ SMEM_CAPACITY = 232448  # 227 KiB per CTA on sm_100
 HEADER_BYTES = 1024  # tensor maps (640 B) + mbarriers + TMEM address, before the 1 KiB-aligned buffers
 #: Tensor memory: 512 columns x 128 lanes x 32 bits per SM (256 KiB).
 TMEM_COLUMNS = 512
+#: TMEM columns one 512-byte scale-factor atom takes once ``tcgen05.cp`` has copied it (below).
+SF_COLUMNS_PER_ATOM = 4
 B200_SMS = 148
 
 
@@ -50,6 +52,29 @@ class Plan:
         k_atoms = self.tile_mnk[2] // (4 * f.block)
         return k_atoms * -(-self.tile_mnk[0] // 128), k_atoms * -(-self.tile_mnk[1] // 128)
 
+    @property
+    def tmem_regions(self) -> list[TmemRegion]:
+        """Where the kernel keeps what in TMEM, column by column (all 128 lanes each): the
+        accumulator stages first (a 128 x N fp32 tile = N columns: lane = row), then one k-tile's
+        SFA, then its SFB (``sm100.sf_tmem_tensors``). ``tcgen05.cp.32x128b.warpx4`` writes an
+        atom's 32 lanes x 16 bytes to all four lane quarters: 4 columns per 512-byte atom."""
+        n = self.tile_mnk[1]
+        out = [TmemRegion(f"accumulator stage {s}", s * n, n) for s in range(self.acc_stages)]
+        first = self.acc_stages * n
+        for name, atoms in zip(("SFA", "SFB"), self.sf_atoms):
+            out.append(TmemRegion(name, first, SF_COLUMNS_PER_ATOM * atoms))
+            first += SF_COLUMNS_PER_ATOM * atoms
+        return out
+
+
+@dataclass(frozen=True)
+class TmemRegion:
+    """Columns ``first .. first + columns - 1`` of TMEM (every lane) hold ``name``."""
+
+    name: str
+    first: int
+    columns: int
+
 
 def plan(fmt: str = "nvfp4", tile_mn=(128, 128), out_dtype: str = "float16") -> Plan:
     """Stages that fit: C buffers first (4, or 2 when that buys one more A/B stage), then as many
@@ -65,7 +90,8 @@ def plan(fmt: str = "nvfp4", tile_mn=(128, 128), out_dtype: str = "float16") -> 
     free = SMEM_CAPACITY - HEADER_BYTES
     c_stages = 4 if (free - 2 * c_buffer) // stage == (free - 4 * c_buffer) // stage else 2
     ab_stages = (free - c_stages * c_buffer) // stage
-    sf_columns = 4 * (tile_k // (4 * f.block)) * (tile_mn[0] // 128 + tile_mn[1] // 128)
+    sf_atoms = (tile_k // (4 * f.block)) * (tile_mn[0] // 128 + tile_mn[1] // 128)  # SFA + SFB
+    sf_columns = SF_COLUMNS_PER_ATOM * sf_atoms
     acc_stages = 2 if 2 * tile_mn[1] + sf_columns <= TMEM_COLUMNS else 1
     assert (tile_mn[1] // EPI_TILE[1]) % c_stages == 0  # sub-tile e always uses buffer e % c_stages
     return Plan(f.name, (*tile_mn, tile_k), ab_stages, acc_stages, c_stages, stage,

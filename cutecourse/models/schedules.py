@@ -82,9 +82,11 @@ class Machine:
     # its time per tile over K = 512..8192, experiment_schedules_fixed_clock_s5.json) where the
     # tensor cores need 512: 40960 / 530 = 77.3 B/clock, on all 132 SMs at once. (Nsight
     # Compute's L2 request coalescer agrees: 336M sectors in 771 us at 1428 MHz is 74 B/clock per
-    # SM over the whole kernel, experiment_schedules_fixed_clock_lrc.json.) The port may be wider
-    # and something else cost those 3%: benchmarks/experiments/tma_load_rate.py measures the port
-    # alone; put its figure here when it has run on the H100.
+    # SM over the whole kernel, experiment_schedules_fixed_clock_lrc.json.) TMA alone, measured
+    # (benchmarks/experiments/tma_load_rate.py, experiment_tma_load_rate.json, H100 2026-11-25):
+    # one SM takes 107 B/clock; all 132 loading k-tiles they share (a GEMM band's A and B panels,
+    # merged by L2's request coalescer) 78-81 B/clock each; all 132 loading distinct data 29:
+    # L2's own limit, 7.6 TB/s. A GEMM is the shared case, so the port stays at 77.3.
     load_port_bytes_per_clock: float = 77.3
     # Issue of a TMA load to its first byte: the 4-stage ping-pong takes 552 clocks per k-tile,
     # the 5-stage one 530. Four stages do not cover a stage's round trip (latency + transfer +

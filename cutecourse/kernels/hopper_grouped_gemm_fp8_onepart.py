@@ -1,0 +1,158 @@
+"""The FP8 block-scaled grouped GEMM with one fresh accumulator per warpgroup: DeepGEMM's promotion.
+
+``hopper_grouped_gemm_fp8`` keeps two k-tiles' products in flight per consumer warpgroup
+(``part0``, ``part1``), so each warpgroup's promotion FFMAs run under its own next wgmmas. That
+costs registers: three 64 x N fp32 accumulators per warpgroup (acc, part0, part1) fit the
+consumers' 232 registers only for N = 128. This variant (issue 24, ``docs/notes/grouped_speed.md``)
+keeps one: each k-tile's wgmmas write ``part``, the warpgroup waits for them (``wait_group(0)``)
+and adds ``part * sa[row] * sb`` into ``acc``. Its own tensor-core work stops meanwhile, so the
+tensor cores stay busy only if the *other* consumer warpgroup's wgmmas run during the promotion:
+
+* ``turns=None``: the warpgroups run freely; they tend to run in step (both wait on the same
+  stages, both store each tile) and to promote at the same time;
+* ``turns="issue"`` (default): they take turns to issue, through two named barriers as in the
+  ping-pong kernel (``ORDER_BARRIER + w``: warpgroup w's turn), passing the turn as soon as their
+  wgmmas are issued: both batches wait at the tensor cores, back to back if they run in the order
+  issued, and each warpgroup promotes while the other's batch runs;
+* ``turns="done"``: the turn passes when one's wgmmas are done: strict alternation, with a
+  hand-over gap (the barrier, then the other's issue) per batch.
+
+What one part buys is width: fewer shared-memory and L2 bytes per flop (a k-tile's A rows feed
+more columns), the suspect for the 128x128 tile's shortfall against cuBLAS's FP8 GEMM:
+
+* 128x192 (m64n192 wgmmas; acc and part 96 registers each): the tile's columns span two blocks of
+  B's 128x128 scales. Tile t starts at column 192t, 0 or 64 columns into a block, so the second
+  block starts at column 128 or 64 of the tile: two promotions, each with every register's scale
+  of B fixed at compile time (``_promote_columns``), picked per tile;
+* 128x256 (acc 128 registers): one 64 x 256 part would leave no registers, so each k-tile is two
+  batches of m64n128 wgmmas into a 64 x 128 part (``WGMMA_N = 128``), each promoted into its half
+  of ``acc`` (its 128 columns are one block of B's scales); the stage is freed after the second;
+* 128x128: the same tile as the default kernel, to compare the promotions alone.
+
+The producer, the group walk, the tensor maps, the epilogue and the scales' layout and loads are
+the default kernel's (``BlockScaledGroupedHopperGemm``, whose ``mainloop`` hook this one replaces).
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass.cute.nvgpu import warpgroup
+
+from ..errors import ShapeError
+from ..models.gemm_plan import EPI_TILE, FP8_TILES
+from .hopper_gemm_persistent import PRODUCER_WARPGROUPS
+from .hopper_grouped_gemm import GROUP_M
+from .hopper_grouped_gemm_fp8 import BLOCK, CLUSTER, BlockScaledGroupedHopperGemm, _group_scales, _load_scales
+
+#: Named barriers of the turns: ORDER_BARRIER + w is consumer warpgroup w's turn to issue (0: the
+#: whole CTA's, 1: the epilogue's).
+ORDER_BARRIER = 2
+#: When a warpgroup passes the turn on: never (no turns), when its wgmmas are issued, or done.
+TURNS = (None, "issue", "done")
+
+
+class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
+    """The FP8 block-scaled grouped GEMM with one fresh accumulator per consumer warpgroup (module
+    docstring). ``tile_mn``: one of ``FP8_TILES`` (128x128, 128x192, 128x256); ``turns``: when
+    the consumer warpgroups hand the turn to issue on (``TURNS``)."""
+
+    TILES = FP8_TILES
+
+    def __init__(self, tile_mn=(128, 128), cluster_mn=CLUSTER, sms: int = 132, *,
+                 group_m: int = GROUP_M, stages: int | None = None, epi_tile=EPI_TILE,
+                 turns: str | None = "issue"):
+        if turns not in TURNS:
+            raise ShapeError(f"turns={turns!r} is not one of {TURNS}",
+                             "None (the warpgroups run freely), 'issue' or 'done'")
+        super().__init__(tile_mn, cluster_mn, sms, group_m=group_m, stages=stages, epi_tile=epi_tile)
+        self.turns = turns
+        # the part's columns: 128x256 tiles issue two batches of N = 128 (see the module docstring)
+        self.WGMMA_N = BLOCK if self.tile_mn[1] > 192 else None
+        self.part_n = self.WGMMA_N or self.tile_mn[1]
+        self.config = ("one part", turns, *self.config)
+
+    @cute.jit
+    def mainloop(self, ring, mma, read, release, groups, tile):
+        """acc = the sum over the tile's k-tiles k of (A_k @ B_k.T) * sa[row, k] * sb[k]. Per
+        k-tile and per batch of wgmmas: wait for my turn, issue into ``part``, pass the turn, wait
+        for my wgmmas, free the stage after the last batch, promote. Returns the advanced (read,
+        release) ring states, as ``sm90.mma_tile`` does."""
+        sfa, sfb, m_rows, n_blocks = _group_scales(groups, tile.group, tile.k_end)
+        tidx, _, _ = cute.arch.thread_idx()
+        wg = cute.arch.make_warp_uniform(tidx // 128 - PRODUCER_WARPGROUPS)  # consumer warpgroup 0 or 1
+        part_mn = (self.tile_mn[0], self.part_n)
+        thr = mma.tiled_mma.get_slice(tidx - 128 * PRODUCER_WARPGROUPS)
+        rows = thr.partition_C(cute.make_identity_tensor(part_mn))  # each part register's row
+        # thread 0's columns: each register's 8-column group, a compile-time number (every thread's
+        # column is that plus 0..7, never across a block boundary)
+        cols = mma.tiled_mma.get_slice(0).partition_C(cute.make_identity_tensor(part_mn))
+        n0 = tile.tile_n * self.tile_mn[1]  # the tile's first column: its first block of B's scales,
+        scales = (sfa, sfb, rows, tile.tile_m * self.tile_mn[0], m_rows, cutlass.min(n0 // BLOCK, n_blocks - 1))
+        second = cutlass.min(n0 // BLOCK + 1, n_blocks - 1)  # and the next (a CTA past N reads the last)
+        part = cute.make_rmem_tensor(rows.shape, self.acc_dtype)
+        sa = cute.make_rmem_tensor(rows.shape, self.acc_dtype)  # sa of each register's row
+        tiled_mma, tCrA, tCrB, acc = mma.tiled_mma, mma.tCrA, mma.tCrB, mma.acc
+        batches = cute.size(tCrB, mode=[1])  # 1, or 2 for 128x256
+        acc.fill(0.0)
+        if cutlass.const_expr(self.turns is not None):
+            if wg == 1:  # warpgroup 0 issues first
+                cute.arch.barrier_arrive(barrier_id=ORDER_BARRIER, number_of_threads=256)
+        for k in cutlass.range(tile.k_end, unroll=1):
+            sb0 = _load_scales(scales, sa, k)
+            sb1 = sfb[(second, k)]
+            ring.consumer_wait(read)
+            for h in cutlass.range_constexpr(batches):
+                if cutlass.const_expr(self.turns is not None):
+                    cute.arch.barrier(barrier_id=ORDER_BARRIER + wg, number_of_threads=256)  # my turn
+                tiled_mma = _issue_batch(tiled_mma, tCrA, tCrB, read.index, h, batches, part)
+                if cutlass.const_expr(self.turns == "issue"):
+                    _pass_turn(wg, k + 1 < tile.k_end or h + 1 < batches)
+                warpgroup.wait_group(0)
+                if cutlass.const_expr(self.turns == "done"):
+                    _pass_turn(wg, k + 1 < tile.k_end or h + 1 < batches)
+                if cutlass.const_expr(h == batches - 1):
+                    ring.consumer_release(release)
+                acc_h = acc[(None, 0, h)]
+                if cutlass.const_expr(self.tile_mn[1] % BLOCK == 0):  # each batch in one block
+                    _promote_columns(acc_h, part, sa, sb0, sb1, cols, h * part_mn[1])
+                elif n0 % BLOCK == 0:  # 128x192, even tiles: the second block from column 128
+                    _promote_columns(acc_h, part, sa, sb0, sb1, cols, 0)
+                else:  # odd tiles start 64 columns into a block: the second from column 64
+                    _promote_columns(acc_h, part, sa, sb0, sb1, cols, self.tile_mn[1] % BLOCK)
+            read.advance()
+            release.advance()
+        return read, release
+
+
+@cute.jit
+def _pass_turn(wg, more):
+    """Hand the turn to the other warpgroup; warpgroup 1's last batch of a tile does not (``more``
+    false): warpgroup 0 has none left, and the next tile starts with warpgroup 0's turn."""
+    if wg == 0 or more:
+        cute.arch.barrier_arrive(barrier_id=ORDER_BARRIER + 1 - wg, number_of_threads=256)
+
+
+@cute.jit
+def _issue_batch(tiled_mma, tCrA, tCrB, stage, h: cutlass.Constexpr, batches: cutlass.Constexpr, part):
+    """Start part = A_tile @ (B_tile's columns of batch h).T from ring stage ``stage``; the first
+    wgmma overwrites. Returns the MMA, whose field changed."""
+    warpgroup.fence()
+    for kb in cutlass.range_constexpr(cute.size(tCrA, mode=[2])):
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, kb != 0)
+        b = tCrB[(None, None, kb, stage)]
+        if cutlass.const_expr(batches > 1):  # batch h's wgmma descriptor, as a (1, 1) fragment
+            b = cute.make_tensor(tCrB[(None, h, kb, stage)].iterator, cute.make_layout((1, 1)))
+        cute.gemm(tiled_mma, part, tCrA[(None, None, kb, stage)], b, part)
+    warpgroup.commit_group()
+    return tiled_mma
+
+
+@cute.jit
+def _promote_columns(acc, part, sa, sb0, sb1, cols, first: cutlass.Constexpr):
+    """acc += part * sa[row] * sb, with sb the scale of B's block of each register's column: the
+    first block up to column 128 - ``first`` of the part, the second after it (``first``: the
+    part's offset past a block boundary). The choice is made at compile time, per register."""
+    for i in cutlass.range_constexpr(cute.size(part)):
+        sb = sb0 if first + cols[i][1] < BLOCK else sb1
+        acc[i] = acc[i] + part[i] * (sa[i] * sb)
