@@ -99,13 +99,14 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         ("sm_90a",)),
     Notebook(
         "06", "06_kernel_schedules.ipynb", "Kernel schedules",
-        "CUTLASS 2.x vs 3.x, persistent vs one CTA per tile, warp specialization and `setmaxnreg`, "
-        "cooperative vs ping-pong (ring depth; at a fixed clock and at the 700 W power cap), waves "
-        "and stream-K for the partial last wave, the idle time between launches and programmatic "
-        "dependent launch, which schedule when (measured tables)",
+        "CUTLASS 2.x vs 3.x, the persistent producer and consumer loops and the tile scheduler "
+        "(static, dynamic), warp specialization and `setmaxnreg`, cooperative vs ping-pong and its "
+        "ordered barrier, epilogue schedules (smem + TMA store vs direct stores), stream-K's split "
+        "and fix-up, programmatic dependent launch, which schedule when and why the 700 W cap "
+        "disagrees with the talk",
         "Hopper",
-        "timeline model and widget, stream-K split model and picture, `setmaxnreg`, the ordered "
-        "barrier, `griddepcontrol` and the stream-K flags in the PTX, committed H100 tables",
+        "the kernels' code beside their PTX, timeline model and widget, ordered-barrier and stream-K "
+        "models and pictures, one committed H100 table (the rest in `docs/schedules_measured.md`)",
         ("sm_90a",)),
     Notebook(
         "07", "07_grouped_block_scaled_gemm.ipynb", "Grouped, block-scaled GEMM",

@@ -100,15 +100,18 @@ def one_day(ests: list[Estimate]) -> list[Day]:
 
 
 def two_days(ests: list[Estimate]) -> list[Day]:
-    """The whole course: 01-04 on day one, 05-07 on day two, every exercise."""
+    """The whole course, every exercise: 01-04 and 05's lesson on day one; day two opens with
+    05's exercises (after the recap), then 06 and 07. (05's lesson moved to day one when 06 and
+    07 grew past one day together.)"""
     e = _by_number(ests)
     day1 = [Item("welcome; every seat: ./course.sh check", SEAT_CHECK_MIN)]
     for n in ("01", "02", "03", "04"):
         day1 += [lesson(e[n]), exercises(e[n])]
         if n == "01":
             day1.append(exercises(e[n], file_prefix="01b_"))  # the second set of layout exercises
-    day2 = [Item("recap of day one, questions", RECAP_MIN)]
-    for n in ("05", "06", "07"):
+    day1.append(lesson(e["05"]))
+    day2 = [Item("recap of day one, questions", RECAP_MIN), exercises(e["05"])]
+    for n in ("06", "07"):
         day2 += [lesson(e[n]), exercises(e[n])]
     day2.append(Item("wrap-up, questions", WRAP_UP_MIN))
     return [lay_out([i for i in day1 if i]), lay_out([i for i in day2 if i])]

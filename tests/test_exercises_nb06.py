@@ -91,3 +91,73 @@ def test_launch_loop():
     r = nb06.check_launch_loop(lambda runs: (runs[1][1] - runs[0][1], _loop(runs)[1]))  # ends, not starts
     assert not r and "median start-to-start" in r.message
     assert not nb06.check_launch_loop(lambda runs: 0.05)
+
+
+def _barrier_ops(w, tiles):
+    """A second way to the answer: from the hand-overs, one per tile (tile t is warpgroup t % 2's
+    turn, on barrier 3 + t % 2, passed by the other warpgroup after tile t - 1)."""
+    ops = []
+    for t in range(tiles):
+        if t % 2 == w:
+            ops.append(("wait", 3 + w))
+        if t % 2 != w:  # the other warpgroup's turn: this one passes it (at the start, or after t - 1)
+            ops.append(("arrive", 3 + t % 2))
+    return ops
+
+
+def test_barrier_order():
+    from cutecourse.models import ordered_barrier
+
+    assert all(_barrier_ops(w, t) == ordered_barrier.barrier_ops(w, t) for w in (0, 1) for t in range(1, 9))
+    r = nb06.check_barrier_order(_barrier_ops)
+    assert r and "warpgroup 0 waits on barrier 3 first" in r.message
+    # warpgroup 1 forgets warpgroup 0's first turn: both wait forever
+    r = nb06.check_barrier_order(lambda w, t: _barrier_ops(w, t)[1:] if w == 1 else _barrier_ops(w, t))
+    assert not r and "waits forever on barrier 3" in r.message and "first turn" in r.hint
+
+    def always_pass(w, t):  # passes the turn after every own tile, even the last
+        ops = [("arrive", 3)] if w == 1 else []
+        for _ in range(w, t, 2):
+            ops += [("wait", 3 + w), ("arrive", 4 - w)]
+        return ops
+
+    r = nb06.check_barrier_order(always_pass)
+    assert not r and "no wait completes" in r.message and "next tile" in r.hint
+    r = nb06.check_barrier_order(lambda w, t: [(k, 3 + w) for k, _ in _barrier_ops(w, t)])  # own barrier
+    assert not r and "you gave" in r.message
+    r = nb06.check_barrier_order(lambda w, t: ["wait"])
+    assert not r and "pairs" in r.message
+    assert not nb06.check_barrier_order(lambda w, t: ...)
+
+
+def _fixup(tile, tiles, ctas, k_tiles):
+    """A second way: the CTA whose range [sk_begin(c), sk_begin(c + 1)) holds an iteration, by
+    search; the finisher holds the tile's last k-tile, its helpers the CTAs from k-tile 0's on."""
+    from cutecourse.models import stream_k
+
+    dp, sk_ctas, sk_iters = stream_k.plan(tiles, ctas, k_tiles)
+
+    def owner(it):
+        return max(c for c in range(ctas) if stream_k.sk_begin(c, sk_ctas, sk_iters) <= it)
+
+    first = (tile - dp) * k_tiles
+    finisher = owner(first + k_tiles - 1)
+    return finisher, list(range(owner(first), finisher))
+
+
+def test_stream_k_fixup():
+    r = nb06.check_stream_k_fixup(_fixup)
+    assert r and "396, is finished by CTA 1 after CTA(s) [0]" in r.message
+
+    def head(tile, tiles, ctas, k_tiles):  # the CTA of k-tile 0 "owns" the tile
+        finisher, waits = _fixup(tile, tiles, ctas, k_tiles)
+        return (waits[0] if waits else finisher), waits
+
+    r = nb06.check_stream_k_fixup(head)
+    assert not r and "head piece" in r.hint
+    r = nb06.check_stream_k_fixup(lambda *a: (_fixup(*a)[0], _fixup(*a)[1][-1:]))  # forgets a middle piece
+    assert not r and "middle piece" in r.hint
+    r = nb06.check_stream_k_fixup(lambda *a: (_fixup(*a)[0], _fixup(*a)[1] + [_fixup(*a)[0]]))
+    assert not r and "its own flag" in r.hint
+    r = nb06.check_stream_k_fixup(lambda *a: _fixup(*a)[0])
+    assert not r and "return (cta" in r.message

@@ -106,3 +106,9 @@ def test_no_hopper_gpu_is_a_device_error():
     a, b = torch.randn(256, 64).half(), torch.randn(256, 64).half()
     with pytest.raises(DeviceError):
         hds.gemm_direct_store(a, b)
+
+
+def test_launcher_refuses_another_tile_before_anything_else():
+    a, c = torch.zeros(256, 64).half(), torch.zeros(256, 256).half()
+    with pytest.raises(ShapeError, match=r"not one of this kernel's tiles \[\(128, 256\)\]"):
+        hds.launcher(a, a, c, tile=(128, 128))  # refused on any machine, before the GPU check

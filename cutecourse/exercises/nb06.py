@@ -3,13 +3,15 @@
 Each answer is compared with what the course's code or the hardware rule says, computed here by
 the definition, never with a table of numbers: the wave arithmetic of ``models.gemm_plan`` (the whole grid's wave efficiency), the
 ``setmaxnreg`` rule (multiples of 8, at most 256 per thread, 64 K registers per SM), and the order
-in which the ping-pong kernel's producer fills the ring (enumerated step by step), and the
-busy time of a profiled loop of launches (the union of their intervals).
+in which the ping-pong kernel's producer fills the ring (enumerated step by step), the
+busy time of a profiled loop of launches (the union of their intervals), the ordered barrier's
+waits and arrives (``models.ordered_barrier``) and who finishes a stream-K split tile
+(``models.stream_k``).
 """
 
 from __future__ import annotations
 
-from ..models import gemm_plan
+from ..models import gemm_plan, ordered_barrier, stream_k
 from . import Result, answered, checker, failed, passed
 
 #: Shapes (M, N) the wave checker tries: square, LLM-like, ragged, smaller than one wave.
@@ -206,3 +208,109 @@ def check_launch_loop(fn) -> Result:
     idle = _loop_reference(loops[0])[1]
     return passed(title, f"all {len(loops)} loops agree; 1.25 us of gap per 23.3 us kernel leaves the GPU "
                   f"idle {idle:.1%} of the loop, which PDL's overlap removes")
+
+
+# -- the ordered barrier of the ping-pong kernel ---------------------------------------------------
+def _barrier_hint(w: int, got: list, want: list) -> str:
+    """What a typical wrong list of barrier operations forgot."""
+    if w == 1 and want[:1] == [("arrive", ordered_barrier.ORDER_BARRIER)] and got[:1] != want[:1]:
+        return ("warpgroup 1 starts by arriving on barrier 3: warpgroup 0's first turn, which nobody "
+                "else can give it")
+    if len(got) > len(want) and got[:len(want)] == want:
+        return "a turn is passed on only if the other warpgroup has a next tile (work + stride < total)"
+    if any(k == "arrive" and b == ordered_barrier.ORDER_BARRIER + w for k, b in got):
+        return f"warpgroup {w} waits on barrier {ordered_barrier.ORDER_BARRIER + w} (its own turn) and " \
+               f"arrives on the other's, {ordered_barrier.ORDER_BARRIER + 1 - w}"
+    return "per own tile: wait for my turn, issue the MMAs, pass the turn on, then the epilogue"
+
+
+@checker("the ordered barrier: who waits and who arrives, on which barrier",
+         hint="read PingPongHopperGemm._pingpong: barrier ORDER_BARRIER + w is warpgroup w's turn "
+              "(ORDER_BARRIER = 3); warpgroup w computes the CTA's tiles w, w + 2, ...")
+def check_barrier_order(fn) -> Result:
+    """``fn(w, tiles) -> [("wait" | "arrive", barrier), ...]``: the barrier operations consumer
+    warpgroup ``w`` (0 or 1) of the ping-pong kernel executes, in order, in a CTA that computes
+    ``tiles`` work items (``models/ordered_barrier.barrier_ops``)."""
+    title = "the ordered barrier: who waits and who arrives, on which barrier"
+    for tiles in range(1, 8):
+        got = {w: answered(fn(w, tiles), "barrier_order") for w in (0, 1)}
+        for w in (0, 1):
+            ops = got[w]
+            if not (isinstance(ops, (list, tuple)) and all(
+                    isinstance(o, (list, tuple)) and len(o) == 2 and o[0] in ("wait", "arrive")
+                    and isinstance(o[1], int) for o in ops)):
+                return failed(title, f"warpgroup {w}, {tiles} tiles: return a list of (\"wait\" or "
+                              f"\"arrive\", barrier id) pairs, not {ops!r}")
+            got[w] = [tuple(o) for o in ops]
+        want = {w: ordered_barrier.barrier_ops(w, tiles) for w in (0, 1)}
+        if got == want:
+            continue
+        w = 0 if got[0] != want[0] else 1
+        programs = {v: [ordered_barrier.Op(v, k, b) for k, b in got[v]] for v in (0, 1)}
+        try:
+            ordered_barrier.simulate(tiles, programs=programs)
+            effect = "the two lists pair up, but not as the kernel's do"
+        except ordered_barrier.BarrierError as e:
+            effect = f"run together, {e.what}"
+        return failed(title, f"{tiles} tiles, warpgroup {w}: you gave {got[w]}, the kernel does "
+                      f"{want[w]}; {effect}", _barrier_hint(w, got[w], want[w]))
+    return passed(title, "1 to 7 tiles agree with the kernel's loop; warpgroup 0 waits on barrier 3 "
+                  "first, and warpgroup 1's one arrive at the start is that turn")
+
+
+# -- stream-K: who finishes a split tile -----------------------------------------------------------
+#: (tiles, CTAs, k-tiles per tile): MLP down, MLP up and 8192^3 in 128x256 tiles on 132 SMs, and
+#: small grids whose tiles are shared by two or three CTAs.
+FIXUP_CASES = [(512, 132, 224), (1792, 132, 64), (2048, 132, 128), (140, 132, 32), (29, 8, 96),
+               (23, 4, 96)]
+
+
+def _fixup_reference(tiles: int, ctas: int, k_tiles: int) -> dict[int, tuple[int, list[int], int]]:
+    """Split tile -> (finishing CTA, CTAs whose flags it waits on, owner of its k-tile 0), from
+    ``models/stream_k``'s units (the kernel's own arithmetic)."""
+    dp = stream_k.plan(tiles, ctas, k_tiles)[0]
+    out = {}
+    for cta in range(min(ctas, tiles)):
+        for tile, k0, k1 in stream_k.units(cta, ctas, tiles, k_tiles):
+            if tile >= dp and k0 == 0:
+                out.setdefault(tile, [None, None, cta])[2] = cta
+            if tile >= dp and k1 == k_tiles:
+                entry = out.setdefault(tile, [None, None, None])
+                entry[0], entry[1] = cta, stream_k.helpers(cta, ctas, tiles, k_tiles)
+    return {t: tuple(v) for t, v in out.items()}
+
+
+@checker("stream-K: who finishes a split tile, and whose flags it waits for",
+         hint="a CTA's stream-K range is [sk_begin(c), sk_begin(c + 1)) of the split tiles' k-tiles "
+              "(stream_k.sk_begin); the CTA whose range holds the tile's last k-tile finishes it, after "
+              "the flags of every other CTA whose range holds a part of that tile")
+def check_stream_k_fixup(fn) -> Result:
+    """``fn(tile, tiles, ctas, k_tiles) -> (cta, [ctas])``: for a split tile (``tile >= dp`` of
+    ``stream_k.plan(tiles, ctas, k_tiles)``), the CTA that finishes it (adds the partial sums
+    and runs its epilogue) and the CTAs whose flags (``counters[FLAGS + c]``) it waits for."""
+    title = "stream-K: who finishes a split tile, and whose flags it waits for"
+    tried = 0
+    for tiles, ctas, k_tiles in FIXUP_CASES:
+        for tile, (finisher, waits, head) in _fixup_reference(tiles, ctas, k_tiles).items():
+            got = answered(fn(tile, tiles, ctas, k_tiles), "stream_k_fixup")
+            tried += 1
+            where = f"{tiles} tiles on {ctas} CTAs, {k_tiles} k-tiles each, split tile {tile}"
+            if not (isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[1], (list, tuple))):
+                return failed(title, f"{where}: return (cta, [ctas whose flags it waits for]), not {got!r}")
+            cta, flags = got[0], sorted(got[1])
+            if cta != finisher:
+                why = (f"CTA {head} computes its k-tile 0 (the head piece) and saves partial sums; the tile "
+                       "is finished by the CTA whose piece ends at its last k-tile" if cta == head else
+                       f"CTA {finisher}'s range holds k-tile {k_tiles - 1}, the tile's last")
+                return failed(title, f"{where}: you gave CTA {cta!r}; CTA {finisher} finishes it", why)
+            if flags != waits:
+                missing, extra = sorted(set(waits) - set(flags)), sorted(set(flags) - set(waits))
+                why = ("a CTA does not wait for its own flag" if finisher in extra else
+                       f"CTA(s) {missing} also computed a piece of it (a range can lie inside one tile: a "
+                       f"middle piece)" if missing else f"CTA(s) {extra} computed no piece of tile {tile}")
+                return failed(title, f"{where}: CTA {finisher} waits for the flags of CTAs {waits}, "
+                              f"you gave {flags}", why)
+    mlp = _fixup_reference(512, 132, 224)
+    first = min(mlp)
+    return passed(title, f"all {tried} split tiles agree with models/stream_k; MLP down's first split "
+                  f"tile, {first}, is finished by CTA {mlp[first][0]} after CTA(s) {mlp[first][1]}")

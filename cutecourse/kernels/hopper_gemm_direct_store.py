@@ -29,7 +29,7 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 
-from ..models.gemm_plan import EPI_STAGES, EPI_TILE
+from ..models.gemm_plan import EPI_STAGES, EPI_TILE, check_tile
 from . import gemm_launch
 from .hopper_gemm_persistent import GROUP_M, PersistentHopperGemm, plan_persistent, validate
 
@@ -94,8 +94,8 @@ def launcher(a, b, c, tile=(128, 256), group_m: int = GROUP_M, stages: int | Non
     """Validated, compiled launch closure for benchmarks: ``fn()`` writes A @ B.T into ``c``."""
     from ..modes import require_gpu
 
+    check_tile(tile, TILES)  # this kernel's one tile, before the persistent kernel's checks
     validate(a, b, c.dtype, tile, stages, c)
-    plan_persistent(tuple(tile), stages=stages, tiles=TILES)  # this kernel's tile
     sms = require_gpu("sm_90a").sm_count if sms is None else sms
     kernel = DirectStoreHopperGemm(tuple(tile), (1, 1), sms, group_m, stages, scheduler, EPI_TILE,
                                    EPI_STAGES, pdl)

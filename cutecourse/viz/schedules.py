@@ -273,3 +273,51 @@ def draw_stream_k(tiles: int, ctas: int, k_tiles: int, show: int = 10, fixup: fl
     ax.set_title(f"Stream-K, {tiles} tiles on {ctas} CTAs: the partial last wave shared out, "
                  f"{span:.0f} k-tiles of work for the busiest CTA instead of {whole}", fontsize=9)
     return ax.figure
+
+
+def draw_ordered_barrier(tiles: int = 5, mma: float = 1.0, epilogue: float = 0.45, ax=None):
+    """Ping-pong's ordered barrier (``models/ordered_barrier``) over time: per consumer warpgroup
+    its MMAs, epilogues and waits; an arrow per hand-over, from the ``bar.arrive`` of one
+    warpgroup to the ``bar.sync`` of the other that it completes, numbered in turn order."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    from ..models import ordered_barrier as ob
+
+    events = ob.simulate(tiles, mma, epilogue)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9.5, 2.9))
+    row = {0: 1.0, 1: 0.0}  # warpgroup 0 on top
+    colors = {"mma": KIND_COLORS["mma"], "epilogue": KIND_COLORS["epilogue"], "wait": "#e0e0e0"}
+    for e in events:
+        w, kind = e.op.warpgroup, e.op.kind
+        if kind in colors and e.end > e.start:
+            ax.broken_barh([(e.start, e.end - e.start)], (row[w] - 0.3, 0.6), facecolors=colors[kind],
+                           edgecolor="#616161" if kind == "wait" else "black", linewidth=0.5,
+                           hatch="//" if kind == "wait" else None)
+            label = {"mma": f"t{e.op.tile} MMAs", "epilogue": f"t{e.op.tile} epi", "wait": "waits"}[kind]
+            if e.end - e.start > 0.25:
+                ax.text((e.start + e.end) / 2, row[w], label, ha="center", va="center", fontsize=7)
+    # one arrow per hand-over: the arrive that completed each wait, in the order the turns came
+    waits = sorted((e for e in events if e.op.kind == "wait"), key=lambda e: e.end)
+    for step, wait in enumerate(waits, start=1):
+        b, arrive = wait.op.barrier, wait.arrive
+        a_w, s_w = arrive.op.warpgroup, wait.op.warpgroup
+        y0 = row[a_w] + (0.32 if row[a_w] < row[s_w] else -0.32)
+        y1 = row[s_w] + (-0.32 if row[a_w] < row[s_w] else 0.32)
+        ax.annotate("", xy=(wait.end, y1), xytext=(arrive.start, y0),
+                    arrowprops={"arrowstyle": "-|>", "color": "#2e7d32", "lw": 1.3})
+        ax.text((arrive.start + wait.end) / 2 + 0.03, 0.5, f"{step}: WG{a_w} arrives\non barrier {b}",
+                fontsize=6.5, color="#2e7d32", ha="left", va="center")
+    ax.set_yticks([row[0], row[1]], ["WG0\n(tiles 0, 2, ...)", "WG1\n(tiles 1, 3, ...)"], fontsize=8)
+    ax.set_ylim(-0.55, 1.8)
+    end = max(e.end for e in events)
+    ax.set_xlim(-0.05, end * 1.02)
+    ax.set_xlabel("time (one tile's MMAs = 1)\ngreen arrow: one warpgroup's bar.arrive on barrier b "
+                  "completes the other's bar.sync b (its turn)", fontsize=8)
+    ax.legend(handles=[Patch(facecolor=c, edgecolor="black", hatch="//" if k == "wait" else None, label=k)
+                       for k, c in colors.items()], loc="upper right", ncol=3, fontsize=7, frameon=False)
+    ax.set_title(f"Ping-pong's ordered barrier, {tiles} tiles: one warpgroup's MMAs run during the "
+                 "other's epilogue", fontsize=9, loc="left")
+    ax.figure.tight_layout()
+    return ax.figure
