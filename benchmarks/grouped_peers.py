@@ -67,6 +67,12 @@ COURSE_FP8 = {
     "course fp8 128x192 done 2x1": dict(tile=(128, 192), parts=1, turns="done", cluster=(2, 1)),
     "course fp8 128x192 free 2x1": dict(tile=(128, 192), parts=1, turns=None, cluster=(2, 1)),
     "course fp8 128x256 2x1": dict(tile=(128, 256), parts=1, cluster=(2, 1)),
+    # Tile order inside a group (issue 24): today's bands of 8 cluster rows (``fp8.GROUP_M``)
+    # against the first FP8 kernel's whole columns (m fastest, 1 << 12) and narrower bands.
+    # grouped_peers_bands.json measured these when "course fp8 2x1" was still m fastest.
+    "course fp8 2x1 m fastest": dict(cluster=(2, 1), group_m=1 << 12),
+    "course fp8 2x1 bands 2": dict(cluster=(2, 1), group_m=2),
+    "course fp8 2x1 bands 4": dict(cluster=(2, 1), group_m=4),
 }
 #: bf16, fine-grained MoE: 128x128 tiles make twice the work items of 128x256 (a shorter tail
 #: over the 132 SMs), at 1.33x the bytes per flop.

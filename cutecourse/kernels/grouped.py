@@ -32,7 +32,7 @@ from . import gemm_launch, grouped_checks as checks
 from .blackwell_grouped_gemm import BlackwellGroupedBlockScaledGemm
 from .group_walk import OPERANDS
 from .hopper_grouped_gemm import GROUP_M, GroupedHopperGemm
-from .hopper_grouped_gemm_fp8 import BLOCK, CLUSTER, BlockScaledGroupedHopperGemm
+from .hopper_grouped_gemm_fp8 import BLOCK, CLUSTER, BlockScaledGroupedHopperGemm, GROUP_M as FP8_GROUP_M
 from .hopper_grouped_gemm_fp8_onepart import OnePartBlockScaledGroupedHopperGemm
 from .tensor_maps import MAP_BYTES, MAP_WORDS
 
@@ -231,7 +231,7 @@ def quantize_fp8(As, Bs):
 
 
 def fp8_kernel(tile=(128, 128), cluster=CLUSTER, sms: int | None = None, stages: int | None = None,
-               group_m: int = GROUP_M, parts: int = 2, turns: str | None = "issue"):
+               group_m: int = FP8_GROUP_M, parts: int = 2, turns: str | None = "issue"):
     """The FP8 kernel of a configuration, what ``launcher_fp8`` and ``packed_launcher_fp8``
     launch: ``parts=2`` (default) keeps two k-tiles' products in flight per warpgroup
     (``BlockScaledGroupedHopperGemm``, 128x128 tiles), ``parts=1`` one

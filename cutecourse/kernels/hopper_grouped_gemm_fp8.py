@@ -48,13 +48,19 @@ from cutlass.cute.nvgpu import warpgroup
 from ..models.gemm_plan import EPI_TILE, FP8_DTYPES, fp8_epi_stages, tile_k
 from .group_walk import SFA, SFB, M, N, operand_pointer
 from .hopper_gemm_persistent import PRODUCER_WARPGROUPS
-from .hopper_grouped_gemm import GROUP_M, GroupedHopperGemm
+from .hopper_grouped_gemm import GroupedHopperGemm
 
 #: Scale blocks: 1 x 128 of A, 128 x 128 of B (= one k-tile, = one tile's columns).
 BLOCK = 128
 #: The launchers' default cluster: pairs of CTAs along M share B's k-tiles by multicast.
 #: Measured 1.03-1.05x the 1x1 launch (benchmarks/results/grouped_fp8.json).
 CLUSTER = (2, 1)
+#: Order inside a group: bands of 8 cluster-tile rows (2048 rows of A at 2x1), not the bf16
+#: kernel's whole columns. At K = 7168 a 128-row panel of A is 0.9 MB, so a column of a 4096-row
+#: group is 29 MB of A, which each wave of 132 CTAs streamed through L2 again: 1.73 GB read from
+#: DRAM for 0.47 GB of operands; bands of 8 read 1.05 GB and ran 1.03-1.11x faster at K 7168 and
+#: 14336, the same at K 2048 (grouped_peers_bands.json, experiment_grouped_fp8_ncu_bands.json).
+GROUP_M = 8
 
 
 class BlockScaledGroupedHopperGemm(GroupedHopperGemm):

@@ -42,8 +42,8 @@ from cutlass.cute.nvgpu import warpgroup
 from ..errors import ShapeError
 from ..models.gemm_plan import EPI_TILE, FP8_TILES
 from .hopper_gemm_persistent import PRODUCER_WARPGROUPS
-from .hopper_grouped_gemm import GROUP_M
-from .hopper_grouped_gemm_fp8 import BLOCK, CLUSTER, BlockScaledGroupedHopperGemm, _group_scales, _load_scales
+from .hopper_grouped_gemm_fp8 import (BLOCK, CLUSTER, GROUP_M, BlockScaledGroupedHopperGemm, _group_scales,
+                                      _load_scales)
 
 #: Named barriers of the turns: ORDER_BARRIER + w is consumer warpgroup w's turn to issue (0: the
 #: whole CTA's, 1: the epilogue's).
