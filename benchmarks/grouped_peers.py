@@ -59,6 +59,7 @@ PROBLEMS = {
 #: ("1part"), the warpgroups passing the turn to issue when their wgmmas are issued (the default),
 #: done ("done") or never taking turns ("free"); and the wider tiles one part makes room for.
 COURSE_FP8 = {
+    "course fp8": dict(),  # the launchers' defaults: 2x1 unless the groups are short (grouped.fp8_cluster)
     "course fp8 1x1": dict(cluster=(1, 1)),
     "course fp8 2x1": dict(cluster=(2, 1)),
     "course fp8 1part 2x1": dict(parts=1, cluster=(2, 1)),

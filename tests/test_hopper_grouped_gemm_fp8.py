@@ -59,6 +59,17 @@ def test_plans_of_the_wide_tiles():
         gemm_plan.plan_fp8((128, 160))
 
 
+def test_default_cluster_and_tile_order():
+    # pairs of CTAs along M only where groups are tall enough to fill them (mean >= PAIR_ROWS rows)
+    assert grouped.fp8_cluster(8 * 4096, 8) == fp8.CLUSTER == (2, 1)
+    assert grouped.fp8_cluster(128 * 256, 128) == (1, 1)  # fine-grained MoE
+    assert grouped.fp8_cluster(grouped.PAIR_ROWS * 3, 3) == (2, 1)
+    assert grouped.fp8_cluster(grouped.PAIR_ROWS * 3 - 1, 3) == (1, 1)
+    assert grouped.fp8_cluster(0, 0) == (1, 1)
+    # bands of 8 cluster rows, not whole columns as the bf16 kernel
+    assert grouped.fp8_kernel(sms=132).group_m == fp8.GROUP_M == 8
+
+
 def test_two_parts_need_the_128x128_tile():
     with pytest.raises(ShapeError, match="parts=1"):
         grouped.fp8_kernel((128, 192), parts=2, sms=132)
@@ -282,7 +293,9 @@ _GPU_CHECK = textwrap.dedent("""
     cases, packed_options = json.loads(sys.argv[1])
     for name, sizes, sms, options in cases:
         options = {key: tuple(v) if isinstance(v, list) else v for key, v in options.items()}
-        tile, cluster = options.get("tile", (128, 128)), options.get("cluster", fp8.CLUSTER)
+        # the launchers' default cluster follows the groups' mean height (grouped.fp8_cluster)
+        tile = options.get("tile", (128, 128))
+        cluster = options.get("cluster", grouped.fp8_cluster(sum(m for m, _, _ in sizes), len(sizes)))
         As = [torch.randn(m, k, device="cuda") for m, n, k in sizes]
         Bs = [torch.randn(n, k, device="cuda") for m, n, k in sizes]
         qA, SA, qB, SB = grouped.quantize_fp8(As, Bs)
@@ -334,6 +347,8 @@ GPU_CASES = [
     ("40 groups (few SMs)", [(64 * (1 + g % 5), 256, 128 + 16 * g) for g in range(40)], 7, ONE),
     ("2x1 clusters, mixed", MIXED, 132, dict(cluster=(2, 1))),
     ("1x2 clusters, ragged", RAGGED, 10, dict(cluster=(1, 2))),
+    ("default cluster: 1x1 for short groups", RAGGED, 132, {}),
+    ("default cluster: 2x1 for tall groups", MIXED, 132, {}),
 ]
 #: The one-part variants: N that ends inside a tile, odd 128x192 tiles (their columns start 64 into
 #: a block of B's scales), N below one block, clusters, few SMs (many tiles per CTA: the turns
@@ -342,11 +357,11 @@ WIDE = [(0, 384, 256), (300, 264, 1040), (129, 584, 128), (1, 192, 384), (700, 1
 W192, W256 = dict(tile=(128, 192), parts=1), dict(tile=(128, 256), parts=1)
 VARIANT_CASES = [
     ("128x192, ragged", WIDE, 132, {**W192, **ONE}),
-    ("128x192 2x1, mixed", [(m, 1536, 1024) for m, _, _ in MIXED], 132, W192),
+    ("128x192 2x1, mixed", [(m, 1536, 1024) for m, _, _ in MIXED], 132, {**W192, "cluster": (2, 1)}),
     ("128x192 turns when done, few SMs", WIDE, 7, {**W192, **ONE, "turns": "done"}),
-    ("128x192 no turns 2x1, ragged", WIDE, 132, {**W192, "turns": None}),
+    ("128x192 no turns 2x1, ragged", WIDE, 132, {**W192, "turns": None, "cluster": (2, 1)}),
     ("128x256, ragged", WIDE, 132, {**W256, **ONE}),
-    ("128x256 2x1, few SMs", WIDE, 10, W256),
+    ("128x256 2x1, few SMs", WIDE, 10, {**W256, "cluster": (2, 1)}),
     ("128x128 one part 1x2, ragged", RAGGED, 10, dict(parts=1, cluster=(1, 2))),
 ]
 

@@ -248,14 +248,29 @@ def fp8_kernel(tile=(128, 128), cluster=CLUSTER, sms: int | None = None, stages:
                                                **common)
 
 
+#: Fewer rows than this per group on average, and the FP8 launchers take 1x1 clusters instead of
+#: 2x1 (a ``cluster=`` keyword overrides). A 2x1 pair covers 256 rows of one group: where groups end
+#: inside pairs, second CTAs idle. Fine-grained MoE (128 experts, 256 rows on average): 1x1 ran
+#: 1.20x the 2x1 launch; "moe 64" (544 on average): level; DeepGEMM's shapes (4096-8192): 2x1
+#: 1.02-1.12x (grouped_peers.json, grouped_fp8_rerun.json).
+PAIR_ROWS = 384
+
+
+def fp8_cluster(rows: int, groups: int) -> tuple[int, int]:
+    """The FP8 launchers' cluster for ``rows`` rows in ``groups`` groups (``PAIR_ROWS``)."""
+    return CLUSTER if rows >= PAIR_ROWS * max(groups, 1) else (1, 1)
+
+
 def launcher_fp8(As, SAs, Bs, SBs, Cs, **config):
     """Validated, compiled launch closure: ``fn()`` writes group g's scaled product into ``Cs[g]``.
-    ``config``: ``fp8_kernel``'s keywords (tile, cluster, sms, stages, group_m, parts, turns)."""
+    ``config``: ``fp8_kernel``'s keywords (tile, cluster, sms, stages, group_m, parts, turns); the
+    cluster by default from the groups' mean height (``fp8_cluster``)."""
     import torch
 
     checks.check_groups(As, Bs, Cs[0].dtype if Cs else None, in_dtypes=(torch.float8_e4m3fn,))
     checks.check_scales(As, SAs, Bs, SBs)
     checks.check_outputs(As, Bs, Cs)
+    config.setdefault("cluster", fp8_cluster(sum(a.shape[0] for a in As), len(As)))
     kernel = fp8_kernel(**config)
     sas = [checks.m_major(sa) for sa in SAs]
     # the SFA and SFB columns: sa's k-block stride (it is M-major), sb's row stride
@@ -287,6 +302,7 @@ def packed_launcher_fp8(a, sa, b, sb, offs, c, **config):
     checks.check_packed(a, b, offs, c.dtype, in_dtypes=(torch.float8_e4m3fn,))
     checks.check_packed_scales(a, sa, b, sb)
     checks.check_packed_output(a, b, c)
+    config.setdefault("cluster", fp8_cluster(a.shape[0], b.shape[0]))
     kernel = fp8_kernel(**config)
     sa = checks.m_major(sa)
     meta = packed_metadata(kernel, a, b, c, offs, scales=(sa, sb))
