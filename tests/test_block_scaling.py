@@ -397,3 +397,9 @@ def test_bad_input_raises_course_errors():
     with pytest.raises(ShapeError, match="K differs"):
         fp8b.scaled_mm_reference(*fp8b.quantize_blockwise_fp8(torch.randn(4, 64)),
                                *fp8b.quantize_blockwise_fp8(torch.randn(4, 32), (128, 128)))
+
+
+def test_outlier_weights_without_outliers_has_none():
+    """The widget's "outliers" slider at 0: no outlier row is left behind, so "outlier x" changes nothing."""
+    assert torch.equal(bs.outlier_weights(16, 128, seed=0, n_outliers=0, magnitude=1000.0),
+                       bs.outlier_weights(16, 128, seed=0, n_outliers=0, magnitude=1.0))

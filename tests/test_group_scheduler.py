@@ -252,8 +252,9 @@ def test_widget_redraws_on_change():
     before = w.text
     w.groups.value = 12
     assert w.problem.groups == 12 and w.text != before
-    w.m_range.value = (0, 0)  # every expert empty: the widget keeps one tile to draw
-    assert w.problem.total >= 1
+    w.m_range.value = (0, 0)  # every expert empty: the widget keeps one 1-row expert to draw, and says so
+    assert w.problem.total == w.problem.tiles_per_group[0] >= 1 and sum(w.problem.tiles_per_group[1:]) == 0
+    assert "every expert drew M = 0" in w.text
     with pytest.raises(ShapeError, match="groups"):
         schedule_widget(groups=0)
 

@@ -191,6 +191,16 @@ def test_widget_default_shows_what_the_per_tensor_scale_is_for():
     assert "per-tensor scale gs" in w.text
 
 
+def test_widget_default_says_whose_error_the_bars_show():
+    """At x1000 the outliers own the whole-tensor error, and NVFP4's bar falls below MXFP8's; the
+    headline gives the typical (median) element's error, where MXFP8 stays far ahead."""
+    w = vb.block_scaling_widget()
+    errs = vb.errors(w.x)
+    assert errs["nvfp4"][1] < errs["mxfp8"][1]  # the bars alone would teach the wrong order
+    assert vb.median_error(w.x, "mxfp8") < 0.05 < 0.1 < vb.median_error(w.x, "nvfp4")
+    assert "the median element errs" in w.fig_err._suptitle.get_text()
+
+
 def test_widget_follows_the_course_widget_convention():
     import base64
 

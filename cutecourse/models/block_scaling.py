@@ -339,10 +339,11 @@ def error_table(x: torch.Tensor, formats=("bf16", "mxfp8", "nvfp4")) -> list[Err
 
 def outlier_weights(rows: int, cols: int, seed: int = 0, *, n_outliers: int = 4,
                     magnitude: float = 40.0, std: float = 0.02) -> torch.Tensor:
-    """A weight-like (rows, cols) fp32 matrix: N(0, std) with a few outlier columns (input
-    channels) and rows scaled by ``magnitude``, as in LLM weights. Same seed, same matrix."""
+    """A weight-like (rows, cols) fp32 matrix: N(0, std) with ``n_outliers`` outlier columns (input
+    channels) scaled by ``magnitude`` and ``max(1, n_outliers // 2)`` rows by ``magnitude / 4``, as
+    in LLM weights; ``n_outliers=0``: no outliers at all. Same seed, same matrix."""
     g = torch.Generator().manual_seed(seed)
     w = torch.randn(rows, cols, generator=g) * std
     w[:, torch.randperm(cols, generator=g)[:n_outliers]] *= magnitude
-    w[torch.randperm(rows, generator=g)[:max(1, n_outliers // 2)], :] *= magnitude / 4
+    w[torch.randperm(rows, generator=g)[:max(1, n_outliers // 2) if n_outliers else 0], :] *= magnitude / 4
     return w

@@ -223,14 +223,27 @@ def zeroed_fraction(x: torch.Tensor, fmt: str) -> float:
     return float((_round_trip(xf, fmt)[nz] == 0).float().mean()) if nz.any() else 0.0
 
 
+def median_error(x: torch.Tensor, fmt: str) -> float:
+    """The median of the non-zero elements' relative errors ``|x~ - x| / |x|``: the typical
+    weight's error. Large outliers own a whole-tensor (Frobenius) error; they cannot own this."""
+    xf = x.detach().float().cpu()
+    nz = xf != 0
+    return float(((_round_trip(xf, fmt) - xf).abs()[nz] / xf.abs()[nz]).median()) if nz.any() else 0.0
+
+
 def _error_headline(errs, x=None) -> str:
     parts = []
     if "nvfp4_block_only" in errs and "nvfp4" in errs and errs["nvfp4_block_only"][1] > 2 * errs["nvfp4"][1]:
-        # the outliers are large enough that the block scales alone clip at 448: say so first
-        return (f"NVFP4's per-tensor scale keeps its e4m3 block scales under 448: error "
+        # the outliers are large enough that the block scales alone clip at 448: say so first, and
+        # that the whole-tensor errors are now the outliers' (NVFP4 below MXFP8 there, not per weight)
+        line = (f"NVFP4's per-tensor scale keeps its e4m3 block scales under 448: error "
                 f"{errs['nvfp4'][1]:.1%} with it, {errs['nvfp4_block_only'][1]:.0%} without"
                 + (f"; fp4 with one scale per tensor: {errs['fp4_per_tensor'][1]:.1%}"
                    if "fp4_per_tensor" in errs else ""))
+        if x is not None and "mxfp8" in errs:
+            line += ("\nthese whole-tensor errors are the outliers' errors; the median element errs "
+                     f"{median_error(x, 'mxfp8'):.1%} in MXFP8, {median_error(x, 'nvfp4'):.0%} in NVFP4 (right)")
+        return line
     if "nvfp4" in errs and "mxfp8" in errs:
         parts.append(f"NVFP4 ({errs['nvfp4'][0]:g} bits) errs {errs['nvfp4'][1] / errs['mxfp8'][1]:.1f}x "
                      f"more than MXFP8 ({errs['mxfp8'][0]:g} bits)")

@@ -203,9 +203,12 @@ class ScheduleWidget:
 
         lo, hi = self.m_range.value
         try:
-            sizes = gs.moe_sizes(self.groups.value, self.n, self.k, (lo, max(hi, 1)), self.seed)
+            sizes = gs.moe_sizes(self.groups.value, self.n, self.k, (lo, hi), self.seed)
+            note = ""
             if all(m == 0 for m, _, _ in sizes):
-                sizes[0] = (1, self.n, self.k)  # keep one tile so there is something to draw
+                # nothing to launch: keep one 1-row expert so there is something to draw, and say so
+                sizes[0] = (1, self.n, self.k)
+                note = " (every expert drew M = 0, which launches nothing: group 0 given 1 row to draw)"
             problem = gs.GroupedProblem(sizes, self.tile, self.cluster)
             ctas = max(self.ctas.value // problem.cluster_size, 1) * problem.cluster_size
             sched = gs.schedule(problem, ctas)
@@ -220,7 +223,7 @@ class ScheduleWidget:
         ups, bal = gs.tensormap_updates(sched), gs.balance(sched)
         self.problem, self.error, self.message.value = problem, None, ""
         self.text = (f"{plural(problem.total, 'work item')} on {plural(len(sched), 'CTA')}; "
-                     f"{plural(ups.total, 'tensor-map rewrite')}; k-tile load max/mean {bal.ratio:.2f}")
+                     f"{plural(ups.total, 'tensor-map rewrite')}; k-tile load max/mean {bal.ratio:.2f}{note}")
         self.info.value = f"<p>{self.text}</p>"
         self.png = stacked_png([self.fig_groups, self.fig_sched], dpi=66)
         self.picture.value = self.png
