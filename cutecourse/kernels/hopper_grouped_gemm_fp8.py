@@ -52,7 +52,8 @@ from .hopper_grouped_gemm import GroupedHopperGemm
 
 #: Scale blocks: 1 x 128 of A, 128 x 128 of B (= one k-tile, = one tile's columns).
 BLOCK = 128
-#: The launchers' default cluster: pairs of CTAs along M share B's k-tiles by multicast.
+#: The launchers' cluster for groups of 384 rows and more (``grouped.fp8_cluster``): pairs of CTAs
+#: along M share B's k-tiles by multicast.
 #: Measured 1.03-1.05x the 1x1 launch (benchmarks/results/grouped_fp8.json).
 CLUSTER = (2, 1)
 #: Order inside a group: bands of 8 cluster-tile rows (2048 rows of A at 2x1), not the bf16
