@@ -67,7 +67,8 @@ class BlockScalingWidget:
         """Rebuild the data from the controls and redraw (the handler of every control)."""
         if getattr(self, "_busy", False):  # setting kblock.max below may fire this handler again
             return
-        from .picture import error_html, stacked_png
+        from .picture import stacked_png
+        from .widgets import show_error
 
         fmt = self.fmt.value
         block = bs.get_format(fmt).block
@@ -85,10 +86,7 @@ class BlockScalingWidget:
             draw_tile(x, fmt, highlight=(self.row.value, self.kblock.value), labels=False, fig=self.fig_tile)
             draw_errors(x, fig=self.fig_err)
         except Exception as e:  # CourseError: its two lines; anything else: one line, no traceback
-            what = getattr(e, "what", f"{type(e).__name__}: {e}")
-            fix = getattr(e, "fix", "move the controls back")
-            self.error = f"{what}\n-> {fix}"
-            self.message.value = error_html(what, fix)
+            show_error(self, e, "move the controls back")
             return
         self.x, self.text, self.error = x, text, None
         self.message.value = ""

@@ -199,7 +199,8 @@ class ScheduleWidget:
 
     def update(self, change=None) -> None:
         """Rebuild the problem from the controls and redraw (the handler of every control)."""
-        from .picture import error_html, stacked_png
+        from .picture import stacked_png
+        from .widgets import show_error
 
         lo, hi = self.m_range.value
         try:
@@ -215,10 +216,7 @@ class ScheduleWidget:
             draw_groups(problem, fig=self.fig_groups)
             draw_schedule(problem, ctas, fig=self.fig_sched)
         except Exception as e:  # CourseError: its two lines; anything else: one line, no traceback
-            what = getattr(e, "what", f"{type(e).__name__}: {e}")
-            fix = getattr(e, "fix", "move the controls back")
-            self.error = f"{what}\n-> {fix}"
-            self.message.value = error_html(what, fix)
+            show_error(self, e, "move the controls back")
             return
         ups, bal = gs.tensormap_updates(sched), gs.balance(sched)
         self.problem, self.error, self.message.value = problem, None, ""

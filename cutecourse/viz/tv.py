@@ -32,7 +32,7 @@ from .. import layouts
 from ..errors import LayoutError
 from ..layouts import LayoutTable, TVTable, size, to_text
 from .layout import MAX_WIDTH, draw_layout
-from .widgets import error_html
+from .widgets import show_error
 
 #: Threads per warp: the unit that issues one memory instruction for 32 threads at once.
 WARP = 32
@@ -439,10 +439,7 @@ class TVExplorer:
             self.acc = warp_accesses(addr, tv.threads, warp=warp, elem_bytes=max(1, elem_bytes))
         except Exception as e:  # CourseError: its two lines; anything else: one line, no traceback
             self._quiet = False
-            what = getattr(e, "what", f"{type(e).__name__}: {e}")
-            fix = getattr(e, "fix", "check the three layouts")
-            self.error = f"{what}\n-> {fix}"
-            self.message.value = error_html(what, fix)
+            show_error(self, e, "check the three layouts")
             return
         from .layout import to_png
 

@@ -55,6 +55,16 @@ def message() -> w.HTML:
     return line
 
 
+def show_error(widget: Any, exc: Exception, fix: str) -> None:
+    """Put ``exc`` on ``widget.message`` and in ``widget.error`` (the tests read it): a
+    CourseError's two lines (what is wrong, how to fix it), anything else one line with ``fix``;
+    never a traceback."""
+    what = getattr(exc, "what", f"{type(exc).__name__}: {exc}")
+    fix = getattr(exc, "fix", fix)
+    widget.error = f"{what}\n-> {fix}"
+    widget.message.value = error_html(what, fix)
+
+
 def widget_bundle(widget: w.Widget, png: bytes, text: str) -> dict[str, Any]:
     """The widget for JupyterLab, plus its current picture for everything else.
 
