@@ -217,6 +217,10 @@ def test_widget_redraws():
     w.k.value = 1024
     w.tile.value = (128, 128, 64)
     assert w.results["pingpong"].tile == (128, 128, 64)
+    w.schedules.value = ()  # nothing selected: the cooperative schedule, and the widget says so
+    assert list(w.results) == ["cooperative"] and "no schedule is selected" in w.message.value
+    w.schedules.value = ("pingpong",)
+    assert w.message.value == "" and w.error is None
 
 
 

@@ -105,15 +105,19 @@ class ScheduleWidget:
             return
         from ..models import schedule_calibration as cal
         from .picture import error_html
+        from .widgets import show_error
 
         chosen = self.schedules.value or ("cooperative",)
         try:
             self.results = sm.simulate_all(*self.shape, tile=self.tile.value, schedules=chosen)
         except CourseError as e:  # keep the last good picture, say what is wrong
-            self.error = f"{e.what}\n-> {e.fix}"
-            self.message.value = error_html(e.what, e.fix)
+            show_error(self, e, "")
             return
-        self.error, self.message.value = None, ""
+        self.error = None
+        # nothing selected is not an error, but the picture must say what it shows
+        self.message.value = "" if self.schedules.value else error_html(
+            "no schedule is selected: the picture shows the cooperative one",
+            "ctrl-click (cmd-click on a Mac) the schedules to compare")
         best = max(r.tflops for r in self.results.values())
         rows = "".join(
             f"<tr><td>{r.name}</td><td>{r.tile[0]}x{r.tile[1]}</td><td>{r.total_us:.1f}</td>"
