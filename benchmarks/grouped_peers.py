@@ -74,6 +74,8 @@ COURSE_FP8 = {
     "course fp8 2x1 m fastest": dict(cluster=(2, 1), group_m=1 << 12),
     "course fp8 2x1 bands 2": dict(cluster=(2, 1), group_m=2),
     "course fp8 2x1 bands 4": dict(cluster=(2, 1), group_m=4),
+    "course fp8 2x1 bands 16": dict(cluster=(2, 1), group_m=16),
+    "course fp8 1x2": dict(cluster=(1, 2)),  # pairs along N: A multicast instead of B
 }
 #: bf16, fine-grained MoE: 128x128 tiles make twice the work items of 128x256 (a shorter tail
 #: over the 132 SMs), at 1.33x the bytes per flop.

@@ -103,6 +103,8 @@ def test_ncu_commands(ncu):
     assert raw[raw.index("--clock-control") + 1] == "base" and raw[raw.index("--page") + 1] == "raw"
     assert "WarpStateStats" in raw and raw[raw.index("--metrics") + 1] == "dram__bytes_read.sum"
     assert raw[-2:] == [str(PATH), "--child"] and "--profile-from-start" in raw
+    # the stall-sampling run profiles one case (an earlier slice passed "--kernels" twice: exit 2)
+    assert ncu.child_program("p", ["course fp8 2x1"]) == ["--child", "--problem", "p", "--kernels", "course fp8 2x1"]
     source = ncu.ncu_command("ncu", "none", (), ["--child"], source=True)
     assert "SourceCounters" in source and source[source.index("--page") + 1] == "source"
     assert "--metrics" not in source

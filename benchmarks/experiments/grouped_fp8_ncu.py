@@ -260,6 +260,11 @@ def child(problem: str, names: list[str]) -> None:
     print("CHILD" + json.dumps({"profiled": profiled, "errors": errors, "notes": notes}), flush=True)
 
 
+def child_program(problem: str, names: list[str]) -> list[str]:
+    """The child's arguments: build and profile the cases ``names`` of ``problem``."""
+    return ["--child", "--problem", problem, "--kernels", ",".join(names)]
+
+
 def ncu_command(ncu: str, clock: str, metrics, program: list[str], source: bool = False) -> list[str]:
     cmd = [ncu, "--profile-from-start", "off", "--csv", "--print-units", "base", "--clock-control", clock]
     if source:
@@ -337,7 +342,7 @@ def main() -> int:
                           "hbm_floor_us": round(floor / HBM_BYTES_PER_S * 1e6)},
               "protocol": "one launch per case under ncu after a warm-up launch; randn data",
               "metrics_asked": metrics, "metrics_unknown": [m for m in METRICS if m not in metrics], "rows": []}
-    program = ["--child", "--problem", args.problem, "--kernels", ",".join(names)]
+    program = child_program(args.problem, names)
     name = f"experiment_grouped_fp8_ncu{args.tag}"
     for clock in (("none", "base") if args.clock == "both" else (args.clock,)):
         rows, info = profile(ncu_command(ncu, clock, metrics, program), clock, flops)
@@ -348,7 +353,7 @@ def main() -> int:
     if args.source is not None:
         first = args.source or next((nm for nm in names if nm.startswith("course")), names[0])
         try:
-            proc = subprocess.run(ncu_command(ncu, "none", (), [*program[:4], "--kernels", first], source=True),
+            proc = subprocess.run(ncu_command(ncu, "none", (), child_program(args.problem, [first]), source=True),
                                   capture_output=True, text=True, timeout=300)
             result["source"] = {"case": first, **source_stalls(proc.stdout)}
         except subprocess.TimeoutExpired:
