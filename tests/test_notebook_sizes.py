@@ -61,3 +61,16 @@ def test_every_stored_widget_has_its_picture_and_state(path):
             assert data[WIDGET_VIEW]["model_id"] in models, (
                 f"{path} cell {i}: the widget's state is not stored: "
                 f"python tools/execute_notebooks.py {path}")
+
+
+#: Lessons, not lab logs: the most markdown words a notebook may hold (issue 23; measurements
+#: belong in docs/). Words as ``cutecourse.course`` counts them (whitespace-separated).
+MAX_WORDS = {"notebooks/06_kernel_schedules.ipynb": 3000, "notebooks/07_grouped_block_scaled_gemm.ipynb": 4800}
+
+
+@pytest.mark.parametrize("path", sorted(MAX_WORDS), ids=str)
+def test_lesson_length(path):
+    nb = json.loads((ROOT / path).read_text())
+    words = sum(len("".join(c["source"]).split()) for c in nb["cells"] if c["cell_type"] == "markdown")
+    assert words <= MAX_WORDS[path], (
+        f"{path} has {words} markdown words (limit {MAX_WORDS[path]}): move measurement prose to docs/")
