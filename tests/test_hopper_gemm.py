@@ -19,6 +19,7 @@ from cutecourse.inspect import compile_report
 from cutecourse.kernels import hopper_gemm as hg
 from cutecourse.kernels.hopper_gemm_ptx import loop_structure
 from cutecourse.models import gemm_plan as gp
+from conftest import far_from_torch
 
 TARGET = "cutecourse.kernels.hopper_gemm:compile_target"
 SKIPPED = r"software pipelining.*skipped"
@@ -220,7 +221,7 @@ GPU_CASES = [
 def test_matches_torch_on_the_gpu(run_gpu_script):
     # A wrong pipeline deadlocks: run in a subprocess with a timeout.
     results = run_gpu_script(_GPU_CHECK, GPU_CASES, timeout=600)
-    bad = [r for r in results if not r[-1] < (2e-2 if "bfloat16" in (r[3] + r[4]) else 5e-3)]
+    bad = far_from_torch(results)
     assert not bad, "\n".join(map(str, bad))
 
 

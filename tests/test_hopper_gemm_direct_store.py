@@ -12,6 +12,7 @@ import cutecourse
 from cutecourse.errors import ShapeError
 from cutecourse.inspect import compile_report
 from cutecourse.kernels import hopper_gemm_direct_store as hds
+from conftest import far_from_torch
 
 TARGET = "cutecourse.kernels.hopper_gemm_direct_store:compile_target"
 PERSISTENT = "cutecourse.kernels.hopper_gemm_persistent:compile_target"
@@ -95,7 +96,7 @@ GPU_CASES = [
 @pytest.mark.skipif(not cutecourse.modes.mode_for("sm_90a").run, reason="needs an sm_90a GPU")
 def test_matches_torch_on_the_gpu(run_gpu_script):
     results = run_gpu_script(_GPU_CHECK, GPU_CASES, timeout=300)
-    bad = [r for r in results if not r[-1] < (2e-2 if "bfloat16" in (r[3] + r[4]) else 5e-3)]
+    bad = far_from_torch(results)
     assert not bad, "\n".join(map(str, bad))
 
 
