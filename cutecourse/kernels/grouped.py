@@ -250,10 +250,11 @@ def fp8_kernel(tile=(128, 128), cluster=CLUSTER, sms: int | None = None, stages:
 
 #: Fewer rows than this per group on average, and the FP8 launchers take 1x1 clusters instead of
 #: 2x1 (a ``cluster=`` keyword overrides). A 2x1 pair covers 256 rows of one group: where groups end
-#: inside pairs, second CTAs idle. Measured, 1x1 against 2x1: fine-grained MoE (128 experts, 256
-#: rows on average) 1.16-1.22x in three runs; "32 x 256" 1.05x on an H200; "moe 64" (600 on
-#: average) level or 0.94x on the H100, 1.08x on an H200; DeepGEMM's shapes (4096-8192 rows): 2x1
-#: ahead by 2-12% on the H100, by 0-3% on an H200 (docs/grouped_measured.md).
+#: inside pairs, second CTAs compute rows that do not exist (zero-filled, never stored). Measured,
+#: 1x1 against 2x1: fine-grained MoE (128 experts, about 230 rows on average) 1.16-1.22x in three
+#: runs; "32 x 256" 1.05x on an H200; "moe 64" (600 on average) level or 0.94x on the H100, 1.08x
+#: on an H200; DeepGEMM's shapes (4096-8192 rows): 2x1 ahead by 2-12% on the H100, by 0-3% on an
+#: H200 (docs/grouped_measured.md).
 PAIR_ROWS = 384
 
 
