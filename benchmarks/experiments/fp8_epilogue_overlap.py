@@ -30,7 +30,6 @@ operands read).
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import cutecourse  # noqa: F401  (fixes the DSL's architecture before cutlass loads)
 import cutlass
@@ -150,16 +149,11 @@ def target(cluster=(2, 1)):
 
 
 def cpu_check():
-    """Compile for sm_90a; print registers, spills, wgmmas, FFMAs and any wgmma serialization."""
-    import os
+    """Compile for sm_90a (no GPU) and print what decides what it times (``fp8_variants.describe``)."""
+    from fp8_variants import compile_variant, describe
 
-    from cutecourse.inspect import compile_report
-
-    os.environ["PYTHONPATH"] = str(Path(__file__).resolve().parent) + os.pathsep + os.environ.get("PYTHONPATH", "")
-    r = compile_report("fp8_epilogue_overlap:target", arch="sm_90a")
-    serialized = [line for line in r.log.splitlines() if "C7514" in line or "serialized" in line]
-    print(f"epilogue overlap: registers {r.registers}, spills {r.spill_bytes} B, wgmma {r.ptx.count('wgmma.mma_async')}, "
-          f"fma.rn.f32 {r.ptx.count('fma.rn.f32')}, wgmma serialized: {bool(serialized)}")
+    r = compile_variant("fp8_epilogue_overlap:target")
+    print("epilogue overlap:", describe(r))
     return r
 
 

@@ -1,10 +1,10 @@
 """Issue 24: the FP8 promotion with three half-batches in flight instead of one batch.
 
 ``grouped_ceilings.py`` measured where the promotion's cost comes from: 64 FFMAs per k-tile that
-depend on no wgmma cost as much as the course kernel's promotion (0.88x the rowwise twin) when one
-wgmma batch per warpgroup is queued while they run, and little (0.95-0.96x) when two are. The
-course kernel cannot queue two: a third 64-register part beside ``acc`` and ``part0``/``part1``
-is 256 registers, over the consumers' 232.
+depend on no wgmma cost about as much as the course kernel's promotion (0.87-0.91x the rowwise
+twin, the course kernel 0.85-0.90x) when one wgmma batch per warpgroup is queued while they run,
+and less (0.95-0.98x) when two are. The course kernel cannot queue two: a third 64-register
+part beside ``acc`` and ``part0``/``part1`` is 256 registers, over the consumers' 232.
 
 ``HalfParts`` queues one and a half batches in the same registers. Each k-tile is issued as two
 half-batches of m64n64 wgmmas (columns 0-63, then 64-127 of the tile, ``WGMMA_N = 64``) into four
@@ -23,7 +23,7 @@ The price: twice the wgmmas, each reading the warpgroup's 64 rows of A from shar
 read twice per k-tile.
 
 **Measured, lost** (H100, 2026-11-26, ``experiment_grouped_ceilings_half_parts.json``): right on
-ragged groups (3.4e-3 of the largest value, as the course kernel), but 0.81-0.84x the rowwise
+ragged groups (3.4e-3 of the largest value), but 0.81-0.84x the rowwise
 twin against the course kernel's 0.89-0.90x. Its skeleton is not the cause: with the same m64n64
 wgmmas and no promotion the kernel runs 1.02-1.09x (``experiment_grouped_ceilings_no_epilogue.json``).
 
@@ -34,7 +34,6 @@ wgmmas and no promotion the kernel runs 1.02-1.09x (``experiment_grouped_ceiling
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import cutecourse  # noqa: F401  (fixes the DSL's architecture before cutlass loads)
 import cutlass
@@ -173,15 +172,11 @@ def target(cluster=(2, 1)):
 
 
 def cpu_check():
-    import os
+    """Compile for sm_90a (no GPU) and print what decides what it times (``fp8_variants.describe``)."""
+    from fp8_variants import compile_variant, describe
 
-    from cutecourse.inspect import compile_report
-
-    os.environ["PYTHONPATH"] = str(Path(__file__).resolve().parent) + os.pathsep + os.environ.get("PYTHONPATH", "")
-    r = compile_report("fp8_half_parts:target", arch="sm_90a")
-    print(f"half parts: registers {r.registers}, spills {r.spill_bytes} B, fma.rn.f32 {r.ptx.count('fma.rn.f32')}, "
-          f"wgmma {r.ptx.count('wgmma.mma_async')} ({sorted(set(l.split()[0] for l in r.ptx.splitlines() if 'wgmma.mma_async' in l))}), "
-          f"wait_group {sorted(set(l.strip() for l in r.ptx.splitlines() if 'wgmma.wait_group' in l))}")
+    r = compile_variant("fp8_half_parts:target")
+    print("half parts:", describe(r))
     return r
 
 

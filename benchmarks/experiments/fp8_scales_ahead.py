@@ -18,8 +18,8 @@ compiler lose that they hold two values: 136 FMULs and 222 spill stores.) Everyt
 ring, promotion, epilogue) is the course kernel's.
 
 The GPU run first checks the variant against ``blockwise_fp8.scaled_mm_reference`` on ragged
-groups (1, 2, 3, 9 and 0 k-tiles: both ends of the pair loop), then times it beside the course
-kernel with ``grouped_peers.py``'s protocol and peers (rows "course fp8 2x1", "... staged").
+groups (``fp8_variants.RAGGED``: 1 to 9 k-tiles, both ends of the pair loop), then times it
+beside the course kernel with ``grouped_peers.py``'s protocol and peers (rows "course fp8 2x1", "... staged").
 Writes ``grouped_peers<tag>.json`` (default ``_scales_ahead``).
 """
 
@@ -165,31 +165,12 @@ def cpu_check() -> dict:
     return reports
 
 
-_CHECK = [(300, 256, 128), (129, 384, 256), (7, 264, 384), (1000, 520, 1040), (64, 128, 0), (0, 256, 512)]
-
-
 def gpu_check() -> float:
-    """The variant against the reference on ragged groups; returns the worst relative error."""
-    import torch
+    """The variant against the reference on ragged groups (``fp8_variants.RAGGED``), 2x1 and 1x1;
+    returns the worst relative error."""
+    from fp8_variants import ragged_check
 
-    from cutecourse.models import blockwise_fp8 as fp8b
-
-    torch.manual_seed(0)
-    As = [torch.randn(m, k, device="cuda") for m, n, k in _CHECK]
-    Bs = [torch.randn(n, k, device="cuda") for m, n, k in _CHECK]
-    qA, SA, qB, SB = grouped.quantize_fp8(As, Bs)
-    worst = 0.0
-    for cluster in ((2, 1), (1, 1)):
-        Cs = [torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda") for m, n, k in _CHECK]
-        grouped.launcher_fp8(qA, SA, qB, SB, Cs, staged=True, cluster=cluster)()
-        torch.cuda.synchronize()
-        for c, qa, sa, qb, sb, (m, n, k) in zip(Cs, qA, SA, qB, SB, _CHECK):
-            if m and k:
-                ref = fp8b.scaled_mm_reference(qa, sa, qb, sb)
-                worst = max(worst, ((c.float() - ref).abs().max() / ref.abs().max()).item())
-            elif m:
-                worst = max(worst, c.float().abs().max().item())
-    return worst
+    return ragged_check(staged=True)
 
 
 def main() -> int:

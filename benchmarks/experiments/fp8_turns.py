@@ -1,6 +1,7 @@
 """Issue 24: the course's two-part FP8 promotion with the consumer warpgroups taking turns to issue.
 
-Timed and checked (on ragged groups too) by ``grouped_ceilings.py``, row "course fp8 2x1 turns".
+Timed and checked by ``grouped_ceilings.py``, row "course fp8 2x1 turns" (on ragged groups too:
+3.4e-3 of the largest value, ``experiment_grouped_ceilings_smoke.json``).
 **Measured, lost** (H100, 2026-11-26, ``experiment_grouped_ceilings_turns.json``): 0.82-0.87x the
 rowwise twin against the course kernel's 0.87-0.88x in the same run.
 """

@@ -48,6 +48,7 @@ import cutecourse  # noqa: E402  (fixes the DSL's architecture before cutlass lo
 from cutecourse.kernels import grouped, grouped_targets  # noqa: E402
 from cutecourse.kernels import hopper_gemm_persistent  # noqa: E402
 from cutecourse.kernels import hopper_grouped_gemm_fp8 as fp8  # noqa: E402
+from fp8_variants import compile_variant, describe, ragged_check  # noqa: E402
 
 FP8_PROBLEMS = ("dg 8x4096 n4096 k7168", "dg 4x8192 n7168 k2048", "dg 4x8192 n4096 k7168",
                 "dg 8x4096 n7168 k2048", "down 8x4096 n4096 k14336")
@@ -78,36 +79,6 @@ def fp8_kernel(tile=(128, 128), cluster=fp8.CLUSTER, sms=None, promote: bool | s
 
 #: The variants that compute the recipe (checked against it, and on ragged groups first).
 RECIPE = (True, "turns", "half", "overlap")
-#: Ragged groups (M, N, K): 1, 2, 3, 4, 6 and 9 k-tiles (each end of the variants' loops), an
-#: N that ends inside a tile, K = 0 and M = 0.
-RAGGED = [(300, 256, 128), (129, 384, 256), (7, 264, 384), (64, 200, 512), (100, 136, 768),
-          (1000, 520, 1040), (64, 128, 0), (0, 256, 512)]
-
-
-def ragged_check(promote, cluster) -> float:
-    """A recipe variant against ``scaled_mm_reference`` on ``RAGGED``; the worst relative error
-    (the empty groups' C must be zero)."""
-    import torch
-
-    from cutecourse.models import blockwise_fp8 as fp8b
-
-    torch.manual_seed(0)
-    As = [torch.randn(m, k, device="cuda") for m, n, k in RAGGED]
-    Bs = [torch.randn(n, k, device="cuda") for m, n, k in RAGGED]
-    qA, SA, qB, SB = grouped.quantize_fp8(As, Bs)
-    Cs = [torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda") for m, n, k in RAGGED]
-    grouped.launcher_fp8(qA, SA, qB, SB, Cs, promote=promote, cluster=cluster)()
-    torch.cuda.synchronize()
-    worst = 0.0
-    for c, qa, sa, qb, sb, (m, n, k) in zip(Cs, qA, SA, qB, SB, RAGGED):
-        if m and k:
-            ref = fp8b.scaled_mm_reference(qa, sa, qb, sb)
-            worst = max(worst, ((c.float() - ref).abs().max() / ref.abs().max()).item())
-        elif m:
-            worst = max(worst, c.float().abs().max().item())
-    return worst
-
-
 FP8_ROWS = {  # label: (launcher keywords, promote)
     "course fp8 2x1": (dict(cluster=(2, 1)), True),
     "course fp8 2x1 no promotion": (dict(cluster=(2, 1)), False),
@@ -137,13 +108,8 @@ def target(promote: bool = False, cluster=(2, 1), tile=(128, 128)):
 
 
 def cpu_check() -> dict:
-    """Compile the course kernel, the variant and the 2x2 cluster for sm_90a; print what differs
-    (FFMAs, loads, multicast loads)."""
-    import os
-
-    from cutecourse.inspect import compile_report
-
-    os.environ["PYTHONPATH"] = str(Path(__file__).resolve().parent) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    """Compile the course kernel and every variant of ``FP8_ROWS`` for sm_90a (no GPU) and print
+    what decides what each times (``fp8_variants.describe``)."""
     reports = {}
     for promote, cluster, tile in ((True, (2, 1), (128, 128)), (False, (2, 1), (128, 128)),
                                    ("free", (2, 1), (128, 128)), ("deep free", (2, 1), (128, 128)),
@@ -151,11 +117,9 @@ def cpu_check() -> dict:
                                    ("deep free", (2, 1), (128, 96)), ("turns", (2, 1), (128, 128)),
                                    ("half", (2, 1), (128, 128)), ("halves", (2, 1), (128, 128)),
                                    ("no epilogue", (2, 1), (128, 128)), ("overlap", (2, 1), (128, 128))):
-        r = reports[promote, cluster, tile] = compile_report("grouped_ceilings:target", arch="sm_90a",
-                                                             promote=promote, cluster=cluster, tile=tile)
-        print(f"promote={promote}, cluster {cluster}, tile {tile}: multicast loads {r.ptx.count('.multicast::cluster')}, registers {r.registers}, spills {r.spill_bytes} B, "
-              f"fma.rn.f32 {r.ptx.count('fma.rn.f32')}, global loads {r.ptx.count('ld.global')}, "
-              f"wgmma {r.ptx.count('wgmma.mma_async')}", flush=True)
+        r = reports[promote, cluster, tile] = compile_variant("grouped_ceilings:target", promote=promote,
+                                                              cluster=cluster, tile=tile)
+        print(f"promote={promote}, cluster {cluster}, tile {tile}: {describe(r)}", flush=True)
     return reports
 
 
@@ -179,7 +143,7 @@ def fp8_rows(name, cases, errors, only=None):
         if only is not None and label not in only:
             continue
         if promote in RECIPE[1:]:
-            worst = ragged_check(promote, config["cluster"])
+            worst = ragged_check((config["cluster"],), promote=promote)
             errors[f"{label}, ragged groups"] = worst
             print(f"{label}: ragged groups, worst relative error {worst:.2e}", flush=True)
             if not worst < 1e-2:
