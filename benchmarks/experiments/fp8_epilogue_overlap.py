@@ -141,20 +141,16 @@ class OverlappedEpilogue(fp8.BlockScaledGroupedHopperGemm):
 
 def target(cluster=(2, 1)):
     """(kernel, fake_args) for ``cutecourse.inspect.compile_report("fp8_epilogue_overlap:target")``."""
-    from cutecourse.kernels import grouped_targets
-    from cutecourse.kernels.group_walk import OPERANDS
+    from fp8_variants import fake_target
 
-    kernel = OverlappedEpilogue((128, 128), tuple(cluster), 132)
-    return kernel, grouped_targets._hopper_arguments(kernel, "float8_e4m3fn", "bfloat16", len(OPERANDS))
+    return fake_target(OverlappedEpilogue((128, 128), tuple(cluster), 132))
 
 
 def cpu_check():
     """Compile for sm_90a (no GPU) and print what decides what it times (``fp8_variants.describe``)."""
-    from fp8_variants import compile_variant, describe
+    from fp8_variants import print_report
 
-    r = compile_variant("fp8_epilogue_overlap:target")
-    print("epilogue overlap:", describe(r))
-    return r
+    return print_report("fp8_epilogue_overlap:target", "epilogue overlap")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,22 @@ def compile_variant(target: str, **params):
     return compile_report(target, arch="sm_90a", **params)
 
 
+def fake_target(kernel):
+    """(kernel, fake_args): what a script's ``target`` returns for ``compile_report``, for an FP8
+    grouped kernel object (symbolic sizes, bf16 C, the five metadata columns)."""
+    from cutecourse.kernels import grouped_targets
+    from cutecourse.kernels.group_walk import OPERANDS
+
+    return kernel, grouped_targets._hopper_arguments(kernel, "float8_e4m3fn", "bfloat16", len(OPERANDS))
+
+
+def print_report(target: str, label: str):
+    """Compile ``target`` (``compile_variant``), print ``label: describe(...)``, return the report."""
+    r = compile_variant(target)
+    print(f"{label}:", describe(r), flush=True)
+    return r
+
+
 def describe(report) -> str:
     """What decides whether a variant times what it claims: registers, spills, the wgmma shapes
     and ``wait_group`` counts, the FFMAs, and whether ptxas serialized the wgmmas (C7514)."""

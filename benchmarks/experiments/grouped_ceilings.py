@@ -45,10 +45,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the variants' module
 
 import cutecourse  # noqa: E402  (fixes the DSL's architecture before cutlass loads)
 
-from cutecourse.kernels import grouped, grouped_targets  # noqa: E402
+from cutecourse.kernels import grouped  # noqa: E402
 from cutecourse.kernels import hopper_gemm_persistent  # noqa: E402
 from cutecourse.kernels import hopper_grouped_gemm_fp8 as fp8  # noqa: E402
-from fp8_variants import compile_variant, describe, ragged_check  # noqa: E402
+from fp8_variants import compile_variant, describe, fake_target, ragged_check  # noqa: E402
 
 FP8_PROBLEMS = ("dg 8x4096 n4096 k7168", "dg 4x8192 n7168 k2048", "dg 4x8192 n4096 k7168",
                 "dg 8x4096 n7168 k2048", "down 8x4096 n4096 k14336")
@@ -101,10 +101,7 @@ FP8_ROWS = {  # label: (launcher keywords, promote)
 
 def target(promote: bool = False, cluster=(2, 1), tile=(128, 128)):
     """(kernel, fake_args) for ``cutecourse.inspect.compile_report("grouped_ceilings:target")``."""
-    from cutecourse.kernels.group_walk import OPERANDS
-
-    kernel = fp8_kernel(tuple(tile), tuple(cluster), 128, promote=promote)
-    return kernel, grouped_targets._hopper_arguments(kernel, "float8_e4m3fn", "bfloat16", len(OPERANDS))
+    return fake_target(fp8_kernel(tuple(tile), tuple(cluster), 128, promote=promote))
 
 
 def cpu_check() -> dict:
