@@ -92,6 +92,9 @@ TORCH_FP8 = ("torch._scaled_grouped_mm rowwise", "dense twin _scaled_mm rowwise"
              "dense twin _scaled_mm tensorwise")
 TORCH_ROWS = (*TORCH_FP8, "torch._grouped_mm", "dense twin torch.matmul")
 BASELINE_FP8 = TORCH_FP8[1]
+#: The rowwise twin without cuBLAS's periodic fp32 promotion (``use_fast_accum=True``): not one of
+#: this script's rows; ``experiments/grouped_ceilings.py`` asks ``torch_fp8_cases`` for it.
+FAST_ACCUM = "dense twin _scaled_mm rowwise fast accum"
 
 
 def rowwise(x):
@@ -149,30 +152,44 @@ def fp8_cases(rows, n, k, x, w, offs, c, cases, errors, notes, only=None):
         if only is None or label in only:
             _course_case(cases, errors, notes, label, lambda: grouped.launcher_fp8(qA, SA, qB, SB, Cs, **opts), c,
                          ref8, exact)
-    if only is not None and not set(TORCH_FP8) & set(only):
-        return BASELINE_FP8
+    torch_fp8_cases(x, w, offs, exact, cases, errors, notes,
+                    TORCH_FP8 if only is None else [label for label in TORCH_FP8 if label in only])
+    return BASELINE_FP8
+
+
+def torch_fp8_cases(x, w, offs, exact, cases, errors, notes, labels=TORCH_FP8):
+    """torch's FP8 rows named in ``labels``, on the packed rows ``x`` (sum M, K) and the weights
+    ``w`` (G, N, K), fp32: ``torch._scaled_grouped_mm`` with rowwise scales (checked against
+    ``exact``, the groups' products), and the dense twin, every row times ``w[0]``, by
+    ``torch._scaled_mm`` rowwise (cuBLAS's default: partial sums promoted into fp32 every few
+    k-steps), rowwise without that promotion (``FAST_ACCUM``) and tensorwise."""
+    import torch
+
+    if not labels:
+        return
     # torch's grouped FP8 GEMM, rowwise scales: a (sum M, K) row-major, b (G, K, N) column-major
     qa, sa = rowwise(x)
-    qw, sw = zip(*(rowwise(wg) for wg in w))  # one scale per row of w_g = per column of b_g
-    qb = torch.stack(qw).transpose(-2, -1)
-    sb = torch.stack([s.reshape(-1) for s in sw])
-    try:
-        if only is None or TORCH_FP8[0] in only:
+    if TORCH_FP8[0] in labels:
+        qw, sw = zip(*(rowwise(wg) for wg in w))  # one scale per row of w_g = per column of b_g
+        qb = torch.stack(qw).transpose(-2, -1)
+        sb = torch.stack([s.reshape(-1) for s in sw])
+        try:
             _torch_case(cases, errors, TORCH_FP8[0], exact, lambda: torch._scaled_grouped_mm(
                 qa, qb, sa.reshape(-1), sb, offs=offs, out_dtype=torch.bfloat16))
-    except RuntimeError as e:
-        notes["torch._scaled_grouped_mm"] = f"refused: {str(e).splitlines()[0][:160]}"
-    # the dense twin: every row times w[0], rowwise and tensorwise
+        except RuntimeError as e:
+            notes["torch._scaled_grouped_mm"] = f"refused: {str(e).splitlines()[0][:160]}"
+    # the dense twin: every row times w[0], rowwise (with and without promotion) and tensorwise
     dense_exact = x @ w[0].T
     qd, sd = rowwise(w[0])
     qt, st = tensorwise(x)
     qdt, sdt = tensorwise(w[0])
     twins = {TORCH_FP8[1]: lambda: torch._scaled_mm(qa, qd.t(), sa, sd.t(), out_dtype=torch.bfloat16),
+             FAST_ACCUM: lambda: torch._scaled_mm(qa, qd.t(), sa, sd.t(), out_dtype=torch.bfloat16,
+                                                  use_fast_accum=True),
              TORCH_FP8[2]: lambda: torch._scaled_mm(qt, qdt.t(), st, sdt, out_dtype=torch.bfloat16)}
     for label, fn in twins.items():
-        if only is None or label in only:
+        if label in labels:
             _torch_case(cases, errors, label, dense_exact, fn)
-    return BASELINE_FP8
 
 
 def _course_case(cases, errors, notes, label, build, out, ref, exact):

@@ -4,38 +4,20 @@ no FFMAs, the "free" FFMAs are really FFMAs with one or two wgmma batches queued
 candidate kernels keep the wgmma pipeline (ptxas serializes every wgmma when it cannot prove an
 accumulator finished before other instructions read it: warning C7514)."""
 
-import os
 import re
 import sys
 from pathlib import Path
 
-import pytest
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "experiments"))
 
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "benchmarks" / "experiments"
-sys.path.insert(0, str(EXPERIMENTS))
-
-
-@pytest.fixture
-def report(monkeypatch):
-    from cutecourse.inspect import compile_report
-
-    monkeypatch.setenv("PYTHONPATH", str(EXPERIMENTS) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-
-    def compile_(target, **params):
-        return compile_report(target, arch="sm_90a", **params)
-
-    return compile_
-
-
-def waits(ptx):
-    return sorted(set(int(n) for n in re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx)))
+from fp8_variants import compile_variant as report, wait_groups as waits  # noqa: E402
 
 
 def serialized(r):
     return "C7514" in r.log
 
 
-def test_no_promotion_and_free_ffmas(report):
+def test_no_promotion_and_free_ffmas():
     course = report("grouped_ceilings:target", promote=True)
     none = report("grouped_ceilings:target", promote=False)
     free = report("grouped_ceilings:target", promote="free")
@@ -47,7 +29,7 @@ def test_no_promotion_and_free_ffmas(report):
     assert all(r.spill_bytes == 0 and not serialized(r) for r in (course, none, free, deep))
 
 
-def test_candidates_keep_the_wgmma_pipeline(report):
+def test_candidates_keep_the_wgmma_pipeline():
     """(The first draft of the half parts issued conditionally and committed empty groups past the
     last k-tile: ptxas reported C7514 and serialized every wgmma.)"""
     half = report("fp8_half_parts:target")

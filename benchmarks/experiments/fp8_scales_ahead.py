@@ -151,15 +151,11 @@ def target(staged: bool = True):
 def cpu_check() -> dict:
     """Compile both for sm_90a (no GPU); print registers, spills, global loads and wgmmas, and
     return the two reports (False: the course kernel, True: the staged variant)."""
-    import os
+    from fp8_variants import compile_variant
 
-    from cutecourse.inspect import compile_report
-
-    here = str(Path(__file__).resolve().parent)
-    os.environ["PYTHONPATH"] = here + os.pathsep + os.environ.get("PYTHONPATH", "")
     reports = {}
     for staged in (False, True):
-        r = reports[staged] = compile_report("fp8_scales_ahead:target", arch="sm_90a", staged=staged)
+        r = reports[staged] = compile_variant("fp8_scales_ahead:target", staged=staged)
         print(f"staged={staged}: registers {r.registers}, spills {r.spill_bytes} B, "
               f"global loads {r.ptx.count('ld.global')}, wgmma {r.ptx.count('wgmma.mma_async')}", flush=True)
     return reports

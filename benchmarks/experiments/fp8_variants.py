@@ -20,11 +20,24 @@ RAGGED = [(300, 256, 128), (129, 384, 256), (7, 264, 384), (64, 200, 512), (100,
 
 
 def compile_variant(target: str, **params):
-    """``compile_report("module:target", arch="sm_90a", **params)`` for a module in this folder."""
+    """``compile_report("module:target", arch="sm_90a", **params)`` for a module in this folder
+    (the compiling process finds it on ``PYTHONPATH``, which is restored afterwards)."""
     from cutecourse.inspect import compile_report
 
-    os.environ["PYTHONPATH"] = str(HERE) + os.pathsep + os.environ.get("PYTHONPATH", "")
-    return compile_report(target, arch="sm_90a", **params)
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(HERE) + os.pathsep + (before or "")
+    try:
+        return compile_report(target, arch="sm_90a", **params)
+    finally:
+        if before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = before
+
+
+def wait_groups(ptx: str) -> list[int]:
+    """The distinct counts of the ``wgmma.wait_group`` instructions in ``ptx``, sorted."""
+    return sorted(set(int(n) for n in re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx)))
 
 
 def fake_target(kernel):
@@ -48,9 +61,8 @@ def describe(report) -> str:
     and ``wait_group`` counts, the FFMAs, and whether ptxas serialized the wgmmas (C7514)."""
     ptx = report.ptx
     shapes = sorted(set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m\d+n\d+k\d+)", ptx)))
-    waits = sorted(set(int(n) for n in re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx)))
     return (f"registers {report.registers}, spills {report.spill_bytes} B, wgmma {ptx.count('wgmma.mma_async')} "
-            f"{shapes}, wait_group {waits}, fma.rn.f32 {ptx.count('fma.rn.f32')}, "
+            f"{shapes}, wait_group {wait_groups(ptx)}, fma.rn.f32 {ptx.count('fma.rn.f32')}, "
             f"global loads {ptx.count('ld.global')}, multicast loads {ptx.count('.multicast::cluster')}, "
             f"wgmma serialized: {'C7514' in report.log}")
 

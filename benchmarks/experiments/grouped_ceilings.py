@@ -108,12 +108,8 @@ def cpu_check() -> dict:
     """Compile the course kernel and every variant of ``FP8_ROWS`` for sm_90a (no GPU) and print
     what decides what each times (``fp8_variants.describe``)."""
     reports = {}
-    for promote, cluster, tile in ((True, (2, 1), (128, 128)), (False, (2, 1), (128, 128)),
-                                   ("free", (2, 1), (128, 128)), ("deep free", (2, 1), (128, 128)),
-                                   (True, (2, 2), (128, 128)), (False, (2, 1), (128, 96)),
-                                   ("deep free", (2, 1), (128, 96)), ("turns", (2, 1), (128, 128)),
-                                   ("half", (2, 1), (128, 128)), ("halves", (2, 1), (128, 128)),
-                                   ("no epilogue", (2, 1), (128, 128)), ("overlap", (2, 1), (128, 128))):
+    for promote, cluster, tile in dict.fromkeys((p, c["cluster"], c.get("tile", (128, 128)))
+                                                for c, p in FP8_ROWS.values()):
         r = reports[promote, cluster, tile] = compile_variant("grouped_ceilings:target", promote=promote,
                                                               cluster=cluster, tile=tile)
         print(f"promote={promote}, cluster {cluster}, tile {tile}: {describe(r)}", flush=True)
@@ -154,17 +150,10 @@ def fp8_rows(name, cases, errors, only=None):
         ref, bound = (ref8, 1e-2) if promote in RECIPE else (unscaled, 5e-2)
         cases.append(bench.checked_case(label, fn, c, ref, bound))
         errors[f"{label}, vs {'the recipe' if promote in RECIPE else 'qa @ qb.T'}"] = gp._err(c, ref)
-    qa, sa = gp.rowwise(x)
-    qw, sw = zip(*(gp.rowwise(wg) for wg in w))  # torch's grouped FP8 GEMM, rowwise scales
-    qb, sb = torch.stack(qw).transpose(-2, -1), torch.stack([s.reshape(-1) for s in sw])
-    gp._torch_case(cases, errors, gp.TORCH_FP8[0], torch.cat([a @ b.T for a, b in zip(As, w)]),
-                   lambda: torch._scaled_grouped_mm(qa, qb, sa.reshape(-1), sb, offs=offs, out_dtype=torch.bfloat16))
-    qd, sd = gp.rowwise(w[0])
-    dense_exact = x @ w[0].T
-    for label, fast in (("dense twin _scaled_mm rowwise", False), ("dense twin _scaled_mm rowwise fast accum", True)):
-        gp._torch_case(cases, errors, label, dense_exact, lambda fast=fast: torch._scaled_mm(
-            qa, qd.t(), sa, sd.t(), out_dtype=torch.bfloat16, use_fast_accum=fast))
-    return 2 * sum(rows) * n * k, "dense twin _scaled_mm rowwise", dict(groups=len(rows), rows=rows, n=n, k=k)
+    notes = {}
+    gp.torch_fp8_cases(x, w, offs, torch.cat([a @ b.T for a, b in zip(As, w)]), cases, errors, notes,
+                       (gp.TORCH_FP8[0], gp.BASELINE_FP8, gp.FAST_ACCUM))
+    return 2 * sum(rows) * n * k, gp.BASELINE_FP8, dict(groups=len(rows), rows=rows, n=n, k=k, **notes)
 
 
 def padded(rows, height):
@@ -189,11 +178,10 @@ def moe_rows(cases, errors):
             a16, b16, offs, c, tile=(128, 256), cluster=cluster), c, exact, 1e-2))
     # every expert multiplies by w16[0]: the list form, one weight tensor for all groups
     As, Cs = a16.split(rows), c.split(rows)
-    shared_ref = (a16 @ w16[0].T).float()
+    dense_ref = (a16 @ w16[0].T).float()  # every row times w16[0]: also the dense kernels' answer
     cases.append(bench.checked_case("course bf16 1x1, one weight for all", grouped.launcher(
-        list(As), [w16[0]] * len(rows), list(Cs), tile=(128, 256)), c, shared_ref, 1e-2))
+        list(As), [w16[0]] * len(rows), list(Cs), tile=(128, 256)), c, dense_ref, 1e-2))
     dense = torch.empty_like(c)
-    dense_ref = (a16 @ w16[0].T).float()
     cases.append(bench.checked_case("dense twin torch.matmul", lambda: torch.matmul(a16, w16[0].T, out=dense),
                                     dense, dense_ref, 1e-2))
     for height in (128, 64):
