@@ -20,7 +20,6 @@ from types import SimpleNamespace
 
 import pytest
 
-import cutecourse
 from cutecourse.errors import ShapeError
 from cutecourse.models import group_scheduler as gs
 from cutecourse.models.group_scheduler import (GroupedProblem, WorkItem, balance, locate,
@@ -316,6 +315,54 @@ def test_titles_count_in_the_singular_and_plural():
     assert vz.plural(2, "CTA") == "2 CTAs" and vz.plural(1, "CTA") == "1 CTA"
 
 
+def _blank_schedule_cells(w) -> tuple[int, int]:
+    """Render the widget's schedule figure as the widget does (66 dpi) and look at the pixels:
+    (cells whose middle half is mostly white, cells with a work item)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from cutecourse.viz.picture import figure_png
+
+    fig = w.fig_sched
+    img = np.asarray(Image.open(io.BytesIO(figure_png(fig, 66))).convert("RGB")).astype(int)
+    ax = fig.axes[0]
+    fig.canvas.draw()  # same layout as the PNG's (figure_png draws the same figure)
+    box = ax.get_window_extent()
+    scale = 66 / fig.dpi  # window extents are at the figure's dpi
+    x0, x1, y_top = box.x0 * scale, box.x1 * scale, img.shape[0] - box.y1 * scale
+    rows, steps = ax.get_ylim()[0], ax.get_xlim()[1]
+    cw, ch = (x1 - x0) / steps, (box.height * scale) / rows
+    sched = gs.schedule(w.problem, int(rows))
+    blank = filled = 0
+    for cta, items in enumerate(sched):
+        for i in range(len(items)):
+            # the cell's middle half, where neither its edge nor a rewrite bar (left edge) lies
+            xa, xb = int(x0 + (i + 0.3) * cw), int(x0 + (i + 0.8) * cw) + 1
+            ya, yb = int(y_top + (cta + 0.25) * ch), int(y_top + (cta + 0.75) * ch) + 1
+            patch = img[ya:yb, xa:xb].reshape(-1, 3)
+            white = (patch.min(axis=1) >= 240).mean()
+            filled += 1
+            blank += white > 0.5
+    return blank, filled
+
+
+def test_schedule_cells_keep_their_colour_when_small():
+    """The widget at its slider's maximum, 132 CTAs, and at 1 CTA with ~300 items: every cell of
+    the schedule shows its group's colour (white edges once swamped cells under ~2 px)."""
+    pytest.importorskip("ipywidgets")
+    from cutecourse.viz.group_schedule import schedule_widget
+
+    many = schedule_widget(groups=32, m_range=(0, 2048), ctas=132)
+    assert len(gs.schedule(many.problem, 132)) == 132
+    one = schedule_widget(groups=20, m_range=(0, 1024), ctas=1)
+    assert 250 <= one.problem.total <= 400, one.problem.total
+    for w in (many, one, schedule_widget(groups=8, m_range=(0, 1024), ctas=16)):
+        blank, filled = _blank_schedule_cells(w)
+        assert filled and blank == 0, f"{w.describe()}: {blank} of {filled} schedule cells drawn blank"
+
+
 # -- the DSL's scheduler on a GPU ----------------------------------------------------------------
 _PROBE = r'''
 """Run the DSL's grouped tile scheduler (both APIs) on the GPU; print each CTA's items as JSON."""
@@ -433,11 +480,7 @@ def run_dsl_probe(cases=GPU_CASES, timeout=300):
     return json.loads(proc.stdout.split("RESULT", 1)[1])
 
 
-_CLUSTER_GPU = cutecourse.modes.mode_for("sm_90a").run or cutecourse.modes.mode_for("sm_100a").run
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not _CLUSTER_GPU, reason="needs an sm_90a or sm_100a GPU (clusters)")
+@pytest.mark.gpu("sm_90a", "sm_100a")  # clusters: Hopper or Blackwell
 def test_schedule_matches_the_dsl_scheduler_on_the_gpu():
     for case, res in zip(GPU_CASES, run_dsl_probe()):
         assert res["new"] == res["model"], case

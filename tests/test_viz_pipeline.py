@@ -59,8 +59,8 @@ def test_shrinking_the_ring_keeps_a_working_prefetch_depth():
     w.stages.value = 2
     assert w.prefetch.value == 1 and w.prefetch.max == 2
     assert w.trace.deadlock is None and w.trace.prefetch == 1
-    w.stages.value = 6  # growing the ring keeps the depth
-    assert w.prefetch.value == 1 and w.prefetch.max == 6
+    w.stages.value = 6  # growing the ring gives back the depth the learner chose
+    assert w.prefetch.value == 3 and w.prefetch.max == 6
     w.variant.value = "compiler"
     w.stages.value = 1  # the compiler's depth 0 is the naive order: still runs
     assert w.prefetch.value == 0 and w.trace.deadlock is None
@@ -123,3 +123,37 @@ def test_dataflow_shows_the_stage_sizes():
     text = " ".join(t.get_text() for t in ax.texts)
     assert "16 KiB" in text and "32 KiB" in text and "48 KiB" in text  # A, B, one stage
     assert "128 per thread" in text  # 128*256 fp32 accumulators over 256 threads
+
+
+def test_stages_down_to_one_and_back_restore_the_default_run():
+    """Moving only the stages slider 4 -> 1 -> 4 ends where it started: the default run, not a
+    deadlock (the depth forced at 1 stage is not mistaken for the learner's choice); at 1 stage
+    the prefetch loop's readout gives advice the controls can follow."""
+    w = vp.PipelineWidget(render=False)  # the notebook's default: prefetch, 4 stages, depth 3
+    default = w.describe_run()
+    assert w.trace.deadlock is None and w.prefetch.value == 3
+    w.stages.value = 1
+    assert w.trace.deadlock is not None and w.prefetch.value == 1
+    why = w.why_deadlock()
+    assert "needs at least 2 stages" in why and "up to 0" not in why
+    for stages in (2, 3, 4):  # the slider passes through every value on the way back
+        w.stages.value = stages
+        assert w.trace.deadlock is None and w.prefetch.value == stages - 1
+    assert w.describe_run() == default
+    w.variant.value = "compiler"  # the compiler's loop: depth 0 at 1 stage, its depth back at 4
+    w.stages.value = 1
+    assert w.prefetch.value == 0 and w.trace.deadlock is None
+    w.stages.value = 4
+    assert w.prefetch.value == 3 and w.trace.deadlock is None
+
+
+def test_a_depth_the_learner_chose_survives_a_smaller_ring():
+    w = vp.PipelineWidget("prefetch", stages=6, k_tiles=8, render=False)
+    w.prefetch.value = 2  # the learner's choice
+    w.stages.value = 2
+    assert w.prefetch.value == 1
+    w.stages.value = 8
+    assert w.prefetch.value == 2 and w.trace.deadlock is None
+    w.prefetch.value = 8  # the deadlock on purpose, then a smaller ring: it follows
+    w.stages.value = 5
+    assert w.prefetch.value == 5 and w.trace.deadlock is not None

@@ -18,6 +18,7 @@ import numpy as np
 from matplotlib.collections import PatchCollection
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Rectangle
+from matplotlib.ticker import MaxNLocator
 
 from ..errors import ShapeError
 from ..models import group_scheduler as gs
@@ -129,8 +130,8 @@ def draw_schedule(problem: gs.GroupedProblem, ctas: int, show_updates: bool = Tr
             if rows <= 24 and steps <= 24:
                 ax.text(i + 0.5, cta + 0.5, str(it.linear), ha="center", va="center", fontsize=6)
     cmap = ListedColormap([color_of(g) for g in range(problem.groups)])
-    ax.pcolormesh(np.ma.masked_invalid(grid), cmap=cmap, vmin=-0.5, vmax=problem.groups - 0.5,
-                  edgecolors="white", linewidth=0.3 if rows * steps < 4000 else 0)
+    mesh = ax.pcolormesh(np.ma.masked_invalid(grid), cmap=cmap, vmin=-0.5, vmax=problem.groups - 0.5,
+                         edgecolors="white", linewidth=0)
     if show_updates:
         xs = [i + 0.04 for cta in range(rows) for i in ups.positions[cta]]
         ys = [cta for cta in range(rows) for _ in ups.positions[cta]]
@@ -138,6 +139,8 @@ def draw_schedule(problem: gs.GroupedProblem, ctas: int, show_updates: bool = Tr
                   linewidth=2 if rows <= 40 else 1)
     ax.set_xlim(0, steps)
     ax.set_ylim(rows, 0)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps and CTAs are whole numbers
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("step (the CTA's 1st, 2nd, ... work item)")
     ax.set_ylabel("CTA (one per SM)")
     handles = [Rectangle((0, 0), 1, 1, facecolor=color_of(g)) for g in range(problem.groups)
@@ -151,7 +154,18 @@ def draw_schedule(problem: gs.GroupedProblem, ctas: int, show_updates: bool = Tr
     ax.set_title(f"{plural(len(sched), 'CTA')}, {what}; k-tile load max/mean = {bal.ratio:.2f}",
                  fontsize=10)
     fig.tight_layout()
+    # White cell edges only where cells are large enough to keep their colour: an edge is drawn
+    # at least 1 px wide whatever its width in points, so on cells under a few pixels (132 CTAs,
+    # or one CTA with hundreds of items) the edges would cover the cells and leave them white.
+    box = ax.get_position()
+    cell_pt = min(box.width * fig.get_figwidth() / steps, box.height * fig.get_figheight() / rows) * 72
+    if cell_pt >= MIN_EDGED_CELL_PT:
+        mesh.set_linewidth(0.3)
     return fig
+
+
+#: The smallest cell side (points) that gets a white edge: 6 pt is 5.5 px at the widget's 66 dpi.
+MIN_EDGED_CELL_PT = 6.0
 
 
 class ScheduleWidget:

@@ -120,9 +120,10 @@ class PipelineWidget:
     Controls: variant, stages, k-tiles, prefetch depth (recompute the run) and a step slider
     with previous/next buttons; the picture is :func:`draw_state` of the chosen step. The
     prefetch depth follows the ring: its slider ends at ``stages`` (a depth of ``stages`` is
-    the deadlock the notebook asks about), a depth that fitted the old ring is clamped to
-    ``stages - 1`` when the ring shrinks, and the naive loop, which prefetches nothing, greys
-    it out. A run that deadlocks says so, and why, at every step. Display the object (it is a
+    the deadlock the notebook asks about). The widget remembers the depth the learner chose:
+    a ring too small for it gets the deepest depth that fits (``stages - 1``), and a ring
+    grown back gets the chosen depth again, so moving only the stages slider never leaves a
+    deadlock behind. The naive loop, which prefetches nothing, greys the slider out. A run that deadlocks says so, and why, at every step. Display the object (it is a
     course widget: :mod:`cutecourse.viz.widgets`); the callbacks are plain methods, so tests
     drive them without a browser (``render=False`` skips the picture).
 
@@ -149,6 +150,7 @@ class PipelineWidget:
                                 f"fits), or {stages} to see the deadlock")
 
         self._render_enabled = render
+        self._chosen = depth  # the depth the learner asked for (moving stages never changes it)
         self._quiet = 0  # > 0 while the widget sets its own controls
         self.png = b""
         self.variant = w.Dropdown(options=list(pm.VARIANTS), value=variant, description="variant")
@@ -173,8 +175,8 @@ class PipelineWidget:
                     (self.status, "cc-readout"))
         self.variant.observe(self._on_variant, names="value")
         self.stages.observe(self._on_stages, names="value")
-        for c in (self.k_tiles, self.prefetch):
-            c.observe(self._on_config, names="value")
+        self.k_tiles.observe(self._on_config, names="value")
+        self.prefetch.observe(self._on_prefetch, names="value")
         self.step.observe(self._on_step, names="value")
         self.prev_button.on_click(lambda _: self.move(-1))
         self.next_button.on_click(lambda _: self.move(+1))
@@ -185,6 +187,11 @@ class PipelineWidget:
     # -- callbacks ----------------------------------------------------------------------------
     def _on_config(self, change=None) -> None:
         if not self._quiet:
+            self._recompute()
+
+    def _on_prefetch(self, change=None) -> None:
+        if not self._quiet:  # the learner moved it: that is the depth to keep
+            self._chosen = self.prefetch.value
             self._recompute()
 
     def _on_variant(self, change) -> None:
@@ -203,22 +210,22 @@ class PipelineWidget:
     def _on_stages(self, change) -> None:
         """Keep the prefetch depth meaningful for the new ring.
 
-        A depth that fitted the old ring (``<= stages - 1``) is clamped to ``stages - 1`` of the
-        new one, so shrinking the ring never turns a working run into a deadlock from step 0;
-        a depth of ``stages`` (the deadlock on purpose) follows the ring.
+        The learner's chosen depth is kept where it fits (``<= stages - 1``), else the deepest
+        that does, so shrinking the ring never turns a working run into a deadlock, and growing
+        it back restores the chosen depth. A chosen depth of ``stages`` (the deadlock on
+        purpose) follows the ring. The one ring no depth fits is the prefetch loop's single
+        stage: it gets depth 1 and the readout says the loop needs two stages.
         """
         if self._quiet:
             return
         old, new = change["old"], change["new"]
-        depth = self.prefetch.value
-        fitted = depth <= old - 1
         self._quiet += 1
         try:
             lo = _min_depth(self.variant.value)
-            if fitted:
-                depth = min(depth, max(lo, new - 1))
-            elif depth == old:
-                depth = new  # the deadlock on purpose follows the ring
+            if self._chosen == self.prefetch.value == old:
+                depth = self._chosen = new  # the deadlock on purpose follows the ring
+            else:
+                depth = max(lo, min(self._chosen, new - 1))
             # The slider clamps its value to [min, max]: widen the range before moving the
             # value into it, and narrow it after.
             self.prefetch.max = max(new, self.prefetch.value)
@@ -269,6 +276,9 @@ class PipelineWidget:
         t = self.trace
         if not t.deadlock:
             return ""
+        if t.variant == "prefetch" and t.stages == 1:
+            return ("the prefetch loop needs at least 2 stages: its prologue fills the only stage, "
+                    "and the first refill waits for a stage nobody can release yet; add a stage")
         if t.variant != "naive" and t.prefetch >= t.stages:
             return (f"prefetch {t.prefetch} = stages {t.stages}: the loop refills a stage before "
                     f"anyone released it; a depth up to {t.stages - 1} fits")
