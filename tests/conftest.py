@@ -7,10 +7,50 @@ import pytest
 import cutecourse  # noqa: F401
 
 
+# -- GPU markers ----------------------------------------------------------------------------------
+# ``@pytest.mark.gpu`` (a Hopper GPU, sm_90a), ``@pytest.mark.gpu("sm_100a")``,
+# ``@pytest.mark.gpu("any")`` (any CUDA GPU of sm_80 or newer) or ``@pytest.mark.gpu("sm_90a",
+# "sm_100a")`` (either): the test runs only where cutecourse.modes would run kernels for that
+# target, and is reported as skipped, with the reason, everywhere else. ``@pytest.mark.no_gpu``
+# (same arguments) is the mirror image, for the compile-only path (a refusal with a DeviceError)
+# that a machine able to run the target cannot take.
+GPU_DEFAULT_TARGET = "sm_90a"
+
+
+def _alternatives(item, name: str) -> list:
+    """One tuple of targets per ``name`` marker on ``item``. A bare marker counts only when no
+    marker of that name names a target: ``@pytest.mark.gpu`` stacked on
+    ``@pytest.mark.gpu("sm_100a")`` means sm_100a."""
+    named = [tuple(m.args) for m in item.iter_markers(name)]
+    if not named:
+        return []
+    return [t for t in named if t] or [(GPU_DEFAULT_TARGET,)]
+
+
+def pytest_collection_modifyitems(config, items):
+    modes = {}
+
+    def mode(target):
+        if target not in modes:
+            modes[target] = cutecourse.modes.mode_for(target)
+        return modes[target]
+
+    for item in items:
+        for targets in _alternatives(item, "gpu"):
+            if not any(mode(t).run for t in targets):
+                why = "; ".join(dict.fromkeys(mode(t).reason for t in targets))
+                item.add_marker(pytest.mark.skip(reason=f"needs a GPU for {' or '.join(targets)}: {why}"))
+        for targets in _alternatives(item, "no_gpu"):
+            running = [t for t in targets if mode(t).run]
+            if running:
+                item.add_marker(pytest.mark.skip(
+                    reason=f"checks the compile-only path, but this machine runs {running[0]} "
+                           f"({mode(running[0]).reason})"))
+
+
 def gpu_for(target: str):
-    """A pytest mark that skips unless kernels for ``target`` can run on this machine."""
-    m = cutecourse.modes.mode_for(target)
-    return pytest.mark.skipif(not m.run, reason=f"needs a GPU for {target}: {m.reason}")
+    """The ``gpu`` marker for ``target``, as a decorator: same as ``@pytest.mark.gpu(target)``."""
+    return pytest.mark.gpu(target)
 
 
 def far_from_torch(results):

@@ -5,7 +5,6 @@ import torch
 
 from cutecourse import errors, inspect
 from cutecourse.kernels import elementwise as ew
-from conftest import gpu_for
 
 TARGET = "cutecourse.kernels.elementwise:compile_target"
 
@@ -93,22 +92,14 @@ def test_rejects_bad_parameters():
         ew.compile_target(variant="fast")
 
 
+@pytest.mark.no_gpu("any")
 def test_add_without_gpu_says_why():
-    if cutecourse_mode_runs():
-        pytest.skip("a GPU is present")
     with pytest.raises(errors.DeviceError, match="compile-and-inspect"):
         ew.add(_cpu(), _cpu())
 
 
-def cutecourse_mode_runs():
-    import cutecourse
-
-    return cutecourse.modes.mode_for("any").run
-
-
 # ------------------------------------------------------------------------------------- GPU
-@pytest.mark.gpu
-@gpu_for("any")
+@pytest.mark.gpu("any")
 @pytest.mark.parametrize("variant", ["naive", "vectorized"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("shape", [(1024, 1024), (333, 264), (1, 8), (4097, 136)])
@@ -119,15 +110,13 @@ def test_matches_torch(variant, dtype, shape):
     torch.testing.assert_close(out, a + b, rtol=0, atol=0)
 
 
-@pytest.mark.gpu
-@gpu_for("any")
+@pytest.mark.gpu("any")
 def test_naive_handles_odd_shapes_on_gpu():
     a, b = (torch.randn(37, 51, device="cuda") for _ in range(2))
     torch.testing.assert_close(ew.add(a, b, variant="naive"), a + b, rtol=0, atol=0)
 
 
-@pytest.mark.gpu
-@gpu_for("any")
+@pytest.mark.gpu("any")
 def test_misaligned_view_is_refused_on_gpu():
     base = torch.randn(64 * 64 + 1, device="cuda", dtype=torch.float16)
     a = base[1:].view(64, 64)

@@ -4,14 +4,12 @@ that it computes a + b."""
 import pytest
 import torch
 
-import cutecourse
 from cutecourse import inspect
 from cutecourse.errors import AlignmentError, DeviceError, DTypeError, LayoutError, ShapeError
 from cutecourse.kernels import elementwise_tv as tv
 from cutecourse.kernels.elementwise_tv import TVShape
 
 TARGET = "cutecourse.kernels.elementwise_tv:compile_target"
-gpu = pytest.mark.skipif(not cutecourse.modes.mode_for("any").run, reason="needs a CUDA GPU (sm_80+)")
 
 
 # -- the layouts, evaluated by CuTe on the CPU ----------------------------------------------------
@@ -100,7 +98,7 @@ def test_operand_checks_on_cpu_tensors():
         tv.check_operands(a, a, a, s)  # need_cuda=True: CPU tensors are refused
 
 
-@pytest.mark.skipif(cutecourse.modes.mode_for("any").run, reason="checks the CPU-only path")
+@pytest.mark.no_gpu("any")
 def test_add_without_gpu_says_so():
     a = torch.zeros(16, 256, dtype=torch.float16)
     with pytest.raises(DeviceError, match="launches"):
@@ -146,8 +144,7 @@ def test_compile_target_rejects_a_tile_that_does_not_divide():
 
 
 # -- on a GPU: it computes a + b ------------------------------------------------------------------
-@pytest.mark.gpu
-@gpu
+@pytest.mark.gpu("any")
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("shape", [TVShape(), TVShape((1, 256), (2, 8)), TVShape((4, 32), (4, 8), "m"),
                                    TVShape((2, 64), (1, 16)), TVShape((8, 32), (2, 8), "n", "cs"),
@@ -161,8 +158,7 @@ def test_add_matches_torch(dtype, shape):
     torch.testing.assert_close(c, a + b)
 
 
-@pytest.mark.gpu
-@gpu
+@pytest.mark.gpu("any")
 def test_add_on_gpu_refuses_a_ragged_shape_and_a_misaligned_view():
     a = torch.randn(16, 260, device="cuda", dtype=torch.float16)
     with pytest.raises(ShapeError, match="not a multiple of 256"):

@@ -76,12 +76,8 @@ def test_hang_explanation_names_the_barrier():
     assert "empty[0]" in text and "never flips" in text
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu("sm_90a")
 def test_prefetch_stages_on_the_gpu():
-    import cutecourse
-
-    if not cutecourse.modes.mode_for("sm_90a").run:
-        pytest.skip("needs an sm_90a GPU")
     r = nb04.check_prefetch_stages(3, 4, on_gpu=True, timeout=300)
     assert r, r.message
     assert "matched torch" in r.message

@@ -245,12 +245,10 @@ def test_nb05_checkers_accept_right_and_reject_wrong_answers():
 
 
 # -- the cluster kernel: what it uses agrees with the planner ---------------------------------------
-import cutecourse  # noqa: E402
 from cutecourse.errors import DeviceError  # noqa: E402
 from cutecourse.kernels import hopper_gemm as hg  # noqa: E402
 from cutecourse.kernels import hopper_gemm_cluster as hc  # noqa: E402
 from cutecourse.models.multicast import traffic_summary  # noqa: E402
-from conftest import gpu_for  # noqa: E402
 
 KERNEL_CLUSTERS = [(1, 1), (2, 1), (1, 2), (2, 2), (4, 2), (1, 4)]
 
@@ -343,7 +341,7 @@ def test_kernel_refuses_a_bad_cluster_before_compiling():
         hc.ClusterHopperGemm((128, 256), "prefetch", (2, 1), l2_hints="evict")
 
 
-@pytest.mark.skipif(cutecourse.modes.mode_for("sm_90a").run, reason="this machine can run sm_90a")
+@pytest.mark.no_gpu("sm_90a")
 def test_launcher_takes_grids_that_are_not_whole_clusters():
     import torch
 
@@ -378,8 +376,7 @@ print("ok")
 """
 
 
-@pytest.mark.gpu
-@gpu_for("sm_90a")
+@pytest.mark.gpu("sm_90a")
 def test_every_cluster_shape_matches_torch_on_the_gpu():
     import subprocess
     import sys
