@@ -28,16 +28,38 @@ def test_wave_efficiency_is_not_the_last_waves_fill():
     assert not r and "last wave's fill" in r.hint
 
 
+def _pool_rule(p, pw, cw):
+    """The CTA's launch pool: floor(65536 / threads / 8) * 8 per thread, times its threads."""
+    threads = 128 * (pw + cw)
+    pool_per_128 = min(256, 65536 // threads // 8 * 8) * threads // 128
+    return min(256, (pool_per_128 - pw * p) // cw // 8 * 8)
+
+
 def test_consumer_registers():
-    def right(p, pw, cw):
+    assert nb06.check_consumer_registers(_pool_rule)
+    assert _pool_rule(hp.PRODUCER_REGISTERS, 1, 2) == hp.CONSUMER_REGISTERS  # the kernel's own split
+    # the named cases: 1 + 2 warpgroups launch with 168 x 384 = 64512 registers, not 65536
+    assert (_pool_rule(32, 1, 2), _pool_rule(48, 1, 2)) == (232, 224)
+    assert nb06.launch_registers(384) * 384 == 64512
+
+
+def test_consumer_registers_rejects_the_whole_register_file():
+    def whole_sm(p, pw, cw):  # 65536 registers for the taking: 240 at (32, 1, 2) would hang
         return min(256, (65536 // 128 - pw * p) // cw // 8 * 8)
 
-    assert nb06.check_consumer_registers(right)
-    assert right(hp.PRODUCER_REGISTERS, 1, 2) == hp.CONSUMER_REGISTERS  # the kernel's own split
+    assert whole_sm(32, 1, 2) == 240
+    r = nb06.check_consumer_registers(whole_sm)
+    assert not r and "producer 32 x 1" in r.message and "you gave 240" in r.message
+    assert "the most is 232" in r.message and "168 x 384 = 64512" in r.message and "forever" in r.message
+
+
+def test_consumer_registers_typical_mistakes():
     r = nb06.check_consumer_registers(lambda p, pw, cw: (65536 // 128 - pw * p) // cw)
     assert not r and ("multiple of 8" in r.message or "256" in r.message)
-    r = nb06.check_consumer_registers(lambda p, pw, cw: 232)
-    assert not r
+    r = nb06.check_consumer_registers(lambda p, pw, cw: 232)  # the kernel's number for every split
+    assert not r and "you gave 232" in r.message
+    r = nb06.check_consumer_registers(lambda p, pw, cw: 512 - p)  # forgot to share among consumers
+    assert not r and "256" in r.message
 
 
 def test_ring_position():

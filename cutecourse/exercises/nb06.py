@@ -2,7 +2,8 @@
 
 Each answer is compared with what the course's code or the hardware rule says, computed here by
 the definition, never with a table of numbers: the wave arithmetic of ``models.gemm_plan`` (the whole grid's wave efficiency), the
-``setmaxnreg`` rule (multiples of 8, at most 256 per thread, 64 K registers per SM), and the order
+``setmaxnreg`` rule (multiples of 8, at most 256 per thread, and only the registers the CTA was
+launched with: a per-CTA pool, never the whole 64 K register file), the order
 in which the ping-pong kernel's producer fills the ring (enumerated step by step), the
 busy time of a profiled loop of launches (the union of their intervals), the ordered barrier's
 waits and arrives (``models.ordered_barrier``) and who finishes a stream-K split tile
@@ -52,35 +53,67 @@ def check_wave_efficiency(fn) -> Result:
 check_last_wave = check_wave_efficiency
 
 
+def launch_registers(threads: int) -> int:
+    """Registers per thread a CTA of ``threads`` threads can be launched with when it alone fills
+    the SM: 65536 / threads, rounded down to a multiple of 8 (the allocation unit), at most 256.
+    (ptxas then reports this figure: 168 for the course's 384-thread kernels.)"""
+    return min(256, REGISTER_FILE // threads // 8 * 8)
+
+
 def _largest_consumer_count(producer: int, producer_wgs: int, consumer_wgs: int) -> int:
-    fits = [r for r in range(24, 257, 8)
-            if 128 * (producer_wgs * producer + consumer_wgs * r) <= REGISTER_FILE]
+    """The most a consumer may take: ``setmaxnreg.inc`` draws only from the CTA's pool, the
+    registers it was launched with (launch count x threads); more and it waits forever."""
+    threads = 128 * (producer_wgs + consumer_wgs)
+    pool = launch_registers(threads) * threads
+    fits = [r for r in range(24, 257, 8) if 128 * (producer_wgs * producer + consumer_wgs * r) <= pool]
     return max(fits)
 
 
+#: Splits the checker tries first, by name: the course's kernel (40 -> 232), and the two where the
+#: whole register file (65536) and the CTA's pool (168 x 384 = 64512) give different answers.
+NAMED_SPLITS = [(40, 1, 2), (32, 1, 2), (48, 1, 2)]
+#: Then a sweep: producer counts x (producer, consumer) warpgroups, 1 + 4 with a 96-register pool.
+SWEEP_SPLITS = [(p, pw, cw) for p in (24, 32, 40, 48, 56)
+                for pw, cw in ((1, 1), (1, 2), (1, 3), (2, 2), (1, 4), (2, 3))]
+
+
 @checker("registers per consumer thread under setmaxnreg",
-         hint="every thread of a warpgroup gets the same count; counts are multiples of 8 between "
-              "24 and 256; all threads of the SM together have 65536 registers.")
+         hint="setmaxnreg only moves registers inside the CTA's launch allocation: the CTA starts "
+              "with floor(65536 / threads / 8) * 8 registers per thread (at most 256), e.g. 168 x 384 "
+              "= 64512 for 1 + 2 warpgroups, and what the producers give back is all the consumers "
+              "may take. Counts are multiples of 8 between 24 and 256.")
 def check_consumer_registers(fn) -> Result:
     """``fn(producer_regs, producer_wgs, consumer_wgs) -> int``: the most a consumer thread may
     ask for (``setmaxnreg.inc``) once the producer warpgroups have given theirs back."""
     title = "registers per consumer thread under setmaxnreg"
     tried = 0
-    for producer in (24, 32, 40, 48, 56):
-        for producer_wgs, consumer_wgs in ((1, 1), (1, 2), (1, 3), (2, 2)):
-            want = _largest_consumer_count(producer, producer_wgs, consumer_wgs)
-            got = answered(fn(producer, producer_wgs, consumer_wgs), "consumer_registers")
-            tried += 1
-            if got != want:
-                why = ("not a multiple of 8" if isinstance(got, int) and got % 8 else
-                       "more than a thread may have (256)" if isinstance(got, int) and got > 256 else
-                       "over the 65536 registers of the SM" if isinstance(got, int) and got > want else
-                       "fewer than fit")
-                return failed(title, f"producer {producer} x {producer_wgs} warpgroup(s), "
-                              f"{consumer_wgs} consumer warpgroup(s): you gave {got!r} ({why}); "
-                              f"the most is {want}", "128 threads per warpgroup")
+    for producer, producer_wgs, consumer_wgs in NAMED_SPLITS + SWEEP_SPLITS:
+        want = _largest_consumer_count(producer, producer_wgs, consumer_wgs)
+        got = answered(fn(producer, producer_wgs, consumer_wgs), "consumer_registers")
+        tried += 1
+        if got == want:
+            continue
+        threads = 128 * (producer_wgs + consumer_wgs)
+        launch = launch_registers(threads)
+        if not isinstance(got, int) or isinstance(got, bool):
+            why = "return a whole number of registers"
+        elif got % 8:
+            why = "not a multiple of 8"
+        elif got > 256:
+            why = "more than a thread may have (256)"
+        elif got > want:
+            why = (f"more than the CTA's pool holds: it was launched with {launch} x {threads} = "
+                   f"{launch * threads} registers, not the SM's 65536, and setmaxnreg.inc would wait "
+                   "forever for the rest")
+        else:
+            why = "fewer than fit"
+        return failed(title, f"producer {producer} x {producer_wgs} warpgroup(s), {consumer_wgs} "
+                      f"consumer warpgroup(s): you gave {got!r} ({why}); the most is {want}",
+                      f"the pool: {launch} registers per thread at launch x {threads} threads; "
+                      "128 threads per warpgroup")
     return passed(title, f"all {tried} splits agree; the course's kernel: producer 40, 2 consumer "
-                  f"warpgroups -> {_largest_consumer_count(40, 1, 2)}")
+                  f"warpgroups -> {_largest_consumer_count(40, 1, 2)}, inside its launch pool of "
+                  f"{launch_registers(384)} x 384 = {launch_registers(384) * 384} registers")
 
 
 def _producer_order(items: int, k_tiles: int) -> dict[tuple[int, int, int], int]:
