@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import functools
 import http.server
-import os
 import threading
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
@@ -22,6 +21,7 @@ from urllib.parse import urljoin, urlsplit
 import nbformat
 import pytest
 
+import browser
 from cutecourse import course
 from cutecourse.site import SiteError, build, missing_builder, run_sphinx
 from cutecourse.site.stage import linkify, source_markdown, sources_named
@@ -29,7 +29,6 @@ from cutecourse.site.verify import verify
 from cutecourse.site.widgets import (NO_PICTURE_NOTE, SNAPSHOT_NOTE, WIDGET_VIEW, make_static,
                                      static_outputs)
 
-ROOT = Path(__file__).resolve().parent.parent
 PNG_A, PNG_B = base64.b64encode(b"\x89PNG a").decode(), base64.b64encode(b"\x89PNG b").decode()
 
 
@@ -205,18 +204,6 @@ def test_site_has_every_page_and_every_picture(site):
 
 
 # -- the real site in a real browser ---------------------------------------------------------------
-def _browser_missing() -> str | None:
-    from test_browser import CHROMIUM
-
-    if not os.path.exists(CHROMIUM):
-        return "chromium is not installed (apt-get install chromium)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "playwright is not installed (pip install playwright)"
-    return None
-
-
 class _Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):  # the test reports what matters
         pass
@@ -225,7 +212,7 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture
 def served(site):
     """The built site on 127.0.0.1 (a web server, as GitHub Pages serves it); always shut down."""
-    why = _browser_missing()
+    why = browser.missing()
     if why:
         pytest.skip(why)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
@@ -239,25 +226,18 @@ def served(site):
         server.server_close()
 
 
-def _artifacts() -> Path:
-    d = Path(os.environ.get("CUTECOURSE_ARTIFACTS", ROOT / "artifacts")) / "site"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
 @pytest.mark.slow
 def test_every_page_in_a_browser_has_its_pictures_and_no_broken_link(site, served, capsys):
     from playwright.sync_api import sync_playwright
-    from test_browser import CHROMIUM, CHROMIUM_FLAGS
 
-    shots = _artifacts()
+    shots = browser.artifact_dir("site")
     # Source pages (plain text) are reached by their links below, not opened one by one.
     pages = [p.rsplit(".", 1)[0] + ".html" for p in site.staged.pages if not p.startswith("source/")]
     links: dict[str, set[str]] = {}  # target url (no fragment) -> fragments asked for
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        chromium = browser.launch(p)
         try:
-            ctx = browser.new_context(viewport={"width": 1300, "height": 900})
+            ctx = chromium.new_context(viewport={"width": 1300, "height": 900})
             ctx.set_default_timeout(30_000)
             # Nothing leaves the machine: MathJax (one page) and any other CDN are refused.
             ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith(served) else r.abort())
@@ -302,7 +282,7 @@ def test_every_page_in_a_browser_has_its_pictures_and_no_broken_link(site, serve
                     broken += [f"{target}#{f}" for f in sorted(wanted - ids)]
             assert not broken, f"{len(broken)} broken links: {broken[:10]}"
         finally:
-            browser.close()
+            chromium.close()
     with capsys.disabled():
         print(f"\nsite: {len(pages)} pages and {len(links)} link targets checked in chromium; "
               f"screenshots in {shots}")

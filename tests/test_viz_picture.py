@@ -45,8 +45,15 @@ def test_compact_figures_makes_the_notebook_store_palette_pngs():
         plt.close("all")
 
 
-def test_compact_figures_outside_ipython_does_nothing():
-    picture.compact_figures()  # no shell: no error, nothing registered
+def test_compact_figures_outside_ipython_does_nothing(monkeypatch):
+    from IPython import get_ipython
+
+    assert get_ipython() is None  # pytest is no IPython shell (the test above clears its own)
+    opened = []
+    monkeypatch.setattr(plt, "figure", lambda *a, **k: opened.append(a))
+    assert picture.compact_figures() is None
+    assert opened == []  # it returned before touching pyplot: no backend, no formatter set up
+    assert get_ipython() is None  # and it did not start a shell to register one in
 
 
 def test_error_html_escapes_and_shows_both_lines():
