@@ -1,0 +1,381 @@
+"""Check a kernel the learner wrote: compile it, read what the compiler made, run it in a child.
+
+This is the manual for writing a *kernel* checker (an exercise where the learner writes CuTe DSL:
+one hook of a course kernel, or a function a kernel calls). Every such checker does the same
+steps; each has one call here.
+
+**0. Name the learner's code.** ``code = LearnerCode(MyGemm)`` (``learner_code.py``): the class or
+function from the notebook cell (plus any helper from another cell it calls). It knows the cell
+lines, and can write itself out as a module for a child process.
+
+**1. Compile it for its real target, on the CPU.** ::
+
+    report = compile_kernel(code, "MyGemm(tile_mn=(128, 256), variant='prefetch')",
+                            args="cutecourse.exercises.kernel_check:gemm_args")
+
+``kernel`` is a Python expression over the learner's names that builds the kernel object;
+``args`` is ``"module:function"``, called as ``function(kernel, **args_params)``, that returns
+the compile arguments (fake tensors, stream). :func:`gemm_args` serves every dense GEMM taking
+``(A, B, C, stream)``. The result is an ``inspect.Report`` (PTX, SASS, registers, log).
+If ``arch`` is this process's architecture (``cutecourse.ARCH``: sm_90a without a GPU) it
+compiles here, else (``arch="sm_100a"``) in a child process given the learner's source. Every
+call compiles afresh (no cache), so a changed cell is what gets checked.
+
+**2. A compile error names the learner's line.** ``compile_kernel`` raises :class:`LearnerError`
+with a message like ``your code does not compile: line 13 of your cell (`warpgroup.wait_group(k)`):
+std::bad_cast: a run-time value where ...``: no MLIR, no traceback. Decorate the check with
+:func:`kernel_checker` (not ``checker``): it turns a ``LearnerError`` into the red Result.
+An error in the course's own code (not in the learner's lines) is reported as such.
+
+**3. Facts from the PTX.** :func:`mainloop` is the generated loop that issues the wgmmas (a
+:class:`Loop` of instruction lines); :func:`ops` names each interesting instruction of a list
+of lines (``wait``, ``expect_tx``, ``tma``, ``tma_multicast``, ``fence``, ``wgmma``, ``commit``,
+``wait_group 1``, ``arrive``), :func:`compact` collapses runs (``wgmma x4``) for messages,
+:func:`first` / :func:`wait_group_depths` / :func:`loops` answer the usual questions ("does the
+arrive come after the wait_group?", "what depth does the loop wait at?"). ``report.count(...)``
+and ``report.diagnostics()`` (inspect.py) count instructions and read compiler warnings.
+
+**4. The CPU model.** ``pipeline_replay.replay(hook_function, stages=, k_tiles=)`` runs a
+learner's mainloop, as written, on ``models/pipeline`` (deadlocks and races, named). Notebook-
+specific models (multicast, schedulers, group walk) are called by the checker directly.
+
+**5. On a matching GPU, run it against torch in a child with a timeout.** ::
+
+    run = run_on_gpu(code, "MyGemm(tile_mn=(128, 256))", baseline="HopperGemm(tile_mn=(128, 256))")
+
+The child (``kernel_child.py``) imports the learner's module, builds both kernels, and calls
+``runner`` (default :func:`gemm_runner`: C = A @ B.T in fp16 against torch, then both timed by
+``bench.time_us``). ``run.ok``; ``run.message`` says "matches torch ... 612 TFLOP/s, 0.98x the
+course kernel", or names the failure: a hang ("your kernel did not finish in 60 s: ..."), wrong
+values (where), or the learner's line of a run-time error. Without a GPU, ``run_on_gpu`` is not
+called: ``gpu_here()`` says whether to. A runner for other operands is ``"module:function"``
+taking ``(kernel, baseline, **runner_params)`` and returning a dict with ``ok`` and ``message``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+from ..errors import CompileError
+from . import Result, checker, failed
+from .learner_code import LearnerCode, map_line, reason
+
+__all__ = ["LearnerCode", "LearnerError", "Loop", "GpuRun", "compact", "compile_kernel", "first",
+           "gemm_args", "gemm_runner", "gpu_here", "kernel_checker", "loops", "mainloop", "ops",
+           "run_on_gpu", "wait_group_depths"]
+
+
+class LearnerError(Exception):
+    """A short, learner-facing reason a check stops (a compile error in the learner's code)."""
+
+
+def kernel_checker(title: str, hint: str = ""):
+    """``@checker`` that also turns :class:`LearnerError` into a red Result with its message."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except LearnerError as exc:
+                return failed(title, str(exc), hint)
+
+        return checker(title, hint)(inner)
+
+    return wrap
+
+
+def _learner_message(code: LearnerCode, exc: BaseException) -> str:
+    where = code.locate(exc)
+    why = reason(exc)
+    if where is None:
+        return (f"your {code.name} does not compile, and the error is not on one of its lines: "
+                f"{why}. Check the arguments your code passes to the course's functions.")
+    return f"your {code.name} does not compile: {code.describe(*where)}: {why}"
+
+
+# -- 1 and 2: compiling ------------------------------------------------------------------------
+def gemm_args(kernel, in_dtype: str = "float16", out_dtype: str = "float16"):
+    """Compile arguments of a dense course GEMM: fake A (M, K), B (N, K), C (M, N), a stream."""
+    import cuda.bindings.driver as cuda
+
+    from ..kernels import gemm_launch
+
+    return (*gemm_launch.fake_operands(in_dtype, out_dtype), cuda.CUstream(0))
+
+
+def _resolve(target: str):
+    import importlib
+
+    mod, fn = target.split(":", 1)
+    return getattr(importlib.import_module(mod), fn)
+
+
+def build_kernel(code: LearnerCode, kernel: str):
+    """Evaluate the ``kernel`` expression over the learner's names (in this process)."""
+    names = dict(code.globals)
+    names.update({obj.__name__: obj for obj in code.objects if hasattr(obj, "__name__")})
+    try:
+        return eval(kernel, names)  # noqa: S307  (an expression the checker wrote, not the learner)
+    except LearnerError:
+        raise
+    except Exception as exc:
+        raise LearnerError(f"building your kernel ({kernel}) failed: "
+                           f"{code.describe(*code.locate(exc)) + ': ' if code.locate(exc) else ''}"
+                           f"{reason(exc)}") from None
+
+
+def compile_kernel(code: LearnerCode, kernel: str, args: str = "cutecourse.exercises.kernel_check:gemm_args",
+                   arch: str = "sm_90a", timeout: float = 300.0, child: bool = False,
+                   **args_params):
+    """Compile the learner's kernel for ``arch``; an ``inspect.Report``, or :class:`LearnerError`.
+    ``child=True`` compiles in a child process even where this one could (tests use it)."""
+    from .. import ARCH
+    from ..inspect import compile_here
+
+    if child or arch != ARCH:
+        return _compile_in_child(code, kernel, args, arch, timeout, args_params)
+    obj = build_kernel(code, kernel)
+    try:
+        return compile_here(obj, *_resolve(args)(obj, **args_params), name=code.name)
+    except CompileError as exc:
+        raise LearnerError(_learner_message(code, exc.__context__ or exc)) from None
+
+
+def _compile_in_child(code, kernel, args, arch, timeout, args_params):
+    from ..inspect import Report, parse_ptxas_remarks
+
+    res, log = _child(code, {"job": "compile", "kernel": kernel, "args": args,
+                             "args_params": args_params, "arch": arch}, timeout)
+    if res is None:
+        raise LearnerError(f"compiling your {code.name} for {arch} took over {timeout:.0f} s")
+    if "error" in res:
+        raise LearnerError(_child_error(code, res, "does not compile"))
+    return Report(code.name, arch, {}, res["ptx"], res.get("sass"), res["cubin_bytes"], log,
+                  res["seconds"], parse_ptxas_remarks(log))
+
+
+# -- child processes ---------------------------------------------------------------------------
+def _child(code: LearnerCode, spec: dict, timeout: float):
+    """Run ``kernel_child`` on the learner's module; (result dict or None on timeout, log)."""
+    from ..inspect import dsl_environment
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with tempfile.TemporaryDirectory(prefix="cutecourse-learner-") as work:
+        source, spans = code.module_source()
+        module = os.path.join(work, "learner_module.py")
+        with open(module, "w") as f:
+            f.write(source)
+        env = dict(os.environ)
+        if spec["job"] == "compile":
+            os.makedirs(os.path.join(work, "dump"))
+            env.update(dsl_environment(spec["arch"], os.path.join(work, "dump"), False))
+        env["PYTHONPATH"] = os.pathsep.join([work, root, env.get("PYTHONPATH", "")])
+        spec = {**spec, "module": module, "out": os.path.join(work, "result.json")}
+        try:
+            proc = subprocess.run([sys.executable, "-m", "cutecourse.exercises.kernel_child"],
+                                  input=json.dumps(spec), capture_output=True, text=True, env=env,
+                                  timeout=timeout, cwd=work)
+        except subprocess.TimeoutExpired:
+            return None, ""
+        log = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
+        if not os.path.exists(spec["out"]):
+            tail = [ln for ln in log.splitlines() if ln.strip()][-1:] or [f"exit code {proc.returncode}"]
+            return {"error": f"the child process died: {tail[0][:200]}", "line": None}, log
+        with open(spec["out"]) as f:
+            res = json.load(f)
+        if res.get("line"):
+            res["where"] = map_line(spans, res["line"])
+        return res, log
+
+
+def _child_error(code: LearnerCode, res: dict, what: str) -> str:
+    where = res.get("where")
+    if where:
+        return f"your {code.name} {what}: {code.describe(*where)}: {res['error']}"
+    return f"your {code.name} {what}: {res['error']}"
+
+
+# -- 3: facts from the PTX ---------------------------------------------------------------------
+#: Instruction kinds a kernel checker talks about (regular expressions over PTX instructions).
+OPS = {
+    "expect_tx": r"^mbarrier\.arrive\.expect_tx",
+    "arrive": r"^mbarrier\.arrive(?!\.expect_tx)",
+    "wait": r"^mbarrier\.try_wait",
+    "tma_multicast": r"^cp\.async\.bulk\.tensor.*multicast::cluster",
+    "tma": r"^cp\.async\.bulk\.tensor\.\w+\.shared::(cta|cluster)\.global",
+    "tma_store": r"^cp\.async\.bulk\.tensor\.\w+\.global\.shared",
+    "fence": r"^wgmma\.fence",
+    "wgmma": r"^wgmma\.mma_async",
+    "commit": r"^wgmma\.commit_group",
+    "wait_group": r"^wgmma\.wait_group",
+}
+_LABEL = re.compile(r"^(\$L__\w+):")
+_BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(\$L__\w+)")
+
+
+@dataclass
+class Loop:
+    """A loop of the generated code: a ``$L__`` label and the backward branch to it."""
+
+    label: str
+    lines: list[str] = field(default_factory=list)  # instruction lines of the body, in order
+
+    def ops(self) -> list[str]:
+        return ops(self.lines)
+
+
+def _clean(ptx: str) -> list[str]:
+    out = []
+    for raw in ptx.splitlines():
+        line = raw.split("//")[0].strip().rstrip(";").strip()
+        if line.startswith("@"):
+            line = line.split(None, 1)[1] if " " in line else line
+        if line and not line.startswith((".", "{", "}", "(", ")")):
+            out.append(line)
+    return out
+
+
+def loops(ptx: str) -> list[Loop]:
+    """Every loop of the PTX (outer loops contain their inner loops' lines), in code order.
+    The spin loops inside ``mbarrier.try_wait`` blocks (local labels) are not loops here."""
+    lines, seen, found = _clean(ptx), {}, []
+    for i, line in enumerate(lines):
+        m = _LABEL.match(line)
+        if m:
+            seen[m.group(1)] = i
+            continue
+        b = _BRANCH.search(line)
+        if b and b.group(1) in seen:
+            start = seen[b.group(1)]
+            body = [ln for ln in lines[start + 1:i + 1] if not _LABEL.match(ln)]
+            found.append((start, Loop(b.group(1), body)))
+    return [loop for _, loop in sorted(found, key=lambda x: x[0])]
+
+
+def ops(lines: list[str]) -> list[str]:
+    """The named kind of each interesting instruction (``OPS``), in order; ``wait_group N``
+    carries its depth."""
+    out = []
+    for line in lines:
+        for name, rx in OPS.items():
+            if re.search(rx, line):
+                if name == "wait_group":
+                    depth = re.search(r"(\d+)\s*$", line)
+                    name = f"wait_group {depth.group(1) if depth else '?'}"
+                out.append(name)
+                break
+    return out
+
+
+def compact(names: list[str]) -> str:
+    """``wait, wgmma x4, commit, wait_group 1, arrive``: a sequence for a message."""
+    out: list[list] = []
+    for n in names:
+        if out and out[-1][0] == n:
+            out[-1][1] += 1
+        else:
+            out.append([n, 1])
+    return ", ".join(n if c == 1 else f"{n} x{c}" for n, c in out)
+
+
+def first(names: list[str], kind: str, after: int = -1) -> int:
+    """Index of the first op of ``kind`` (a prefix: "wait_group" matches "wait_group 1") after
+    position ``after``; -1 if none."""
+    for i in range(after + 1, len(names)):
+        if names[i] == kind or names[i].startswith(kind + " "):
+            return i
+    return -1
+
+
+def wait_group_depths(lines: list[str]) -> list[int]:
+    """The N of every ``wgmma.wait_group N`` in ``lines``."""
+    return [int(n.split()[1]) for n in ops(lines) if n.startswith("wait_group ") and n.split()[1].isdigit()]
+
+
+def mainloop(report_or_ptx) -> Loop | None:
+    """The innermost generated loop that issues wgmmas (None: no loop does)."""
+    ptx = getattr(report_or_ptx, "ptx", report_or_ptx)
+    with_mma = [lp for lp in loops(ptx) if "wgmma" in lp.ops()]
+    return min(with_mma, key=lambda lp: len(lp.lines)) if with_mma else None
+
+
+# -- 5: running on the GPU, in a child ---------------------------------------------------------
+def gpu_here(target: str = "sm_90a") -> bool:
+    """Whether this machine runs kernels for ``target`` (``cutecourse.modes``)."""
+    from ..modes import mode_for
+
+    return mode_for(target).run
+
+
+@dataclass
+class GpuRun:
+    ok: bool
+    message: str
+    data: dict = field(default_factory=dict)
+
+
+HANG = ("your kernel did not finish in {t:.0f} s (the checker stopped it): a consumer probably "
+        "waits on a barrier no producer arrives on, or a producer on a stage no consumer "
+        "releases. The CPU model's verdict above says which wait.")
+
+
+def run_on_gpu(code: LearnerCode, kernel: str, baseline: str | None = None,
+               runner: str = "cutecourse.exercises.kernel_check:gemm_runner", timeout: float = 120.0,
+               **runner_params) -> GpuRun:
+    """Run the learner's kernel (and time it beside ``baseline``) in a child; see the docstring."""
+    res, log = _child(code, {"job": "run", "kernel": kernel, "baseline": baseline,
+                             "runner": runner, "runner_params": runner_params}, timeout)
+    if res is None:
+        return GpuRun(False, HANG.format(t=timeout))
+    if "error" in res:
+        return GpuRun(False, _child_error(code, res, "failed on the GPU"), {"log": log[-2000:]})
+    return GpuRun(bool(res.get("ok")), res.get("message", ""), res)
+
+
+def gemm_runner(kernel, baseline=None, m: int = 2048, n: int = 2048, k: int = 4096,
+                dtype: str = "float16", time_it: bool = True) -> dict:
+    """C = A @ B.T with the learner's kernel against torch; then both kernels timed (in a child)."""
+    import torch
+
+    from .. import bench
+    from ..kernels import gemm_launch
+
+    torch.manual_seed(0)
+    dt = getattr(torch, dtype)
+    a = torch.randn(m, k, device="cuda", dtype=dt)
+    b = torch.randn(n, k, device="cuda", dtype=dt)
+    ref = (a.float() @ b.float().T)
+    c = torch.empty(m, n, device="cuda", dtype=dt)
+    fn = gemm_launch.launcher(kernel, a, b, c)
+    try:
+        case = bench.checked_case("yours", fn, c, ref, max_rel_err=5e-3)
+    except AssertionError:
+        bad = ((c.float() - ref).abs() > 5e-3 * ref.abs().max()) | c.isnan()
+        rows, cols = bad.nonzero(as_tuple=True)
+        return {"ok": False, "message": f"wrong result: {int(bad.sum())} of {c.numel()} elements of "
+                f"C differ from torch, the first at ({int(rows[0])}, {int(cols[0])}) "
+                f"(tile ({int(rows[0]) // 128}, {int(cols[0]) // 256}))"}
+    out = {"ok": True, "shape": [m, n, k]}
+    message = f"C = A @ B.T matches torch for {m}x{n}x{k} {dtype} on {torch.cuda.get_device_name()}"
+    if time_it:
+        flops = 2 * m * n * k
+        mine = sorted(bench.time_us(case, repeats=3))[1]
+        out["us"], out["tflops"] = mine, flops / mine / 1e6
+        message += f"; {out['tflops']:.0f} TFLOP/s"
+        if baseline is not None:
+            c2 = torch.empty_like(c)
+            base = bench.checked_case("course", gemm_launch.launcher(baseline, a, b, c2), c2, ref,
+                                      max_rel_err=5e-3)
+            theirs = sorted(bench.time_us(base, repeats=3))[1]
+            out["baseline_us"] = theirs
+            message += f", {theirs / mine:.2f}x the course kernel's speed ({flops / theirs / 1e6:.0f} TFLOP/s)"
+    out["message"] = message
+    return out

@@ -1,0 +1,134 @@
+"""Run a learner's mainloop, as written, on the CPU pipeline model (``models/pipeline``).
+
+A mainloop hook of the course GEMM (``_mainloop_prefetch(self, ring, loads, mma, k_tiles,
+is_producer)``) is CuTe DSL code, but its *control* is plain Python: a loop over k-tiles, pipeline
+states that advance, ``ring.consumer_wait(cons)``, ``sm90.issue_mma(mma, cons.index)``,
+``warpgroup.wait_group(1)``, ``ring.consumer_release(...)``, ``self._load(ring, loads, prod)``.
+The model (:class:`~cutecourse.models.pipeline.PipelineModel`) has the same calls, written as
+generators that *yield* where the hardware would block. So :func:`replay` takes the hook's source,
+
+* strips its decorators and turns every blocking call (``producer_acquire``, ``consumer_wait``,
+  ``wait_group``) into ``yield from`` that call, keeping the learner's line numbers;
+* runs it with the DSL names swapped for the model's: ``cutlass.range`` is ``range``,
+  ``pipeline.make_pipeline_state`` the model's state, ``ring`` the model's barriers, ``sm90.issue_mma``
+  a wgmma on the stage the learner names, ``self._load`` a TMA load; ``is_producer`` is True
+  (the course kernel is not warp-specialized: the same program issues loads and MMAs);
+* returns the model's :class:`~cutecourse.models.pipeline.Trace`: ``deadlock`` (which wait, on which
+  barrier, and why nothing will arrive) and ``hazards`` (a stage released while its wgmmas still
+  read it, a wgmma on a stage whose bytes have not landed).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import types
+
+from ..models import pipeline as pm
+from .learner_code import segment_of
+
+BLOCKING = ("producer_acquire", "consumer_wait", "wait_group")
+
+
+class _Blocking(ast.NodeTransformer):
+    def visit_Expr(self, node: ast.Expr):
+        call = node.value
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
+                call.func.attr in BLOCKING:
+            return ast.copy_location(ast.Expr(ast.YieldFrom(call)), node)
+        return node
+
+
+class _Namespace(types.SimpleNamespace):
+    pass
+
+
+def _cutlass():
+    def rng(*args, **_):
+        return builtins.range(*(int(a) for a in args))
+
+    return _Namespace(range=rng, range_constexpr=rng, range_dynamic=rng, min=min, max=max,
+                      Int32=int, Int64=int, Boolean=bool, const_expr=lambda x: x)
+
+
+def _pipeline():
+    return _Namespace(
+        make_pipeline_state=lambda user, stages: pm.make_pipeline_state(user, stages),
+        PipelineUserType=_Namespace(Producer="producer", Consumer="consumer"),
+        PipelineState=lambda stages, count, index, phase: pm.PipelineState(
+            int(stages), int(count), int(index), int(phase)))
+
+
+class _Ring:
+    """``PipelineTmaAsync``'s calls on the model; remembers which k-tile each stage was waited for."""
+
+    def __init__(self, model: pm.PipelineModel):
+        self.model, self.waited, self.mmas = model, {}, 0
+
+    def producer_acquire(self, state, *_, **__):
+        self.model.producer = state
+        return self.model.producer_acquire(state)
+
+    def producer_commit(self, state):
+        self.model.producer_commit(state)
+
+    def consumer_wait(self, state, *_, **__):
+        self.model.consumer = state
+        self.waited[state.index] = state.count
+        return self.model.consumer_wait(state)
+
+    def consumer_release(self, state):
+        self.model.consumer_release(state)
+
+    def producer_get_barrier(self, state):
+        return None
+
+
+def _mma(ring: _Ring):
+    def issue_mma(_mma, stage):
+        stage = int(stage)
+        # the k-tile this stage was waited for; without a wait, the k-tile the loop is at
+        k = ring.waited.pop(stage, ring.mmas)
+        ring.mmas += 1
+        ring.model.wgmma(pm.PipelineState(ring.model.stages, k, stage, 0))
+        ring.model.commit_group()
+
+    return issue_mma
+
+
+def _generator(fn) -> types.FunctionType:
+    seg = segment_of(fn)
+    tree = ast.parse(seg.text)
+    fdef = tree.body[0]
+    fdef.decorator_list = []
+    fdef.body.append(ast.parse("if False:\n    yield").body[0])  # always a generator
+    tree = ast.fix_missing_locations(_Blocking().visit(tree))
+    ast.increment_lineno(tree, seg.first - 1)
+    return compile(tree, seg.filename, "exec"), fdef.name
+
+
+def replay(hook, stages: int = 4, k_tiles: int = 8, names: dict | None = None) -> pm.Trace:
+    """Run the mainloop ``hook`` (a function or method) on the model; return the Trace.
+
+    ``names``: more globals to swap (e.g. a helper the hook calls). Exceptions in the learner's
+    code propagate with its own file and lines.
+    """
+    fn = getattr(hook, "__func__", hook)
+    code, name = _generator(fn)
+    model = pm.PipelineModel(stages)
+    ring = _Ring(model)
+    real = getattr(fn, "__wrapped__", fn)
+    fn_globals = dict(getattr(real, "__globals__", {}))
+    wg = _Namespace(wait_group=model.wait_group, fence=lambda: None,
+                    commit_group=model.commit_group)
+    fn_globals.update(cutlass=_cutlass(), pipeline=_pipeline(), warpgroup=wg,
+                      sm90=_Namespace(issue_mma=_mma(ring)), **(names or {}))
+    exec(code, fn_globals)  # noqa: S102  (the learner's own function, re-compiled)
+    program = fn_globals[name]
+
+    def load(_ring, _loads, state, pred=None, **_):
+        model.tma_load(state)
+
+    me = _Namespace(stages=stages, _load=load)
+    trace = pm.Trace(name, stages, k_tiles, 0)
+    return model.run(program(me, ring, None, None, k_tiles, True), trace)
