@@ -38,7 +38,7 @@ import gemm  # noqa: E402  (the protocols)
 from grouped import K, N, PROBLEMS  # noqa: E402
 
 #: Both in bands of 8 cluster rows (``hopper_grouped_gemm_fp8.GROUP_M``); "m fastest" is the tile
-#: order the FP8 kernel had before issue 24 (whole columns of a group).
+#: order the FP8 kernel had before it took bands (whole columns of a group).
 KERNELS = {"course fp8 1x1": dict(cluster=(1, 1)), "course fp8 2x1": dict(cluster=(2, 1)),
            "course fp8 2x1 m fastest": dict(cluster=(2, 1), group_m=1 << 12)}
 

@@ -16,8 +16,8 @@ Two families of problems:
   Baseline: the dense twin.
 
 The course's rows are configurations of its kernels (``COURSE_FP8``, ``COURSE_BF16``): today's
-defaults and the candidates of issue 24 (``docs/notes/grouped_speed.md``); ``--kernels`` picks some
-of them (torch's rows always run: they are the peers and the baselines).
+defaults and the candidates the FP8 speed investigation tried (``docs/grouped_fp8_speed.md``);
+``--kernels`` picks some of them (torch's rows always run: they are the peers and the baselines).
 
 Every case is checked before it is timed (course FP8 against ``scaled_mm_reference``; torch's FP8
 against the unquantized product with a looser bound, since rowwise quantization is coarser);
@@ -55,7 +55,7 @@ PROBLEMS = {
     "moe 128 n1536 k2048": (MOE_ROWS, 1536, 2048, "bf16"),
 }
 #: The course's rows: name -> the launcher's keywords (``grouped.fp8_kernel``'s, ``grouped.launcher``'s).
-#: The FP8 candidates (issue 24, docs/notes/grouped_speed.md): one accumulator part per warpgroup
+#: The FP8 candidates (docs/grouped_fp8_speed.md): one accumulator part per warpgroup
 #: ("1part"), the warpgroups passing the turn to issue when their wgmmas are issued (the default),
 #: done ("done") or never taking turns ("free"); and the wider tiles one part makes room for.
 COURSE_FP8 = {
@@ -68,7 +68,7 @@ COURSE_FP8 = {
     "course fp8 128x192 done 2x1": dict(tile=(128, 192), parts=1, turns="done", cluster=(2, 1)),
     "course fp8 128x192 free 2x1": dict(tile=(128, 192), parts=1, turns=None, cluster=(2, 1)),
     "course fp8 128x256 2x1": dict(tile=(128, 256), parts=1, cluster=(2, 1)),
-    # Tile order inside a group (issue 24): today's bands of 8 cluster rows (``fp8.GROUP_M``)
+    # Tile order inside a group: today's bands of 8 cluster rows (``fp8.GROUP_M``)
     # against the first FP8 kernel's whole columns (m fastest, 1 << 12) and narrower bands.
     # grouped_peers_bands.json measured these when "course fp8 2x1" was still m fastest.
     "course fp8 2x1 m fastest": dict(cluster=(2, 1), group_m=1 << 12),
@@ -93,7 +93,8 @@ TORCH_FP8 = ("torch._scaled_grouped_mm rowwise", "dense twin _scaled_mm rowwise"
 TORCH_ROWS = (*TORCH_FP8, "torch._grouped_mm", "dense twin torch.matmul")
 BASELINE_FP8 = TORCH_FP8[1]
 #: The rowwise twin without cuBLAS's periodic fp32 promotion (``use_fast_accum=True``): not one of
-#: this script's rows; ``experiments/grouped_ceilings.py`` asks ``torch_fp8_cases`` for it.
+#: this script's rows by default; pass it in ``torch_fp8_cases``' labels to time it (the FP8
+#: investigation did: ``docs/grouped_fp8_speed.md``).
 FAST_ACCUM = "dense twin _scaled_mm rowwise fast accum"
 
 

@@ -81,12 +81,23 @@ def test_checked_case_poisons_runs_and_compares():
     bench.checked_case("close", lambda: out.copy_(ref * 1.001), out, ref, max_rel_err=1e-2)
 
 
-def test_benchmark_scripts_import():
+def test_benchmark_scripts_import_without_running_and_say_what_they_measure():
+    """Every script in benchmarks/ and benchmarks/experiments/ imports (nothing runs: the work
+    is behind ``if __name__ == "__main__"``), opens with a docstring that says what it measures,
+    and has a ``main`` to run; benchmarks/README.md names each of them."""
     import importlib.util
 
-    for path in sorted((bench.RESULTS_DIR.parent).glob("*.py")):
+    root = bench.RESULTS_DIR.parent
+    readme = (root / "README.md").read_text()
+    scripts = sorted(root.glob("*.py")) + sorted((root / "experiments").glob("*.py"))
+    assert len(scripts) >= 15
+    for path in scripts:
         spec = importlib.util.spec_from_file_location(f"bench_script_{path.stem}", path)
-        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        assert module.__doc__ and len(module.__doc__.split()) >= 10, f"{path.name}: no docstring"
+        assert callable(getattr(module, "main", None)), f"{path.name}: no main()"
+        assert f"`{path.name}`" in readme, f"benchmarks/README.md does not list {path.name}"
 
 
 def test_interleaved_rounds_rotate_the_order_and_keep_ratios_per_round(monkeypatch):
