@@ -63,7 +63,7 @@ def test_every_stored_widget_has_its_picture_and_state(path):
                 f"python tools/execute_notebooks.py {path}")
 
 
-#: Lessons, not lab logs: the most markdown words a notebook may hold (issue 23; measurements
+#: Lessons, not lab logs: the most markdown words a notebook may hold (measurements
 #: belong in docs/). Words as ``cutecourse.course`` counts them (whitespace-separated).
 MAX_WORDS = {"notebooks/06_kernel_schedules.ipynb": 3000, "notebooks/07_grouped_block_scaled_gemm.ipynb": 4800}
 
