@@ -58,6 +58,7 @@ from ..errors import ShapeError
 from ..models.blackwell_plan import (B200_SMS, EPI_TILE, K_BLOCKS, SMEM_CAPACITY, check_cluster,
                                      check_format, check_tile, plan)
 from . import group_walk, sm100, tensor_maps
+from .barriers import Barrier
 from .group_walk import A, B, C, SFA, SFB, M, N, K, operand_pointer, operand_tensor
 
 #: Warp roles (module docstring).
@@ -106,12 +107,13 @@ class BlackwellGroupedBlockScaledGemm:
     @cute.jit
     def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, sfa: cute.Tensor,
                  sfb: cute.Tensor, shapes: cute.Tensor, ptrs: cute.Tensor, strides: cute.Tensor,
-                 workspace: cute.Tensor, trace: cute.Tensor, work_bound: cutlass.Int32, stream):
+                 map_workspace: cute.Tensor, trace: cute.Tensor, work_bound: cutlass.Int32, stream):
         """``a`` (M, K), ``b`` (N, K), ``c`` (M, N), ``sfa``, ``sfb`` (1-D, any 1-byte type): the
         templates of the tensor maps (dtype, majorness; sizes and addresses are patched per group).
         ``shapes`` (G, 4) int32 [M, N, K, 1], ``ptrs``, ``strides`` (G, 5) int64 (``group_walk``'s
-        columns), ``workspace`` (CTAs, 5, 16) int64, ``trace`` (CTAs, 2) int32 (each CTA's items
-        and groups entered), ``work_bound`` >= the total number of cluster tiles."""
+        columns), ``map_workspace`` (CTAs, 5, 16) int64 (the CTAs' tensor maps), ``trace`` (CTAs, 2)
+        int32 (each CTA's items and groups entered), ``work_bound`` >= the total number of cluster
+        tiles."""
         self.c_dtype = c.element_type
         mma = sm100.tiled_mma(self.data_dtype, self.sf_dtype, self.sf_vec, self.tile_mn)
         p = self.plan
@@ -145,7 +147,7 @@ class BlackwellGroupedBlockScaledGemm:
         clusters = cutlass.min(work_bound, self.sms // (cm * cn))
         (tma_a, mA), (tma_b, mB), (tma_sfa, mSFA), (tma_sfb, mSFB) = loads
         self.kernel(mma, tma_a, mA, tma_b, mB, tma_sfa, mSFA, tma_sfb, mSFB, tma_c, mC, smem.a, smem.b,
-                    smem.sfa, smem.sfb, smem.c, cluster_vmnk, shapes, ptrs, strides, workspace,
+                    smem.sfa, smem.sfb, smem.c, cluster_vmnk, shapes, ptrs, strides, map_workspace,
                     trace).launch(grid=(cm, cn, clusters), block=[THREADS, 1, 1],
                                       cluster=(cm, cn, 1), min_blocks_per_mp=1, stream=stream)
 
@@ -156,7 +158,7 @@ class BlackwellGroupedBlockScaledGemm:
                tma_sfb: cute.CopyAtom, mSFB: cute.Tensor, tma_c: cute.CopyAtom, mC: cute.Tensor,
                sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout, sSFA_layout: cute.Layout,
                sSFB_layout: cute.Layout, sC_layout: cute.ComposedLayout, cluster_vmnk: cute.Layout,
-               shapes: cute.Tensor, ptrs: cute.Tensor, strides: cute.Tensor, workspace: cute.Tensor,
+               shapes: cute.Tensor, ptrs: cute.Tensor, strides: cute.Tensor, map_workspace: cute.Tensor,
                trace: cute.Tensor):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -220,7 +222,7 @@ class BlackwellGroupedBlockScaledGemm:
         acc_layout = mma.make_fragment_C(cute.append(acc_shape, p.acc_stages)).layout
 
         cta = tensor_maps.workspace_row(self.cluster_mn)
-        maps = tensor_maps.tensor_maps(workspace, cta, storage.maps.data_ptr(), MAPS)
+        maps = tensor_maps.tensor_maps(map_workspace, cta, storage.maps.data_ptr(), MAPS)
         cm, cn = self.cluster_mn
         groups = group_walk.Groups(
             shapes, ptrs, strides, shapes.shape[0], cluster_tile=self.cluster_tile,
@@ -278,7 +280,7 @@ class BlackwellGroupedBlockScaledGemm:
         """Per work item: wait for a free accumulator stage, then per k-tile copy its scale
         factors to TMEM and issue its 4 MMAs; commit the accumulator when the item is done."""
         p = self.plan
-        cute.arch.barrier(barrier_id=sm100.TMEM_BARRIER, number_of_threads=32 + EPILOGUE_THREADS)
+        cute.arch.barrier(barrier_id=Barrier.TMEM_ADDRESS, number_of_threads=32 + EPILOGUE_THREADS)
         acc = cute.make_tensor(sm100.tmem_pointer(tmem_address), acc_layout)
         tCtSFA, tCtSFB = sm100.sf_tmem_tensors(mma, self.mma_tiler, self.sf_dtype, self.sf_vec,
                                                smem, acc)
@@ -317,7 +319,7 @@ class BlackwellGroupedBlockScaledGemm:
         store_warp = EPILOGUE_WARPS[0]
         tensor_maps.init_maps(groups.maps, (tma_c,), (C,), store_warp)
         sm100.tmem_alloc(tmem_address, warp_idx, store_warp)
-        cute.arch.barrier(barrier_id=sm100.TMEM_BARRIER, number_of_threads=32 + EPILOGUE_THREADS)
+        cute.arch.barrier(barrier_id=Barrier.TMEM_ADDRESS, number_of_threads=32 + EPILOGUE_THREADS)
         tmem = sm100.tmem_pointer(tmem_address)
         acc = cute.make_tensor(tmem, acc_layout)
         epi = sm100.make_epilogue(tidx, acc, sC, tma_c, self.mma_tiler, self.c_dtype, EPI_TILE,

@@ -114,13 +114,13 @@ def launch_closure(kernel, templates, meta: Metadata, arch: str, keep=()):
     device = meta.shapes.device
     if device.type != "cuda":
         raise DeviceError(f"the operands are on {device}", "move them to the GPU with .cuda()")
-    workspace = torch.empty((kernel.sms, kernel.MAPS, MAP_WORDS), dtype=torch.int64, device=device)
+    map_workspace = torch.empty((kernel.sms, kernel.MAPS, MAP_WORDS), dtype=torch.int64, device=device)
     trace = torch.zeros((kernel.sms, 2), dtype=torch.int32, device=device)
     # 2-D templates are row-major (K-major operands, N-major C); 1-D ones are scale-factor bytes
     args = [from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=1) if t.dim() == 2
             else from_dlpack(t.view(torch.uint8), assumed_align=16).mark_layout_dynamic() for t in templates]
     args += [from_dlpack(t, assumed_align=align).mark_layout_dynamic(leading_dim=t.dim() - 1)
-             for t, align in ((meta.shapes, 16), (meta.ptrs, 8), (meta.strides, 8), (workspace, MAP_BYTES),
+             for t, align in ((meta.shapes, 16), (meta.ptrs, 8), (meta.strides, 8), (map_workspace, MAP_BYTES),
                               (trace, 8))]
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
     bound = cutlass.Int32(max(1, meta.work_bound))
@@ -131,7 +131,7 @@ def launch_closure(kernel, templates, meta: Metadata, arch: str, keep=()):
 
     cs = kernel.cluster_mn[0] * kernel.cluster_mn[1]
     fn.trace, fn.ctas, fn.metadata = trace, min(max(1, meta.work_bound), kernel.sms // cs) * cs, meta
-    fn.keep_alive = (templates, meta, workspace, keep)
+    fn.keep_alive = (templates, meta, map_workspace, keep)
     return fn
 
 

@@ -56,7 +56,7 @@ class HopperGemm:
 
     def __init__(self, tile_mn=(128, 256), variant: str = "prefetch",
                  prefetch_stages: int | None = None, stages: int | None = None,
-                 group_m: int = GROUP_M, epi_tile=EPI_TILE):
+                 group_m: int = GROUP_M, epi_tile=EPI_TILE, epilogue_op=None):
         if variant not in VARIANTS + DEMO_VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS + DEMO_VARIANTS}, not {variant!r}")
         self.tile_mn = check_tile(tile_mn)
@@ -67,12 +67,14 @@ class HopperGemm:
         self.group_m = group_m
         self.epi_tile = check_epi_tile(self.tile_mn, epi_tile)
         self.acc_dtype = cutlass.Float32
+        self.epilogue_op = epilogue_op  # applied to each accumulator before C (epilogue_op.py)
         #: what makes two compiled kernels differ (the compile cache's key)
-        self.config = (self.tile_mn, variant, prefetch_stages, stages, group_m, self.epi_tile)
+        self.config = (self.tile_mn, variant, prefetch_stages, stages, group_m, self.epi_tile,
+                       epilogue_op and epilogue_op.key())
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit
-    def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, stream):
+    def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, stream, *epilogue_args):
         self.a_dtype, self.c_dtype = a.element_type, c.element_type
         self.stages = plan_stages(self.tile_mn, sm90.dtype_name(self.a_dtype),
                                   sm90.dtype_name(self.c_dtype), stages=self.requested_stages,
@@ -106,7 +108,7 @@ class HopperGemm:
         grid = (cute.round_up(cute.ceil_div(c.shape[0], self.tile_mn[0]), cm),
                 cute.round_up(cute.ceil_div(c.shape[1], self.tile_mn[1]), cn), 1)
         self.kernel(tma_a, gA, tma_b, gB, tma_c, gC, self.tiled_mma, sA_layout, sB_layout,
-                    sC_layout).launch(grid=grid, block=[THREADS, 1, 1], cluster=(cm, cn, 1),
+                    sC_layout, epilogue_args).launch(grid=grid, block=[THREADS, 1, 1], cluster=(cm, cn, 1),
                                       stream=stream)
 
     # -- device side -------------------------------------------------------------------------
@@ -114,7 +116,7 @@ class HopperGemm:
     def kernel(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
                tma_c: cute.CopyAtom, mC: cute.Tensor, tiled_mma: cute.TiledMma,
                sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
-               sC_layout: cute.ComposedLayout):
+               sC_layout: cute.ComposedLayout, epilogue_args):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         is_producer = warp_idx == 0  # warp 0 issues the TMA loads (one elected lane does)
@@ -164,8 +166,9 @@ class HopperGemm:
         sC = cute.make_tensor(cute.recast_ptr(sA.iterator, sC_layout.inner, dtype=self.c_dtype),
                               sC_layout.outer)
         epilogue = sm90.Epilogue(tma_c, sC, tiled_mma, acc, tidx, self.c_dtype, self.epi_tile,
-                                 EPI_STAGES, THREADS, store_warp=0)
-        sm90.store_tile(epilogue, gC, warp_idx)
+                                 EPI_STAGES, THREADS, store_warp=0, op=self.epilogue_op,
+                                 operands=epilogue_args)
+        sm90.store_tile(epilogue, gC, warp_idx, origin=(tile_m * self.tile_mn[0], tile_n * self.tile_mn[1]))
         sm90.finish_stores(epilogue, warp_idx)
 
     # -- the mainloops -----------------------------------------------------------------------

@@ -20,8 +20,8 @@ Which epilogue is faster is a measurement (``benchmarks/schedules.py``, row
 allocated, unused. With 16-bit C they do not cost a ring stage (4 stages of 48 KiB fit with or
 without them), so the two kernels differ in the epilogue alone.
 
-The kernel needs C itself, not only its TMA view: ``__call__`` passes C as the ``workspace``
-that the hooks may write (stream-K's partial sums live there; here the result does).
+The kernel needs C itself, not only its TMA view: ``__call__`` passes C as the first of the
+epilogue's arguments (``epilogue.operands``), before the epilogue op's own.
 """
 
 from __future__ import annotations
@@ -46,19 +46,19 @@ class DirectStoreHopperGemm(PersistentHopperGemm):
     TILES = TILES
 
     @cute.jit
-    def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, counters: cute.Tensor, stream):
+    def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, counters: cute.Tensor, stream, *epilogue_args):
         # The pair stores need the compiler to know that every row of C starts 4-byte aligned.
         # C's row stride is a run-time value; the host checked that it is a multiple of 16 bytes
         # (gemm_launch.check_operands), so say so (cute.assume), or the copy does not compile.
         ldc = cute.assume(c.stride[0], divby=128 // c.element_type.width)
         c_rows = cute.make_tensor(c.iterator, cute.make_layout(c.shape, stride=(ldc, 1)))
-        PersistentHopperGemm.__call__(self, a, b, c, counters, stream, c_rows)  # workspace = C itself
+        self.launch(a, b, c, (counters,), self.grid_clusters(c), stream, (c_rows, *epilogue_args))
 
     @cute.jit
-    def store_tile(self, sched, epilogue, mma, gC, tile, c_map, ctid, warp_idx):
-        """Each consumer thread converts its accumulators and stores them where they belong in C,
-        a pair of columns per store, skipping pairs outside C."""
-        c = sched.workspace  # C (M, N) in global memory
+    def store_tile(self, sched, epilogue, mma, gC, tile, ctid, warp_idx, c_map=None):
+        """Each consumer thread converts its accumulators (through the epilogue op, if any) and
+        stores them where they belong in C, a pair of columns per store, skipping pairs outside C."""
+        c, op_operands = epilogue.operands[0], epilogue.operands[1:]  # C (M, N) in global memory
         thr = mma.tiled_mma.get_slice(ctid)
         where = (tile.tile_m, tile.tile_n)
         # The same partition as the accumulators: element i of tCgC is where acc[i] goes, and
@@ -66,6 +66,10 @@ class DirectStoreHopperGemm(PersistentHopperGemm):
         tCgC = thr.partition_C(cute.local_tile(c, self.tile_mn, where))
         tCcC = thr.partition_C(cute.local_tile(cute.make_identity_tensor(c.shape), self.tile_mn, where))
         out = cute.make_rmem_tensor(mma.acc.layout, self.c_dtype)
+        if cutlass.const_expr(self.epilogue_op is not None):
+            for i in cutlass.range_constexpr(cute.size(mma.acc)):
+                m, n = tCcC[i]
+                mma.acc[i] = self.epilogue_op.apply(mma.acc[i], m, n, *op_operands)
         out.store(mma.acc.load().to(self.c_dtype))
         # Mode 0 of the accumulator layout starts with 2 neighbouring columns: one store. (C's
         # rows are a multiple of 16 bytes, so a pair is wholly inside C or wholly outside.)

@@ -26,7 +26,6 @@ TMA-store epilogue: the pieces in ``sm90.py``), but organised differently:
   and needs no communication. "dynamic": the producer warp takes the next work item from a global
   atomic counter when it is ready for one and hands it to its consumers through a two-slot smem
   queue (``cutlass.pipeline.PipelineAsync``), so CTAs on faster SMs take more tiles.
-
 * **Three tiles.** 128x256 (the default), 128x128, and 256x128, where each consumer warpgroup owns
   two 64-row slabs (two m64n128 wgmmas per k-step; the same 48 KiB stage and 128 accumulator
   registers; cuBLAS's bf16 tile, measured 0.98-1.01x the 128x256 tile: docs/hopper_gemm.md).
@@ -35,12 +34,10 @@ TMA-store epilogue: the pieces in ``sm90.py``), but organised differently:
   before its first load, and the consumers release the next grid when their work is done
   (``griddepcontrol.launch_dependents``). It saves the 1-2 us the GPU idles between two launches.
 
-The variants change it through hooks (the class docstring): ping-pong (``hopper_gemm_pingpong``:
-the epilogue overlapped with the other warpgroup's MMAs), stream-K (``hopper_gemm_streamk``: the
-last partial wave split along K), the direct-store epilogue (``hopper_gemm_direct_store``:
-registers straight to C, no smem) and the grouped GEMMs (``hopper_grouped_gemm``). Entry points
-mirror ``hopper_gemm``: ``gemm_persistent(a, b)``, ``launcher`` for benchmarks, ``compile_target``
-for ``cutecourse.inspect``, ``plan_persistent``.
+The variants change it through hooks (the class docstring): ping-pong (``hopper_gemm_pingpong``),
+stream-K (``hopper_gemm_streamk``), the direct-store epilogue (``hopper_gemm_direct_store``) and
+the grouped GEMMs (``hopper_grouped_gemm``). ``epilogue_op`` (``epilogue_op.py``): an elementwise
+op on each accumulator before it is stored, e.g. a bias and an activation.
 """
 
 from __future__ import annotations
@@ -131,7 +128,7 @@ class PersistentHopperGemm:
 
     def __init__(self, tile_mn=(128, 256), cluster_mn=(1, 1), sms: int = 132,
                  group_m: int = GROUP_M, stages: int | None = None, scheduler: str = "static",
-                 epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES, pdl: bool = False):
+                 epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES, pdl: bool = False, epilogue_op=None):
         self.tile_mn = check_tile(tile_mn, self.TILES)
         if tuple(cluster_mn) not in CLUSTERS:
             raise ShapeError(f"cluster {tuple(cluster_mn)} is not supported",
@@ -152,28 +149,31 @@ class PersistentHopperGemm:
         self.epi_stages, self.pdl = epi_stages, pdl
         self.epi_tile = check_epi_tile(self.tile_mn, epi_tile, whole_rounds=True, epi_stages=epi_stages)
         self.acc_dtype = cutlass.Float32
+        self.epilogue_op = epilogue_op  # applied to each accumulator before C (epilogue_op.py)
         self.config = (self.tile_mn, self.cluster_mn, sms, group_m, stages, scheduler, self.epi_tile,
-                       epi_stages, pdl)
+                       epi_stages, pdl, epilogue_op and epilogue_op.key())
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit
-    def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, counters: cute.Tensor, stream,
-                 workspace=None):
-        # The persistent grid: as many clusters as fit on the SMs, fewer when the problem has
-        # fewer work items (cluster-sized blocks of C tiles).
+    def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, counters: cute.Tensor, stream, *epilogue_args):
+        self.launch(a, b, c, (counters,), self.grid_clusters(c), stream, epilogue_args)
+
+    def grid_clusters(self, c):
+        """The persistent grid: as many clusters as fit on the SMs, fewer when the problem has
+        fewer work items (cluster-sized blocks of C tiles)."""
         cm, cn = self.cluster_mn
         clusters_m = cute.ceil_div(cute.ceil_div(c.shape[0], self.tile_mn[0]), cm)
         clusters_n = cute.ceil_div(cute.ceil_div(c.shape[1], self.tile_mn[1]), cn)
-        self.launch(a, b, c, counters, workspace,
-                    cutlass.min(clusters_m * clusters_n, self.sms // (cm * cn)), stream)
+        return cutlass.min(clusters_m * clusters_n, self.sms // (cm * cn))
 
     @cute.jit
-    def launch(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, work_args, workspace, clusters,
-               stream):
+    def launch(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, scheduler_args, clusters, stream,
+               epilogue_args=()):
         """Plan the smem, build the MMA and the TMA atoms of A, B, C (``a``, ``b``, ``c``: the
-        operands, or templates of them), launch ``clusters`` clusters. ``work_args``, ``workspace``:
-        what ``make_scheduler`` takes (the dense kernel: the scheduler's counters; stream-K's
-        partial sums; the direct-store kernel: C itself)."""
+        operands, or templates of them), launch ``clusters`` clusters. ``scheduler_args``: the
+        tensors ``make_scheduler`` reads (the dense kernel: the dynamic scheduler's counters;
+        stream-K: and its partial sums; the grouped GEMMs: the group metadata and tensor maps);
+        ``epilogue_args``: those the epilogue reads (the epilogue op's operands)."""
         self.a_dtype, self.c_dtype = a.element_type, c.element_type
         self.stages = plan_persistent(self.tile_mn, sm90.dtype_name(self.a_dtype),
                                       sm90.dtype_name(self.c_dtype), stages=self.requested_stages,
@@ -190,11 +190,10 @@ class PersistentHopperGemm:
 
         self.shared_storage = shared_storage(self, sA_layout, sB_layout, sC_layout)
         cm, cn = self.cluster_mn
-        # A 1x1 "cluster" launch attribute is left out: a cluster of one CTA shares nothing, and
-        # the attribute measured up to 2x slower on the H100 (docs/hopper_grouped_gemm.md).
+        # No 1x1 "cluster" launch attribute: it shares nothing and ran up to 2x slower (docs/grouped_measured.md).
         cluster = {"cluster": (cm, cn, 1)} if cm * cn > 1 else {}
         self.kernel(tma_a, gA, tma_b, gB, tma_c, gC, self.tiled_mma, sA_layout, sB_layout,
-                    sC_layout, work_args, workspace).launch(grid=(cm, cn, clusters), block=[THREADS, 1, 1],
+                    sC_layout, scheduler_args, epilogue_args).launch(grid=(cm, cn, clusters), block=[THREADS, 1, 1],
                                                    min_blocks_per_mp=1, stream=stream, use_pdl=self.pdl,
                                                    **cluster)
 
@@ -203,7 +202,7 @@ class PersistentHopperGemm:
     def kernel(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
                tma_c: cute.CopyAtom, mC: cute.Tensor, tiled_mma: cute.TiledMma,
                sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
-               sC_layout: cute.ComposedLayout, work_args, workspace):
+               sC_layout: cute.ComposedLayout, scheduler_args, epilogue_args):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         warpgroup_idx = cute.arch.make_warp_uniform(tidx // 128)
@@ -241,8 +240,7 @@ class PersistentHopperGemm:
         tAsA, tAgA, tBsB, tBgB = sm90.tma_views(tma_a, tma_b, cta_layout, cluster_coord, sA, sB, gA, gB)
         slots = storage.work_items.get_tensor(cute.make_layout((WORK_SLOTS, self.ITEM_FIELDS),
                                                                stride=(self.ITEM_FIELDS, 1)))
-        sched = self.make_scheduler(work_args, workspace, queue, slots, gA, gC, storage,
-                                    (tma_a, tma_b, tma_c))
+        sched = self.make_scheduler(scheduler_args, queue, slots, gA, gC, storage, (tma_a, tma_b, tma_c))
 
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
 
@@ -258,11 +256,11 @@ class PersistentHopperGemm:
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGISTERS)
             self._consumers(ring, sched, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx,
-                            warpgroup_idx)
+                            warpgroup_idx, epilogue_args)
             if cutlass.const_expr(self.pdl):
                 cute.arch.griddepcontrol_launch_dependents()  # the next kernel may start (PDL)
 
-    def make_scheduler(self, counters, workspace, queue, slots, gA, gC, storage, atoms):
+    def make_scheduler(self, scheduler_args, queue, slots, gA, gC, storage, atoms):
         """Hook: the scheduler state of this CTA (``tile_scheduler.Scheduler``): its first work
         item, the stride between its items (the clusters in the grid), the grid of work items."""
         cm, cn = self.cluster_mn
@@ -273,7 +271,7 @@ class PersistentHopperGemm:
             self.scheduler, first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2],
             clusters_m=clusters_m, clusters_n=clusters_n, total=clusters_m * clusters_n,
             k_tiles=cute.size(gA, mode=[3]), group_m=self.group_m, cluster_mn=self.cluster_mn,
-            in_cluster=in_cluster, queue=queue, slots=slots, counters=counters, workspace=workspace)
+            in_cluster=in_cluster, queue=queue, slots=slots, counters=scheduler_args[0])
 
     # -- producer: one warp, TMA only --------------------------------------------------------
     @cute.jit
@@ -310,15 +308,16 @@ class PersistentHopperGemm:
 
     # -- consumers: two warpgroups, WGMMA + epilogue -----------------------------------------
     @cute.jit
-    def _consumers(self, ring, sched, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx, warpgroup_idx):
+    def _consumers(self, ring, sched, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx, warpgroup_idx,
+                   epilogue_args):
         """Both consumer warpgroups work on the same tile: each owns 64 of its 128 rows."""
         ctid = tidx - 128 * PRODUCER_WARPGROUPS  # 0..255 among the consumers
         first_thread = cute.make_layout(CONSUMER_WARPGROUPS, stride=128)(warpgroup_idx - PRODUCER_WARPGROUPS)
         mma = sm90.make_mma(tiled_mma, first_thread, sA, sB, gC[(None, None, 0, 0)], self.acc_dtype)
-        self._consumer(ring, sched, mma, tma_c, gC, sC, ctid, warp_idx)
+        self._consumer(ring, sched, mma, tma_c, gC, sC, ctid, warp_idx, epilogue_args)
 
     @cute.jit
-    def _consumer(self, ring, sched, mma, tma_c, gC, sC, ctid, warp_idx):
+    def _consumer(self, ring, sched, mma, tma_c, gC, sC, ctid, warp_idx, epilogue_args):
         """Per work item: the mainloop (the prefetch variant's, without the loads), then the
         epilogue. The C buffers continue across tiles (a tile's sub-tiles are a multiple of
         EPI_STAGES) and at most EPI_STAGES - 1 TMA stores are in flight, so a buffer is never
@@ -327,30 +326,32 @@ class PersistentHopperGemm:
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         epilogue = sm90.Epilogue(tma_c, sC, mma.tiled_mma, mma.acc, ctid, self.c_dtype,
                                  self.epi_tile, self.epi_stages, CONSUMER_THREADS,
-                                 store_warp=EPILOGUE_STORE_WARP, barrier_threads=CONSUMER_THREADS)
+                                 store_warp=EPILOGUE_STORE_WARP, barrier_threads=CONSUMER_THREADS,
+                                 op=self.epilogue_op, operands=epilogue_args)
         slot = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, WORK_SLOTS)
         work = self.schedule.receive(sched, slot)
         slot.advance()
         while self.schedule.active(sched, work):
             tile = self.schedule.work_tile(sched, work)
-            c_map = self.enter_tile(sched, epilogue, tile, warp_idx)
+            self.enter_tile(sched, epilogue, tile, warp_idx)
             read, release = self.mainloop(ring, mma, read, release, sched, tile)
-            self.store_tile(sched, epilogue, mma, gC, tile, c_map, ctid, warp_idx)
+            self.store_tile(sched, epilogue, mma, gC, tile, ctid, warp_idx)
             work = self.schedule.receive(sched, slot, work, tile)
             slot.advance()
         sm90.finish_stores(epilogue, warp_idx)
 
     def enter_tile(self, sched, epilogue, tile, warp_idx):
-        """Hook: what the consumers do before a tile's mainloop; returns C's tensor map (None: the host's)."""
-        return None
+        """Hook: what the consumers do before a tile's mainloop (the grouped GEMMs: C's tensor map)."""
 
     def mainloop(self, ring, mma, read, release, sched, tile):
         """Hook: acc = the tile's k-tiles multiplied (``sm90.mma_tile``); returns (read, release) advanced."""
         return sm90.mma_tile(ring, mma, read, release, tile.k_end - tile.k_begin)
 
-    def store_tile(self, sched, epilogue, mma, gC, tile, c_map, ctid, warp_idx):
-        """Hook: the epilogue of a tile: its accumulators to C (``sm90.store_tile``)."""
-        sm90.store_tile(epilogue, gC[(None, None, tile.tile_m, tile.tile_n)], warp_idx, c_map)
+    def store_tile(self, sched, epilogue, mma, gC, tile, ctid, warp_idx, c_map=None):
+        """Hook: the epilogue of a tile: its accumulators, through the epilogue op if the kernel
+        has one, to C (``sm90.store_tile``). ``c_map``: C's tensor map (None: the host's)."""
+        sm90.store_tile(epilogue, gC[(None, None, tile.tile_m, tile.tile_n)], warp_idx, c_map,
+                        origin=(tile.tile_m * self.tile_mn[0], tile.tile_n * self.tile_mn[1]))
 
 
 # ------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ the 700 W cap, 1-8% faster on every shape with more than one wave of tiles, and 
 cooperative kernel where the epilogue matters (docs/hopper_gemm.md, "Ping-pong schedule"). ``epi_stages=4`` gives the
 4-stage ring back.
 
-The ordered barrier is two named hardware barriers (``ORDER_BARRIER`` + w for warpgroup w), each
+The ordered barrier is two named hardware barriers (``Barrier.MMA_TURN`` + w for warpgroup w), each
 completed by 256 threads: the 128 of the waiting warpgroup (``bar.sync``) and the 128 of the
 other (``bar.arrive``). Warpgroup 1 passes warpgroup 0 its first turn at the start; a turn is
 passed on only if the other warpgroup has a next tile, so every arrive meets a wait.
@@ -46,6 +46,7 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
 from . import gemm_launch, sm90, tile_scheduler
+from .barriers import Barrier
 from .hopper_gemm_persistent import PRODUCER_WARPGROUPS, PersistentHopperGemm, plan_persistent
 
 #: A warpgroup's tile: 64 rows (one wgmma's M) by 256 (the default), or 128x128 (module docstring).
@@ -57,8 +58,8 @@ EPI_STAGES = 2
 #: Band height of the tile order, in 64-row tiles: 32, the same 2048 rows as the cooperative
 #: kernel's 16 bands of 128.
 GROUP_M = 32
-#: Named barriers: 0 is __syncthreads; 1 + w: warpgroup w's epilogue; ORDER_BARRIER + w: its turn.
-ORDER_BARRIER = 3
+#: Named barriers (``barriers.Barrier``): EPILOGUE + w is warpgroup w's epilogue, MMA_TURN + w its turn.
+ORDER_BARRIER = Barrier.MMA_TURN
 
 
 class PingPongHopperGemm(PersistentHopperGemm):
@@ -70,26 +71,29 @@ class PingPongHopperGemm(PersistentHopperGemm):
 
     def __init__(self, tile_mn=(64, 256), cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
                  stages: int | None = None, epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES,
-                 pdl: bool = False):
-        super().__init__(tile_mn, cluster_mn, sms, group_m, stages, "static", epi_tile, epi_stages, pdl)
+                 pdl: bool = False, epilogue_op=None):
+        super().__init__(tile_mn, cluster_mn, sms, group_m, stages, "static", epi_tile, epi_stages, pdl,
+                         epilogue_op)
 
     @cute.jit
-    def _consumers(self, ring, sched, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx, warpgroup_idx):
+    def _consumers(self, ring, sched, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx, warpgroup_idx,
+                   epilogue_args):
         """Each consumer warpgroup is a whole MMA unit with its own tile: same fragments, own
         accumulators; its own copy of the consumer loop (w is a compile-time constant)."""
         mma = sm90.make_mma(tiled_mma, 0, sA, sB, gC[(None, None, 0, 0)], self.acc_dtype)
         wtid = tidx % 128
         if warpgroup_idx == PRODUCER_WARPGROUPS:
-            self._pingpong(ring, sched, mma, tma_c, gC, sC, wtid, warp_idx, 0)
+            self._pingpong(ring, sched, mma, tma_c, gC, sC, wtid, warp_idx, epilogue_args, 0)
         else:
-            self._pingpong(ring, sched, mma, tma_c, gC, sC, wtid, warp_idx, 1)
+            self._pingpong(ring, sched, mma, tma_c, gC, sC, wtid, warp_idx, epilogue_args, 1)
 
     @cute.jit
-    def _pingpong(self, ring, sched, mma, tma_c, gC, sC, wtid, warp_idx, w: cutlass.Constexpr):
+    def _pingpong(self, ring, sched, mma, tma_c, gC, sC, wtid, warp_idx, epilogue_args, w: cutlass.Constexpr):
         """Warpgroup w: tiles w, w + 2, ... of this CTA's work items, taking turns on the MMAs."""
         epilogue = sm90.Epilogue(tma_c, sC, mma.tiled_mma, mma.acc, wtid, self.c_dtype,
                                  self.epi_tile, self.epi_stages, 128, store_warp=4 * (PRODUCER_WARPGROUPS + w),
-                                 barrier_threads=128, barrier_id=1 + w, first_buffer=w * self.epi_stages)
+                                 barrier_threads=128, barrier_id=Barrier.EPILOGUE + w,
+                                 first_buffer=w * self.epi_stages, op=self.epilogue_op, operands=epilogue_args)
         if cutlass.const_expr(w == 1):  # warpgroup 0 goes first
             cute.arch.barrier_arrive(barrier_id=ORDER_BARRIER, number_of_threads=256)
         k_tiles = sched.k_tiles
@@ -116,7 +120,8 @@ class PingPongHopperGemm(PersistentHopperGemm):
             ring.consumer_release(pipeline.PipelineState(self.stages, last, last % self.stages,
                                                          (last // self.stages) % 2))
             count += 2 * k_tiles
-            sm90.store_tile(epilogue, gC[(None, None, tile_m, tile_n)], warp_idx)
+            tile = tile_scheduler.WorkTile(work, tile_m, tile_n, 0, k_tiles, 0, False)
+            self.store_tile(sched, epilogue, mma, gC, tile, wtid, warp_idx)
             work += 2 * sched.stride
         sm90.finish_stores(epilogue, warp_idx)
 

@@ -13,7 +13,7 @@ at two common k-tiles and share their loads in L2 (``models/stream_k.py`` says w
 orders cost on the H100):
 
 * after a piece that does not reach the tile's last k-tile, the consumers write their fp32
-  accumulators to this CTA's workspace slot (one tile, laid out so that each warp writes 512
+  accumulators to this CTA's partial-sums slot (one tile, laid out so that each warp writes 512
   contiguous bytes per store) and raise this CTA's flag: a named barrier, so every consumer
   thread's stores come first, then one thread's ``fence.acq_rel.gpu`` and a store of 1;
 * after a tail piece, they wait for the flags of the CTAs that computed the rest of the tile
@@ -34,7 +34,7 @@ only where each CTA saves ``MIN_SAVED`` = 16 k-tiles or more. Measured (docs/hop
 power to the others.
 
 The kernel takes two more arguments than the persistent one: ``counters`` holds, after the
-dynamic scheduler's two tickets, one flag per CTA; ``workspace`` one fp32 tile per CTA.
+dynamic scheduler's two tickets, one flag per CTA; ``partial_sums`` one fp32 tile per CTA.
 """
 
 from __future__ import annotations
@@ -45,13 +45,12 @@ import cutlass.cute as cute
 from ..errors import ShapeError
 from ..models.gemm_plan import EPI_STAGES, EPI_TILE, TILES
 from ..models.stream_k import MIN_SAVED
-from . import gemm_launch, sm90, stream_k_scheduler
+from . import gemm_launch, stream_k_scheduler
+from .barriers import Barrier
 from .hopper_gemm_persistent import CONSUMER_THREADS, GROUP_M, PersistentHopperGemm, plan_persistent, validate
 
-#: counters[FLAGS + s]: CTA slot s's partial sums are in the workspace (after the 2 tickets).
+#: counters[FLAGS + s]: CTA slot s's partial sums are in ``partial_sums`` (after the 2 tickets).
 FLAGS = 2
-#: The named barrier of the consumer warpgroups (the epilogue's: the same 256 threads).
-CONSUMER_BARRIER = 1
 
 
 class StreamKHopperGemm(PersistentHopperGemm):
@@ -67,42 +66,49 @@ class StreamKHopperGemm(PersistentHopperGemm):
 
     def __init__(self, tile_mn=(128, 256), cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
                  stages: int | None = None, epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES,
-                 pdl: bool = False, min_saved: int = MIN_SAVED):
-        super().__init__(tile_mn, cluster_mn, sms, group_m, stages, "static", epi_tile, epi_stages, pdl)
+                 pdl: bool = False, min_saved: int = MIN_SAVED, epilogue_op=None):
+        super().__init__(tile_mn, cluster_mn, sms, group_m, stages, "static", epi_tile, epi_stages, pdl,
+                         epilogue_op)
         if min_saved < 1:
             raise ShapeError(f"min_saved={min_saved}: must be >= 1 k-tile", "use the default, MIN_SAVED")
         self.min_saved = min_saved
         self.config = (*self.config, min_saved)
 
-    def make_scheduler(self, counters, workspace, queue, slots, gA, gC, storage, atoms):
+    @cute.jit
+    def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, counters: cute.Tensor, stream,
+                 partial_sums: cute.Tensor, *epilogue_args):
+        """The persistent kernel's launch, plus ``partial_sums``: fp32, one tile per CTA."""
+        self.launch(a, b, c, (counters, partial_sums), self.grid_clusters(c), stream, epilogue_args)
+
+    def make_scheduler(self, scheduler_args, queue, slots, gA, gC, storage, atoms):
         """The static scheduler's state plus this launch's split (``stream_k_scheduler.split``)."""
-        sched = super().make_scheduler(counters, workspace, queue, slots, gA, gC, storage, atoms)
-        return stream_k_scheduler.split(sched, self.min_saved)
+        sched = super().make_scheduler(scheduler_args, queue, slots, gA, gC, storage, atoms)
+        return stream_k_scheduler.split(sched, self.min_saved, scheduler_args[1])
 
     @cute.jit
-    def store_tile(self, sched, epilogue, mma, gC, tile, c_map, ctid, warp_idx):
+    def store_tile(self, sched, epilogue, mma, gC, tile, ctid, warp_idx, c_map=None):
         """After a head or middle piece, save the partial sums (the CTA of the tail piece finishes
         the tile); after a tail piece (or a whole tile), add the others' partial sums, then the
         epilogue."""
         cluster_size = self.cluster_mn[0] * self.cluster_mn[1]
         rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
         if tile.k_end < sched.k_tiles:
-            save_partial(sched.workspace, sched.counters, mma.acc, sched.first * cluster_size + rank, ctid)
+            save_partial(sched.partial_sums, sched.counters, mma.acc, sched.first * cluster_size + rank, ctid)
         else:
             first, stop = stream_k_scheduler.helpers(sched, tile)
             for other in cutlass.range(first, stop, unroll=1):
-                add_partial(sched.workspace, sched.counters, mma.acc, other * cluster_size + rank, ctid)
-            sm90.store_tile(epilogue, gC[(None, None, tile.tile_m, tile.tile_n)], warp_idx)
+                add_partial(sched.partial_sums, sched.counters, mma.acc, other * cluster_size + rank, ctid)
+            PersistentHopperGemm.store_tile(self, sched, epilogue, mma, gC, tile, ctid, warp_idx)
 
 
-# -- the partial sums: workspace slots and flags -------------------------------------------------
-def _slot_view(workspace, acc, slot, ctid):
-    """Thread ``ctid``'s part of workspace slot ``slot``, and its accumulators, both as (4, n/4):
+# -- the partial sums: one slot per CTA, and its flag ---------------------------------------------
+def _slot_view(partial_sums, acc, slot, ctid):
+    """Thread ``ctid``'s part of slot ``slot`` of the partial sums, and its accumulators, both as (4, n/4):
     four consecutive fp32 (one 16-byte access) per column, the 256 threads' columns interleaved so
     that a warp's access covers 512 contiguous bytes."""
     n = cute.size(acc)
-    slots = cute.make_tensor(workspace.iterator, cute.make_layout(
-        (4, n // 4, CONSUMER_THREADS, cute.size(workspace) // (n * CONSUMER_THREADS)),
+    slots = cute.make_tensor(partial_sums.iterator, cute.make_layout(
+        (4, n // 4, CONSUMER_THREADS, cute.size(partial_sums) // (n * CONSUMER_THREADS)),
         stride=(1, 4 * CONSUMER_THREADS, 4, n * CONSUMER_THREADS)))
     mine = slots[(None, None, ctid, slot)]
     regs = cute.make_tensor(acc.iterator, cute.make_layout((4, n // 4)))
@@ -110,12 +116,12 @@ def _slot_view(workspace, acc, slot, ctid):
 
 
 @cute.jit
-def save_partial(workspace, counters, acc, slot, ctid):
+def save_partial(partial_sums, counters, acc, slot, ctid):
     """Write this CTA's accumulators to its slot, then raise its flag (release)."""
-    mine, regs = _slot_view(workspace, acc, slot, ctid)
+    mine, regs = _slot_view(partial_sums, acc, slot, ctid)
     cute.copy(cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), cutlass.Float32, num_bits_per_copy=128),
               regs, mine)
-    cute.arch.barrier(barrier_id=CONSUMER_BARRIER, number_of_threads=CONSUMER_THREADS)
+    cute.arch.barrier(barrier_id=Barrier.EPILOGUE, number_of_threads=CONSUMER_THREADS)
     flag = counters.iterator + FLAGS + slot
     if ctid == 0:
         cute.arch.fence_acq_rel_gpu()  # every consumer thread's stores (ordered by the barrier)
@@ -123,7 +129,7 @@ def save_partial(workspace, counters, acc, slot, ctid):
 
 
 @cute.jit
-def add_partial(workspace, counters, acc, slot, ctid):
+def add_partial(partial_sums, counters, acc, slot, ctid):
     """Wait for CTA slot ``slot``'s flag (acquire), add its partial sums, reset the flag."""
     flag = counters.iterator + FLAGS + slot
     if ctid == 0:
@@ -131,8 +137,8 @@ def add_partial(workspace, counters, acc, slot, ctid):
         while ready == 0:
             ready = cute.arch.load(flag, cutlass.Int32, sem="acquire", scope="gpu")
         cute.arch.store(flag, cutlass.Int32(0), sem="relaxed", scope="gpu")  # for the next launch
-    cute.arch.barrier(barrier_id=CONSUMER_BARRIER, number_of_threads=CONSUMER_THREADS)
-    theirs, regs = _slot_view(workspace, acc, slot, ctid)
+    cute.arch.barrier(barrier_id=Barrier.EPILOGUE, number_of_threads=CONSUMER_THREADS)
+    theirs, regs = _slot_view(partial_sums, acc, slot, ctid)
     part = cute.make_rmem_tensor_like(regs)
     load = cute.make_copy_atom(cute.nvgpu.CopyG2ROp(), cutlass.Float32, num_bits_per_copy=128,
                                load_cache_mode=cute.nvgpu.LoadCacheMode.GLOBAL)
@@ -144,12 +150,12 @@ def add_partial(workspace, counters, acc, slot, ctid):
 # Python entry points
 # ------------------------------------------------------------------------------------------
 def scratch(sms: int, tile_mn, device=None):
-    """(counters, workspace) for ``sms`` CTAs: int32 tickets + flags, zero; fp32 tiles (torch)."""
+    """(counters, partial_sums) for ``sms`` CTAs: int32 tickets + flags, zero; fp32 tiles (torch)."""
     import torch
 
     counters = torch.zeros(FLAGS + sms, dtype=torch.int32, device=device)
-    workspace = torch.empty(sms * tile_mn[0] * tile_mn[1], dtype=torch.float32, device=device)
-    return counters, workspace
+    partial_sums = torch.empty(sms * tile_mn[0] * tile_mn[1], dtype=torch.float32, device=device)
+    return counters, partial_sums
 
 
 def compile_target(tile=(128, 256), in_dtype: str = "float16", out_dtype: str = "float16",
@@ -162,24 +168,24 @@ def compile_target(tile=(128, 256), in_dtype: str = "float16", out_dtype: str = 
     plan_persistent(tuple(tile), in_dtype, out_dtype, stages=stages)  # clear errors before tracing
     kernel = StreamKHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, pdl=pdl, min_saved=min_saved)
     counters = make_fake_tensor(cutlass.Int32, (FLAGS + sms,), (1,), assumed_align=8)
-    workspace = make_fake_tensor(cutlass.Float32, (sms * tile[0] * tile[1],), (1,), assumed_align=16)
-    return kernel, (*gemm_launch.fake_operands(in_dtype, out_dtype), counters, cuda.CUstream(0), workspace)
+    partial_sums = make_fake_tensor(cutlass.Float32, (sms * tile[0] * tile[1],), (1,), assumed_align=16)
+    return kernel, (*gemm_launch.fake_operands(in_dtype, out_dtype), counters, cuda.CUstream(0), partial_sums)
 
 
 def launcher(a, b, c, tile=(128, 256), cluster=(1, 1), group_m: int = GROUP_M,
              stages: int | None = None, sms: int | None = None, epi_tile=EPI_TILE,
              epi_stages: int = EPI_STAGES, pdl: bool = False, min_saved: int = MIN_SAVED):
     """Validated, compiled launch closure for benchmarks: ``fn()`` writes A @ B.T into ``c``.
-    Owns its flags and workspace: two launchers may run on different streams at once."""
+    Owns its flags and partial_sums: two launchers may run on different streams at once."""
     from ..modes import require_gpu
 
     validate(a, b, c.dtype, tile, stages, c, epi_tile, epi_stages)
     sms = require_gpu("sm_90a").sm_count if sms is None else sms
     kernel = StreamKHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, epi_tile, epi_stages, pdl,
                                min_saved)
-    counters, workspace = scratch(sms, tile, a.device)
-    fn = gemm_launch.launcher(kernel, a, b, c, extra=[(counters, 8)], tail=[(workspace, 16)])
-    fn.counters, fn.workspace = counters, workspace
+    counters, partial_sums = scratch(sms, tile, a.device)
+    fn = gemm_launch.launcher(kernel, a, b, c, extra=[(counters, 8)], tail=[(partial_sums, 16)])
+    fn.counters, fn.partial_sums = counters, partial_sums
     return fn
 
 

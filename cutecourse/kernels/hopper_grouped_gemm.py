@@ -61,32 +61,32 @@ class GroupedHopperGemm(PersistentHopperGemm):
 
     def __init__(self, tile_mn=(128, 256), cluster_mn=(1, 1), sms: int = 132, *,
                  group_m: int = GROUP_M, stages: int | None = None, epi_tile=EPI_TILE,
-                 epi_stages: int = EPI_STAGES):
+                 epi_stages: int = EPI_STAGES, epilogue_op=None):
         super().__init__(tile_mn, cluster_mn, sms, group_m=group_m, stages=stages, epi_tile=epi_tile,
-                         epi_stages=epi_stages)
+                         epi_stages=epi_stages, epilogue_op=epilogue_op)
         self.config = ("grouped", *self.config)
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit
     def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, shapes: cute.Tensor,
-                 ptrs: cute.Tensor, strides: cute.Tensor, workspace: cute.Tensor, trace: cute.Tensor,
-                 work_bound: cutlass.Int32, stream):
+                 ptrs: cute.Tensor, strides: cute.Tensor, map_workspace: cute.Tensor, trace: cute.Tensor,
+                 work_bound: cutlass.Int32, stream, *epilogue_args):
         """``a``, ``b``, ``c``: templates (dtype, row-major) for the tensor maps, e.g. group 0's
-        operands; ``workspace`` (CTAs, 3, 16) int64: the CTAs' tensor maps; ``trace`` (CTAs, 2)
-        int32: each CTA writes its item and tensor-map-update counts; ``work_bound``: at least
-        the total number of work items (it sizes the grid)."""
+        operands; ``map_workspace`` (CTAs, 3, 16) int64: the CTAs' tensor maps in global memory;
+        ``trace`` (CTAs, 2) int32: each CTA writes its item and tensor-map-update counts;
+        ``work_bound``: at least the total number of work items (it sizes the grid)."""
         cm, cn = self.cluster_mn
-        self.launch(a, b, c, (shapes, ptrs, strides, trace), workspace,
-                    cutlass.min(work_bound, self.sms // (cm * cn)), stream)
+        self.launch(a, b, c, (shapes, ptrs, strides, trace, map_workspace),
+                    cutlass.min(work_bound, self.sms // (cm * cn)), stream, epilogue_args)
 
     # -- device side: the hooks ----------------------------------------------------------------
-    def make_scheduler(self, metadata, workspace, queue, slots, gA, gC, storage, atoms):
+    def make_scheduler(self, scheduler_args, queue, slots, gA, gC, storage, atoms):
         """The group walk's state (``group_walk.Groups``), with this CTA's tensor maps: each map's
         owner copies the host-made template into smem (it is patched before first use)."""
-        shapes, ptrs, strides, trace = metadata
+        shapes, ptrs, strides, trace, map_workspace = scheduler_args
         cm, cn = self.cluster_mn
         cta = tensor_maps.workspace_row(self.cluster_mn)
-        maps = tensor_maps.tensor_maps(workspace, cta, storage.maps.data_ptr(), self.MAPS)
+        maps = tensor_maps.tensor_maps(map_workspace, cta, storage.maps.data_ptr(), self.MAPS)
         tma_a, tma_b, tma_c = atoms
         tensor_maps.init_maps(maps, (tma_a, tma_b), (A, B), PRODUCER_WARP)
         tensor_maps.init_maps(maps, (tma_c,), (C,), EPILOGUE_STORE_WARP)
@@ -119,4 +119,8 @@ class GroupedHopperGemm(PersistentHopperGemm):
             tensor_maps.update_maps(groups.maps, (c_g,), (epilogue.tma_c,), (C,), EPILOGUE_STORE_WARP)
             if warp_idx == EPILOGUE_STORE_WARP:
                 tensor_maps.acquire_maps(groups.maps, (C,))
-        return tensor_maps.map_pointer(groups.maps, C)
+
+    def store_tile(self, groups, epilogue, mma, gC, tile, ctid, warp_idx, c_map=None):
+        """The persistent kernel's epilogue, storing through this CTA's map of the group's C."""
+        PersistentHopperGemm.store_tile(self, groups, epilogue, mma, gC, tile, ctid, warp_idx,
+                                        tensor_maps.map_pointer(groups.maps, C))

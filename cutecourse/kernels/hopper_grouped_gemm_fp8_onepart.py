@@ -11,7 +11,7 @@ tensor cores stay busy only if the *other* consumer warpgroup's wgmmas run durin
 * ``turns=None``: the warpgroups run freely; they tend to run in step (both wait on the same
   stages, both store each tile) and to promote at the same time;
 * ``turns="issue"`` (default): they take turns to issue, through two named barriers as in the
-  ping-pong kernel (``ORDER_BARRIER + w``: warpgroup w's turn), passing the turn as soon as their
+  ping-pong kernel (``Barrier.MMA_TURN + w``: warpgroup w's turn), passing the turn as soon as their
   wgmmas are issued: both batches wait at the tensor cores, back to back if they run in the order
   issued, and each warpgroup promotes while the other's batch runs;
 * ``turns="done"``: the turn passes when one's wgmmas are done: strict alternation, with a
@@ -41,13 +41,11 @@ from cutlass.cute.nvgpu import warpgroup
 
 from ..errors import ShapeError
 from ..models.gemm_plan import EPI_TILE, FP8_TILES
+from .barriers import Barrier
 from .hopper_gemm_persistent import PRODUCER_WARPGROUPS
 from .hopper_grouped_gemm_fp8 import (BLOCK, CLUSTER, GROUP_M, BlockScaledGroupedHopperGemm, _group_scales,
                                       _load_scales)
 
-#: Named barriers of the turns: ORDER_BARRIER + w is consumer warpgroup w's turn to issue (0: the
-#: whole CTA's, 1: the epilogue's).
-ORDER_BARRIER = 2
 #: When a warpgroup passes the turn on: never (no turns), when its wgmmas are issued, or done.
 TURNS = (None, "issue", "done")
 
@@ -97,14 +95,14 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
         acc.fill(0.0)
         if cutlass.const_expr(self.turns is not None):
             if wg == 1:  # warpgroup 0 issues first
-                cute.arch.barrier_arrive(barrier_id=ORDER_BARRIER, number_of_threads=256)
+                cute.arch.barrier_arrive(barrier_id=Barrier.MMA_TURN, number_of_threads=256)
         for k in cutlass.range(tile.k_end, unroll=1):
             sb0 = _load_scales(scales, sa, k)
             sb1 = sfb[(second, k)]
             ring.consumer_wait(read)
             for h in cutlass.range_constexpr(batches):
                 if cutlass.const_expr(self.turns is not None):
-                    cute.arch.barrier(barrier_id=ORDER_BARRIER + wg, number_of_threads=256)  # my turn
+                    cute.arch.barrier(barrier_id=Barrier.MMA_TURN + wg, number_of_threads=256)  # my turn
                 tiled_mma = _issue_batch(tiled_mma, tCrA, tCrB, read.index, h, batches, part)
                 if cutlass.const_expr(self.turns == "issue"):
                     _pass_turn(wg, k + 1 < tile.k_end or h + 1 < batches)
@@ -130,7 +128,7 @@ def _pass_turn(wg, more):
     """Hand the turn to the other warpgroup; warpgroup 1's last batch of a tile does not (``more``
     false): warpgroup 0 has none left, and the next tile starts with warpgroup 0's turn."""
     if wg == 0 or more:
-        cute.arch.barrier_arrive(barrier_id=ORDER_BARRIER + 1 - wg, number_of_threads=256)
+        cute.arch.barrier_arrive(barrier_id=Barrier.MMA_TURN + 1 - wg, number_of_threads=256)
 
 
 @cute.jit

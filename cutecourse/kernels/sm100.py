@@ -36,13 +36,10 @@ from cutlass.cute.nvgpu import cpasync, tcgen05
 from cutlass.tensor_utils import LayoutEnum
 
 from ..models import blackwell_plan
+from .barriers import Barrier  # named barrier ids: the epilogue warps', the TMEM-address hand-off
 
 #: TMEM columns per SM (128 lanes x 32 bits each), all allocated by the one CTA on the SM.
 TMEM_COLUMNS = blackwell_plan.TMEM_COLUMNS
-#: Named barrier ids (0 is __syncthreads): the epilogue warps' own sync, and the TMEM-address
-#: hand-off between the allocating epilogue warp and the MMA warp.
-EPILOGUE_BARRIER = 1
-TMEM_BARRIER = 2
 C_LAYOUT = LayoutEnum.ROW_MAJOR  # C is N-major (row-major), like torch
 
 
@@ -150,7 +147,7 @@ def tmem_free(tmem, warp_idx, alloc_warp: int, barrier_threads: int):
     allocate), wait until no epilogue warp still reads TMEM, then free it."""
     if warp_idx == alloc_warp:
         cute.arch.relinquish_tmem_alloc_permit()
-    cute.arch.barrier(barrier_id=EPILOGUE_BARRIER, number_of_threads=barrier_threads)
+    cute.arch.barrier(barrier_id=Barrier.EPILOGUE, number_of_threads=barrier_threads)
     if warp_idx == alloc_warp:
         cute.arch.dealloc_tmem(tmem, TMEM_COLUMNS)
 
@@ -244,9 +241,9 @@ def store_tile(epi: Epilogue, acc_stage, gC_tile, warp_idx, c_map):
         cute.copy(epi.r2s, rC, epi.tRS_sC[(None, None, None, buf)])
         # generic-proxy smem writes must be visible to the async proxy (TMA) before the store
         cute.arch.fence_proxy("async.shared", space="cta")
-        cute.arch.barrier(barrier_id=EPILOGUE_BARRIER, number_of_threads=epi.threads)
+        cute.arch.barrier(barrier_id=Barrier.EPILOGUE, number_of_threads=epi.threads)
         if warp_idx == epi.store_warp:
             cute.copy(tma_c, bSG_sC[(None, buf)], bSG_gC[(None, e)], tma_desc_ptr=c_map)
             pipe.producer_commit()
             pipe.producer_acquire()  # <= c_stages - 1 stores in flight: buffer buf+1 is free
-        cute.arch.barrier(barrier_id=EPILOGUE_BARRIER, number_of_threads=epi.threads)
+        cute.arch.barrier(barrier_id=Barrier.EPILOGUE, number_of_threads=epi.threads)

@@ -30,6 +30,7 @@ from cutlass.cute.nvgpu import cpasync, warpgroup
 from ..errors import DTypeError
 from ..models.gemm_plan import IN_DTYPES, OUT_DTYPES, TILE_K
 from ..models.tile_order import band_coord
+from .barriers import Barrier
 
 DTYPES = {"float16": cutlass.Float16, "bfloat16": cutlass.BFloat16, "float32": cutlass.Float32,
           "float8_e4m3fn": cutlass.Float8E4M3FN}
@@ -252,12 +253,13 @@ class Epilogue:
     CTA (a plain ``bar.sync``), else their count (a named barrier, ``barrier_id``, that the other
     warps, e.g. a producer, never wait on). ``store_warp`` issues the TMA stores; ``first_buffer``:
     where this epilogue's ``epi_stages`` buffers start among the C buffers in smem (each ping-pong
-    warpgroup has its own).
+    warpgroup has its own). ``op``: an ``epilogue_op.EpilogueOp`` applied to each fp32 accumulator
+    before the conversion (None: none), ``operands`` the tensors it reads.
     """
 
     def __init__(self, tma_c, sC, tiled_mma, acc, thread, c_dtype, epi_tile, epi_stages: int,
-                 threads: int, store_warp: int, barrier_threads=None, barrier_id: int = 1,
-                 first_buffer: int = 0):
+                 threads: int, store_warp: int, barrier_threads=None, barrier_id: int = Barrier.EPILOGUE,
+                 first_buffer: int = 0, op=None, operands=()):
         r2s_atom = sm90_utils.sm90_get_smem_store_op(ROW_MAJOR, elem_ty_d=c_dtype,
                                                      elem_ty_acc=acc.element_type)
         stmatrix = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), c_dtype)
@@ -270,6 +272,10 @@ class Epilogue:
         self.epi_tile, self.epi_stages = epi_tile, epi_stages
         self.store_warp, self.barrier_threads, self.barrier_id = store_warp, barrier_threads, barrier_id
         self.first_buffer = first_buffer  # of the smem C buffers, this epilogue's first
+        # The elementwise op (``epilogue_op.py``) and the tensors it reads; with an op, this
+        # thread's MMA slice gives each accumulator's (row, column) in the tile.
+        self.op, self.operands = op, tuple(operands)
+        self.thr_mma = tiled_mma.get_slice(thread) if op is not None else None
         # at most epi_stages - 1 TMA stores in flight: a buffer is free again once acquired
         self.pipe = pipeline.PipelineTmaStore.create(
             num_stages=epi_stages, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, threads))
@@ -278,9 +284,10 @@ class Epilogue:
 # (Functions, not methods: the DSL treats an object whose method is called inside a run-time loop
 # as carried through the loop, and a Python object cannot be.)
 @cute.jit
-def store_tile(epi: Epilogue, gC_tile, warp_idx, c_map=None):
+def store_tile(epi: Epilogue, gC_tile, warp_idx, c_map=None, origin=(0, 0)):
     """Write the accumulators to the C tile ``gC_tile``, one ``epi_tile`` sub-tile at a time.
-    ``c_map``: optional pointer to a tensor map in global memory to store with (grouped GEMM)."""
+    ``c_map``: optional pointer to a tensor map in global memory to store with (grouped GEMM).
+    ``origin``: the tile's first (row, column) in C, which the epilogue op is told."""
     gC_epi = cute.zipped_divide(gC_tile, epi.epi_tile)
     bSG_sC, bSG_gC = cpasync.tma_partition(epi.tma_c, 0, cute.make_layout(1),
                                            cute.group_modes(epi.sC, 0, 2), gC_epi)
@@ -290,9 +297,15 @@ def store_tile(epi: Epilogue, gC_tile, warp_idx, c_map=None):
     # Plain locals, for the same reason: an object whose attribute is used inside a run-time
     # ``if`` would be carried through it.
     pipe, tma_c = epi.pipe, epi.tma_c
+    if cutlass.const_expr(epi.op is not None):
+        # (row, column) in the tile of each accumulator, in the order the r2s copy takes them
+        tRS_cC = epi.r2s.retile(epi.thr_mma.partition_C(cute.make_identity_tensor(gC_tile.shape)))
     for e in cutlass.range_constexpr(n_epi):
         for v in cutlass.range_constexpr(cute.size(rC)):
             rC[v] = epi.tRS_acc[e * cute.size(rC) + v]
+            if cutlass.const_expr(epi.op is not None):
+                m, n = tRS_cC[e * cute.size(rC) + v]
+                rC[v] = epi.op.apply(rC[v], origin[0] + m, origin[1] + n, *epi.operands)
         rC_out = cute.make_rmem_tensor_like(epi.rC_layout, epi.c_dtype)
         rC_out.store(rC.load().to(epi.c_dtype))
         buf = epi.first_buffer + e % epi.epi_stages

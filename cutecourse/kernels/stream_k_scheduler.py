@@ -32,6 +32,7 @@ class StreamKScheduler(Scheduler):
     sk_ctas: object = None  # clusters that share the k-tiles of the others
     sk_iters: object = None  # those k-tiles, in all
     done: object = None  # a cursor position past every unit: no more work
+    partial_sums: object = None  # fp32, one tile per CTA (``hopper_gemm_streamk.save_partial``)
 
 
 class Cursor(NamedTuple):
@@ -41,14 +42,14 @@ class Cursor(NamedTuple):
     end: cutlass.Int32
 
 
-def split(sched: Scheduler, min_saved: int) -> StreamKScheduler:
+def split(sched: Scheduler, min_saved: int, partial_sums) -> StreamKScheduler:
     """``sched`` with this launch's stream-K split: only where it saves each cluster at least
-    ``min_saved`` k-tiles (``models/stream_k.plan``)."""
+    ``min_saved`` k-tiles (``models/stream_k.plan``); ``partial_sums``: where split tiles meet."""
     dp, sk_ctas, sk_iters = stream_k.plan(sched.total, sched.stride, sched.k_tiles, min_saved,
                                           min_=cutlass.min)
     fields = {name: getattr(sched, name) for name in Scheduler.__dataclass_fields__}
     return StreamKScheduler(**fields, dp=dp, sk_ctas=sk_ctas, sk_iters=sk_iters,
-                            done=sched.total * sched.k_tiles)
+                            done=sched.total * sched.k_tiles, partial_sums=partial_sums)
 
 
 @cute.jit

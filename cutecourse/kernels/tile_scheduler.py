@@ -72,7 +72,6 @@ class Scheduler:
     slots: object  # dynamic: the slots, (WORK_SLOTS, 1) int32 work items
     counters: object  # int32 in global memory, zero between launches: dynamic: 2 tickets;
     #                   stream-k: then one "partial sums ready" flag per CTA
-    workspace: object = None  # stream-k: fp32 partial sums, one tile per CTA
 
 
 def tile_of(sched: Scheduler, work):
