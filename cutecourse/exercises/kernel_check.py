@@ -140,13 +140,27 @@ def compile_kernel(code: LearnerCode, kernel: str, args: str = "cutecourse.exerc
     from .. import ARCH
     from ..inspect import compile_here
 
+    if code.unanswered:
+        raise NotImplementedError  # @checker: "not answered yet"
     if child or arch != ARCH:
         return _compile_in_child(code, kernel, args, arch, timeout, args_params)
     obj = build_kernel(code, kernel)
     try:
         return compile_here(obj, *_resolve(args)(obj, **args_params), name=code.name)
     except CompileError as exc:
+        if _unanswered(exc):  # the exercise's stub is still there: "not answered yet"
+            raise NotImplementedError from None
         raise LearnerError(_learner_message(code, exc.__context__ or exc)) from None
+
+
+def _unanswered(exc: BaseException) -> bool:
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, NotImplementedError) or "NotImplementedError" in str(exc).split("\n")[0]:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _compile_in_child(code, kernel, args, arch, timeout, args_params):
@@ -157,6 +171,8 @@ def _compile_in_child(code, kernel, args, arch, timeout, args_params):
     if res is None:
         raise LearnerError(f"compiling your {code.name} for {arch} took over {timeout:.0f} s")
     if "error" in res:
+        if "NotImplementedError" in res["error"]:
+            raise NotImplementedError
         raise LearnerError(_child_error(code, res, "does not compile"))
     return Report(code.name, arch, {}, res["ptx"], res.get("sass"), res["cubin_bytes"], log,
                   res["seconds"], parse_ptxas_remarks(log))
@@ -169,7 +185,7 @@ def _child(code: LearnerCode, spec: dict, timeout: float):
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with tempfile.TemporaryDirectory(prefix="cutecourse-learner-") as work:
-        source, spans = code.module_source()
+        source, spans = code.module_source() if code is not None else (COURSE_KERNELS, [])
         module = os.path.join(work, "learner_module.py")
         with open(module, "w") as f:
             f.write(source)
@@ -196,7 +212,14 @@ def _child(code: LearnerCode, spec: dict, timeout: float):
         return res, log
 
 
-def _child_error(code: LearnerCode, res: dict, what: str) -> str:
+#: The module a child imports when no learner code is involved (a lab times course kernels).
+COURSE_KERNELS = ("from cutecourse.kernels.hopper_gemm import HopperGemm\n"
+                  "from cutecourse.kernels.hopper_gemm_cluster import ClusterHopperGemm\n")
+
+
+def _child_error(code: LearnerCode | None, res: dict, what: str) -> str:
+    if code is None:
+        return f"the kernel {what}: {res['error']}"
     where = res.get("where")
     if where:
         return f"your {code.name} {what}: {code.describe(*where)}: {res['error']}"
@@ -327,10 +350,11 @@ HANG = ("your kernel did not finish in {t:.0f} s (the checker stopped it): a con
         "releases. The CPU model's verdict above says which wait.")
 
 
-def run_on_gpu(code: LearnerCode, kernel: str, baseline: str | None = None,
+def run_on_gpu(code: LearnerCode | None, kernel: str, baseline: str | None = None,
                runner: str = "cutecourse.exercises.kernel_check:gemm_runner", timeout: float = 120.0,
                **runner_params) -> GpuRun:
-    """Run the learner's kernel (and time it beside ``baseline``) in a child; see the docstring."""
+    """Run the learner's kernel (and time it beside ``baseline``) in a child; see the docstring.
+    ``code=None``: no learner code, the expressions name course kernels (``COURSE_KERNELS``)."""
     res, log = _child(code, {"job": "run", "kernel": kernel, "baseline": baseline,
                              "runner": runner, "runner_params": runner_params}, timeout)
     if res is None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from ..models import gemm_plan
 from ..models import pipeline as pm
 from . import Result, answered, checker, failed, passed
+from ..kernels.hopper_gemm_ptx import loop_structure
+from .kernel_check import kernel_checker
 
 #: (stages, k-tiles) the loop-order checker runs: a short loop, one lap, several laps.
 ORDER_RUNS = [(2, 1), (2, 5), (3, 7), (4, 12)]
@@ -91,3 +93,191 @@ def check_stages(stages_fn) -> Result:
     p = gemm_plan.plan(8192, 8192, 8192, (128, 256))
     return passed(title, f"all {len(cases)} tiles agree; the course kernel's 128x256x64 fp16 tile "
                   f"gets {p.stages} stages ({p.smem_bytes // 1024} KiB of {budget // 1024} KiB)")
+
+
+# ----------------------------------------------------------------------------------------
+# Kernel exercises: the learner writes part of the prefetch mainloop of the course kernel
+# ----------------------------------------------------------------------------------------
+# Each is checked the same way (kernel_check's manual): compiled for sm_90a here, facts read from
+# the generated mainloop, the learner's loop replayed on the CPU pipeline model (pipeline_replay),
+# and on an H100 run against torch in a child process with a timeout, timed beside the course's.
+
+#: (stages, k-tiles) the model replays: the course's ring, a problem shorter than the ring, two
+#: stages (every refill waits), and several laps of an odd ring.
+REPLAY_RUNS = [(4, 8), (4, 2), (2, 1), (2, 5), (3, 7)]
+TILE = (128, 256)
+
+
+def kernel_expr(cls, variant: str, **extra) -> str:
+    """The expression that builds the learner's kernel (keyword arguments only)."""
+    more = "".join(f", {k}={v!r}" for k, v in extra.items())
+    return f"{cls.__name__}(tile_mn={TILE}, variant={variant!r}{more})"
+
+
+def model_verdict(hook, runs=REPLAY_RUNS) -> str | None:
+    """The CPU model's objection to the learner's mainloop ``hook``, or None."""
+    from .pipeline_replay import replay
+
+    for stages, k_tiles in runs:
+        t = replay(hook, stages=stages, k_tiles=k_tiles)
+        if t.deadlock:
+            d = t.deadlock
+            return (f"with {stages} stages and {k_tiles} k-tile(s) your loop hangs (CPU model): "
+                    f"{d.op} waits on {d.barrier} for phase {d.parity} forever. {d.explanation}")
+        if t.hazards:
+            return (f"with {stages} stages and {k_tiles} k-tile(s) your loop races (CPU model): "
+                    f"{t.hazards[0]}")
+        late = sorted({e.k_tile for e in t.events if e.op == "tma_load" and e.k_tile >= k_tiles})
+        if late:
+            return (f"with {stages} stages and {k_tiles} k-tile(s) your loop loads k-tile(s) "
+                    f"{late}, past the last one: those TMA writes may land in the ring after "
+                    "the epilogue has reused it for C")
+    return None
+
+
+def gpu_verdict(code, expr: str, title: str, message: str, baseline: str) -> Result:
+    """On an H100: the learner's kernel against torch, timed beside ``baseline``."""
+    from . import kernel_check as kc
+
+    if not kc.gpu_here("sm_90a"):
+        return passed(title, message + " (no H100 here: run this notebook on one to see it run "
+                      "against torch and timed)")
+    run = kc.run_on_gpu(code, expr, baseline=baseline)
+    if not run.ok:
+        return failed(title, run.message)
+    return passed(title, message + " On the GPU: " + run.message)
+
+
+def _loop_ops(report, what: str):
+    from . import kernel_check as kc
+
+    loop = kc.mainloop(report)
+    if loop is None:
+        raise kc.LearnerError(f"the compiled kernel has no loop that issues wgmmas: {what}")
+    return loop.ops()
+
+
+EX4 = ("Exercise 4 (kernel): the consumer of the prefetch mainloop",
+       "per k-tile: consumer_wait(cons), issue_mma on cons.index, wait_group(1), advance cons, "
+       "then (k > 0) release the stage of k-1 (`released`) and advance it; after the loop "
+       "wait_group(0) and release the last stage.")
+
+
+@kernel_checker(*EX4)
+def check_consumer(cls) -> Result:
+    """``cls``: your subclass of ``HopperGemm`` whose ``_mainloop_prefetch`` you completed."""
+    from . import kernel_check as kc
+
+    title = EX4[0]
+    code = kc.LearnerCode(cls)
+    report = kc.compile_kernel(code, kernel_expr(cls, "prefetch"))
+    names = _loop_ops(report, "write the loop's wgmmas with sm90.issue_mma(mma, cons.index)")
+    seq = kc.compact(names)
+    mma, wait = kc.first(names, "wgmma"), kc.first(names, "wait")
+    if wait < 0 or wait > mma:
+        return failed(title, f"your loop issues its wgmmas before any mbarrier wait ({seq}): the "
+                      "tensor cores would read a stage whose TMA bytes may not have landed. "
+                      "Call ring.consumer_wait(cons) first.")
+    depths = kc.wait_group_depths(kc.mainloop(report).lines)
+    if not depths:
+        return failed(title, f"your loop has no wgmma.wait_group ({seq}): nothing tells it when "
+                      "a stage's wgmmas are done, so no stage can be released safely")
+    if 1 not in depths:
+        return failed(title, f"your loop waits with wait_group({depths[0]}): each k-tile waits for "
+                      "its own wgmmas, so the tensor cores idle while the next k-tile's wait "
+                      "and MMAs are issued. Keep one group in flight: wait_group(1), then release "
+                      "the stage of k-tile k-1, whose group is now done.")
+    arrive, group = kc.first(names, "arrive", mma), kc.first(names, "wait_group", mma)
+    if arrive < 0:
+        return failed(title, f"your loop never releases a stage ({seq}): the producer will wait "
+                      "on an empty barrier forever. ring.consumer_release(released) for k > 0.")
+    if arrive < group:
+        return failed(title, f"your consumer releases the stage before the wait_group that "
+                      f"proves its wgmmas are done ({seq}): the producer may refill it while "
+                      "the tensor cores still read it. Release after warpgroup.wait_group(1).")
+    all_depths = kc.wait_group_depths(report.instructions())
+    if all_depths.count(0) < 1:
+        return failed(title, "after the loop the last k-tile's wgmmas are still running when the "
+                      "epilogue reads the accumulators: warpgroup.wait_group(0) after the loop, "
+                      "then release the last stage")
+    objection = model_verdict(cls._mainloop_prefetch)
+    if objection:
+        return failed(title, objection)
+    message = (f"your mainloop compiles for sm_90a to {seq} per k-tile, and runs without a hang "
+               f"or a race on the CPU model ({len(REPLAY_RUNS)} ring/problem sizes).")
+    return gpu_verdict(code, kernel_expr(cls, "prefetch"), title, message,
+                       f"HopperGemm(tile_mn={TILE}, variant='prefetch')")
+
+
+EX5 = ("Exercise 5 (kernel): the producer's prologue",
+       "warp 0 alone (if is_producer) loads min(stages - 1, k_tiles) k-tiles: producer_acquire, "
+       "self._load, prod.advance() each. Not `stages`: the first refill in the loop needs a stage "
+       "that only this same loop releases.")
+
+
+@kernel_checker(*EX5)
+def check_prologue(cls) -> Result:
+    """``cls``: your subclass of ``HopperGemm`` whose ``_mainloop_prefetch`` has your prologue."""
+    from . import kernel_check as kc
+    from .pipeline_replay import replay
+
+    title = EX5[0]
+    code = kc.LearnerCode(cls)
+    report = kc.compile_kernel(code, kernel_expr(cls, "prefetch"))
+    shape = loop_structure(report.ptx)
+    if kc.mainloop(report) is None or not shape.prologue_tma_loads:
+        return failed(title, "the compiled kernel issues no TMA load before its mainloop: your "
+                      "prologue should be a cutlass.range loop of producer_acquire, self._load, "
+                      "prod.advance() under `if is_producer`")
+    before = [lp for lp in kc.loops(report.ptx) if "wgmma" not in lp.ops() and "tma" in lp.ops()]
+    objection = model_verdict(cls._mainloop_prefetch)
+    if objection:
+        return failed(title, objection)
+    for stages, k_tiles in REPLAY_RUNS:
+        t = replay(cls._mainloop_prefetch, stages=stages, k_tiles=k_tiles)
+        ahead = next(i for i, e in enumerate(t.events) if e.op == "wgmma")
+        loaded = sum(e.op == "tma_load" for e in t.events[:ahead])
+        want = min(stages - 1, k_tiles)
+        if loaded < want:
+            return failed(title, f"with {stages} stages and {k_tiles} k-tiles your prologue loads "
+                          f"{loaded} k-tile(s) before the first wgmma; {want} fit without a "
+                          "hang, and each one more hides more TMA latency")
+    prologue = kc.compact(before[0].ops() if before else ["tma"] * shape.prologue_tma_loads)
+    message = (f"the prologue compiles to a loop of ({prologue}) before the mainloop, loads "
+               "min(stages - 1, k_tiles) k-tiles, and never hangs or races on the CPU model.")
+    return gpu_verdict(code, kernel_expr(cls, "prefetch"), title, message,
+                       f"HopperGemm(tile_mn={TILE}, variant='prefetch')")
+
+
+EX6 = ("Exercise 6 (lab): a ring of fewer stages",
+       "one stage holds a 128x64 A tile and a 256x64 B tile of 2-byte elements.")
+
+
+@kernel_checker(*EX6)
+def check_stages_lab(stages, ring_kib) -> Result:
+    """Compile the course kernel with ``stages`` beside the default; your ``ring_kib`` prediction
+    (the ring's shared memory in KiB) is checked against the kernel's own plan."""
+    from . import kernel_check as kc
+    from ..inspect import compile_here
+    from ..kernels.hopper_gemm import HopperGemm
+
+    title = EX6[0]
+    stages, ring_kib = answered(stages, "stages"), answered(ring_kib, "ring_kib")
+    default = gemm_plan.plan_stages(TILE)
+    mine = gemm_plan.plan_stages(TILE, stages=stages)
+    if ring_kib * 1024 != mine.ring_bytes:
+        return failed(title, f"you predict {ring_kib} KiB for {stages} stages; the ring takes "
+                      f"{mine.ring_bytes // 1024} KiB ({mine.bytes_per_stage // 1024} KiB per stage)")
+    rows = []
+    for n in (stages, default.stages):
+        rep = compile_here(HopperGemm(tile_mn=TILE, variant="prefetch", stages=n),
+                           *kc.gemm_args(None), name=f"{n} stages")
+        rows.append(f"{n} stages: {gemm_plan.plan_stages(TILE, stages=n).smem_bytes // 1024} KiB "
+                    f"smem, {rep.registers} registers, mainloop "
+                    f"{kc.compact(kc.mainloop(rep).ops())}")
+    message = "; ".join(rows) + ". Same code, same registers: only the ring depth changed."
+    if kc.gpu_here("sm_90a"):
+        run = kc.run_on_gpu(None, f"HopperGemm(tile_mn={TILE}, stages={stages})",
+                            baseline=f"HopperGemm(tile_mn={TILE})")
+        message += " On the GPU: " + run.message
+    return passed(title, message)
