@@ -203,7 +203,7 @@ def test_draw_functions_return_figures():
 
 
 def test_widget_redraws():
-    w = vs.schedule_widget(m=2048, n=2048, k=1024, render=False)
+    w = sw.schedule_widget(m=2048, n=2048, k=1024, render=False)
     assert set(w.results) == set(sc.SCHEDULES) and "ping-pong" in w.table.value
     w.preset.value = "LLM 4096x14336x4096"
     assert (w.m.value, w.n.value, w.k.value) == (4096, 14336, 4096)
@@ -404,3 +404,19 @@ def test_error_lines_name_the_shape_or_the_measured_ones():
     other = cal.error_lines((4096, 4096, 4096))
     assert len(other) == 1 and "was not measured" in other[0] and "8192x8192x512" in other[0]
     assert len(cal.error_lines()) == 12 and "128x256" in cal.error_lines((4096, 4096, 1024), (128, 128, 64))[0]
+
+
+def test_pictures_do_not_import_their_widget_and_state_the_models_clock():
+    import inspect
+
+    import matplotlib.pyplot as plt
+
+    assert "schedule_widget import" not in inspect.getsource(vs)  # the widget imports the pictures only
+    w = sw.schedule_widget(m=8192, n=8192, k=8192, render=False)
+    assert "TFLOP/s at 1830 MHz" in w.table.value and "boost clock" in w.accuracy.value
+    w.view.value = "waves"
+    assert "one schedule, the first selected" in w.message.value
+    fig = vs.draw_timelines(sc.simulate_all(2048, 2048, 1024), sms=(0,))
+    titles = " ".join(ax.get_title(loc="left") for ax in fig.axes)
+    assert "per lane" not in titles and "64x256 per warpgroup" in titles and "1830 MHz" in fig._suptitle.get_text()
+    plt.close(fig)

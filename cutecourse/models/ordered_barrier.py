@@ -2,9 +2,12 @@
 
 In ``kernels/hopper_gemm_pingpong.py`` two consumer warpgroups share the tensor cores: warpgroup
 w computes the CTA's work items w, w + 2, w + 4 ... and they take turns on the MMAs, so that one
-runs its epilogue while the other multiplies. The turns are handed over with two *named
-barriers*, hardware barriers numbered 0-15 per CTA, each completed when a given number of
-threads has reached it:
+runs its epilogue while the other multiplies. Without the turns both would issue MMAs whenever
+their stages are full, finish together and run their epilogues together: the cooperative kernel
+again. The course's kernel hands the turns over with two *named barriers*, hardware barriers
+numbered 0-15 per CTA, each completed when a given number of threads has reached it (CUTLASS's
+``OrderedSequenceBarrier`` builds the same idea from a ring of mbarriers in shared memory, and
+orders the two epilogues as well):
 
 * ``bar.sync b, 256`` (``cute.arch.barrier``): this warpgroup's 128 threads arrive at barrier b
   and wait until it completes;

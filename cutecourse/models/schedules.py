@@ -153,6 +153,7 @@ class ScheduleResult:
     work: list = field(repr=False)  # per SM: [(tile, lane)]
     _classes: dict = field(repr=False)  # key -> simulated SM
     _class_of: list = field(repr=False)
+    clock_ghz: float = 1.83  # the machine's SM clock: every µs and TFLOP/s here assume it
 
     name = property(lambda self: TITLES[self.schedule])
     tflops = property(lambda self: 2 * math.prod(self.problem) / (self.total_us * 1e6))
@@ -356,7 +357,7 @@ def simulate(schedule: str, m: int, n: int, k: int, tile: tuple[int, int, int] =
     # back L + X + T after its release; the stages of all rings on the SM share that wait).
     k_tile = max(T, X, (machine.latency_ns + X + T) / (stages * ctas))
     return ScheduleResult(schedule, (m, n, k), lt, lanes, stages, tiles, sms, kt, T, X, E, k_tile, total / 1e3,
-                          hbm_floor / 1e3, flops, work, classes, class_of)
+                          hbm_floor / 1e3, flops, work, classes, class_of, machine.clock_ghz)
 
 
 def simulate_all(m: int, n: int, k: int, tile=(128, 256, 64), schedules=SCHEDULES, **kw) -> dict[str, ScheduleResult]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..errors import CourseError
 from ..models import schedules as sm
-from .schedules import SHAPES, TILES, draw_timelines, draw_waves
+from .schedules import SHAPES, TILES, clock_mhz, draw_timelines, draw_waves, tile_owner
 
 
 class ScheduleWidget:
@@ -47,7 +47,7 @@ class ScheduleWidget:
         self.schedules = w.SelectMultiple(options=[(sm.TITLES[s], s) for s in sm.SCHEDULES],
                                           value=tuple(schedules), description="schedules", rows=4)
         self.view = w.ToggleButtons(options=list(self.VIEWS), value=view, description="show",
-                                    tooltips=["about three tiles per lane on SMs 0 and 1", "SMs 0 and 1, "
+                                    tooltips=["about three tiles per MMA row on SMs 0 and 1", "SMs 0 and 1, "
                                               "start to end", "every SM's tiles, coloured by wave"])
         # align_self: a flex column would stretch the image to its width (blurry upscaling)
         self.picture = w.Image(format="png", layout=w.Layout(max_width="100%", align_self="flex-start"))
@@ -118,18 +118,26 @@ class ScheduleWidget:
         self.message.value = "" if self.schedules.value else error_html(
             "no schedule is selected: the picture shows the cooperative one",
             "ctrl-click (cmd-click on a Mac) the schedules to compare")
+        if self.view.value == "waves" and len(self.results) > 1:
+            self.message.value = (f"<i>The waves view draws one schedule, the first selected "
+                                  f"({next(iter(self.results.values())).name}); pick another view to "
+                                  "compare them.</i>")
         best = max(r.tflops for r in self.results.values())
         rows = "".join(
-            f"<tr><td>{r.name}</td><td>{r.tile[0]}x{r.tile[1]}</td><td>{r.total_us:.1f}</td>"
+            f"<tr><td>{r.name}</td><td>{tile_owner(r)}</td><td>{r.total_us:.1f}</td>"
             f"<td>{'<b>' if r.tflops == best else ''}{r.tflops:.0f}</td><td>{r.waves:.2f}</td>"
             f"<td>{r.exposed_epilogue_us():.1f}</td><td>{r.exposed_prologue_us():.1f}</td>"
             f"<td>{r.stall_us():.1f}</td><td>{r.handover_us():.1f}</td></tr>"
             for r in self.results.values())
-        self.table.value = ("<table><tr><th>schedule</th><th>lane tile</th><th>µs</th><th>TFLOP/s</th>"
+        mhz = clock_mhz(next(iter(self.results.values())))
+        self.table.value = (f"<table><tr><th>schedule</th><th>tile</th><th>µs at {mhz} MHz</th>"
+                            f"<th>TFLOP/s at {mhz} MHz</th>"
                             "<th>waves</th><th colspan=4>per SM, tensor cores waiting (µs) for: epilogue / "
                             f"prologue / loads / hand-over</th></tr>{rows}</table>")
-        self.accuracy.value = "<br>".join(["<b>model vs H100</b> (fixed clock; at the 700 W cap ping-pong "
-                                           "clocks 5-9% lower):"] + cal.error_lines(self.shape, self.tile.value))
+        self.accuracy.value = "<br>".join([f"<b>model vs H100</b> (the table above is the model at {mhz} "
+                                           "MHz, the H100's boost clock; here the model runs at each "
+                                           "measurement's own fixed clock. At the 700 W cap the H100 "
+                                           "clocks lower, ping-pong 5-9% lower than cooperative):"] + cal.error_lines(self.shape, self.tile.value))
         if not self._render_enabled:
             return
         import matplotlib.pyplot as plt
@@ -157,3 +165,9 @@ class ScheduleWidget:
         from .explorer import widget_bundle
 
         return widget_bundle(self.widget, self.png, self.describe())
+
+
+def schedule_widget(**kw) -> ScheduleWidget:
+    """``schedule_widget()`` in a notebook cell: controls, the timelines, the model's error and a
+    table (:class:`ScheduleWidget`; keywords as its constructor)."""
+    return ScheduleWidget(**kw)

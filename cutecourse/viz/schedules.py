@@ -1,11 +1,13 @@
 """Pictures and a widget for :mod:`cutecourse.models.schedules`: where the tensor cores wait.
 
 ``draw_timelines(results)`` puts the four schedules one above the other on one time axis: per SM
-a TMA row (k-tiles streaming in) and one row per consumer lane (the warpgroup for ping-pong, the
-CTA slot for 2 CTAs per SM) with MMA, epilogue and idle bars. ``draw_waves(result)`` shows every
-SM's tiles over the whole run, so a partial last wave is an empty band on the right.
-``schedule_widget()`` (:mod:`cutecourse.viz.schedule_widget`) redraws either for a problem, tile
-and set of schedules, and prints the model's error against the H100 beside the picture.
+a TMA row (k-tiles streaming in) and one MMA row per unit that owns a tile (the consumers of a
+CTA; the warpgroup for ping-pong; the CTA for 2 CTAs per SM; the model calls these *lanes*) with
+MMA, epilogue and idle bars. ``draw_waves(result)`` shows every SM's tiles over the whole run, so
+a partial last wave is an empty band on the right. Both state the model's clock: its TFLOP/s are
+at the H100's 1830 MHz boost clock, not at a measured one. The interactive version is
+:class:`cutecourse.viz.schedule_widget.ScheduleWidget`, which imports this module (never the
+other way round).
 ``draw_measured(results)`` shows the measured table (``benchmarks/schedules.py``) beside them.
 """
 
@@ -15,7 +17,7 @@ from ..errors import CourseError
 from ..models import schedules as sm
 
 #: Colour per kind of interval (amber: TMA bytes arriving, as in viz.pipeline; blue: tensor
-#: cores; purple: epilogue; grey: a lane with nothing to do).
+#: cores; purple: epilogue; grey: a row with nothing to do).
 KIND_COLORS = {"load": "#ffd54f", "mma": "#42a5f5", "epilogue": "#ab47bc", "idle": "#eeeeee"}
 #: What each picture shows (the title's point).
 POINTS = {
@@ -26,6 +28,19 @@ POINTS = {
 }
 SHAPES = (512, 1024, 2048, 4096, 6144, 8192, 14336, 16384)
 TILES = ((128, 256, 64), (128, 128, 64), (256, 128, 64))
+
+
+def clock_mhz(result) -> int:
+    """The clock the model's times and TFLOP/s assume (``Machine.clock_ghz``), in MHz: 1830, the
+    H100's boost clock, unless the model ran ``at_clock`` a measured one."""
+    return round(result.clock_ghz * 1000)
+
+
+def tile_owner(result) -> str:
+    """What one MMA row of a timeline computes: ``64x256 per warpgroup`` for ping-pong, ``... per
+    CTA`` for 2 CTAs per SM, ``... per CTA (both consumer warpgroups)`` for the others."""
+    who = {"pingpong": "warpgroup", "two_cta": "CTA"}.get(result.schedule, "CTA (both consumer warpgroups)")
+    return f"{result.tile[0]}x{result.tile[1]} per {who}"
 
 
 def _as_list(results) -> list:
@@ -100,14 +115,15 @@ def draw_timelines(results, sms=(0, 1, 2), window=None, label_tiles: bool = True
             y -= r.lanes + 1.4
         ax.set_yticks(yticks, ylabels, fontsize=7.5)
         ax.set_ylim(y + 0.8, 0.7)
-        ax.set_title(f"{r.name}: {POINTS[r.schedule]}  ({r.tile[0]}x{r.tile[1]} per lane, "
+        ax.set_title(f"{r.name}: {POINTS[r.schedule]}  ({tile_owner(r)}, "
                      f"{r.total_us:.0f} µs, {r.tflops:.0f} TFLOP/s)", fontsize=9, loc="left")
     ax.set_xlim(lo, hi)
     ax.set_xlabel("time (µs)")
     m, n, k = results[0].problem
     fig.legend(handles=[Patch(facecolor=c, edgecolor="black", label=k_) for k_, c in KIND_COLORS.items()],
                loc="upper right", ncol=4, fontsize=8, frameon=False)
-    fig.suptitle(f"C = A @ B.T, {m}x{n}x{k} on {results[0].sms} SMs: what the tensor cores wait for",
+    fig.suptitle(f"C = A @ B.T, {m}x{n}x{k} on {results[0].sms} SMs, model at {clock_mhz(results[0])} MHz: "
+                 "what the tensor cores wait for",
                  fontsize=10, x=0.01, ha="left")
     fig.tight_layout()
     return fig
@@ -142,19 +158,11 @@ def draw_waves(result, ax=None):
     ax.set_ylabel("SM")
     m, n, k = r.problem
     lanes = f" x {r.lanes} {'warpgroups' if r.schedule == 'pingpong' else 'CTAs'}" if r.lanes > 1 else ""
-    ax.set_title(f"{r.name}, {m}x{n}x{k}, {r.tile[0]}x{r.tile[1]} tiles: {r.tiles} tiles = "
+    ax.set_title(f"{r.name} (model at {clock_mhz(r)} MHz), {m}x{n}x{k}, {r.tile[0]}x{r.tile[1]} tiles: {r.tiles} tiles = "
                  f"{r.waves:.2f} waves on {r.sms} SMs{lanes}; last wave {r.last_wave_utilisation:.0%} full",
                  fontsize=9)
     ax.figure.tight_layout()
     return ax
-
-
-def schedule_widget(**kw):
-    """``schedule_widget()`` in a notebook cell: controls, the timelines, the model's error and a
-    table (:class:`cutecourse.viz.schedule_widget.ScheduleWidget`)."""
-    from .schedule_widget import ScheduleWidget
-
-    return ScheduleWidget(**kw)
 
 
 def draw_measured(results: dict, title: str = "", kernels=None, ax=None):
@@ -253,7 +261,8 @@ def draw_stream_k(tiles: int, ctas: int, k_tiles: int, show: int = 10, fixup: fl
             color = palette((tile - dp) % 20) if split else "#bdbdbd"
             ax.broken_barh([(t, k1 - k0)], (cta - 0.4, 0.8), facecolors=color, edgecolor="white")
             if split:
-                ax.text(t + (k1 - k0) / 2, cta, f"t{tile} k{k0}-{k1}", ha="center", va="center", fontsize=6)
+                ax.text(t + (k1 - k0) / 2, cta, f"t{tile} k{k0}-{k1 - 1}", ha="center", va="center",
+                        fontsize=6)  # inclusive, as the notebook prints ranges
             t += k1 - k0
             if split and k1 < k_tiles:  # a head or middle piece: its partial sums go to the workspace
                 ax.broken_barh([(t, max(fixup, 0.4))], (cta - 0.4, 0.8), facecolors="white",
