@@ -1,0 +1,379 @@
+"""DeepGEMM measured as the FP8 block-scaled peer: same GPU, same inputs, same harness.
+
+    python benchmarks/deepgemm_peer.py [--rounds 3] [--shapes "dg 4x8192 n4096 k7168,..."] [--out DIR]
+    python benchmarks/deepgemm_peer.py --smoke      # one short round: everything builds and checks
+    python benchmarks/deepgemm_peer.py --cpu-check  # here, no GPU: imports, layouts, the plan
+
+DeepGEMM's README figures were taken on an H800 between idle gaps; they cannot be set beside the
+course's sustained H100 numbers. This script times it in the course's harness instead, on
+DeepGEMM's four grouped-contiguous shapes (``grouped_peers.PROBLEMS``' ``dg`` rows). The recipe
+is DeepSeek-V3's: A per 1x128 block, B per 128x128 block, e4m3 data and fp32 scales. One set of
+quantized inputs (``grouped.quantize_fp8``) feeds every row:
+
+* ``DeepGEMM``: ``deep_gemm.m_grouped_fp8_gemm_nt_contiguous`` (the sm90 "1D2D" kernel, JIT-compiled
+  by nvcc at its first call), on the groups packed into one (sum M, K) matrix with a group index
+  per row, the weights stacked (G, N, K), B's scales stacked (G, N/128, K/128) and A's scales
+  turned MN-major and TMA-aligned once, before timing (the layout its sm90 kernel reads);
+* ``course fp8``: the course's grouped kernel, ``grouped.launcher_fp8`` with its defaults;
+* ``cuBLAS blockwise dense twin`` (the baseline): ``F.scaled_mm`` with ``BlockWise1x128`` A scales
+  and ``BlockWise128x128`` B scales on all rows times the first expert's weight: the same recipe
+  and flops as one dense GEMM;
+* torch's rowwise rows from ``grouped_peers.torch_fp8_cases`` (a cheaper recipe, for context).
+
+Each row is checked before it is timed: DeepGEMM, the course and the twin against
+``scaled_mm_reference`` (the exact fp32 sum of the scaled k-block products) within 1e-2 relative,
+as the course's FP8 tests do. Sustained protocol, interleaved shuffled rounds (``bench.compare``).
+Writes ``grouped_fp8_deepgemm.json`` under ``--out`` and, when the variable ``OUT`` is set, there
+too; the JSON's ``summary`` holds each row's ratio to the best peer. DeepGEMM comes from
+``tools/deepgemm_kit.py build`` (``/tmp/deepgemm``); a row that cannot be built or is wrong is left
+out with a note, the others still count, and the exit status is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tools"))
+
+from cutecourse import bench  # noqa: E402
+from cutecourse.kernels import grouped  # noqa: E402
+from cutecourse.models import blockwise_fp8 as fp8b  # noqa: E402
+
+import deepgemm_kit  # noqa: E402
+import grouped_peers as peers  # noqa: E402
+
+SHAPES = [name for name in peers.PROBLEMS if name.startswith("dg ")]
+DEEPGEMM = "DeepGEMM"
+COURSE = "course fp8"
+TWIN = "cuBLAS blockwise dense twin"
+#: torch's rowwise rows (grouped and dense): context, not the same recipe.
+ROWWISE = (peers.TORCH_FP8[0], peers.TORCH_FP8[1])
+PEERS = (DEEPGEMM, TWIN)
+MAX_REL_ERR = 1e-2  # the course's FP8 tests' bound against scaled_mm_reference
+RESULT = "grouped_fp8_deepgemm"
+SMOKE = dict(rounds=1, warmup=2, iterations=5, repeats=1, settle_s=0.05)
+
+
+def deepgemm_inputs(qA, SA, qB, SB, rows):
+    """DeepGEMM's m-grouped contiguous layout of the course's quantized groups: (a, sfa, b, sfb,
+    m_indices). ``a`` (sum M, K) e4m3 and ``sfa`` (sum M, K/128) fp32, row-major (DeepGEMM's sm90
+    path makes sfa MN-major and TMA-aligned itself: ``deepgemm_call`` does that once, ahead);
+    ``b`` (G, N, K), ``sfb`` (G, N/128, K/128) fp32; ``m_indices`` (sum M,) int32, the group of
+    each row (every group here is a multiple of 128 rows, DeepGEMM's alignment)."""
+    import torch
+
+    a = torch.cat(list(qA))
+    sfa = torch.cat([s.contiguous() for s in SA])
+    b = torch.stack(list(qB))
+    sfb = torch.stack([s.contiguous() for s in SB])
+    m_indices = torch.repeat_interleave(torch.arange(len(rows), dtype=torch.int32),
+                                        torch.tensor(rows)).to(a.device)
+    return a, sfa, b, sfb, m_indices
+
+
+def emulate_deepgemm(a, sfa, b, sfb, m_indices):
+    """What DeepGEMM computes from ``deepgemm_inputs``, in plain torch (fp32, per k-block):
+    each row times its group's weight. On the CPU this checks the packing, not DeepGEMM."""
+    import torch
+
+    k = a.shape[1]
+    ablk = a.float().reshape(a.shape[0], -1, 128) * sfa[:, :, None]
+    out = torch.empty(a.shape[0], b.shape[1])
+    for g in range(b.shape[0]):
+        sel = m_indices == g
+        wq = b[g].float().reshape(b.shape[1] // 128, 128, k // 128, 128)
+        w = (wq * sfb[g][:, None, :, None]).reshape(b.shape[1], k)
+        out[sel] = ablk[sel].reshape(int(sel.sum()), k) @ w.T
+    return out
+
+
+def deepgemm_call(dg, a, sfa, b, sfb, m_indices, d):
+    """``fn()`` launching DeepGEMM's grouped kernel into ``d``; A's scales are put in the layout
+    its sm90 kernel reads here, once, so the timed call transforms nothing."""
+    sfa_tma = dg.get_mn_major_tma_aligned_tensor(sfa)
+    if dg.get_mn_major_tma_aligned_tensor(sfa_tma).data_ptr() != sfa_tma.data_ptr():
+        raise RuntimeError("DeepGEMM copies A's scales on every call: the timing would include that copy")
+    return lambda: dg.m_grouped_fp8_gemm_nt_contiguous((a, sfa_tma), (b, sfb), d, m_indices, recipe=(1, 128, 128))
+
+
+def blockwise_twin(qa, sa, qw, sw, reference):
+    """(fn, how) for cuBLAS's blockwise FP8 GEMM of every row ``qa`` (scales ``sa``, 1x128) by one
+    weight ``qw`` (scales ``sw``, 128x128) via ``F.scaled_mm``; torch has changed the scale layouts
+    it takes, so each is tried against ``reference``. (None, why) when none computes it."""
+    import torch
+    import torch.nn.functional as F
+
+    kind = getattr(F, "ScalingType", None)
+    if kind is None or not hasattr(F, "scaled_mm"):
+        return None, f"torch {torch.__version__} has no F.scaled_mm with ScalingType"
+    tried = []
+    for a_name, sa_ in (("sa M-major", sa.t().contiguous().t()), ("sa", sa.contiguous())):
+        for b_name, sw_ in (("sw.t()", sw.t()), ("sw.t().contiguous()", sw.t().contiguous()), ("sw", sw)):
+            def fn(sa_=sa_, sw_=sw_):
+                return F.scaled_mm(qa, qw.t(), sa_, kind.BlockWise1x128, sw_, kind.BlockWise128x128,
+                                   output_dtype=torch.bfloat16)
+            try:
+                err = peers._err(fn(), reference)
+            except (RuntimeError, ValueError, TypeError) as e:
+                tried.append(f"{a_name}, {b_name}: {str(e).strip().splitlines()[0][:120]}")
+                continue
+            if err <= MAX_REL_ERR:
+                return fn, f"{a_name}, {b_name}; relative error {err:.3g}"
+            tried.append(f"{a_name}, {b_name}: relative error {err:.3g}")
+    return None, "; ".join(tried)
+
+
+def import_deepgemm():
+    """(module, "") or (None, why not): DeepGEMM as ``tools/deepgemm_kit.py build`` left it,
+    with the environment its JIT needs (CUDA home, a writable cache)."""
+    env = deepgemm_kit.env_for(deepgemm_kit.DEST)
+    for key in ("CUDA_HOME", "DG_JIT_CACHE_DIR"):
+        os.environ.setdefault(key, env[key])
+    os.environ.setdefault("DG_PRINT_CONFIGS", "1")  # the tile, cluster and stages it picks, in the log
+    os.environ.setdefault("DG_JIT_PTXAS_VERBOSE", "1")  # registers and spills of each kernel, in the log
+    os.environ.setdefault("DG_JIT_DUMP_SASS", "1")  # kept beside each cubin; save_sass archives them
+    if str(deepgemm_kit.DEST) not in sys.path:
+        sys.path.insert(0, str(deepgemm_kit.DEST))
+    try:
+        import deep_gemm
+    except Exception as e:  # noqa: BLE001  (not built, or built for another torch: reported)
+        return None, (f"import deep_gemm failed: {type(e).__name__}: {str(e).strip()[:200]}; build it with "
+                      "`python tools/deepgemm_kit.py build` on this machine")
+    return deep_gemm, ""
+
+
+def shape_cases(name, dg, cases, errors, notes):
+    """Build and check every row of shape ``name``; return the flops of one launch."""
+    import torch
+
+    rows, n, k, _kind, x, w, offs, c = peers.problem_data(name)
+    starts = [0] + offs.tolist()[:-1]
+    qA, SA, qB, SB = grouped.quantize_fp8([x[s:s + m] for s, m in zip(starts, rows)], list(w))
+    ref8 = torch.cat([fp8b.scaled_mm_reference(*q) for q in zip(qA, SA, qB, SB)])
+    exact = torch.cat([x[s:s + m] @ wg.T for s, m, wg in zip(starts, rows, w)])
+    a, sfa, b, sfb, m_indices = deepgemm_inputs(qA, SA, qB, SB, rows)
+
+    def add(label, build, out, ref):
+        t0 = time.perf_counter()
+        try:
+            cases.append(bench.checked_case(label, build(), out, ref, MAX_REL_ERR))
+            errors[label] = peers._err(out, ref)
+            print(f"  {label}: checked ({time.perf_counter() - t0:.0f} s, error {errors[label]:.3g})", flush=True)
+        except Exception as e:  # noqa: BLE001  (a build or JIT failure, a wrong result: noted, not timed)
+            notes[label] = f"not timed: {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:240]}"
+            print(f"  {label}: {notes[label]}", flush=True)
+
+    if dg is not None:
+        d = torch.empty(a.shape[0], n, device="cuda", dtype=torch.bfloat16)
+        add(DEEPGEMM, lambda: deepgemm_call(dg, a, sfa, b, sfb, m_indices, d), d, ref8)
+    Cs = [c[s:s + m] for s, m in zip(starts, rows)]
+    add(COURSE, lambda: grouped.launcher_fp8(qA, SA, qB, SB, Cs), c, ref8)
+    dense_ref = fp8b.scaled_mm_reference(a, sfa, qB[0], SB[0])
+    fn, how = blockwise_twin(a, sfa, qB[0], SB[0], dense_ref)
+    notes[TWIN] = how
+    if fn is not None:
+        errors[TWIN] = peers._err(fn(), dense_ref)
+        cases.append(bench.Case(TWIN, fn))
+    peers.torch_fp8_cases(x, w, offs, exact, cases, errors, notes, ROWWISE)
+    return 2 * sum(rows) * n * k, rows, n, k
+
+
+def summary(results: dict) -> dict:
+    """Per shape: each row's TFLOP/s and ratio to the best peer (DeepGEMM or cuBLAS's twin,
+    whichever is faster on that shape), and the course's ratio to each peer."""
+    out = {}
+    for name, res in results.items():
+        speed = {r.name: r.tflops for r in res.rows}
+        best = max((p for p in PEERS if p in speed), key=speed.get, default=None)
+        entry = {"tflops": {k: round(v, 1) for k, v in speed.items()}, "best peer": best}
+        if best:
+            entry["ratio to best peer"] = {k: round(v / speed[best], 3) for k, v in speed.items()}
+        if COURSE in speed:
+            entry["course / peer"] = {p: round(speed[COURSE] / speed[p], 3) for p in PEERS if p in speed}
+        out[name] = entry
+    return out
+
+
+def provenance(dg) -> dict:
+    info = {"rows": {DEEPGEMM: "deep_gemm.m_grouped_fp8_gemm_nt_contiguous, recipe (1, 128, 128), fp32 scales",
+                     COURSE: "grouped.launcher_fp8, default configuration",
+                     TWIN: "F.scaled_mm BlockWise1x128 x BlockWise128x128, all rows x expert 0's weight"},
+            "check": f"max relative error <= {MAX_REL_ERR} against scaled_mm_reference"}
+    if dg is not None:
+        info["deep_gemm"] = getattr(dg, "__version__", "?")
+        kit = deepgemm_kit.DEST / "MANIFEST.json"
+        if kit.exists():
+            info["kit"] = {k: v for k, v in json.loads(kit.read_text()).items() if k != "files"}
+        try:
+            nvcc = Path(os.environ["CUDA_HOME"]) / "bin" / "nvcc"
+            info["nvcc"] = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True).stdout.strip()
+            info["nvcc"] = info["nvcc"].splitlines()[-1]
+        except (OSError, KeyError, IndexError):
+            pass
+        info["kernels"] = deepgemm_kernels()
+    return info
+
+
+def deepgemm_kernels() -> dict[str, str]:
+    """DeepGEMM's compiled grouped kernels (its JIT cache): folder -> the template arguments it
+    instantiated (major of B's scales, M/N/K compiled in, groups, BLOCK_M/N/K, swizzles, stages,
+    TMA and math threads, multicast and on A, SMs, GEMM type, output type, epilogue)."""
+    cache = Path(os.environ.get("DG_JIT_CACHE_DIR", "/nonexistent")) / "cache"
+    out = {}
+    for d in sorted(cache.glob("kernel.sm90_m_grouped_fp8_gemm_contiguous_1d2d.*")):
+        code = (d / "kernel.cu").read_text() if (d / "kernel.cu").exists() else ""
+        args = re.search(r"sm90_fp8_gemm_1d2d_impl<(.*?)>\)", code, re.S)
+        out[d.name] = " ".join(args.group(1).split()) if args else "?"
+    return out
+
+
+def save_sass(out_dir: str) -> Path | None:
+    """The SASS of DeepGEMM's grouped kernels (``DG_JIT_DUMP_SASS``) in one archive under ``out_dir``:
+    the instruction schedule to set beside the course kernel's."""
+    cache = Path(os.environ.get("DG_JIT_CACHE_DIR", "/nonexistent")) / "cache"
+    sass = sorted(cache.glob("kernel.sm90_m_grouped_fp8_gemm_contiguous_1d2d.*/kernel.sass"))
+    if not sass:
+        return None
+    path = Path(out_dir) / "deepgemm_sass.tar.xz"
+    with tarfile.open(path, "w:xz") as t:
+        for f in sass:
+            t.add(f, arcname=f"{f.parent.name}.sass")
+    return path
+
+
+def run(shapes, protocol: dict, dg, why_not: str) -> tuple[dict, dict]:
+    import torch
+
+    torch.manual_seed(0)
+    results, all_notes = {}, {}
+    for name in shapes:
+        t0 = time.perf_counter()
+        print(f"{name}:", flush=True)
+        cases, errors, notes = [], {}, {} if dg is not None else {DEEPGEMM: why_not}
+        flops, rows, n, k = shape_cases(name, dg, cases, errors, notes)
+        all_notes[name] = notes
+        if not any(c.name == TWIN for c in cases):
+            print(f"  {TWIN}: unavailable ({notes.get(TWIN)}); baseline: {peers.BASELINE_FP8}", flush=True)
+        baseline = TWIN if any(c.name == TWIN for c in cases) else peers.BASELINE_FP8
+        print(f"  checked in {time.perf_counter() - t0:.0f} s; timing {[c.name for c in cases]}", flush=True)
+        with bench.GpuMonitor() as monitor:
+            res = bench.compare(
+                f"FP8 block-scaled grouped GEMM against DeepGEMM, {name} ({len(rows)} groups, sum M = {sum(rows)}, "
+                f"N = {n}, K = {k}), normal data, sustained", cases, bench.Work(flops=flops), baseline=baseline,
+                monitor=monitor, progress=False, **protocol,
+                params={"groups": len(rows), "rows": rows, "n": n, "k": k, "data": "normal",
+                        "protocol": "sustained", "blocks": "A 1x128, B 128x128, e4m3 + fp32",
+                        "relative errors vs scaled_mm_reference (rowwise rows: vs the exact product)": errors,
+                        **notes})
+        print(res.table(), flush=True)
+        results[name] = res
+        torch.cuda.empty_cache()
+    return results, all_notes
+
+
+def save(results: dict, extra: dict, out_dirs) -> list[Path]:
+    body = {"set": {k: r.to_dict() for k, r in results.items()}, **extra}
+    return [bench.save_json(RESULT, body, d) for d in out_dirs]
+
+
+def cpu_check(shapes) -> int:
+    """No GPU: the imports, DeepGEMM's packing of the course's quantized groups checked against the
+    course's reference on small groups, the kit's manifest, and the plan."""
+    import torch
+
+    torch.manual_seed(0)
+    rows, n, k = [128, 256, 128], 256, 384  # small, with DeepGEMM's 128-row alignment
+    As = [torch.randn(m, k) for m in rows]
+    Ws = [torch.randn(n, k) for _ in rows]
+    qA, SA, qB, SB = grouped.quantize_fp8(As, Ws)
+    a, sfa, b, sfb, m_indices = deepgemm_inputs(qA, SA, qB, SB, rows)
+    ref = torch.cat([fp8b.scaled_mm_reference(*q) for q in zip(qA, SA, qB, SB)])
+    err = peers._err(emulate_deepgemm(a, sfa, b, sfb, m_indices), ref)
+    print(f"packing: a {tuple(a.shape)} {a.dtype}, sfa {tuple(sfa.shape)}, b {tuple(b.shape)}, sfb {tuple(sfb.shape)}, "
+          f"m_indices {m_indices.tolist()[::128]} per 128 rows; emulated DeepGEMM vs scaled_mm_reference: {err:.2e}")
+    if not err <= 1e-5:
+        print("CPU_CHECK failed: the DeepGEMM packing does not compute the groups' products")
+        return 1
+    import torch.nn.functional as F
+
+    has_twin = hasattr(F, "scaled_mm") and hasattr(getattr(F, "ScalingType", None), "BlockWise128x128")
+    print(f"torch {torch.__version__}: F.scaled_mm blockwise {'present' if has_twin else 'MISSING'} "
+          "(the GPU machine's torch is the one that counts)")
+    kit = deepgemm_kit.KIT
+    if kit.exists():
+        m = deepgemm_kit.manifest(kit)
+        missing = [p for p in deepgemm_kit.REQUIRED if p not in m["files"]]
+        print(f"kit {kit.relative_to(HERE.parent)}: {kit.stat().st_size / 2**20:.2f} MiB, DeepGEMM {m['deepgemm'][:7]}, "
+              f"CUTLASS {m['cutlass'][:7]}, fmt {m['fmt'][:7]}, {len(m['files'])} files"
+              + (f"; MISSING {missing}" if missing else ""))
+        if missing:
+            return 1
+    else:
+        print(f"kit {kit} not packed yet: python tools/deepgemm_kit.py pack")
+    print("plan (on the H100): python tools/deepgemm_kit.py build, then this script:")
+    for name in shapes:
+        r, nn, kk, _ = peers.PROBLEMS[name]
+        print(f"  {name}: {len(r)} groups x {r[0]} rows, {2 * sum(r) * nn * kk / 1e12:.2f} TFLOP per launch; rows "
+              f"{DEEPGEMM}, {COURSE}, {TWIN} (baseline), {', '.join(ROWWISE)}")
+    print(f"  writes {RESULT}.json to {bench.RESULTS_DIR.relative_to(HERE.parent)}" + (" and $OUT" if os.environ.get("OUT")
+                                                                                      else ""))
+    print("CPU_CHECK ok")
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--shapes", help=f"comma-separated, of {SHAPES} (default: all)")
+    p.add_argument("--out", default=str(bench.RESULTS_DIR))
+    p.add_argument("--smoke", action="store_true", help="one short round: builds and checks everything")
+    p.add_argument("--cpu-check", action="store_true", help="no GPU: imports, packing, kit manifest, plan")
+    args = p.parse_args()
+    shapes = [s.strip() for s in args.shapes.split(",")] if args.shapes else SHAPES
+    unknown = [s for s in shapes if s not in SHAPES]
+    if unknown:
+        raise SystemExit(f"--shapes: unknown {unknown}; the shapes are {SHAPES}")
+    if args.cpu_check:
+        return cpu_check(shapes)
+    import cutecourse
+
+    cutecourse.modes.require_gpu("sm_90a")
+    protocol = SMOKE if args.smoke else {**peers.gemm.PROTOCOLS["sustained"], "rounds": args.rounds}
+    t0 = time.perf_counter()
+    dg, why_not = import_deepgemm()
+    if dg is None:
+        print(f"{DEEPGEMM}: {why_not}", flush=True)
+    results, notes = run(shapes, protocol, dg, why_not)
+    outs = [args.out] + ([os.environ["OUT"]] if os.environ.get("OUT") else [])
+    table = summary(results)
+    extra = {"summary": table, "deepgemm": provenance(dg), "protocol": "smoke" if args.smoke else protocol,
+             "notes": notes}
+    for path in save(results, extra, outs):
+        print(f"wrote {path}", flush=True)
+    if dg is not None and os.environ.get("OUT"):
+        print(f"DeepGEMM's SASS: {save_sass(os.environ['OUT'])}", flush=True)
+    print(f"{'shape':<24} " + " ".join(f"{r:>16}" for r in (DEEPGEMM, COURSE, "twin", "course/DeepGEMM",
+                                                             "course/twin")))
+    for name, e in table.items():
+        t, cp = e["tflops"], e.get("course / peer", {})
+        print(f"{name:<24} " + " ".join(f"{v:>16}" for v in (t.get(DEEPGEMM, "-"), t.get(COURSE, "-"),
+                                                             t.get(TWIN, "-"), cp.get(DEEPGEMM, "-"), cp.get(TWIN, "-"))))
+    missing = [s for s, r in results.items() if DEEPGEMM not in {row.name for row in r.rows}]
+    print(f"DEEPGEMM_PEER {'ok' if not missing else 'incomplete: no DeepGEMM row on ' + str(missing)} "
+          f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    return 1 if missing else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

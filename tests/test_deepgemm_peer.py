@@ -1,0 +1,116 @@
+"""benchmarks/deepgemm_peer.py and tools/deepgemm_kit.py on the CPU: DeepGEMM's packing of the
+course's quantized groups, the include closure that decides what the kit carries, the packed kit's
+manifest (skipped when ``.deepgemm/`` is not packed), and the build's refusal without a kit."""
+
+import re
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "tools"))
+
+import deepgemm_kit  # noqa: E402
+import deepgemm_peer  # noqa: E402
+
+torch = pytest.importorskip("torch")
+
+
+def _groups(rows, n=256, k=384):
+    from cutecourse.kernels import grouped
+
+    torch.manual_seed(1)
+    return grouped.quantize_fp8([torch.randn(m, k) for m in rows], [torch.randn(n, k) for _ in rows])
+
+
+def test_packing_computes_each_groups_product():
+    from cutecourse.models import blockwise_fp8 as fp8b
+
+    rows = [256, 128, 384]
+    qA, SA, qB, SB = _groups(rows)
+    a, sfa, b, sfb, m_indices = deepgemm_peer.deepgemm_inputs(qA, SA, qB, SB, rows)
+    assert a.shape == (768, 384) and sfa.shape == (768, 3) and b.shape == (3, 256, 384) and sfb.shape == (3, 2, 3)
+    assert m_indices.dtype == torch.int32 and m_indices.tolist() == [0] * 256 + [1] * 128 + [2] * 384
+    ref = torch.cat([fp8b.scaled_mm_reference(*q) for q in zip(qA, SA, qB, SB)])
+    out = deepgemm_peer.emulate_deepgemm(a, sfa, b, sfb, m_indices)
+    assert (out - ref).abs().max() / ref.abs().max() < 1e-5
+    # the check can fail: rows given to the wrong group
+    wrong = deepgemm_peer.emulate_deepgemm(a, sfa, b, sfb, m_indices.flip(0))
+    assert (wrong - ref).abs().max() / ref.abs().max() > 1e-1
+
+
+def test_cpu_check_prints_the_plan(capsys):
+    assert deepgemm_peer.cpu_check(deepgemm_peer.SHAPES) == 0
+    out = capsys.readouterr().out
+    assert "CPU_CHECK ok" in out and all(name in out for name in deepgemm_peer.SHAPES)
+    assert len(deepgemm_peer.SHAPES) == 4
+
+
+def test_summary_ratios_to_the_best_peer():
+    from cutecourse import bench
+
+    rows = [bench.Row(deepgemm_peer.DEEPGEMM, 1.0, [1.0]), bench.Row(deepgemm_peer.COURSE, 1.0, [1.0]),
+            bench.Row(deepgemm_peer.TWIN, 1.0, [1.0])]
+    for r, t in zip(rows, (1100.0, 990.0, 1000.0)):
+        r.tflops = t
+    res = bench.BenchResult("t", bench.Work(flops=1), deepgemm_peer.TWIN, rows, {}, {})
+    s = deepgemm_peer.summary({"dg x": res})["dg x"]
+    assert s["best peer"] == deepgemm_peer.DEEPGEMM
+    assert s["ratio to best peer"][deepgemm_peer.COURSE] == pytest.approx(0.9)
+    assert s["course / peer"][deepgemm_peer.TWIN] == pytest.approx(0.99)
+
+
+def test_include_closure_follows_includes_transitively():
+    libs = {"cutlass": {"cute/a.hpp": b'#include "b.hpp"\n', "cute/b.hpp": b"#if 0\n#include <cutlass/c.h>\n#endif\n",
+                        "cutlass/c.h": b"#include <cuda_runtime.h>\n", "cute/unused.hpp": b""},
+            "fmt": {"fmt/format.h": b'#include "base.h"\n', "fmt/base.h": b""}}
+    roots = {"csrc/x.cpp": b"#include <cute/a.hpp>\n  #  include <fmt/format.h>\n#include <torch/python.h>\n"}
+    got = deepgemm_kit.include_closure(roots, libs)
+    assert got == {"cutlass": {"cute/a.hpp", "cute/b.hpp", "cutlass/c.h"}, "fmt": {"fmt/format.h", "fmt/base.h"}}
+
+
+def test_build_without_a_kit_says_how_to_make_one(tmp_path, capsys):
+    assert deepgemm_kit.build(tmp_path / "none.tar.xz", tmp_path / "deepgemm", 1) == 1
+    out = capsys.readouterr().out
+    assert "DEEPGEMM_BUILD failed" in out and "deepgemm_kit.py pack" in out
+
+
+@pytest.mark.skipif(not deepgemm_kit.KIT.exists(), reason="kit not packed: python tools/deepgemm_kit.py pack")
+def test_packed_kit_holds_what_the_build_and_the_jit_include():
+    m = deepgemm_kit.manifest(deepgemm_kit.KIT)
+    assert m["deepgemm"].startswith(deepgemm_kit.DEEPGEMM_COMMIT)
+    assert m["cutlass"] == deepgemm_kit.CUTLASS_COMMIT and m["fmt"] == deepgemm_kit.FMT_COMMIT
+    assert not [p for p in deepgemm_kit.REQUIRED if p not in m["files"]]
+    assert deepgemm_kit.KIT.stat().st_size < 3 * 2**20  # it travels beside the DSL kit, under 64 MiB
+    with tarfile.open(deepgemm_kit.KIT) as t:
+        names = {n[len("deepgemm/"):] for n in t.getnames()}
+        assert names == set(m["files"])
+        # every <cute/...>, <cutlass/...>, <fmt/...> and <deep_gemm/...> a packed file includes is packed
+        roots = {"cute": deepgemm_kit.CUTLASS_DIR, "cutlass": deepgemm_kit.CUTLASS_DIR,
+                 "deep_gemm": deepgemm_kit.CUTLASS_DIR, "fmt": deepgemm_kit.FMT_DIR}
+        missing = set()
+        for name in names:
+            if not name.endswith((".h", ".hpp", ".cuh", ".cpp")):
+                continue
+            body = t.extractfile(f"deepgemm/{name}").read()
+            for inc in re.findall(rb'^\s*#\s*include\s*<((cute|cutlass|fmt|deep_gemm)/[^>]+)>', body, re.M):
+                path, top = inc[0].decode(), inc[1].decode()
+                if f"{roots[top]}/{path}" not in names:
+                    missing.add(path)
+    assert not missing, sorted(missing)[:10]
+    assert "csrc/python_api.cpp" in names and not any(n.startswith("tests/") for n in names)
+
+
+@pytest.mark.skipif(not (deepgemm_kit.MIRRORS / deepgemm_kit.REPOS["deepgemm"] / "repo").exists(),
+                    reason="no git mirror of DeepGEMM here (the fetch tool makes one)")
+def test_pack_from_the_mirrors_is_reproducible(tmp_path):
+    first = deepgemm_kit.pack(tmp_path / "a.tar.xz", deepgemm_kit.MIRRORS)
+    deepgemm_kit.pack(tmp_path / "b.tar.xz", deepgemm_kit.MIRRORS)
+    assert (tmp_path / "a.tar.xz").read_bytes() == (tmp_path / "b.tar.xz").read_bytes()
+    assert first["cutlass_headers"] > 50 and first["fmt_headers"] >= 2
+    with tarfile.open(tmp_path / "a.tar.xz") as t:
+        assert b"sm90_fp8_gemm_1d2d_impl" in t.extractfile(
+            "deepgemm/deep_gemm/include/deep_gemm/impls/sm90_fp8_gemm_1d2d.cuh").read()
