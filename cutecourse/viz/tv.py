@@ -11,16 +11,12 @@ layout, a map (thread, value) -> element of the tile. This module evaluates it w
   load instructions (which elements, how many bytes, how many 32-byte sectors), the picture
   behind "consecutive threads on consecutive addresses" and "128-bit loads".
 
-The numbers behind the last picture come from :func:`address_map`: the tile of a tensor
-(``zipped_divide(tensor, tiler)`` sliced at one block) composed with the TV layout, a map
-(thread, value) -> address, which is exactly what a kernel does with ``cute.composition(blk,
-tv_layout)`` before slicing ``(tidx, None)``; and :func:`warp_accesses` groups it into
-instructions.
+The numbers behind the last picture (``address_map``, ``vector_width``, ``warp_accesses``) are
+computed in :mod:`cutecourse.models.coalescing` and importable from here too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -29,29 +25,19 @@ from matplotlib import colors as mcolors
 from matplotlib.patches import Rectangle
 
 from .. import layouts
-from ..errors import LayoutError
-from ..layouts import LayoutTable, TVTable, size, to_text
+from ..layouts import LayoutTable, TVTable, to_text
+from ..layouts.table import _layout_args
+# The numbers these pictures draw (addresses, vector width, a warp's instructions) are
+# cutecourse.models.coalescing; notebook 02 reaches them through this module, so they are re-exported.
+from ..models.coalescing import (MAX_VECTOR_BYTES, SECTOR_BYTES, WARP, Access,  # noqa: F401
+                                 address_map, tv_layout, vector_width, warp_accesses)
 from .layout import MAX_WIDTH, draw_layout
 from .widgets import show_error
-
-#: Threads per warp: the unit that issues one memory instruction for 32 threads at once.
-WARP = 32
-#: The widest load one thread can issue: 128 bits (ld.global.v4.b32, 8 fp16 values).
-MAX_VECTOR_BYTES = 16
-#: Memory moves in 32-byte sectors; a fully used one is 32 useful bytes.
-SECTOR_BYTES = 32
 
 #: Eight light colours, thread t gets THREAD_COLOURS[t % 8] (CuTe's printouts cycle 8 as well):
 #: neighbouring threads always differ, and the T/V labels stay readable on all of them.
 THREAD_COLOURS = ["#a6cee3", "#b2df8a", "#fb9a99", "#fdbf6f", "#cab2d6", "#ffff99", "#8dd3c7",
                   "#d9d9d9"]
-
-
-def tv_layout(thr_layout: Any, val_layout: Any) -> TVTable:
-    """``layouts.make_layout_tv`` (a TVTable passes through)."""
-    if isinstance(thr_layout, TVTable):
-        return thr_layout
-    return layouts.make_layout_tv(thr_layout, val_layout)
 
 
 def _tile_2d(a: np.ndarray) -> np.ndarray:
@@ -141,113 +127,6 @@ def draw_tv_overview(thr_layout: Any, val_layout: Any = None, title: str | None 
     return fig
 
 
-# --------------------------------------------------------------------------------------------
-# (thread, value) -> address, and what a warp's instructions touch.
-# --------------------------------------------------------------------------------------------
-
-
-def address_map(thr_layout: Any, val_layout: Any = None, *, tensor: Any, block: int = 0) -> LayoutTable:
-    """(thread, value) -> element offset in ``tensor`` for one block's tile, computed by CuTe.
-
-    ``tensor``: the tensor's layout (``"(64,512):(512,1)"``, row-major 64x512), divisible by
-    the tile. The kernel's steps, all by CuTe: ``zipped_divide(tensor, tiler)`` -> tiles,
-    slice ``((None, None), block)`` -> that block's tile (M, N) -> offset, then
-    ``composition(tile, tv_layout)`` -> (thread, value) -> offset. The result's ``base`` is the
-    tile's first element (CuTe's slice drops it; a tensor slice adds it to the pointer).
-    """
-    tv = tv_layout(thr_layout, val_layout)
-    shape, stride = layouts._layout_args(tensor)
-    modes = shape if isinstance(shape, tuple) else (shape,)
-    if len(modes) != len(tv.tiler):
-        raise LayoutError(f"the tensor {to_text(shape)}:{to_text(stride)} has rank {len(modes)} but "
-                          f"the tile {to_text(tv.tiler)} has rank {len(tv.tiler)}",
-                          "give the tensor one mode per tile mode, e.g. (M,N):(N,1)")
-    for k, (n, t) in enumerate(zip(modes, tv.tiler)):
-        if size(n) % t:
-            raise LayoutError(f"the tile {to_text(tv.tiler)} does not divide the tensor {to_text(shape)} "
-                              f"(mode {k}: {size(n)} is not a multiple of {t})",
-                              f"make mode {k} of the tensor a multiple of {t}")
-    blocks = size(shape) // size(tv.tiler)
-    if not 0 <= block < blocks:
-        raise LayoutError(f"block {block} does not exist: the tensor has {blocks} tiles",
-                          f"use 0..{blocks - 1}")
-    T = f"{to_text(shape)}:{to_text(stride)}"
-
-    def build():
-        import cutlass.cute as cute
-
-        tiles = cute.zipped_divide(cute.make_layout(shape, stride=stride), tv.tiler)
-        tile = cute.slice_(tiles, ((None,) * len(tv.tiler), block))
-        base = tiles((layouts.idx2crd(0, tiles.shape[0]), layouts.idx2crd(block, tiles.shape[1])))
-        tv_cute = cute.make_layout(tv.tv.shape, stride=tv.tv.stride)
-        return layouts._tabulate(cute.composition(tile, tv_cute),
-                                 f"composition(tile {block} of {T}, TV layout)", base=base)
-
-    return layouts._run_op(f"cannot map the TV layout onto {T}", "check the tensor's layout", build)
-
-
-@dataclass(frozen=True)
-class Access:
-    """One memory instruction of one warp: each thread loads ``vector`` consecutive values."""
-
-    index: int  # instruction number within the thread's values
-    values: tuple[int, ...]  # the value indices this instruction loads, per thread
-    vector_bits: int  # bits per thread per instruction
-    addresses: np.ndarray  # [thread in warp, value in vector] -> element offset
-    bytes_requested: int
-    sectors: int  # distinct 32-byte sectors touched
-    lines: int  # distinct 128-byte lines touched
-
-    @property
-    def efficiency(self) -> float:
-        """Useful bytes / bytes moved: 1.0 when every fetched sector is fully used."""
-        return self.bytes_requested / (self.sectors * SECTOR_BYTES)
-
-    def __str__(self) -> str:
-        return (f"instruction {self.index}: values {self.values[0]}..{self.values[-1]}, "
-                f"{self.vector_bits}-bit per thread, {self.bytes_requested} B in {self.sectors} "
-                f"sectors / {self.lines} lines ({self.efficiency:.0%} of fetched bytes used)")
-
-
-def vector_width(addr: LayoutTable, threads: int, elem_bytes: int) -> int:
-    """Values per load: the largest power of two k (k * elem_bytes <= 16 B) such that every
-    thread's values j*k .. j*k+k-1 sit at consecutive, k-aligned addresses: what the compiler
-    can turn into one vector load (with the tensor's base 16-byte aligned)."""
-    values = addr.size // threads
-    grid = np.array(addr.offsets).reshape((threads, values), order="F") + addr.base
-    k = 1
-    while 2 * k * elem_bytes <= MAX_VECTOR_BYTES and values % (2 * k) == 0:
-        kk = 2 * k
-        g = grid.reshape(threads, values // kk, kk)
-        contiguous = np.all(np.diff(g, axis=2) == 1)
-        aligned = np.all(g[:, :, 0] % kk == 0)
-        if not (contiguous and aligned):
-            break
-        k = kk
-    return k
-
-
-def warp_accesses(addr: LayoutTable, threads: int, *, warp: int = 0, elem_bytes: int = 2) -> list[Access]:
-    """The memory instructions of warp ``warp``, each covering ``vector_width`` values."""
-    values = addr.size // threads
-    if not 0 <= warp < max(1, threads // WARP):
-        raise LayoutError(f"warp {warp} does not exist: {threads} threads make "
-                          f"{max(1, threads // WARP)} warps", "pick a smaller warp index")
-    grid = np.array(addr.offsets).reshape((threads, values), order="F") + addr.base
-    lanes = grid[warp * WARP:(warp + 1) * WARP]
-    k = vector_width(addr, threads, elem_bytes)
-    out = []
-    for j in range(values // k):
-        a = lanes[:, j * k:(j + 1) * k]
-        byte_addr = a * elem_bytes
-        starts = byte_addr.ravel()
-        sectors = {b // SECTOR_BYTES for s in starts for b in (s, s + elem_bytes - 1)}
-        lines = {b // 128 for s in starts for b in (s, s + elem_bytes - 1)}
-        out.append(Access(j, tuple(range(j * k, (j + 1) * k)), 8 * elem_bytes * k, a,
-                          a.size * elem_bytes, len(sectors), len(lines)))
-    return out
-
-
 def draw_warp_access(thr_layout: Any, val_layout: Any = None, *, tensor: Any, warp: int = 0,
                      elem_bytes: int = 2, block: int = 0, max_instructions: int = 4) -> plt.Figure:
     """What warp ``warp`` reads with each of its first instructions, on the tile and in memory.
@@ -310,7 +189,7 @@ def draw_warp_access(thr_layout: Any, val_layout: Any = None, *, tensor: Any, wa
     ax1.set_xlim(-70, widest * 1.0 + 10 + max(260, widest * 0.55))
     ax1.set_ylim(-0.8, len(shown) - 0.2)
     ax1.axis("off")
-    shape, stride = layouts._layout_args(tensor)
+    shape, stride = _layout_args(tensor)
     ax1.set_title(f"128-byte lines each instruction touches (boxes: 32-byte sectors)\n"
                   f"tensor {to_text(shape)}:{to_text(stride)}, {8 * elem_bytes}-bit elements", fontsize=9)
     fig.suptitle(f"warp {warp} of make_layout_tv({tv.thr.layout}, {tv.val.layout}): "
