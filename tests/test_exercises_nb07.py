@@ -190,6 +190,13 @@ def test_scale_factor_typical_mistakes():
     r = nb07.check_scale_factor(unclamped)
     assert not r and "amax 3000" in r.message and "448" in r.message
 
+    def nan_past_448(values, fmt):  # a cast that does not saturate (some torch builds give NaN)
+        r = max(abs(v) for v in values) / DATA_MAX[fmt]
+        return float("nan") if fmt == "nvfp4" and r > 448 else scale_factor(values, fmt)
+
+    r = nb07.check_scale_factor(nan_past_448)
+    assert not r and "saturates at 448" in r.message and "clamp to 448 before the cast" in r.message
+
 
 def test_scale_factor_hint_clamps_at_448_and_names_both_rules():
     r = nb07.check_scale_factor(lambda v, f: 1 / 0)  # the hint comes with a raising answer

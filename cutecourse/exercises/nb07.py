@@ -204,7 +204,9 @@ def _blocks():
             gap = [0.01 * (i % 5) for i in range(n)]  # rules differ (NVIDIA: 2^-2, OCP: 2^-3)
             gap[7] = (bs.get_format(fmt).data_max + 2.0 ** (bs.get_format(fmt).emax + 1)) / 2 / 8
             cases.append((gap, fmt))
-    cases.append(([3000.0] + [1.0] * 15, "nvfp4"))  # amax / 6 = 500: the e4m3 scale clamps at 448
+    # Block scales alone (no per-tensor scale, as the course's Blackwell kernel takes NVFP4):
+    # amax / 6 = 500 is past e4m3's 448, so the stored scale saturates at 448
+    cases.append(([3000.0] + [1.0] * 15, "nvfp4"))
     return cases
 
 
@@ -233,8 +235,10 @@ RULES = {"nvidia": "NVIDIA's rule (round amax / data_max up to a power of two)",
               "for e2m1 data (6 = 1.5 x 2^2) and 8 for e4m3 data (448 = 1.75 x 2^8).")
 def check_scale_factor(fn) -> Result:
     """``fn(values, fmt) -> float``: the stored scale factor of one block (``values``, a list
-    of 16 floats for ``"nvfp4"``, 32 for ``"mxfp8"`` and ``"mxfp4"``). MX scales may follow
-    either rounding rule (NVIDIA's or the OCP spec's), as long as every block follows the same."""
+    of 16 floats for ``"nvfp4"``, 32 for ``"mxfp8"`` and ``"mxfp4"``; NVFP4 with block scales
+    alone, ``bs.quantize(x, "nvfp4")``, so one case's scale saturates at 448). MX scales may
+    follow either rounding rule (NVIDIA's or the OCP spec's), as long as every block follows the
+    same."""
     title = "the scale factor of one block"
     cases = _blocks()
     rule = None  # the MX rule the answers so far follow (None: not told apart yet)
@@ -256,6 +260,11 @@ def check_scale_factor(fn) -> Result:
                 continue
         elif got == want["nvidia"]:
             continue
+        if isinstance(got, float) and not math.isfinite(got):
+            return failed(title, f"{f.name.upper()} block with amax {amax:.6g}: you gave {raw!r}; "
+                          f"amax / {f.data_max:g} = {r:.6g} is beyond e4m3's largest value, 448, and "
+                          "e4m3 has no infinity: the block's scale saturates at 448. A cast that does "
+                          "not saturate gives NaN there: clamp to 448 before the cast")
         other = 448.0 if f.data_max == 6.0 else 6.0
         mistakes = [
             (lambda: r, f"that is amax / {f.data_max:g} before rounding; the scale is stored "
