@@ -170,8 +170,8 @@ def check_workspace_bytes(fn) -> Result:
                 maps = ", ".join(["A", "B", "C"] + (["SFA", "SFB"] if scaled else []))
                 why = ("no SFA/SFB maps: the block-scaled kernel loads its scale factors with TMA "
                        "too" if got == ctas * 3 * MAP_BYTES else
-                       "a map is 128 bytes (copy_tensormap moves 64 of them, but each slot is 128 "
-                       "bytes, 128-byte aligned)" if got == ctas * MAPS[scaled] * 64 else
+                       "a tensor map is 128 bytes (a CUtensorMap, 128-byte aligned), and each "
+                       "workspace slot holds one whole map" if got == ctas * MAPS[scaled] * 64 else
                        "one set of maps per CTA, not one for the whole kernel"
                        if got == MAPS[scaled] * MAP_BYTES else
                        f"count the maps: {maps}")

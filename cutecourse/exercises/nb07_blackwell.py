@@ -58,7 +58,9 @@ _TMEM_MISTAKES = [
      "quarters: 4 columns per atom, not 1"),
     (lambda *c: _columns_variant(*c, sf_per_stage=True),
      "there is one set of scale-factor columns, for the k-tile the MMA warp is reading; only the "
-     "accumulator has stages"),
+     "accumulator has stages (tcgen05.cp and tcgen05.mma issued by one thread run in the order "
+     "issued, so the next k-tile's copy cannot overwrite scales an earlier MMA still reads; the "
+     "accumulator is read by other warps, the epilogue, and needs its own stages)"),
     (lambda *c: _columns_variant(*c, tile_k=256),
      "a k-tile is 4 MMAs deep: 4 x 64 = 256 of K for NVFP4 but 4 x 32 = 128 for MXFP8, and an atom "
      "covers 4 blocks (64 of K for NVFP4, 128 for MXFP8): MXFP8 has 1 k-atom per k-tile"),
