@@ -51,6 +51,7 @@ from cutecourse.kernels import grouped  # noqa: E402
 from cutecourse.models import blockwise_fp8 as fp8b  # noqa: E402
 
 import deepgemm_kit  # noqa: E402
+import gemm  # noqa: E402  (the protocols)
 import grouped_peers as peers  # noqa: E402
 
 SHAPES = [name for name in peers.PROBLEMS if name.startswith("dg ")]
@@ -349,7 +350,7 @@ def main() -> int:
     import cutecourse
 
     cutecourse.modes.require_gpu("sm_90a")
-    protocol = SMOKE if args.smoke else {**peers.gemm.PROTOCOLS["sustained"], "rounds": args.rounds}
+    protocol = SMOKE if args.smoke else {**gemm.PROTOCOLS["sustained"], "rounds": args.rounds}
     t0 = time.perf_counter()
     dg, why_not = import_deepgemm()
     if dg is None:
