@@ -14,6 +14,7 @@ from matplotlib.collections import PatchCollection  # noqa: E402
 from cutecourse.errors import ShapeError  # noqa: E402
 from cutecourse.models import block_scaling as bs  # noqa: E402
 from cutecourse.viz import block_scaling as vb  # noqa: E402
+from cutecourse.viz import block_scaling_widget as vbw  # noqa: E402
 
 X = bs.outlier_weights(16, 128, seed=0)
 
@@ -165,7 +166,7 @@ def test_describe_block_says_when_the_spec_rule_clamps():
 
 def test_widget_redraws_on_change():
     pytest.importorskip("ipywidgets")
-    w = vb.block_scaling_widget(fmt="nvfp4", row=2, kblock=7, magnitude=40)
+    w = vbw.block_scaling_widget(fmt="nvfp4", row=2, kblock=7, magnitude=40)
     assert "NVFP4 block (row 2, k-block 7)" in w.text
     assert _blocks(w.fig_tile.axes[1]) == 16 * 8
     w.fmt.value = "mxfp8"  # 32-wide blocks: only 4 k-blocks, the k-block control is clamped
@@ -177,13 +178,13 @@ def test_widget_redraws_on_change():
     assert not torch.equal(w.x, before)
     assert w.x.abs().max() < 0.2  # no outliers left: N(0, 0.02) weights only
     with pytest.raises(ShapeError, match="format"):
-        vb.block_scaling_widget(fmt="int8")
+        vbw.block_scaling_widget(fmt="int8")
 
 
 def test_widget_default_shows_what_the_per_tensor_scale_is_for():
     """Default outliers (x1000): NVFP4's block scales alone would clip at 448 and err ~50%; with its
     per-tensor scale NVFP4 beats fp4 with one scale per tensor; the headline says so."""
-    w = vb.block_scaling_widget()
+    w = vbw.block_scaling_widget()
     errs = vb.errors(w.x)
     assert errs["nvfp4"][1] < errs["fp4_per_tensor"][1] < 0.1 < 0.4 < errs["nvfp4_block_only"][1]
     assert float(bs.quantize(w.x, "nvfp4")[1].float().max()) == 448.0  # clipped without gs
@@ -194,7 +195,7 @@ def test_widget_default_shows_what_the_per_tensor_scale_is_for():
 def test_widget_default_says_whose_error_the_bars_show():
     """At x1000 the outliers own the whole-tensor error, and NVFP4's bar falls below MXFP8's; the
     headline gives the typical (median) element's error, where MXFP8 stays far ahead."""
-    w = vb.block_scaling_widget()
+    w = vbw.block_scaling_widget()
     errs = vb.errors(w.x)
     assert errs["nvfp4"][1] < errs["mxfp8"][1]  # the bars alone would teach the wrong order
     assert vb.median_error(w.x, "mxfp8") < 0.05 < 0.1 < vb.median_error(w.x, "nvfp4")
@@ -204,7 +205,7 @@ def test_widget_default_says_whose_error_the_bars_show():
 def test_widget_follows_the_course_widget_convention():
     import base64
 
-    w = vb.block_scaling_widget()
+    w = vbw.block_scaling_widget()
     assert "cc-block-scaling-widget" in w.widget._dom_classes
     assert "cc-picture" in w.picture._dom_classes and w.picture in w.widget.children
     assert "cc-message" in w.message._dom_classes
@@ -217,17 +218,15 @@ def test_widget_follows_the_course_widget_convention():
     assert base64.b64decode(bundle["image/png"]) == w.png
     assert bundle["text/plain"] == "BlockScalingWidget: mxfp8, 4 outliers x1000, block (8, 0)"
     with pytest.raises(ShapeError):
-        vb.block_scaling_widget(magnitude=5000)
+        vbw.block_scaling_widget(magnitude=5000)
 
 
 def test_widget_error_keeps_the_picture(monkeypatch):
-    w = vb.block_scaling_widget(magnitude=40)
+    w = vbw.block_scaling_widget(magnitude=40)
     png = w.png
 
     def boom(*a, **kw):
         raise ShapeError("no tile today", "try again")
-
-    from cutecourse.viz import block_scaling_widget as vbw
 
     monkeypatch.setattr(vbw, "draw_tile", boom)
     w.row.value = 3

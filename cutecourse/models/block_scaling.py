@@ -57,17 +57,17 @@ partial sums once per 128-wide k-block: :mod:`cutecourse.models.blockwise_fp8`.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 
 from ..errors import CourseError, DTypeError, ShapeError
+from .blockwise_fp8 import dequantize_blockwise, quantize_blockwise_fp8, scaled_mm_reference
+from .float_formats import E2M1_MAX, E2M1_VALUES, E4M3_MAX, E5M2_MAX  # noqa: F401
+from .float_formats import as_matrix as _matrix
 from .sf_layout import (ATOM_BYTES, ATOM_KBLOCKS, ATOM_ROWS, from_interleaved,  # noqa: F401
                         padded_sf_shape, sf_offset, to_interleaved)
 
-E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # codes 0..7; code | 8 is the negative
-E4M3_MAX, E2M1_MAX, E5M2_MAX = 448.0, 6.0, 57344.0
 #: The MX scale rules (module docstring): NVIDIA's rounds up, the OCP spec's rounds down.
 MX_RULES = ("nvidia", "ocp")
 # Midpoints between neighbouring e2m1 magnitudes; a tie goes to the even code (the one whose
@@ -118,24 +118,6 @@ def get_format(fmt: str | BlockFormat) -> BlockFormat:
     if fmt not in FORMATS:
         raise DTypeError(f"unknown block-scaled format {fmt!r}", f"use one of {', '.join(FORMATS)}")
     return FORMATS[fmt]
-
-
-def _matrix(x, name: str, block_k: int | None = None, device=None) -> torch.Tensor:
-    """``x`` as a float32 2-D tensor on ``device`` (default: the CPU), after checking what
-    quantizing it needs."""
-    if x.dim() != 2:
-        raise ShapeError(f"{name} has {x.dim()} dimensions; block scaling here takes (rows, K)",
-                         f"reshape it, e.g. {name}.reshape(-1, {name}.shape[-1])")
-    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
-        raise DTypeError(f"{name} is {x.dtype}; quantize takes a float32/float16/bfloat16 tensor",
-                         f"convert it, e.g. {name}.float()")
-    if block_k is not None and x.shape[1] % block_k:
-        raise ShapeError(f"{name} has K = {x.shape[1]}, not a multiple of the block size {block_k}",
-                         f"pad K with zeros to {math.ceil(x.shape[1] / block_k) * block_k}")
-    x = x.detach().to(device or "cpu", torch.float32)
-    if not torch.isfinite(x).all():
-        raise CourseError(f"{name} holds inf or NaN", "block scaling is defined for finite values")
-    return x
 
 
 # ------------------------------------------------------------------ e2m1 codes and packing ----
@@ -281,8 +263,6 @@ def grouped_reference(groups, fmt: str = "nvfp4", global_scale: bool = False) ->
             raise ShapeError(f"group {i}: A {tuple(a.shape)} and B {tuple(b.shape)} are not "
                              "(M, K) and (N, K)", "B is stored (N, K), K-major, like A")
         if fmt == "fp8_blockwise":
-            from .blockwise_fp8 import quantize_blockwise_fp8, scaled_mm_reference  # (imports this module)
-
             qa, sa = quantize_blockwise_fp8(a, (1, 128))
             qb, sb = quantize_blockwise_fp8(b, (128, 128))
             out.append(scaled_mm_reference(qa, sa, qb, sb))
@@ -314,8 +294,6 @@ def round_trip(x: torch.Tensor, fmt: str) -> torch.Tensor:
     if fmt == "bf16":
         return _matrix(x, "x").bfloat16().float()
     if fmt == "fp8_blockwise":
-        from .blockwise_fp8 import dequantize_blockwise, quantize_blockwise_fp8  # (imports this module)
-
         return dequantize_blockwise(*quantize_blockwise_fp8(x, (1, 128)), (1, 128))
     if fmt == "nvfp4_block_only":
         return dequantize(*quantize(x, "nvfp4"), "nvfp4")

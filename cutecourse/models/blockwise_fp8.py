@@ -15,7 +15,8 @@ import math
 import torch
 
 from ..errors import DTypeError, ShapeError
-from .block_scaling import E4M3_MAX, _matrix
+from .float_formats import E4M3_MAX
+from .float_formats import as_matrix as _matrix
 
 #: DeepGEMM's floor on a block's amax, so a zero block gets a finite scale (1e-4 / 448).
 AMAX_FLOOR = 1e-4

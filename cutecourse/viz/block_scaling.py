@@ -13,9 +13,10 @@
   buffer keeps the scale of (row, k-block): left, the logical (row, k-block) grid cut into
   128x4 atoms; right, the 512 bytes of one atom as 32 lines of 16 bytes, each byte labelled with
   the (row, k-block) whose scale it holds.
-* ``block_scaling_widget()`` (:mod:`cutecourse.viz.block_scaling_widget`): format, outliers and a
-  chosen block; by default outliers large enough that NVFP4's block scales alone would clip at
-  e4m3's 448.
+
+The interactive picture (format, outliers and a chosen block) is
+:func:`cutecourse.viz.block_scaling_widget.block_scaling_widget`; it imports this module, never
+the other way round.
 
 Every number drawn is computed by the model here (``quantize``, ``error_table``, ``sf_offset``).
 """
@@ -371,11 +372,3 @@ def describe_block(x: torch.Tensor, fmt: str, row: int, kblock: int) -> str:
     return (f"{f.name.upper()} block (row {row}, k-block {kblock}): amax {amax:.4g}; {rule}; "
             f"block error {err:.2%}; its byte in the interleaved SF buffer: "
             f"{bs.sf_offset(row, kblock, rows, k // f.block)}")
-
-
-def block_scaling_widget(**kwargs):
-    """The interactive picture: ``block_scaling_widget(fmt="nvfp4", n_outliers=4, magnitude=1000)``
-    (:class:`cutecourse.viz.block_scaling_widget.BlockScalingWidget`)."""
-    from .block_scaling_widget import BlockScalingWidget
-
-    return BlockScalingWidget(**kwargs)

@@ -1,5 +1,9 @@
 """The block-scaling widget: format, outliers and a chosen block; the tile and the error chart of
-:mod:`cutecourse.viz.block_scaling` redraw, as one picture."""
+:mod:`cutecourse.viz.block_scaling` redraw, as one picture. In a notebook::
+
+    from cutecourse.viz.block_scaling_widget import block_scaling_widget
+    block_scaling_widget()  # NVFP4, outliers x1000: NVFP4's block scales alone would clip at 448
+"""
 
 from __future__ import annotations
 
@@ -102,3 +106,9 @@ class BlockScalingWidget:
         from .explorer import widget_bundle
 
         return widget_bundle(self.widget, self.png, self.describe())
+
+
+def block_scaling_widget(**kwargs) -> BlockScalingWidget:
+    """The interactive picture: ``block_scaling_widget(fmt="nvfp4", n_outliers=4, magnitude=1000)``
+    (keywords: :class:`BlockScalingWidget`)."""
+    return BlockScalingWidget(**kwargs)
