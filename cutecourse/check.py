@@ -12,7 +12,9 @@ Everything missing says what and how to fix it, and the exit code is 1 when the 
 follow the course (a ``fail`` line), 0 otherwise. The module imports only the standard library at
 the top, so it also runs on a bare Python before ``.venv`` exists, and says to set it up.
 ``--notebooks`` also runs every notebook top to bottom under nbval (minutes; on a GPU seat the
-kernels run too).
+kernels run too). ``--json`` prints the same findings as one JSON object, which a teacher collects
+from every seat and tabulates: ``python -m cutecourse.check --tabulate seats/*.json``
+(``cutecourse.room``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import DSL_VERSION, course, modes
+from . import DSL_VERSION, course, modes, torch_build
 
 ROOT = Path(__file__).resolve().parent.parent
 SETUP_FIX = "./course.sh lab sets up .venv with everything (or: conda env create -f environment.yml)"
@@ -141,8 +143,7 @@ def check_gpu() -> list[Line]:
     elif smi:
         lines.append(Line("GPU", "warn", f"nvidia-smi sees {smi[0].split(',')[0]}, but torch does not "
                           f"({modes._why_no_gpu()}); the course will compile and inspect only",
-                          "install PyTorch's CUDA build into this environment (pytorch.org lists "
-                          "the pip command for your CUDA version), then run ./course.sh check again"))
+                          mismatch_fix(smi[0].split(",")[1] if "," in smi[0] else None)))
     else:
         lines.append(Line("GPU", "info", f"none ({modes._why_no_gpu()}): kernels are compiled and "
                           "inspected on the CPU, which is how the course runs without a GPU"))
@@ -156,6 +157,33 @@ def check_gpu() -> list[Line]:
     else:
         lines.append(Line("driver", "info", "no NVIDIA driver (nvidia-smi not found): fine without a GPU"))
     return lines
+
+
+def mismatch_fix(driver: str | None) -> str:
+    """The real fix when nvidia-smi sees a GPU that torch cannot use: a CPU build of torch is
+    reinstalled as the build this driver runs; a CUDA build newer than the driver needs the
+    driver updated (or the older CUDA build that ``torch_build`` picks for this driver)."""
+    try:
+        torch = importlib.import_module("torch")
+        cuda = torch.version.cuda
+    except ImportError:
+        cuda = None
+    redo = "./course.sh setup --force (it picks the torch build this driver runs)"
+    if not cuda:
+        return f"torch here is the CPU-only build: reinstall it: {redo}"
+    need, have = torch_build.needed_driver(cuda), torch_build.parse_driver(driver)
+    if need and have and have < need:
+        choice = torch_build.choose(driver)
+        alt = (f"or install the build it runs: CUTECOURSE_TORCH_INDEX={choice.index} "
+               "./course.sh setup --force" if choice.build == "cu128" else
+               "no CUDA build of the pinned torch runs on it")
+        return (f"torch {torch.__version__} is built for CUDA {cuda}, which needs NVIDIA driver "
+                f"{need[0]}.{need[1]} or newer, and this one is {driver.strip()}: update the driver "
+                f"(best), {alt}")
+    return (f"torch {torch.__version__} (CUDA {cuda}) and driver {(driver or '?').strip()} should "
+            "work together: is the GPU visible in this container (docker --gpus all) and not hidden "
+            "by CUDA_VISIBLE_DEVICES? nvidia-smi and python -c 'import torch; "
+            "torch.cuda.init()' say why")
 
 
 def _compile_one(arch: str, target: str, what: str, features: tuple[str, ...]) -> Line:
@@ -255,6 +283,9 @@ def collect(notebooks: bool = False) -> list[Line]:
     dsl_ok, torch_ok = dsl.status == "ok", torch.status == "ok"
     if torch_ok:
         lines += check_gpu()
+    elif smi := _nvidia_smi():  # before torch is installed, the driver can still be read
+        lines.append(Line("driver", "info", f"{smi[0]}; torch: "
+                          + torch_build.choose(smi[0].split(",")[-1]).note))
     lines += check_compiles(dsl_ok)
     if torch_ok and dsl_ok:
         ran = check_run()
@@ -291,17 +322,33 @@ def report(lines: list[Line], seconds: float, table: list[tuple[str, str]] | Non
     return "\n".join(out)
 
 
+USAGE = ("usage: ./course.sh check [--notebooks] [--json]  (a teacher, on the collected JSON: "
+         "python -m cutecourse.check --tabulate seats/*.json)")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    unknown = [a for a in args if a not in ("--notebooks",)]
+    if args[:1] == ["--tabulate"]:
+        from . import room
+
+        return room.main(args[1:])
+    if "-h" in args or "--help" in args:
+        print(USAGE)
+        return 0
+    unknown = [a for a in args if a not in ("--notebooks", "--json")]
     if unknown:
-        print(f"unknown option {unknown[0]}; usage: ./course.sh check [--notebooks]", file=sys.stderr)
+        print(f"unknown option {unknown[0]}; {USAGE}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
     lines = collect(notebooks="--notebooks" in args)
     torch_ok = any(ln.label == "torch" and ln.status == "ok" for ln in lines)
     table = notebook_modes() if torch_ok else None
-    print(report(lines, time.perf_counter() - t0, table))
+    if "--json" in args:
+        from . import room
+
+        print(room.seat_json(lines, time.perf_counter() - t0, table))
+    else:
+        print(report(lines, time.perf_counter() - t0, table))
     return 1 if any(ln.status == "fail" for ln in lines) else 0
 
 

@@ -2,13 +2,16 @@
 
 One list, :data:`NOTEBOOKS`, says for every notebook its file, title, what it teaches, which GPU
 runs its kernels and what a reader without that GPU sees. The README's notebook table, the
-course site (``cutecourse.site``), the workshop agenda (``cutecourse.workshop``) and the seat check
-(``cutecourse.check``) all read it, so they cannot disagree.
+notebooks' own "Time" sentences, the course site (``cutecourse.site``), the workshop agendas
+(``cutecourse.workshop``) and the seat check (``cutecourse.check``) all read it, so they cannot
+disagree.
 
 Times are *estimated from the files*, never typed in: :func:`estimate` counts a notebook's prose
-words, code cells, pictures and listings and its exercises, at the rates below. Notebooks change;
-``python -m cutecourse.course --write`` recomputes the README table and the agenda, and
-``tests/test_course.py`` fails while they are stale.
+words, code cells, pictures and listings, and weighs each exercise by what it asks (its heading:
+``### Exercise N (kernel): ...`` is writing kernel code, ``(lab)`` is change-and-measure, a plain
+heading a short answer sized by the code the learner writes). ``cutecourse.generate`` writes the
+results into the files that quote them; this module imports none of the modules that read it.
+``python -m cutecourse.course`` is the same command as ``python -m cutecourse.generate``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,12 +34,27 @@ CODE_CELL_MIN = 1.0
 FIGURE_MIN = 1.0
 #: One rendered listing or table (source on screen, a measured table): read it against the prose.
 LISTING_MIN = 2.0
-#: One exercise beyond reading it: write the answer, run the checker, fix it once.
-EXERCISE_WORK_MIN = 8.0
+#: Work on an exercise beyond reading it, by what it asks (the heading's "(kernel)" / "(lab)"):
+#: writing CuTe DSL code inside a course kernel, compiling it and acting on the checker's verdict
+#: about its PTX; changing a kernel's parameter and measuring or reading what changed; a short
+#: answer (a tuple, a mask, a count), a base plus a little per line of the answer.
+KERNEL_WORK_MIN = 20.0
+LAB_WORK_MIN = 12.0
+SHORT_WORK_MIN = 3.0
+SHORT_PER_LINE_MIN = 0.5
+SHORT_MAX_MIN = 10.0
 #: Estimates are rounded to this many minutes (an estimate, not a stopwatch).
 ROUND_MIN = 5
 
-_EXERCISE_HEADING = re.compile(r"^(#+)\s*Exercise\s+\d+", re.MULTILINE)
+_EXERCISE_HEADING = re.compile(r"^(#+)\s*Exercise\s+\d+[a-z]?\s*(?:\((kernel|lab)\))?", re.MULTILINE)
+_SECTION_HEADING = re.compile(r"^##\s+(\S.*)$", re.MULTILINE)
+_SOLUTION = re.compile(r"# BEGIN SOLUTION[^\n]*\n(.*?)# END SOLUTION", re.DOTALL)
+_KERNEL_CODE = re.compile(r"@cute\.(kernel|jit)\b")
+#: The "Time" sentence of a lesson notebook's header, in the spellings the notebooks have used
+#: ("**Time.** About 60 minutes, ...", "**Time**: about 45 minutes.", "**Time:** about ..."), and
+#: an exercises notebook's "About 20 minutes." Both are generated (``cutecourse.generate``).
+TIME_SENTENCE = re.compile(r"\*\*Time(?:\.\*\*|\*\*:|:\*\*)\s*[Aa]bout \d+ minutes[^\n]*?\.(?=\s|$)")
+EXERCISES_TIME = re.compile(r"\bAbout \d+ minutes\.(?=\s|$)")
 
 
 @dataclass(frozen=True)
@@ -136,7 +154,7 @@ def notebook(number: str) -> Notebook:
 class Counts:
     """What a reader meets in some cells of a notebook."""
 
-    words: int = 0  # markdown words
+    words: int = 0  # markdown words (not the "Time" sentences: they are generated from these)
     code_cells: int = 0
     figures: int = 0  # stored pictures and widgets
     listings: int = 0  # stored HTML outputs: source listings, tables
@@ -153,24 +171,35 @@ class Counts:
 
 @dataclass(frozen=True)
 class Exercise:
-    """One exercise of an exercises notebook: its heading and estimated minutes."""
+    """One exercise of an exercises notebook: its heading, what it asks, estimated minutes."""
 
     file: str  # exercises/ file name
     title: str  # its heading, e.g. "Exercise 2: the phase bit after n advances"
     counts: Counts
+    kind: str = "short"  # "kernel", "lab" or "short"
+    answer_lines: int = 0  # code lines of the answer in the solution: what the learner writes
+
+    @property
+    def work_min(self) -> float:
+        if self.kind == "kernel":
+            return KERNEL_WORK_MIN
+        if self.kind == "lab":
+            return LAB_WORK_MIN
+        return min(SHORT_MAX_MIN, SHORT_WORK_MIN + SHORT_PER_LINE_MIN * self.answer_lines)
 
     @property
     def minutes(self) -> float:
-        return self.counts.minutes + EXERCISE_WORK_MIN
+        return self.counts.minutes + self.work_min
 
 
 @dataclass(frozen=True)
 class Estimate:
-    """A notebook's estimated time: the lesson, and each exercise."""
+    """A notebook's estimated time: the lesson (and its ``##`` sections), and each exercise."""
 
     notebook: Notebook
     lesson: Counts
     exercises: tuple[Exercise, ...]
+    sections: tuple[tuple[str, Counts], ...] = field(default=())  # (heading, counts), in order
 
     @property
     def lesson_min(self) -> int:
@@ -180,6 +209,10 @@ class Estimate:
     def exercises_min(self) -> int:
         return round_minutes(sum(e.minutes for e in self.exercises))
 
+    def file_min(self, name: str) -> int:
+        """Minutes of the exercises in the exercises file ``name``."""
+        return round_minutes(sum(e.minutes for e in self.exercises if e.file == name))
+
 
 def round_minutes(minutes: float) -> int:
     """Round to the nearest :data:`ROUND_MIN` minutes, never below one step."""
@@ -188,7 +221,8 @@ def round_minutes(minutes: float) -> int:
 
 def _cell_counts(cell) -> Counts:
     if cell.cell_type == "markdown":
-        return Counts(words=len(cell.source.split()))
+        text = EXERCISES_TIME.sub("", TIME_SENTENCE.sub("", cell.source))
+        return Counts(words=len(text.split()))
     if cell.cell_type != "code":
         return Counts()
     figures = listings = 0
@@ -218,6 +252,28 @@ def _sections(cells) -> list[tuple[str | None, list]]:
     return [r for r in runs if r[1]]
 
 
+def exercise_kind(title: str, in_kernel: bool = False) -> str:
+    """What an exercise asks: its heading's "(kernel)" or "(lab)"; a plain heading whose answer
+    is written inside a ``@cute.kernel`` / ``@cute.jit`` function is kernel writing too; else
+    "short"."""
+    m = _EXERCISE_HEADING.search("# " + title)
+    if m and m.group(2):
+        return m.group(2)
+    return "kernel" if in_kernel else "short"
+
+
+def _answer(cells) -> tuple[str, bool]:
+    """The code between ``# BEGIN SOLUTION`` and ``# END SOLUTION`` in ``cells``, and whether a
+    cell holding such a region defines a kernel (the answer is kernel code)."""
+    answered = [c.source for c in cells if c.cell_type == "code" and _SOLUTION.search(c.source)]
+    return ("".join(m.group(1) for src in answered for m in _SOLUTION.finditer(src)),
+            any(_KERNEL_CODE.search(src) for src in answered))
+
+
+def _code_lines(code: str) -> int:
+    return sum(1 for ln in code.splitlines() if ln.strip() and not ln.strip().startswith("#"))
+
+
 def _read(path: Path):
     import nbformat
 
@@ -228,23 +284,39 @@ def _read(path: Path):
                                 "add the file or correct NOTEBOOKS") from None
 
 
+def _lesson_sections(cells) -> list[tuple[str, Counts]]:
+    """The lesson's cells grouped by ``##`` heading (cells before the first one open the first
+    section), inline exercises left out."""
+    out: list[tuple[str, Counts]] = []
+    for title, run in _sections(cells):
+        if title is not None:
+            continue
+        for c in run:
+            m = _SECTION_HEADING.search(c.source) if c.cell_type == "markdown" else None
+            if m or not out:
+                out.append((m.group(1).strip() if m else "introduction", Counts()))
+            out[-1] = (out[-1][0], out[-1][1] + _cell_counts(c))
+    return out
+
+
 def estimate(nb: Notebook) -> Estimate:
     """Estimate ``nb``'s lesson (its cells, less the exercises it holds inline: those are counted
-    once, as exercises) and each exercise in ``exercises/NN*.ipynb``."""
-    lesson = Counts()
-    for title, cells in _sections(_read(nb.path).cells):
-        if title is None:
-            for c in cells:
-                lesson += _cell_counts(c)
+    once, as exercises) and each exercise in ``exercises/NN*.ipynb``, weighed by what it asks
+    (the size of the answer is read from the matching ``solutions/`` notebook)."""
+    sections = _lesson_sections(_read(nb.path).cells)
+    lesson = sum((c for _, c in sections), Counts())
     exercises = []
     for path in nb.exercise_files:
+        solution = nb.solution_file(path)
+        answers = ({t: _answer(cs) for t, cs in _sections(_read(solution).cells) if t}
+                   if solution.exists() else {})
         for title, cells in _sections(_read(path).cells):
             if title is not None:
-                counts = Counts()
-                for c in cells:
-                    counts += _cell_counts(c)
-                exercises.append(Exercise(path.name, title, counts))
-    return Estimate(nb, lesson, tuple(exercises))
+                counts = sum((_cell_counts(c) for c in cells), Counts())
+                answer, in_kernel = answers.get(title, ("", False))
+                exercises.append(Exercise(path.name, title, counts, exercise_kind(title, in_kernel),
+                                          _code_lines(answer)))
+    return Estimate(nb, lesson, tuple(exercises), tuple(sections))
 
 
 def estimates() -> list[Estimate]:
@@ -260,76 +332,25 @@ def rates_text() -> str:
     """The estimator's rates in one sentence (quoted under the README table and in the agenda)."""
     return (f"Times are estimated from the notebooks by `python -m cutecourse.course`: prose at "
             f"{READING_WPM} words a minute, {CODE_CELL_MIN:g} min per code cell, {FIGURE_MIN:g} per "
-            f"picture or widget, {LISTING_MIN:g} per listing or table, and {EXERCISE_WORK_MIN:g} min "
-            f"of work per exercise on top of reading it; rounded to {ROUND_MIN} min.")
+            f"picture or widget, {LISTING_MIN:g} per listing or table; on top of reading an exercise, "
+            f"{KERNEL_WORK_MIN:g} min of work for one that writes kernel code, {LAB_WORK_MIN:g} for a "
+            f"change-and-measure lab, {SHORT_WORK_MIN:g} plus {SHORT_PER_LINE_MIN:g} per line of the "
+            f"answer (at most {SHORT_MAX_MIN:g}) for a short one; rounded to {ROUND_MIN} min.")
 
 
-# -- the README table ----------------------------------------------------------------------------------
-README_START, README_END = "<!-- notebooks:start -->", "<!-- notebooks:end -->"
+def header_sentence(est: Estimate) -> str:
+    """The "Time" sentence of a lesson notebook's header."""
+    files = [f"`exercises/{p.name}`" for p in est.notebook.exercise_files]
+    return (f"**Time.** About {est.lesson_min} minutes, plus about {est.exercises_min} for the "
+            f"exercises in {' and '.join(files)}.")
 
 
-def readme_table(ests: list[Estimate] | None = None) -> str:
-    """The README's notebook table, from :data:`NOTEBOOKS` and the estimates."""
-    ests = ests if ests is not None else estimates()
-    rows = ["| # | notebook | what you learn | time: lesson + exercises | runs kernels on | "
-            "without that GPU |",
-            "| --- | --- | --- | --- | --- | --- |"]
-    for est in ests:
-        nb = est.notebook
-        rows.append(f"| {nb.number} | [{nb.title}](notebooks/{nb.file}) | {nb.learn} | "
-                    f"{time_text(est)} | {nb.gpu} | {nb.without} |")
-    return "\n".join(rows) + "\n\n" + rates_text()
+def exercises_sentence(est: Estimate, name: str) -> str:
+    """The "About N minutes." sentence of the header of the exercises file ``name``."""
+    return f"About {est.file_min(name)} minutes."
 
 
-def replace_block(text: str, start: str, end: str, body: str, where: str) -> str:
-    """``text`` with the lines between the ``start`` and ``end`` markers replaced by ``body``."""
-    i, j = text.find(start), text.find(end)
-    if i < 0 or j < i:
-        raise ValueError(f"{where} has no {start} ... {end} block; put the two markers back "
-                         "where the generated text belongs")
-    return text[:i + len(start)] + "\n" + body.rstrip("\n") + "\n" + text[j:]
+if __name__ == "__main__":  # the command lives in cutecourse.generate, which imports this module
+    from cutecourse.generate import main
 
-
-def generated_files() -> dict[Path, str]:
-    """Every file that holds generated course text, with the text it should hold now."""
-    from . import workshop
-
-    ests = estimates()
-    readme = ROOT / "README.md"
-    guide = ROOT / "docs" / "workshop.md"
-    out = {readme: replace_block(readme.read_text(), README_START, README_END,
-                                 readme_table(ests), "README.md")}
-    out[guide] = replace_block(guide.read_text(), workshop.START, workshop.END,
-                               workshop.agenda_markdown(ests), "docs/workshop.md")
-    return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m cutecourse.course``: print the estimates; ``--write`` updates the README table
-    and the workshop agenda; ``--check`` exits 1 if either is stale."""
-    args = sys.argv[1:] if argv is None else argv
-    if "--write" in args or "--check" in args:
-        stale = []
-        for path, text in generated_files().items():
-            if path.read_text() != text:
-                stale.append(str(path.relative_to(ROOT)))
-                if "--write" in args:
-                    path.write_text(text)
-        if "--check" in args and stale:
-            print("out of date (run python -m cutecourse.course --write):", ", ".join(stale))
-            return 1
-        print(("rewrote: " + ", ".join(stale)) if stale and "--write" in args else "up to date")
-        return 0
-    for est in estimates():
-        c = est.lesson
-        print(f"{est.notebook.number} {est.notebook.title}: lesson {est.lesson_min} min "
-              f"({c.words} words, {c.code_cells} code cells, {c.figures} pictures, "
-              f"{c.listings} listings); exercises {est.exercises_min} min")
-        for ex in est.exercises:
-            print(f"     {ex.file}: {ex.title}: {ex.minutes:.0f} min")
-    print(rates_text())
-    return 0
-
-
-if __name__ == "__main__":
     sys.exit(main())

@@ -147,8 +147,9 @@ def test_no_compile_without_the_dsl():
 def test_gpu_that_torch_cannot_see_is_a_warning(monkeypatch):
     monkeypatch.setattr(check, "_nvidia_smi", lambda: ["NVIDIA H100 80GB HBM3, 550.54.15"])
     monkeypatch.setattr(modes, "gpu", lambda: None)
+    monkeypatch.setattr(check, "mismatch_fix", lambda driver: f"fix for driver {driver.strip()}")
     lines = _by_label(check.check_gpu())
-    assert lines["GPU"].status == "warn" and "CUDA build" in lines["GPU"].fix
+    assert lines["GPU"].status == "warn" and lines["GPU"].fix == "fix for driver 550.54.15"
     assert lines["driver"].status == "ok" and lines["driver"].detail == "550.54.15 (NVIDIA H100 80GB HBM3)"
 
 
@@ -195,3 +196,49 @@ def test_exit_code_and_verdict(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "NOT READY: CuTe DSL, sm_90a failed" in out
     assert out.count(check.SETUP_FIX) == 1, "the same fix is printed once"
+
+
+_ROOM = [check.Line("Python", "ok", "3.11.7 (/x/python)"), check.Line("CuTe DSL", "ok", "nvidia-cutlass-dsl 4.8.1 (the release)"),
+         check.Line("torch", "ok", "2.13.0+cpu (CPU-only build)"), check.Line("sm_90a", "ok", "compiled")]
+
+
+def test_json_is_one_object_a_teacher_can_collect(monkeypatch, capsys):
+    import json
+
+    monkeypatch.setattr(check, "collect", lambda notebooks=False: list(_ROOM))
+    monkeypatch.setattr(check, "notebook_modes", lambda: [("01 Layouts", "compiles for sm_90a and inspects")])
+    assert check.main(["--json"]) == 0
+    seat = json.loads(capsys.readouterr().out)
+    assert seat["ready"] is True and seat["track"] == "no-gpu" and seat["host"]
+    assert [ln["label"] for ln in seat["lines"]] == ["Python", "CuTe DSL", "torch", "sm_90a"]
+    assert seat["notebooks"] == [{"notebook": "01 Layouts", "here": "compiles for sm_90a and inspects"}]
+
+
+def test_tabulate_puts_the_room_in_one_table(monkeypatch, tmp_path, capsys):
+    import json
+
+    from cutecourse import room
+
+    good = json.loads(room.seat_json(_ROOM, 12.0, [("01", "runs its kernels")]))
+    good["host"] = "seat-a"
+    bad = json.loads(room.seat_json(_ROOM[:2] + [check.Line("torch", "fail", "torch is not installed",
+                                                            check.SETUP_FIX)], 3.0, None))
+    bad["host"] = "seat-b"
+    (tmp_path / "a.json").write_text(json.dumps(good))
+    (tmp_path / "b.json").write_text(json.dumps(bad))
+    (tmp_path / "c.json").write_text("Traceback: not json")
+    rc = check.main(["--tabulate", *(str(tmp_path / f) for f in ("a.json", "b.json", "c.json"))])
+    out = capsys.readouterr().out
+    assert rc == 1
+    rows = [ln for ln in out.splitlines() if ln.startswith("| seat-")]
+    assert rows[0].startswith("| seat-a | yes | gpu | nvidia-cutlass-dsl 4.8.1 |")
+    assert rows[1].startswith("| seat-b | **NO** |") and "torch is not installed" in rows[1]
+    assert check.SETUP_FIX in rows[1]
+    assert "1 of 2 seats ready; 1 run kernels on a GPU." in out
+    assert "c.json" in out and "not a seat check" in out
+    assert check.main(["--tabulate"]) == 2
+
+
+def test_help_says_how_to_collect_the_room(capsys):
+    assert check.main(["--help"]) == 0
+    assert "--json" in capsys.readouterr().out

@@ -1,9 +1,9 @@
-"""cutecourse.course and cutecourse.workshop: one notebook list, estimated times, the agendas.
+"""cutecourse.course, .generate and .workshop: one notebook list, estimated times, the agendas.
 
-The README's notebook table and docs/workshop.md's agendas are generated from the notebooks;
-these tests fail when a notebook changed and the generated text was not rewritten
-(``python -m cutecourse.course --write``), and check the estimator and the agenda layout on
-small cases whose answers are worked out by hand.
+The README's notebook table, docs/workshop.md's agendas and the notebooks' own "Time" sentences
+are generated from the notebooks; these tests fail when a notebook changed and the generated text
+was not rewritten (``python -m cutecourse.course --write --write-headers``), and check the
+estimator and the agenda layout on small cases whose answers are worked out by hand.
 """
 
 import re
@@ -12,21 +12,30 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from cutecourse import course, modes, workshop
+from cutecourse import course, generate, modes, workshop
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_readme_and_agenda_are_generated_from_the_notebooks():
-    stale = [str(p.relative_to(ROOT)) for p, text in course.generated_files().items()
-             if p.read_text() != text]
+    stale = [str(p.relative_to(ROOT)) for p in generate.stale(generate.generated_files())]
     assert not stale, f"{stale} are out of date: run python -m cutecourse.course --write"
+
+
+def test_notebook_time_sentences_are_the_estimators():
+    """Each lesson notebook's "**Time.** About L minutes, plus about E ..." and each exercises
+    notebook's "About N minutes." are the estimator's numbers (solutions/ and exercises/ alike)."""
+    files = generate.headers()
+    stale = [str(p.relative_to(ROOT)) for p in generate.stale(files)]
+    assert not stale, f"{stale}: run python -m cutecourse.course --write-headers"
+    for est in course.estimates():  # and every lesson notebook has one
+        assert course.header_sentence(est) in files[est.notebook.path], est.notebook.file
 
 
 def test_readme_table_is_the_one_the_module_renders():
     readme = (ROOT / "README.md").read_text()
-    block = readme.split(course.README_START)[1].split(course.README_END)[0]
-    assert block.strip() == course.readme_table().strip()
+    block = readme.split(generate.README_START)[1].split(generate.README_END)[0]
+    assert block.strip() == generate.readme_table().strip()
     for nb in course.NOTEBOOKS:  # every notebook has its row, with its link and its estimate
         est = course.estimate(nb)
         assert f"| {nb.number} | [{nb.title}](notebooks/{nb.file}) |" in block
@@ -91,6 +100,47 @@ def test_counts_and_minutes_at_the_stated_rates():
     assert total.minutes == pytest.approx(expected)
 
 
+def test_time_sentences_are_not_counted_as_reading():
+    """The generated sentences must not change the estimate they are generated from."""
+    a = nbformat.v4.new_markdown_cell("# T\n\n**Time.** About 45 minutes, plus about 30 for the "
+                                      "exercises in `exercises/01_x.ipynb`.\n\nfour more words here")
+    b = nbformat.v4.new_markdown_cell("# T\n\nfour more words here. About 20 minutes.")
+    assert course._cell_counts(a).words == course._cell_counts(b).words == 6
+
+
+@pytest.mark.parametrize("heading, in_kernel, kind", [
+    ("Exercise 4 (kernel): the consumer's mainloop", False, "kernel"),
+    ("Exercise 5 (lab): four stages instead of three", False, "lab"),
+    ("Exercise 1 · A column-major matrix", False, "short"),
+    ("Exercise 3 · The vectorized kernel", True, "kernel"),  # answer written inside @cute.kernel
+])
+def test_exercise_kind_comes_from_the_heading(heading, in_kernel, kind):
+    assert course.exercise_kind(heading, in_kernel) == kind
+
+
+def test_exercises_are_weighed_by_what_they_ask():
+    counts = course.Counts(words=150)  # one minute of reading
+    kernel = course.Exercise("x.ipynb", "Exercise 1 (kernel): k", counts, "kernel", 12)
+    lab = course.Exercise("x.ipynb", "Exercise 2 (lab): l", counts, "lab", 1)
+    tiny = course.Exercise("x.ipynb", "Exercise 3: a tuple", counts, "short", 1)
+    long = course.Exercise("x.ipynb", "Exercise 4: a function", counts, "short", 40)
+    assert kernel.minutes == 1 + course.KERNEL_WORK_MIN
+    assert lab.minutes == 1 + course.LAB_WORK_MIN
+    assert tiny.minutes == 1 + course.SHORT_WORK_MIN + course.SHORT_PER_LINE_MIN
+    assert long.minutes == 1 + course.SHORT_MAX_MIN
+    assert kernel.minutes > lab.minutes > tiny.minutes
+
+
+def test_the_header_rewrite_touches_only_the_sentence(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# 09 · X\n\nIntro. **Time**: about 45 minutes.\n\nMore."),
+                nbformat.v4.new_markdown_cell("Later: **Time.** About 5 minutes.")]
+    text = nbformat.writes(nb) + "\n"
+    new = generate._rewrite_first(text, course.TIME_SENTENCE, "**Time.** About 60 minutes.")
+    assert new == text.replace("**Time**: about 45 minutes.", "**Time.** About 60 minutes.")
+    assert generate._rewrite_first(new, course.TIME_SENTENCE, "**Time.** About 60 minutes.") == new
+
+
 def test_inline_exercises_are_counted_once_as_exercises():
     """An exercise is its heading cell and the code cells right after it; the next markdown
     cell is lesson again (notebook 07 puts a lesson paragraph right after exercise 6)."""
@@ -112,62 +162,111 @@ def test_every_notebook_and_exercise_gets_an_estimate():
     for est in course.estimates():
         assert est.lesson_min >= 15, f"notebook {est.notebook.number}: {est.lesson}"
         assert est.exercises, f"notebook {est.notebook.number} has no 'Exercise N' headings"
+        assert sum((c for _, c in est.sections), course.Counts()) == est.lesson
         for ex in est.exercises:
-            assert ex.minutes >= course.EXERCISE_WORK_MIN
+            assert ex.minutes >= course.SHORT_WORK_MIN
         assert est.exercises_min == course.round_minutes(sum(e.minutes for e in est.exercises))
 
 
 def test_stale_block_markers_are_reported():
+    g = generate
     with pytest.raises(ValueError, match="put the two markers back"):
-        course.replace_block("no markers", course.README_START, course.README_END, "x", "README.md")
-    assert course.replace_block(f"a\n{course.README_START}\nold\n{course.README_END}\nb",
-                                course.README_START, course.README_END, "new", "x") == \
-        f"a\n{course.README_START}\nnew\n{course.README_END}\nb"
+        g.replace_block("no markers", g.README_START, g.README_END, "x", "README.md")
+    assert g.replace_block(f"a\n{g.README_START}\nold\n{g.README_END}\nb",
+                           g.README_START, g.README_END, "new", "x") == \
+        f"a\n{g.README_START}\nnew\n{g.README_END}\nb"
 
 
 def test_check_mode_exits_1_when_stale(monkeypatch, tmp_path, capsys):
     readme = tmp_path / "README.md"
     readme.write_text("old")
-    monkeypatch.setattr(course, "generated_files", lambda: {readme: "new"})
-    monkeypatch.setattr(course, "ROOT", tmp_path)
-    assert course.main(["--check"]) == 1
-    assert "run python -m cutecourse.course --write" in capsys.readouterr().out
+    monkeypatch.setattr(generate, "generated_files", lambda ests=None: {readme: "new"})
+    monkeypatch.setattr(generate, "headers", lambda ests=None: {})
+    monkeypatch.setattr(generate, "ROOT", tmp_path)
+    assert generate.main(["--check"]) == 1
+    assert "README.md (--write)" in capsys.readouterr().out
     assert readme.read_text() == "old"
-    assert course.main(["--write"]) == 0 and readme.read_text() == "new"
+    assert generate.main(["--write"]) == 0 and readme.read_text() == "new"
+
+
+def test_course_and_workshop_do_not_import_each_other():
+    """The estimator is imported by what reads it, never the reverse: course.py imports neither
+    workshop nor generate (its ``__main__`` block hands the command to generate), and workshop
+    does not import generate."""
+    import ast
+
+    def top_imports(name):
+        tree = ast.parse((ROOT / "cutecourse" / f"{name}.py").read_text())
+        return {(getattr(n, "module", None) or "") + ":" + ",".join(a.name for a in n.names)
+                for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))}
+
+    assert not [i for i in top_imports("course") if "workshop" in i or "generate" in i]
+    assert not [i for i in top_imports("workshop") if "generate" in i]
 
 
 # -- agendas ------------------------------------------------------------------------------------------
-def test_lay_out_puts_breaks_in_the_nearest_gap_and_stops_at_the_day_end():
-    items = [workshop.Item(f"item {i}", 60) for i in range(10)]
-    day = workshop.lay_out(items)
+def test_lay_out_makes_blocks_of_at_most_90_minutes_with_breaks_and_lunch():
+    items = [workshop.Item(f"item {i}", 40, "lesson") for i in range(12)]
+    day = workshop.lay_out(items, closing=workshop.Item("wrap-up", 15))
     clock = [(f"{s // 60:02d}:{s % 60:02d}", i.what) for s, i in day.rows]
-    # Worked by hand: the 10:30 break is as near before item 1 (10:00) as after it (11:00), so
-    # it goes before; lunch (12:30) is nearer 12:15 than 13:15; the 15:15 break falls exactly
-    # between items 4 and 5; item 6 ends at 17:30, the day's end; item 7 would end at 18:30.
-    assert clock == [("09:00", "item 0"), ("10:00", "break"), ("10:15", "item 1"),
-                     ("11:15", "item 2"), ("12:15", "lunch"), ("13:15", "item 3"),
-                     ("14:15", "item 4"), ("15:15", "break"), ("15:30", "item 5"),
-                     ("16:30", "item 6")]
-    assert day.end == workshop.DAY_END
-    assert [i.what for i in day.left_over] == ["item 7", "item 8", "item 9"]
+    # Worked by hand: two 40-minute items and 10 minutes of questions fill a 90-minute block; the
+    # first break ending a block after 11:45 is lunch; the wrap-up (15) is kept for the end: item 8
+    # would start after a break at 16:45 and end with its questions at 17:35, so it is left over;
+    # 80 minutes of items and the wrap-up make 95, so a break comes before the wrap-up.
+    assert clock == [
+        ("09:00", "item 0"), ("09:40", "item 1"), ("10:20", "questions, catching up"), ("10:30", "break"),
+        ("10:45", "item 2"), ("11:25", "item 3"), ("12:05", "questions, catching up"), ("12:15", "lunch"),
+        ("13:15", "item 4"), ("13:55", "item 5"), ("14:35", "questions, catching up"), ("14:45", "break"),
+        ("15:00", "item 6"), ("15:40", "item 7"), ("16:20", "questions, catching up"),
+        ("16:30", "break"), ("16:45", "wrap-up")]
+    assert [i.what for i in day.left_over] == [f"item {i}" for i in range(8, 12)]
+    assert all(sum(i.minutes for _, i in b) <= workshop.BLOCK_MAX for b in day.blocks())
 
 
-def test_agendas_fit_their_days_and_cover_the_course():
+def test_a_long_lesson_is_taught_in_parts_split_at_its_sections():
+    sec = [(f"{n}. part", course.Counts(words=150 * 20)) for n in range(1, 6)]  # 5 x 20 minutes
+    nb = course.NOTEBOOKS[0]
+    est = course.Estimate(nb, sum((c for _, c in sec), course.Counts()), (), tuple(sec))
+    parts = workshop.lesson(est)
+    # 100 minutes cannot be two parts of at most 50 at section boundaries (60 + 40): three parts.
+    assert [p.minutes for p in parts] == [40, 20, 40]
+    assert all(p.minutes <= workshop.LESSON_PART_MAX for p in parts)
+    assert "part 1 of" in parts[0].what and "sections 1-" in parts[0].what
+
+
+def test_kernel_exercises_come_first_and_stay_on_the_day():
     ests = course.estimates()
-    one = workshop.one_day(ests)
-    two = workshop.two_days(ests)
-    for day in one + two:
+    for est in ests:
+        items = workshop.exercises(est, "day")
+        kernels = [e for e in est.exercises if e.kind == "kernel" and e.file.startswith(est.notebook.number + "_")]
+        if kernels:
+            assert items[0].kind == "kernel" and "(kernel)" in items[0].what
+    one = workshop.one_day(ests)[0]
+    on_day = " ".join(i.what for _, i in one.rows)
+    for est in ests:
+        if f"[{est.notebook.number} · " in on_day:  # its lesson is taught that day
+            for ex in est.exercises:
+                if ex.kind == "kernel":
+                    assert f"{workshop._number(ex)} (kernel)" in on_day, (est.notebook.number, ex.title)
+
+
+def test_agendas_are_teachable():
+    """No block over 90 minutes, one lunch a day, an opening talk, a wrap-up, within the day;
+    the two-day agenda teaches every lesson up to 05 (what day one leaves opens day two)."""
+    ests = course.estimates()
+    days = workshop.one_day(ests) + workshop.two_days(ests)
+    for day in days:
         assert day.end <= workshop.DAY_END
-        breaks = [i.what for _, i in day.rows if i.what in ("break", "lunch")]
-        assert breaks.count("lunch") == 1, breaks
-    # Two days: every notebook's lesson is on the agenda, not after it.
-    text = workshop.agenda_markdown(ests)
-    two_text = text.split("### Two days")[1]
-    for nb in course.NOTEBOOKS:
+        assert [i.what for _, i in day.rows].count("lunch") == 1
+        for block in day.blocks():
+            assert sum(i.minutes for _, i in block) <= workshop.BLOCK_MAX, block
+    for first in (days[0], days[1]):
+        assert any("opening talk" in i.what for _, i in first.rows)
+    assert "wrap-up" in days[0].rows[-1][1].what and "wrap-up" in days[-1].rows[-1][1].what
+    two_text = workshop.agenda_markdown(ests).split("### Two days")[1].split("After the day")[0]
+    for nb in course.NOTEBOOKS[:5]:
         assert f"[{nb.number} · {nb.title}](../notebooks/{nb.file})" in two_text
-    assert "After the day" not in two_text, "the two-day agenda no longer fits: rebalance two_days()"
-    # One day reaches notebook 03 at least.
-    assert "[03 · " in text.split("### Two days")[0].split("After the day")[0]
+    assert "[03 · " in workshop.agenda_markdown(ests).split("### Two days")[0].split("After the day")[0]
 
 
 def test_agenda_links_resolve_from_docs():

@@ -24,6 +24,7 @@ from .verify import Report, verify
 
 CONF_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = ROOT / "build" / "site"
+LEARNER_OUT = ROOT / "build" / "site-learner"
 
 
 class SiteError(CourseError):
@@ -85,9 +86,11 @@ def publish(html: Path, out: Path) -> None:
     shutil.copytree(html, out)
 
 
-def build(out: Path = DEFAULT_OUT, work: Path | None = None, jobs: str = "auto") -> Built:
+def build(out: Path = DEFAULT_OUT, work: Path | None = None, jobs: str = "auto",
+          learner: bool = False) -> Built:
     """Build the site into ``out``; ``work`` keeps the staged sources and Sphinx's cache between
-    builds (default: ``out`` + ``-work``), so a second build redoes only the pages that changed."""
+    builds (default: ``out`` + ``-work``), so a second build redoes only the pages that changed.
+    ``learner``: the edition to give learners (no solutions, no design notes)."""
     why = missing_builder()
     if why:
         raise SiteError(f"the site builder is missing: {why}",
@@ -96,7 +99,7 @@ def build(out: Path = DEFAULT_OUT, work: Path | None = None, jobs: str = "auto")
     out = Path(out).resolve()
     work = Path(work).resolve() if work else out.with_name(out.name + "-work")
     check_out(out)
-    staged = stage(work / "src")
+    staged = stage(work / "src", learner=learner)
     # Sphinx writes into work/html (myst-nb puts its picture files beside that folder, in
     # work/jupyter_execute), then the finished site is copied to ``out``.
     run_sphinx(work / "src", work / "html", work / "doctrees", jobs)

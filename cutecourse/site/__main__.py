@@ -1,17 +1,22 @@
-"""``python -m cutecourse.site [OUT]``: build the course site (default ``build/site``)."""
+"""``python -m cutecourse.site [--learner] [OUT]``: build the course site (default ``build/site``;
+``--learner``: the edition without solutions or design notes, default ``build/site-learner``)."""
 
 import argparse
 import sys
 
-from . import DEFAULT_OUT, SiteError, build
+from . import DEFAULT_OUT, LEARNER_OUT, SiteError, build
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cutecourse.site", description=__doc__)
-    ap.add_argument("out", nargs="?", default=str(DEFAULT_OUT), help="output folder (default: %(default)s)")
+    ap.add_argument("out", nargs="?", default=None,
+                    help=f"output folder (default: {DEFAULT_OUT}, or {LEARNER_OUT} with --learner)")
+    ap.add_argument("--learner", action="store_true",
+                    help="the learner edition: no solutions, no link to one, no design notes")
     args = ap.parse_args(argv)
+    out = args.out or str(LEARNER_OUT if args.learner else DEFAULT_OUT)
     try:
-        built = build(args.out)
+        built = build(out, learner=args.learner)
     except SiteError as exc:
         if exc.log:
             print(exc.log[-4000:], file=sys.stderr)

@@ -10,7 +10,9 @@ page is copied and, in the copy,
   sees, what the stored outputs on the page come from, its estimated time and its exercises
   (from ``cutecourse.course``, the README table's source);
 * an exercises page links its answers; an answers page is left out of the navigation (reached
-  only through that link);
+  only through that link). The *learner edition* (``learner=True``) has no answers pages, no
+  link to one, no teacher's kit (its notes answer the predictions), no design notes or
+  contributors' guide: the site a teacher gives a room;
 * a path in backticks that names another page of the site (```docs/hopper_gemm.md```) becomes a
   link to it, since the notebooks and docs name each other that way; a path that names a source
   file of the course (```cutecourse/kernels/hopper_gemm.py```, a results file) links to a page
@@ -53,6 +55,7 @@ class Staged:
     other: list[str] = field(default_factory=list)  # workshop, benchmarks, developing
     sources: list[str] = field(default_factory=list)  # repository files named by a page
     widgets: dict[str, int] = field(default_factory=dict)  # page -> widget outputs made static
+    learner: bool = False  # the learner edition: no solutions, no design notes
 
     @property
     def pages(self) -> list[str]:
@@ -137,7 +140,7 @@ def _stored_mode(nb) -> str:
     return "The outputs on this page were stored by the last run of the notebook."
 
 
-def about_box(est: course.Estimate, nb, page: str) -> str:
+def about_box(est: course.Estimate, nb, page: str, learner: bool = False) -> str:
     """The box under a notebook's title (MyST markdown)."""
     n = est.notebook
     ex = [f"[`exercises/{p.name}`]({os.path.relpath(f'exercises/{p.name}', os.path.dirname(page))})"
@@ -148,7 +151,8 @@ def about_box(est: course.Estimate, nb, page: str) -> str:
         f"**Runs its kernels on:** {n.gpu}.  ",
         f"**Without that GPU:** {n.without}.  ",
         f"**Estimated time:** {est.lesson_min} min for the notebook, {est.exercises_min} min for "
-        f"its exercises ({', '.join(ex) or 'none'}; each exercises page links its answers).",
+        f"its exercises ({', '.join(ex) or 'none'}"
+        + ("; your teacher gives out the answers)." if learner else "; each exercises page links its answers)."),
         "",
         _stored_mode(nb),
         ":::",
@@ -228,10 +232,16 @@ def _index(staged: Staged, pages: dict[str, str]) -> str:
     return (readme.rstrip("\n") + "\n"
             + toc("Course", staged.notebooks)
             + toc("Exercises", staged.exercises)
-            + toc("Workshop", ["docs/workshop.md"] if "docs/workshop.md" in pages else [])
+            + toc("Workshop", [p for p in staged.other if p.startswith(TEACHERS_ONLY)])
             + toc("Background", staged.docs + ["benchmarks/README.md"])
             + toc("Design notes", staged.notes)
             + toc("Contributing", ["docs/DEVELOPING.md"] if "docs/DEVELOPING.md" in pages else []))
+
+
+#: Left out of the learner edition (besides the answers and the design notes): the teacher's kit,
+#: whose instructor notes hold the answers to the predictions, and the contributors' guide.
+TEACHERS_ONLY = ("docs/workshop.md", "docs/instructor/")
+AUTHORS_ONLY = ("docs/DEVELOPING.md",)
 
 
 def _markdown_texts(staged: Staged):
@@ -257,14 +267,19 @@ def plan(staged: Staged) -> None:
     staged.docs = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")
                          if str(p.relative_to(ROOT)) not in special)
     staged.notes = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs" / "notes").glob("*.md"))
-    staged.other = [p for p in ("docs/workshop.md", "docs/DEVELOPING.md", "benchmarks/README.md")
+    instructor = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs" / "instructor").glob("*.md"))
+    staged.other = [p for p in ["docs/workshop.md", *instructor, "docs/DEVELOPING.md", "benchmarks/README.md"]
                     if (ROOT / p).exists()]
+    if staged.learner:
+        staged.solutions, staged.notes = [], []
+        staged.other = [p for p in staged.other if not p.startswith(TEACHERS_ONLY + AUTHORS_ONLY)]
 
 
-def stage(dest: Path) -> Staged:
-    """Write the Sphinx source tree for the whole course into ``dest``; return what it holds."""
+def stage(dest: Path, learner: bool = False) -> Staged:
+    """Write the Sphinx source tree for the whole course into ``dest`` (the learner edition with
+    ``learner``); return what it holds."""
     dest = Path(dest)
-    staged = Staged(dest)
+    staged = Staged(dest, learner=learner)
     plan(staged)
     staged.sources = sources_named(_markdown_texts(staged))
     pages = {p: p for p in staged.pages}
@@ -273,7 +288,7 @@ def stage(dest: Path) -> Staged:
 
     for page in staged.notebooks:
         nb = _notebook_copy(ROOT / page, page, pages, staged)
-        nb.cells.insert(1, _markdown_cell(about_box(ests[Path(page).name], nb, page)))
+        nb.cells.insert(1, _markdown_cell(about_box(ests[Path(page).name], nb, page, learner)))
         _save(nb, dest / page)
     for page in staged.exercises:
         nb = _notebook_copy(ROOT / page, page, pages, staged)
@@ -282,6 +297,8 @@ def stage(dest: Path) -> Staged:
                 "checker says what is wrong and gives a hint. ")
         if answers in pages:
             note += f"The answers, with their checks run: [{answers}](../{answers}) (try first)."
+        elif learner:
+            note += "Your teacher gives out the answers after the session."
         nb.cells.insert(1, _markdown_cell(note))
         _save(nb, dest / page)
     for page in staged.solutions:
