@@ -143,7 +143,8 @@ def import_deepgemm():
         os.environ.setdefault(key, env[key])
     os.environ.setdefault("DG_PRINT_CONFIGS", "1")  # the tile, cluster and stages it picks, in the log
     os.environ.setdefault("DG_JIT_PTXAS_VERBOSE", "1")  # registers and spills of each kernel, in the log
-    os.environ.setdefault("DG_JIT_DUMP_SASS", "1")  # kept beside each cubin; save_sass archives them
+    if (Path(os.environ["CUDA_HOME"]) / "bin" / "cuobjdump").exists():  # DeepGEMM asserts it works
+        os.environ.setdefault("DG_JIT_DUMP_SASS", "1")  # kept beside each cubin; save_sass archives them
     if str(deepgemm_kit.DEST) not in sys.path:
         sys.path.insert(0, str(deepgemm_kit.DEST))
     try:
@@ -154,8 +155,9 @@ def import_deepgemm():
     return deep_gemm, ""
 
 
-def shape_cases(name, dg, cases, errors, notes):
-    """Build and check every row of shape ``name``; return the flops of one launch."""
+def shape_cases(name, dg, cases, errors, notes, course_rows=(COURSE,)):
+    """Build and check every row of shape ``name`` (the course's: ``course_rows``, names of
+    ``grouped_peers.COURSE_FP8``); return the flops of one launch, the rows, N and K."""
     import torch
 
     rows, n, k, _kind, x, w, offs, c = peers.problem_data(name)
@@ -179,7 +181,9 @@ def shape_cases(name, dg, cases, errors, notes):
         d = torch.empty(a.shape[0], n, device="cuda", dtype=torch.bfloat16)
         add(DEEPGEMM, lambda: deepgemm_call(dg, a, sfa, b, sfb, m_indices, d), d, ref8)
     Cs = [c[s:s + m] for s, m in zip(starts, rows)]
-    add(COURSE, lambda: grouped.launcher_fp8(qA, SA, qB, SB, Cs), c, ref8)
+    for label in course_rows:
+        opts = peers.COURSE_FP8[label]
+        add(label, lambda opts=opts: grouped.launcher_fp8(qA, SA, qB, SB, Cs, **opts), c, ref8)
     dense_ref = fp8b.scaled_mm_reference(a, sfa, qB[0], SB[0])
     fn, how = blockwise_twin(a, sfa, qB[0], SB[0], dense_ref)
     notes[TWIN] = how
@@ -200,8 +204,8 @@ def summary(results: dict) -> dict:
         entry = {"tflops": {k: round(v, 1) for k, v in speed.items()}, "best peer": best}
         if best:
             entry["ratio to best peer"] = {k: round(v / speed[best], 3) for k, v in speed.items()}
-        if COURSE in speed:
-            entry["course / peer"] = {p: round(speed[COURSE] / speed[p], 3) for p in PEERS if p in speed}
+        entry["course / peer"] = {row: {p: round(speed[row] / speed[p], 3) for p in PEERS if p in speed}
+                                  for row in speed if row.startswith("course")}
         out[name] = entry
     return out
 
@@ -253,7 +257,7 @@ def save_sass(out_dir: str) -> Path | None:
     return path
 
 
-def run(shapes, protocol: dict, dg, why_not: str) -> tuple[dict, dict]:
+def run(shapes, protocol: dict, dg, why_not: str, course_rows=(COURSE,)) -> tuple[dict, dict]:
     import torch
 
     torch.manual_seed(0)
@@ -262,7 +266,7 @@ def run(shapes, protocol: dict, dg, why_not: str) -> tuple[dict, dict]:
         t0 = time.perf_counter()
         print(f"{name}:", flush=True)
         cases, errors, notes = [], {}, {} if dg is not None else {DEEPGEMM: why_not}
-        flops, rows, n, k = shape_cases(name, dg, cases, errors, notes)
+        flops, rows, n, k = shape_cases(name, dg, cases, errors, notes, course_rows)
         all_notes[name] = notes
         if not any(c.name == TWIN for c in cases):
             print(f"  {TWIN}: unavailable ({notes.get(TWIN)}); baseline: {peers.BASELINE_FP8}", flush=True)
@@ -315,8 +319,8 @@ def cpu_check(shapes) -> int:
     if kit.exists():
         m = deepgemm_kit.manifest(kit)
         missing = [p for p in deepgemm_kit.REQUIRED if p not in m["files"]]
-        print(f"kit {kit.relative_to(HERE.parent)}: {kit.stat().st_size / 2**20:.2f} MiB, DeepGEMM {m['deepgemm'][:7]}, "
-              f"CUTLASS {m['cutlass'][:7]}, fmt {m['fmt'][:7]}, {len(m['files'])} files"
+        print(f"kit {kit.relative_to(HERE.parent)}: {kit.stat().st_size / 2**20:.2f} MiB, "
+              f"DeepGEMM {m['deepgemm'][:7]}, CUTLASS {m['cutlass'][:7]}, fmt {m['fmt'][:7]}, {len(m['files'])} files"
               + (f"; MISSING {missing}" if missing else ""))
         if missing:
             return 1
@@ -327,8 +331,8 @@ def cpu_check(shapes) -> int:
         r, nn, kk, _ = peers.PROBLEMS[name]
         print(f"  {name}: {len(r)} groups x {r[0]} rows, {2 * sum(r) * nn * kk / 1e12:.2f} TFLOP per launch; rows "
               f"{DEEPGEMM}, {COURSE}, {TWIN} (baseline), {', '.join(ROWWISE)}")
-    print(f"  writes {RESULT}.json to {bench.RESULTS_DIR.relative_to(HERE.parent)}" + (" and $OUT" if os.environ.get("OUT")
-                                                                                      else ""))
+    also = " and $OUT" if os.environ.get("OUT") else ""
+    print(f"  writes {RESULT}.json to {bench.RESULTS_DIR.relative_to(HERE.parent)}{also}")
     print("CPU_CHECK ok")
     return 0
 
@@ -338,6 +342,8 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--shapes", help=f"comma-separated, of {SHAPES} (default: all)")
     p.add_argument("--out", default=str(bench.RESULTS_DIR))
+    p.add_argument("--kernels", default=COURSE, help="the course's rows: comma-separated names of "
+                   "grouped_peers.COURSE_FP8 (default: the launcher's defaults, 'course fp8')")
     p.add_argument("--smoke", action="store_true", help="one short round: builds and checks everything")
     p.add_argument("--cpu-check", action="store_true", help="no GPU: imports, packing, kit manifest, plan")
     args = p.parse_args()
@@ -345,6 +351,9 @@ def main() -> int:
     unknown = [s for s in shapes if s not in SHAPES]
     if unknown:
         raise SystemExit(f"--shapes: unknown {unknown}; the shapes are {SHAPES}")
+    course_rows = [k.strip() for k in args.kernels.split(",") if k.strip()]
+    if [k for k in course_rows if k not in peers.COURSE_FP8] or not course_rows:
+        raise SystemExit(f"--kernels: {course_rows}; the course's FP8 rows are {list(peers.COURSE_FP8)}")
     if args.cpu_check:
         return cpu_check(shapes)
     import cutecourse
@@ -355,7 +364,7 @@ def main() -> int:
     dg, why_not = import_deepgemm()
     if dg is None:
         print(f"{DEEPGEMM}: {why_not}", flush=True)
-    results, notes = run(shapes, protocol, dg, why_not)
+    results, notes = run(shapes, protocol, dg, why_not, course_rows)
     outs = [args.out] + ([os.environ["OUT"]] if os.environ.get("OUT") else [])
     table = summary(results)
     extra = {"summary": table, "deepgemm": provenance(dg), "protocol": "smoke" if args.smoke else protocol,
@@ -364,12 +373,11 @@ def main() -> int:
         print(f"wrote {path}", flush=True)
     if dg is not None and os.environ.get("OUT"):
         print(f"DeepGEMM's SASS: {save_sass(os.environ['OUT'])}", flush=True)
-    print(f"{'shape':<24} " + " ".join(f"{r:>16}" for r in (DEEPGEMM, COURSE, "twin", "course/DeepGEMM",
-                                                             "course/twin")))
+    print(f"{'shape':<24} {'row':<28} {'TFLOP/s':>8} {'/ DeepGEMM':>11} {'/ twin':>8}")
     for name, e in table.items():
-        t, cp = e["tflops"], e.get("course / peer", {})
-        print(f"{name:<24} " + " ".join(f"{v:>16}" for v in (t.get(DEEPGEMM, "-"), t.get(COURSE, "-"),
-                                                             t.get(TWIN, "-"), cp.get(DEEPGEMM, "-"), cp.get(TWIN, "-"))))
+        for row, tf in e["tflops"].items():
+            vs = [tf / e["tflops"][p] if p in e["tflops"] else float("nan") for p in PEERS]
+            print(f"{name:<24} {row[:28]:<28} {tf:8.0f} {vs[0]:11.3f} {vs[1]:8.3f}")
     missing = [s for s, r in results.items() if DEEPGEMM not in {row.name for row in r.rows}]
     print(f"DEEPGEMM_PEER {'ok' if not missing else 'incomplete: no DeepGEMM row on ' + str(missing)} "
           f"({time.perf_counter() - t0:.0f} s)", flush=True)

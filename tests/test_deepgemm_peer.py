@@ -60,7 +60,8 @@ def test_summary_ratios_to_the_best_peer():
     s = deepgemm_peer.summary({"dg x": res})["dg x"]
     assert s["best peer"] == deepgemm_peer.DEEPGEMM
     assert s["ratio to best peer"][deepgemm_peer.COURSE] == pytest.approx(0.9)
-    assert s["course / peer"][deepgemm_peer.TWIN] == pytest.approx(0.99)
+    assert s["course / peer"][deepgemm_peer.COURSE][deepgemm_peer.TWIN] == pytest.approx(0.99)
+    assert list(s["course / peer"]) == [deepgemm_peer.COURSE]
 
 
 def test_include_closure_follows_includes_transitively():
@@ -114,3 +115,52 @@ def test_pack_from_the_mirrors_is_reproducible(tmp_path):
     with tarfile.open(tmp_path / "a.tar.xz") as t:
         assert b"sm90_fp8_gemm_1d2d_impl" in t.extractfile(
             "deepgemm/deep_gemm/include/deep_gemm/impls/sm90_fp8_gemm_1d2d.cuh").read()
+
+
+def test_without_deepgemm_the_reason_says_how_to_build_it(monkeypatch, tmp_path):
+    monkeypatch.setattr(deepgemm_kit, "DEST", tmp_path / "deepgemm")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for key in ("CUDA_HOME", "DG_JIT_CACHE_DIR", "DG_PRINT_CONFIGS", "DG_JIT_PTXAS_VERBOSE", "DG_JIT_DUMP_SASS"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setitem(sys.modules, "deep_gemm", None)  # as if not built
+    dg, why = deepgemm_peer.import_deepgemm()
+    assert dg is None and "deepgemm_kit.py build" in why
+
+
+def test_run_times_every_row_and_saves_a_result_set(monkeypatch, tmp_path):
+    """``run``, ``summary`` and ``save`` on stand-in cases (no GPU): what the H100 run writes."""
+    from cutecourse import bench
+
+    speeds = {deepgemm_peer.DEEPGEMM: 500.0, deepgemm_peer.COURSE: 550.0, deepgemm_peer.TWIN: 520.0}
+
+    def fake_cases(name, dg, cases, errors, notes, course_rows):
+        cases.extend(bench.Case(label, lambda: None) for label in (deepgemm_peer.DEEPGEMM, *course_rows,
+                                                                   deepgemm_peer.TWIN))
+        errors.update({c.name: 1e-3 for c in cases})
+        return 2 * 1024 * 256 * 512, [512, 512], 256, 512
+
+    class Monitor:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def window(self, name):
+            return self
+
+        def summary(self, name):
+            return None, None
+
+    monkeypatch.setattr(deepgemm_peer, "shape_cases", fake_cases)
+    monkeypatch.setattr(bench, "time_us", lambda case, *a, **k: [speeds[case.name]] * 2)
+    monkeypatch.setattr(bench, "GpuMonitor", Monitor)
+    results, notes = deepgemm_peer.run(deepgemm_peer.SHAPES[:2], deepgemm_peer.SMOKE, object(), "")
+    table = deepgemm_peer.summary(results)
+    first = table[deepgemm_peer.SHAPES[0]]
+    assert first["best peer"] == deepgemm_peer.DEEPGEMM  # 500 us is the faster peer
+    assert first["course / peer"][deepgemm_peer.COURSE][deepgemm_peer.TWIN] == pytest.approx(520 / 550, abs=1e-3)
+    [path] = deepgemm_peer.save(results, {"summary": table}, [tmp_path])
+    loaded = bench.load_set(deepgemm_peer.RESULT, tmp_path)
+    assert list(loaded) == deepgemm_peer.SHAPES[:2] and path.name == f"{deepgemm_peer.RESULT}.json"
+    assert loaded[deepgemm_peer.SHAPES[0]].baseline == deepgemm_peer.TWIN

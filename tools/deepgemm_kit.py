@@ -128,7 +128,8 @@ def pack(kit: Path, mirrors: Path) -> dict:
         files[f"{CUTLASS_DIR}/{p}"] = libs["cutlass"][p]
     for p in sorted(wanted["fmt"]):
         files[f"{FMT_DIR}/{p}"] = libs["fmt"][p]
-    files["third-party/cutlass.LICENSE.txt"] = _git(_mirror(mirrors, "cutlass"), "show", f"{CUTLASS_COMMIT}:LICENSE.txt")
+    cutlass_license = _git(_mirror(mirrors, "cutlass"), "show", f"{CUTLASS_COMMIT}:LICENSE.txt")
+    files["third-party/cutlass.LICENSE.txt"] = cutlass_license
     files["third-party/fmt.LICENSE"] = _git(_mirror(mirrors, "fmt"), "show", f"{FMT_COMMIT}:LICENSE")
     manifest = {"deepgemm": dg_commit, "cutlass": CUTLASS_COMMIT, "fmt": FMT_COMMIT,
                 "cutlass_headers": len(wanted["cutlass"]), "fmt_headers": len(wanted["fmt"]),
