@@ -58,7 +58,7 @@ def learner(source: str):
 @pytest.fixture(scope="module")
 def naive_report():
     _, code = learner(NAIVE.format(wait=0))
-    return kc.compile_kernel(code, KERNEL)
+    return kc.compile_kernel(code, KERNEL, child=False)
 
 
 def test_the_learners_mainloop_is_read_from_the_ptx(naive_report):
@@ -72,7 +72,7 @@ def test_the_learners_mainloop_is_read_from_the_ptx(naive_report):
 
 def test_a_changed_cell_is_compiled_afresh(naive_report):
     _, code = learner(NAIVE.format(wait=1))
-    report = kc.compile_kernel(code, KERNEL)
+    report = kc.compile_kernel(code, KERNEL, child=False)
     assert kc.wait_group_depths(kc.mainloop(report).lines) == [1]
     assert kc.wait_group_depths(kc.mainloop(naive_report).lines) == [0]
 
@@ -85,7 +85,7 @@ def _assert_short_and_pointed(message: str, line: int, code: str):
 def test_a_compile_error_names_the_learners_line():
     _, code = learner(NAIVE.format(wait="k"))
     with pytest.raises(kc.LearnerError) as err:
-        kc.compile_kernel(code, KERNEL)
+        kc.compile_kernel(code, KERNEL, child=False)
     _assert_short_and_pointed(str(err.value), 14, "warpgroup.wait_group(k)")
     assert "Python constant" in str(err.value)
 
@@ -94,8 +94,9 @@ def test_the_child_process_compiles_the_cells_source_and_maps_its_errors():
     _, code = learner(NAIVE.format(wait=0))
     source, _ = code.module_source()
     assert "from cutecourse.kernels.hopper_gemm import HopperGemm as HopperGemm" in source
-    report = kc.compile_kernel(code, KERNEL, child=True)
+    report = kc.compile_kernel(code, KERNEL, spies=("cutecourse.kernels.sm90:issue_tma",))
     assert kc.compact(kc.mainloop(report).ops()).endswith("wait_group 0, arrive")
+    assert report.calls["cutecourse.kernels.sm90:issue_tma"][0]["pred"] is None
     _, bad = learner(NAIVE.format(wait=0).replace("cons.index)", "cons.indx)"))
     with pytest.raises(kc.LearnerError) as err:
         kc.compile_kernel(bad, KERNEL, child=True)

@@ -17,9 +17,11 @@ lines, and can write itself out as a module for a child process.
 ``args`` is ``"module:function"``, called as ``function(kernel, **args_params)``, that returns
 the compile arguments (fake tensors, stream). :func:`gemm_args` serves every dense GEMM taking
 ``(A, B, C, stream)``. The result is an ``inspect.Report`` (PTX, SASS, registers, log).
-If ``arch`` is this process's architecture (``cutecourse.ARCH``: sm_90a without a GPU) it
-compiles here, else (``arch="sm_100a"``) in a child process given the learner's source. Every
-call compiles afresh (no cache), so a changed cell is what gets checked.
+It compiles in a child process given the learner's source (a compiler crash on learner code
+then costs a message, not the notebook's kernel; ``arch="sm_100a"`` works the same way), or
+here with ``child=False``. Every call compiles afresh (no cache), so a changed cell is what gets
+checked. ``spies=("cutecourse.kernels.sm90:issue_tma",)`` records the keyword arguments the
+learner's code passed to a course function during the compile (``report.calls``), in either mode.
 
 **2. A compile error names the learner's line.** ``compile_kernel`` raises :class:`LearnerError`
 with a message like ``your code does not compile: line 13 of your cell (`warpgroup.wait_group(k)`):
@@ -33,7 +35,10 @@ of lines (``wait``, ``expect_tx``, ``tma``, ``tma_multicast``, ``fence``, ``wgmm
 ``wait_group 1``, ``arrive``), :func:`compact` collapses runs (``wgmma x4``) for messages,
 :func:`first` / :func:`wait_group_depths` / :func:`loops` answer the usual questions ("does the
 arrive come after the wait_group?", "what depth does the loop wait at?"). ``report.count(...)``
-and ``report.diagnostics()`` (inspect.py) count instructions and read compiler warnings.
+and ``report.diagnostics()`` (inspect.py) count instructions and read compiler warnings;
+``kernels.hopper_gemm_ptx.loop_structure`` says whether a loop was software-pipelined. What the
+PTX cannot show (the arguments the learner passed to a course helper) :func:`spy` records during
+the compile: ``with spy(sm90, "issue_tma") as calls: compile_kernel(...)``.
 
 **4. The CPU model.** ``pipeline_replay.replay(hook_function, stages=, k_tiles=)`` runs a
 learner's mainloop, as written, on ``models/pipeline`` (deadlocks and races, named). Notebook-
@@ -44,7 +49,7 @@ specific models (multicast, schedulers, group walk) are called by the checker di
     run = run_on_gpu(code, "MyGemm(tile_mn=(128, 256))", baseline="HopperGemm(tile_mn=(128, 256))")
 
 The child (``kernel_child.py``) imports the learner's module, builds both kernels, and calls
-``runner`` (default :func:`gemm_runner`: C = A @ B.T in fp16 against torch, then both timed by
+``runner`` (default ``kernel_child.gemm_runner``: C = A @ B.T in fp16 against torch, then both timed by
 ``bench.time_us``). ``run.ok``; ``run.message`` says "matches torch ... 612 TFLOP/s, 0.98x the
 course kernel", or names the failure: a hang ("your kernel did not finish in 60 s: ..."), wrong
 values (where), or the learner's line of a run-time error. Without a GPU, ``run_on_gpu`` is not
@@ -54,6 +59,7 @@ taking ``(kernel, baseline, **runner_params)`` and returning a dict with ``ok`` 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -67,9 +73,9 @@ from ..errors import CompileError
 from . import Result, checker, failed
 from .learner_code import LearnerCode, map_line, reason
 
-__all__ = ["LearnerCode", "LearnerError", "Loop", "GpuRun", "compact", "compile_kernel", "first",
-           "gemm_args", "gemm_runner", "gpu_here", "kernel_checker", "loops", "mainloop", "ops",
-           "run_on_gpu", "wait_group_depths"]
+__all__ = ["CompilerCrash", "LearnerCode", "LearnerError", "Loop", "GpuRun", "compact", "compile_kernel", "first",
+           "gemm_args", "gpu_here", "kernel_checker", "loops", "mainloop", "ops",
+           "run_on_gpu", "spy", "wait_group_depths"]
 
 
 class LearnerError(Exception):
@@ -133,24 +139,50 @@ def build_kernel(code: LearnerCode, kernel: str):
 
 
 def compile_kernel(code: LearnerCode, kernel: str, args: str = "cutecourse.exercises.kernel_check:gemm_args",
-                   arch: str = "sm_90a", timeout: float = 300.0, child: bool = False,
-                   **args_params):
+                   arch: str = "sm_90a", timeout: float = 300.0, child: bool = True,
+                   spies: tuple[str, ...] = (), **args_params):
     """Compile the learner's kernel for ``arch``; an ``inspect.Report``, or :class:`LearnerError`.
-    ``child=True`` compiles in a child process even where this one could (tests use it)."""
+
+    ``child`` (default): compile in a child process, so a compiler crash on the learner's code
+    (it happens: a segfault in a pass) is a message, not a dead notebook kernel;
+    ``child=False`` compiles here (``arch`` must be this process's). ``spies``: course functions
+    (``"module:name"``) whose calls during the compile are recorded: ``report.calls[target]`` is
+    a list of {keyword: type name, or None where the argument was None}.
+    """
     from .. import ARCH
     from ..inspect import compile_here
 
     if code.unanswered:
         raise NotImplementedError  # @checker: "not answered yet"
     if child or arch != ARCH:
-        return _compile_in_child(code, kernel, args, arch, timeout, args_params)
+        return _compile_in_child(code, kernel, args, arch, timeout, args_params, spies)
     obj = build_kernel(code, kernel)
-    try:
-        return compile_here(obj, *_resolve(args)(obj, **args_params), name=code.name)
-    except CompileError as exc:
-        if _unanswered(exc):  # the exercise's stub is still there: "not answered yet"
-            raise NotImplementedError from None
-        raise LearnerError(_learner_message(code, exc.__context__ or exc)) from None
+    with contextlib.ExitStack() as stack:
+        calls = {t: stack.enter_context(spy(*_owner(t))) for t in spies}
+        try:
+            report = compile_here(obj, *_resolve(args)(obj, **args_params), name=code.name)
+        except CompileError as exc:
+            if _unanswered(exc):  # the exercise's stub is still there: "not answered yet"
+                raise NotImplementedError from None
+            raise LearnerError(_learner_message(code, exc.__context__ or exc)) from None
+    report.calls = {t: [summarize(kw) for _, kw in c] for t, c in calls.items()}
+    return report
+
+
+def _owner(target: str):
+    import importlib
+
+    mod, name = target.split(":", 1)
+    return importlib.import_module(mod), name
+
+
+def summarize(kwargs: dict) -> dict:
+    """{keyword: type name of the value, or None}: what a spied call was given, JSON-able."""
+    return {k: None if v is None else type(v).__name__ for k, v in kwargs.items()}
+
+
+class CompilerCrash(LearnerError):
+    """The compiler itself died on the learner's code (a signal, not an error message)."""
 
 
 def _unanswered(exc: BaseException) -> bool:
@@ -163,19 +195,42 @@ def _unanswered(exc: BaseException) -> bool:
     return False
 
 
-def _compile_in_child(code, kernel, args, arch, timeout, args_params):
+def _compile_in_child(code, kernel, args, arch, timeout, args_params, spies=()):
     from ..inspect import Report, parse_ptxas_remarks
 
-    res, log = _child(code, {"job": "compile", "kernel": kernel, "args": args,
+    res, log = _child(code, {"job": "compile", "kernel": kernel, "args": args, "spies": list(spies),
                              "args_params": args_params, "arch": arch}, timeout)
     if res is None:
         raise LearnerError(f"compiling your {code.name} for {arch} took over {timeout:.0f} s")
     if "error" in res:
         if "NotImplementedError" in res["error"]:
             raise NotImplementedError
+        if res.get("crashed"):
+            raise CompilerCrash(f"the compiler crashed on your {code.name} ({res['error']}): "
+                                "a mistake it does not report. Compare your code with the hint")
         raise LearnerError(_child_error(code, res, "does not compile"))
-    return Report(code.name, arch, {}, res["ptx"], res.get("sass"), res["cubin_bytes"], log,
-                  res["seconds"], parse_ptxas_remarks(log))
+    report = Report(code.name, arch, {}, res["ptx"], res.get("sass"), res["cubin_bytes"], log,
+                    res["seconds"], parse_ptxas_remarks(log))
+    report.calls = res.get("calls", {})
+    return report
+
+
+@contextlib.contextmanager
+def spy(owner, name: str):
+    """Record every call of ``owner.name`` (a module function or a class attribute) made while
+    the block runs, e.g. during a compile: a list of (args, kwargs); the call still happens.
+    For what the PTX cannot show, like which arguments the learner passed to a course helper."""
+    from unittest import mock
+
+    calls: list = []
+    real = getattr(owner, name)
+
+    def record(*args, **kwargs):
+        calls.append((args, kwargs))
+        return real(*args, **kwargs)
+
+    with mock.patch.object(owner, name, record):
+        yield calls
 
 
 # -- child processes ---------------------------------------------------------------------------
@@ -202,6 +257,8 @@ def _child(code: LearnerCode, spec: dict, timeout: float):
         except subprocess.TimeoutExpired:
             return None, ""
         log = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
+        if not os.path.exists(spec["out"]) and proc.returncode < 0:
+            return {"error": f"signal {-proc.returncode}", "crashed": True}, log
         if not os.path.exists(spec["out"]):
             tail = [ln for ln in log.splitlines() if ln.strip()][-1:] or [f"exit code {proc.returncode}"]
             return {"error": f"the child process died: {tail[0][:200]}", "line": None}, log
@@ -351,7 +408,7 @@ HANG = ("your kernel did not finish in {t:.0f} s (the checker stopped it): a con
 
 
 def run_on_gpu(code: LearnerCode | None, kernel: str, baseline: str | None = None,
-               runner: str = "cutecourse.exercises.kernel_check:gemm_runner", timeout: float = 120.0,
+               runner: str = "cutecourse.exercises.kernel_child:gemm_runner", timeout: float = 120.0,
                **runner_params) -> GpuRun:
     """Run the learner's kernel (and time it beside ``baseline``) in a child; see the docstring.
     ``code=None``: no learner code, the expressions name course kernels (``COURSE_KERNELS``)."""
@@ -362,44 +419,3 @@ def run_on_gpu(code: LearnerCode | None, kernel: str, baseline: str | None = Non
     if "error" in res:
         return GpuRun(False, _child_error(code, res, "failed on the GPU"), {"log": log[-2000:]})
     return GpuRun(bool(res.get("ok")), res.get("message", ""), res)
-
-
-def gemm_runner(kernel, baseline=None, m: int = 2048, n: int = 2048, k: int = 4096,
-                dtype: str = "float16", time_it: bool = True) -> dict:
-    """C = A @ B.T with the learner's kernel against torch; then both kernels timed (in a child)."""
-    import torch
-
-    from .. import bench
-    from ..kernels import gemm_launch
-
-    torch.manual_seed(0)
-    dt = getattr(torch, dtype)
-    a = torch.randn(m, k, device="cuda", dtype=dt)
-    b = torch.randn(n, k, device="cuda", dtype=dt)
-    ref = (a.float() @ b.float().T)
-    c = torch.empty(m, n, device="cuda", dtype=dt)
-    fn = gemm_launch.launcher(kernel, a, b, c)
-    try:
-        case = bench.checked_case("yours", fn, c, ref, max_rel_err=5e-3)
-    except AssertionError:
-        bad = ((c.float() - ref).abs() > 5e-3 * ref.abs().max()) | c.isnan()
-        rows, cols = bad.nonzero(as_tuple=True)
-        return {"ok": False, "message": f"wrong result: {int(bad.sum())} of {c.numel()} elements of "
-                f"C differ from torch, the first at ({int(rows[0])}, {int(cols[0])}) "
-                f"(tile ({int(rows[0]) // 128}, {int(cols[0]) // 256}))"}
-    out = {"ok": True, "shape": [m, n, k]}
-    message = f"C = A @ B.T matches torch for {m}x{n}x{k} {dtype} on {torch.cuda.get_device_name()}"
-    if time_it:
-        flops = 2 * m * n * k
-        mine = sorted(bench.time_us(case, repeats=3))[1]
-        out["us"], out["tflops"] = mine, flops / mine / 1e6
-        message += f"; {out['tflops']:.0f} TFLOP/s"
-        if baseline is not None:
-            c2 = torch.empty_like(c)
-            base = bench.checked_case("course", gemm_launch.launcher(baseline, a, b, c2), c2, ref,
-                                      max_rel_err=5e-3)
-            theirs = sorted(bench.time_us(base, repeats=3))[1]
-            out["baseline_us"] = theirs
-            message += f", {theirs / mine:.2f}x the course kernel's speed ({flops / theirs / 1e6:.0f} TFLOP/s)"
-    out["message"] = message
-    return out

@@ -7,7 +7,8 @@ and ``job``:
 
 * ``"compile"``: ``args`` / ``args_params`` make the compile arguments; the DSL settings for the
   target architecture came in the environment. Writes the PTX.
-* ``"run"``: ``runner`` / ``runner_params`` run the kernel (and ``baseline``) and return a dict.
+* ``"run"``: ``runner`` / ``runner_params`` run the kernel (and ``baseline``) and return a dict;
+  :func:`gemm_runner`, the default, checks a dense GEMM against torch and times it.
 
 An exception writes ``{"error": one line, "line": the module line of the learner's innermost
 frame}``; the parent maps that line back to the learner's cell.
@@ -15,6 +16,7 @@ frame}``; the parent maps that line back to the learner's cell.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import sys
@@ -56,11 +58,16 @@ def main() -> None:
         if spec["job"] == "compile":
             import cutlass.cute as cute
 
+            from .kernel_check import _owner, spy, summarize
+
             t0 = time.perf_counter()
-            compiled = cute.compile(kernel, *_resolve(spec["args"])(kernel, **spec["args_params"]))
+            with contextlib.ExitStack() as stack:
+                calls = {t: stack.enter_context(spy(*_owner(t))) for t in spec.get("spies", ())}
+                compiled = cute.compile(kernel, *_resolve(spec["args"])(kernel, **spec["args_params"]))
             art = compiled.artifacts
             result = {"ptx": art.PTX, "sass": art.SASS, "cubin_bytes": len(art.CUBIN or b""),
-                      "seconds": time.perf_counter() - t0}
+                      "seconds": time.perf_counter() - t0,
+                      "calls": {t: [summarize(kw) for _, kw in c] for t, c in calls.items()}}
         else:
             baseline = eval(spec["baseline"], names) if spec.get("baseline") else None  # noqa: S307
             result = _resolve(spec["runner"])(kernel, baseline, **spec["runner_params"])
@@ -68,6 +75,47 @@ def main() -> None:
         result = {"error": reason(exc), "line": _module_line(exc, spec["module"])}
     with open(spec["out"], "w") as f:
         json.dump(result, f)
+
+
+def gemm_runner(kernel, baseline=None, m: int = 2048, n: int = 2048, k: int = 4096,
+                dtype: str = "float16", time_it: bool = True) -> dict:
+    """C = A @ B.T with the learner's kernel against torch; then both kernels timed (in a child)."""
+    import torch
+
+    from .. import bench
+    from ..kernels import gemm_launch
+
+    torch.manual_seed(0)
+    dt = getattr(torch, dtype)
+    a = torch.randn(m, k, device="cuda", dtype=dt)
+    b = torch.randn(n, k, device="cuda", dtype=dt)
+    ref = (a.float() @ b.float().T)
+    c = torch.empty(m, n, device="cuda", dtype=dt)
+    fn = gemm_launch.launcher(kernel, a, b, c)
+    try:
+        case = bench.checked_case("yours", fn, c, ref, max_rel_err=5e-3)
+    except AssertionError:
+        bad = ((c.float() - ref).abs() > 5e-3 * ref.abs().max()) | c.isnan()
+        rows, cols = bad.nonzero(as_tuple=True)
+        return {"ok": False, "message": f"wrong result: {int(bad.sum())} of {c.numel()} elements of "
+                f"C differ from torch, the first at ({int(rows[0])}, {int(cols[0])}) "
+                f"(tile ({int(rows[0]) // 128}, {int(cols[0]) // 256}))"}
+    out = {"ok": True, "shape": [m, n, k]}
+    message = f"C = A @ B.T matches torch for {m}x{n}x{k} {dtype} on {torch.cuda.get_device_name()}"
+    if time_it:
+        flops = 2 * m * n * k
+        mine = sorted(bench.time_us(case, repeats=3))[1]
+        out["us"], out["tflops"] = mine, flops / mine / 1e6
+        message += f"; {out['tflops']:.0f} TFLOP/s"
+        if baseline is not None:
+            c2 = torch.empty_like(c)
+            base = bench.checked_case("course", gemm_launch.launcher(baseline, a, b, c2), c2, ref,
+                                      max_rel_err=5e-3)
+            theirs = sorted(bench.time_us(base, repeats=3))[1]
+            out["baseline_us"] = theirs
+            message += f", {theirs / mine:.2f}x the course kernel's speed ({flops / theirs / 1e6:.0f} TFLOP/s)"
+    out["message"] = message
+    return out
 
 
 if __name__ == "__main__":

@@ -138,3 +138,149 @@ def check_prefetch_stages(p, stages: int = 4, on_gpu: bool | None = None,
             return failed(title, f"the kernel with prefetch_stages={p} failed: {last}")
         message += " On this GPU the kernel ran with it and matched torch."
     return passed(title, message)
+
+
+# ----------------------------------------------------------------------------------------
+# Kernel exercises: the learner writes the compiler-pipelined mainloop of the course kernel
+# ----------------------------------------------------------------------------------------
+# Checked as in kernel_check's manual: compiled for sm_90a here; the compiler's own diagnostic
+# and the shape of the loop it generated (kernels/hopper_gemm_ptx.loop_structure, the reading the
+# lesson uses) prove whether it pipelined; the learner's loop replayed on the CPU pipeline model;
+# on an H100, run against torch in a child process with a timeout and timed beside the course's.
+from .kernel_check import kernel_checker  # noqa: E402
+
+TILE = (128, 256)
+ISSUE_TMA = "cutecourse.kernels.sm90:issue_tma"
+
+
+def _compile_pipelined(cls):
+    """(code, report, TMA-load calls recorded during the compile) for the learner's class."""
+    from . import kernel_check as kc
+    from .nb03 import kernel_expr, model_verdict
+
+    code = kc.LearnerCode(cls)
+    try:
+        report = kc.compile_kernel(code, kernel_expr(cls, "compiler"), spies=(ISSUE_TMA,))
+    except kc.CompilerCrash:
+        # the pipeliner has been seen to crash on a loop whose copy has no barrier armed for
+        # it; the CPU model usually names the mistake
+        objection = model_verdict(cls._mainloop_compiler)
+        if objection:
+            raise kc.LearnerError(objection) from None
+        raise
+    return code, report, report.calls[ISSUE_TMA]
+
+
+def _skipped(report) -> str | None:
+    lines = [ln.strip() for ln in report.diagnostics("pipelin") if "skipped" in ln]
+    if not lines:
+        return None
+    text = lines[0]
+    return text[text.find("software"):][:200] if "software" in text else text[:200]
+
+
+EX3 = ("Exercise 3 (kernel): a loop the compiler pipelines",
+       "the pipeliner splits the loop body at a TMA copy paired with a wait on the same mbarrier, "
+       "and does not look inside an `if`: issue the copies at the top level of the body, "
+       "predicated (pred=) so only warp 0 issues them; keep producer_acquire under the `if`.")
+
+
+@kernel_checker(*EX3)
+def check_pipelined(cls) -> Result:
+    """``cls``: your subclass of ``HopperGemm`` with its ``_mainloop_compiler`` rewritten."""
+    from ..kernels.hopper_gemm_ptx import loop_structure
+    from .nb03 import gpu_verdict, kernel_expr, model_verdict
+
+    title = EX3[0]
+    code, report, calls = _compile_pipelined(cls)
+    skipped = _skipped(report)
+    if skipped:
+        return failed(title, f"the compiler did not pipeline your loop. It says: \"{skipped}\". "
+                      "A TMA copy inside `if is_producer` is invisible to the pipeliner: move "
+                      "self._load(...) out of the `if`, with pred= a predicate tensor that is "
+                      "True in warp 0 only")
+    if calls and any(kw.get("pred") is None for kw in calls):
+        return failed(title, "your loop issues the TMA copies with no pred=: every warp would issue "
+                      "them (8 copies of each k-tile, 8x the bytes the full barrier expects). "
+                      "Pass pred= a one-element Boolean register tensor set to is_producer")
+    shape = loop_structure(report.ptx)
+    if not shape.pipelined:
+        return failed(title, f"the generated code is not pipelined ({shape}): expected TMA loads "
+                      "before the MMA loop and a loop with both loads and wgmmas. Keep "
+                      "prefetch_stages= in cutlass.range")
+    objection = model_verdict(cls._mainloop_compiler)
+    if objection:
+        return failed(title, objection)
+    message = (f"no 'pipelining skipped' diagnostic, and the compiler wrote a pipelined loop: "
+               f"{shape}. Your loop body runs without a hang or a race on the CPU model.")
+    return gpu_verdict(code, kernel_expr(cls, "compiler"), title, message,
+                       f"HopperGemm(tile_mn={TILE}, variant='compiler')")
+
+
+EX4 = ("Exercise 4 (kernel): the pipeline state from the loop index",
+       "stage = k % stages, consumer phase = (k // stages) % 2, producer phase = the other bit "
+       "(the empty barriers start in the phase that reads as 'free'); "
+       "pipeline.PipelineState(stages, count, index, phase).")
+
+
+@kernel_checker(*EX4)
+def check_state_in_kernel(cls) -> Result:
+    """``cls``: your subclass of ``HopperGemm`` whose ``_mainloop_compiler`` computes the states."""
+    from .nb03 import REPLAY_RUNS, gpu_verdict, kernel_expr, model_verdict
+
+    title = EX4[0]
+    code, report, _ = _compile_pipelined(cls)
+    skipped = _skipped(report)
+    if skipped:
+        return failed(title, f"the compiler did not pipeline the loop: \"{skipped}\". A state "
+                      "carried from one iteration to the next (advance()) cannot be computed "
+                      "for iteration k + P ahead of time: compute it from k alone")
+    objection = model_verdict(cls._mainloop_compiler)
+    if objection:
+        return failed(title, objection + " Check your state for k-tile k: stage k % stages, a "
+                      "phase that flips each time k wraps around the ring, the producer's the "
+                      "other bit.")
+    message = ("the loop compiles and is pipelined (no diagnostic); the states you compute from k "
+               f"run without a hang or a race on the CPU model ({len(REPLAY_RUNS)} ring sizes, "
+               "several laps of the ring).")
+    return gpu_verdict(code, kernel_expr(cls, "compiler"), title, message,
+                       f"HopperGemm(tile_mn={TILE}, variant='compiler')")
+
+
+EX5 = ("Exercise 5 (lab): how deep to prefetch",
+       "iteration k loads k-tile k + P into stage (k + P) % stages; it is free only if k-tile "
+       "k + P - stages was released, at the end of an earlier iteration.")
+
+
+@kernel_checker(*EX5)
+def check_prefetch_lab(p, hangs, stages: int = 4) -> Result:
+    """Your ``prefetch_stages`` ``p`` and your prediction ``hangs`` (True/False) for a ring of
+    ``stages``: checked on the CPU model; the kernel compiled with it (diagnostic, loop shape,
+    registers) beside the course's default; on an H100 run and timed in a child with a timeout."""
+    from ..inspect import compile_here
+    from ..kernels.hopper_gemm import HopperGemm
+    from ..kernels.hopper_gemm_ptx import loop_structure
+    from . import kernel_check as kc
+
+    title = EX5[0]
+    p, hangs = answered(p, "p"), answered(hangs, "hangs")
+    truth = pm.simulate("compiler", stages, 3 * stages + 2, p).deadlock
+    if bool(hangs) != bool(truth):
+        return failed(title, f"you predict prefetch_stages={p} {'hangs' if hangs else 'runs'}; the "
+                      f"CPU model {'hangs: ' + truth.op + ' on ' + truth.barrier if truth else 'runs it'}")
+    default = max(1, stages - 2)
+    rows = []
+    for depth in dict.fromkeys((p, default)):
+        rep = compile_here(HopperGemm(tile_mn=TILE, variant="compiler", prefetch_stages=depth,
+                                      stages=stages), *kc.gemm_args(None), name=f"P={depth}")
+        shape = loop_structure(rep.ptx)
+        rows.append(f"P={depth}: {rep.registers} registers, {shape.prologue_tma_loads} TMA loads "
+                    f"before the MMA loop, loops {', '.join(shape.kinds())}")
+    message = "; ".join(rows) + "."
+    if kc.gpu_here("sm_90a"):
+        run = kc.run_on_gpu(None, f"HopperGemm(tile_mn={TILE}, variant='compiler', "
+                            f"prefetch_stages={p}, stages={stages})",
+                            baseline=f"HopperGemm(tile_mn={TILE}, variant='compiler', stages={stages})",
+                            timeout=60)
+        message += " On the GPU: " + run.message
+    return passed(title, message)

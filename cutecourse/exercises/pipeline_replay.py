@@ -11,7 +11,8 @@ generators that *yield* where the hardware would block. So :func:`replay` takes 
   ``wait_group``) into ``yield from`` that call, keeping the learner's line numbers;
 * runs it with the DSL names swapped for the model's: ``cutlass.range`` is ``range``,
   ``pipeline.make_pipeline_state`` the model's state, ``ring`` the model's barriers, ``sm90.issue_mma``
-  a wgmma on the stage the learner names, ``self._load`` a TMA load; ``is_producer`` is True
+  a wgmma on the stage the learner names, ``self._load`` a TMA load (its ``pred`` ignored),
+  ``cute.make_rmem_tensor`` a list; ``is_producer`` is True
   (the course kernel is not warp-specialized: the same program issues loads and MMAs);
 * returns the model's :class:`~cutecourse.models.pipeline.Trace`: ``deadlock`` (which wait, on which
   barrier, and why nothing will arrive) and ``hazards`` (a stage released while its wgmmas still
@@ -96,6 +97,13 @@ def _mma(ring: _Ring):
     return issue_mma
 
 
+def _size(shape) -> int:
+    n = 1
+    for d in (shape if isinstance(shape, tuple) else (shape,)):
+        n *= _size(d) if isinstance(d, tuple) else int(d)
+    return n
+
+
 def _generator(fn) -> types.FunctionType:
     seg = segment_of(fn)
     tree = ast.parse(seg.text)
@@ -121,7 +129,8 @@ def replay(hook, stages: int = 4, k_tiles: int = 8, names: dict | None = None) -
     fn_globals = dict(getattr(real, "__globals__", {}))
     wg = _Namespace(wait_group=model.wait_group, fence=lambda: None,
                     commit_group=model.commit_group)
-    fn_globals.update(cutlass=_cutlass(), pipeline=_pipeline(), warpgroup=wg,
+    cute = _Namespace(make_rmem_tensor=lambda shape, dtype: [None] * _size(shape))
+    fn_globals.update(cutlass=_cutlass(), pipeline=_pipeline(), warpgroup=wg, cute=cute,
                       sm90=_Namespace(issue_mma=_mma(ring)), **(names or {}))
     exec(code, fn_globals)  # noqa: S102  (the learner's own function, re-compiled)
     program = fn_globals[name]
@@ -129,6 +138,6 @@ def replay(hook, stages: int = 4, k_tiles: int = 8, names: dict | None = None) -
     def load(_ring, _loads, state, pred=None, **_):
         model.tma_load(state)
 
-    me = _Namespace(stages=stages, _load=load)
+    me = _Namespace(stages=stages, prefetch=max(1, stages - 2), _load=load)
     trace = pm.Trace(name, stages, k_tiles, 0)
     return model.run(program(me, ring, None, None, k_tiles, True), trace)

@@ -1,0 +1,100 @@
+"""Notebook 04's kernel exercises and lab: the solutions (read from the solution notebook) pass;
+typical wrong loops are rejected with a message that names the mistake; a compile error names the
+learner's line."""
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from cutecourse.exercises import nb04
+from cutecourse.exercises.learner_code import as_cell
+
+SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions" / "04_compiler_pipelining.ipynb"
+
+
+def _cells() -> dict[str, str]:
+    nb = nbformat.read(SOLUTIONS, as_version=4)
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    out = {"head": next(s for s in code if s.startswith("import cutlass"))}
+    for name in ("MyPipelined", "MyState"):
+        src = next(s for s in code if s.startswith(f"class {name}"))
+        out[name] = re.sub(r"[ \t]*# (BEGIN|END) SOLUTION\n|[ \t]*# EXERCISE:.*\n", "", src)
+    return out
+
+
+CELLS = _cells()
+COPY = "            self._load(ring, loads, prod, pred=producer_only)  # the copy at the top level\n"
+ACQUIRE = ("            if is_producer:  # barrier bookkeeping may stay under the if\n"
+           "                ring.producer_acquire(prod)\n")
+
+
+def learner(name: str, *edits):
+    src = CELLS[name]
+    for old, new in edits:
+        assert old in src, old
+        src = src.replace(old, new)
+    ns = as_cell(CELLS["head"])
+    as_cell(src, ns)
+    return ns[name]
+
+
+def test_the_pipelined_solution_passes():
+    r = nb04.check_pipelined(learner("MyPipelined"))
+    assert r, r.message
+    assert "pipelined: True" in r.message
+
+
+@pytest.mark.parametrize("edits, words", [
+    # the starting point: the copy inside `if is_producer`
+    ([(ACQUIRE + COPY, "            if is_producer:\n                ring.producer_acquire(prod)\n"
+                       "                self._load(ring, loads, prod)\n")], "did not pipeline"),
+    # the copy at the top level but unpredicated: every warp issues it
+    ([("pred=producer_only)", ")")], "every warp"),
+    # no producer_acquire: nothing arms the full barrier
+    ([(ACQUIRE, "")], "hangs"),
+])
+def test_pipelining_mistakes_are_named(edits, words):
+    r = nb04.check_pipelined(learner("MyPipelined", *edits))
+    assert not r and words in r.message, r.message
+
+
+def test_a_pipelining_compile_error_names_the_line():
+    r = nb04.check_pipelined(learner("MyPipelined", ("producer_only[0] = is_producer",
+                                                     "producer_only[0] = is_producr")))
+    assert not r and "line 5 of your cell" in r.message and "is_producr" in r.message, r.message
+    assert "MLIR" not in r.message and "Traceback" not in r.message and len(r.message) < 400
+
+
+def test_the_state_solution_passes():
+    r = nb04.check_state_in_kernel(learner("MyState"))
+    assert r, r.message
+
+
+@pytest.mark.parametrize("edits, words", [
+    ([("phase ^ 1)", "phase)")], "producer_acquire waits on empty[0]"),  # same phase for both
+    ([("(k // self.stages) % 2", "0")], "hangs"),  # the phase never flips
+    ([("stage, phase = k % self.stages", "stage, phase = k // self.stages")], "stage k % stages"),
+])
+def test_state_mistakes_are_named(edits, words):
+    r = nb04.check_state_in_kernel(learner("MyState", *edits))
+    assert not r and words in r.message, r.message
+
+
+def test_a_state_compile_error_names_the_line():
+    r = nb04.check_state_in_kernel(learner("MyState", ("PipelineState(self.stages, k, stage, phase)\n",
+                                                       "PipelineState(self.stages, k, stage)\n")))
+    assert not r and "line 8 of your cell" in r.message, r.message
+
+
+def test_the_prefetch_lab():
+    assert not nb04.check_prefetch_lab(4, False)
+    r = nb04.check_prefetch_lab(3, False)
+    assert r and "P=3" in r.message and "P=2" in r.message, r.message
+
+
+@pytest.mark.gpu
+def test_the_pipelined_loop_runs_against_torch_on_the_gpu():
+    r = nb04.check_pipelined(learner("MyPipelined"))
+    assert r and "matches torch" in r.message, r.message
