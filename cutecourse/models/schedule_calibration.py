@@ -47,7 +47,7 @@ SECTOR_BYTES = 32
 
 def load_rows(name: str = SOURCE) -> list[dict]:
     """The ``rows`` of a committed fixed-clock experiment (``benchmarks/results/<name>``)."""
-    from ..bench import RESULTS_DIR
+    from ..results import RESULTS_DIR
 
     path = RESULTS_DIR / name
     if not path.exists():

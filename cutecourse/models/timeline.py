@@ -167,13 +167,13 @@ def measured_speedup(result: str, slow: str = "naive", fast: str = "prefetch",
                      directory=None) -> float | None:
     """``fast``'s throughput / ``slow``'s from a committed benchmark result, or None if absent.
 
-    ``result`` is the name of a ``benchmarks/results/*.json`` file (``cutecourse.bench.load``);
+    ``result`` is the name of a ``benchmarks/results/*.json`` file (``cutecourse.results.load``);
     the rows are matched by name (a row whose name contains ``slow`` / ``fast``).
     """
-    from .. import bench
+    from ..results import load
 
     try:
-        res = bench.load(result, directory)
+        res = load(result, directory)
     except FileNotFoundError:
         return None
 
@@ -197,10 +197,10 @@ def measured_per_tile_ns(result: str, row: str, tile_mn: tuple[int, int] = (128,
     """
     import math
 
-    from .. import bench
+    from ..results import load
 
     try:
-        res = bench.load(result, directory)
+        res = load(result, directory)
     except FileNotFoundError:
         return None
     p = res.params

@@ -11,7 +11,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..bench import BenchResult
+from ..results import BenchResult
 
 
 def _configs(result: BenchResult) -> dict[str, dict]:
