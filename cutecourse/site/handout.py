@@ -21,7 +21,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from .stage import AUTHORS_ONLY, ROOT, TEACHERS_ONLY
+from .stage import LEFT_OUT_OF_LEARNER, ROOT
 
 DEFAULT_OUT = ROOT / "build" / "handout"
 #: What learners get: top-level files, and folders (every file under them).
@@ -29,7 +29,7 @@ LEARNER_FILES = ("course.sh", "pyproject.toml", "README.md", "environment.yml", 
                  "LICENSE-lessons.md")
 LEARNER_DIRS = ("cutecourse/", "notebooks/", "exercises/", "benchmarks/", "docs/")
 #: Never in the learner zip, even under a folder above.
-LEFT_OUT = ("solutions/", "docs/notes/", *TEACHERS_ONLY, *AUTHORS_ONLY)
+LEFT_OUT = LEFT_OUT_OF_LEARNER
 
 HOW_TO = """\
 # cutecourse: how to start

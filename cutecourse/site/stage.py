@@ -93,6 +93,25 @@ def linkify(markdown: str, page: str, targets) -> str:
                    for line, fenced in _outside_fences(markdown))
 
 
+_MD_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+
+
+def unlink_left_out(markdown: str, page: str) -> str:
+    """For the learner edition: a markdown link to a page it leaves out (an answer, the
+    teacher's kit, a design note) becomes its text, so no page of it leads there."""
+    base = os.path.dirname(page)
+
+    def repl(m: re.Match) -> str:
+        target = m.group(2).split("#")[0]
+        if not target or "://" in target or target.startswith(("mailto:", "/")):
+            return m.group(0)
+        path = os.path.normpath(os.path.join(base, target))
+        return m.group(1) if path.startswith(LEFT_OUT_OF_LEARNER) else m.group(0)
+
+    return "".join(line if fenced else _MD_LINK.sub(repl, line)
+                   for line, fenced in _outside_fences(markdown))
+
+
 def source_page(path: str) -> str:
     """The site page that shows the repository file ``path``."""
     return f"source/{path}.md"
@@ -182,6 +201,8 @@ def _notebook_copy(src: Path, page: str, pages: dict[str, str], staged: Staged):
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source = linkify(cell.source, page, pages)
+            if staged.learner:
+                cell.source = unlink_left_out(cell.source, page)
         elif cell.cell_type == "code":
             cell.source = _NBVAL_LINE.sub("", cell.source)
     nb = nbformat.from_dict(nb)  # replaced outputs are plain dicts
@@ -222,6 +243,8 @@ def _first_heading(path: Path) -> str:
 def _index(staged: Staged, pages: dict[str, str]) -> str:
     """The root page: the README, then the navigation (hidden toctrees: the theme's sidebar)."""
     readme = linkify((ROOT / "README.md").read_text(encoding="utf-8"), "index.md", pages)
+    if staged.learner:
+        readme = unlink_left_out(readme, "index.md")
 
     def toc(caption: str, entries: list[str]) -> str:
         if not entries:
@@ -242,6 +265,7 @@ def _index(staged: Staged, pages: dict[str, str]) -> str:
 #: whose instructor notes hold the answers to the predictions, and the contributors' guide.
 TEACHERS_ONLY = ("docs/workshop.md", "docs/instructor/")
 AUTHORS_ONLY = ("docs/DEVELOPING.md",)
+LEFT_OUT_OF_LEARNER = ("solutions/", "docs/notes/", *TEACHERS_ONLY, *AUTHORS_ONLY)
 
 
 def _markdown_texts(staged: Staged):
@@ -309,7 +333,8 @@ def stage(dest: Path, learner: bool = False) -> Staged:
             f"The answers to [{exercise}](../{exercise}), with the output of each check."))
         _save(nb, dest / page)
     for page in staged.docs + staged.notes + staged.other:
-        _write(dest / page, linkify((ROOT / page).read_text(encoding="utf-8"), page, pages))
+        text = linkify((ROOT / page).read_text(encoding="utf-8"), page, pages)
+        _write(dest / page, unlink_left_out(text, page) if learner else text)
     for path in staged.sources:
         _write(dest / source_page(path), source_markdown(path))
     _write(dest / "index.md", _index(staged, pages))
