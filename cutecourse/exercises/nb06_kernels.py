@@ -1,0 +1,278 @@
+"""Kernel exercises of notebook 06: a tile order for the persistent kernel, a fused epilogue, and a
+lab that gives ping-pong its fourth C buffer back.
+
+Each checker follows ``kernel_check``'s manual: the learner's code is compiled for sm_90a here (in
+a child process), facts are read from the PTX, the learner's logic runs on a CPU model where one
+exists (the tile order on ``models/tile_order``'s grid, the epilogue op on Python floats), and on
+an H100 the learner's kernel runs against torch in a child with a timeout, timed beside the
+course's kernel.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import re
+from unittest import mock
+
+from . import Result, answered, failed, passed
+from .kernel_check import LearnerError, kernel_checker
+
+PERSISTENT = '__import__("cutecourse.kernels.hopper_gemm_persistent", fromlist=["x"])'
+
+
+# -- Exercise 9 (kernel): a fused epilogue, bias + ReLU --------------------------------------------
+def fused_args(kernel):
+    """Compile arguments of a persistent GEMM whose epilogue op reads one fp32 vector: fake A, B, C,
+    the scheduler's counters, a stream, then ``bias`` (N,)."""
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_tensor
+
+    from ..kernels import gemm_launch
+
+    bias = make_fake_tensor(cutlass.Float32, (cute.sym_int(symbol="N"),), (1,), assumed_align=4)
+    return (*gemm_launch.fake_persistent_arguments("float16", "float16"), bias)
+
+
+@contextlib.contextmanager
+def python_arithmetic():
+    """``cutlass.max`` / ``min`` / ``Float32`` as Python's, so an op's ``apply`` runs on floats:
+    the CPU model of one accumulator's epilogue."""
+    import cutlass
+
+    with mock.patch.object(cutlass, "max", builtins.max), \
+            mock.patch.object(cutlass, "min", builtins.min), \
+            mock.patch.object(cutlass, "Float32", float):
+        yield
+
+
+#: Accumulator values, rows and columns the CPU model tries: negative, zero and positive sums,
+#: and a bias whose entries differ per index, so a bias read by row is told from one by column.
+SAMPLES = [(x, m, n) for x in (-3.0, -0.5, 0.0, 0.75, 2.5) for m, n in ((0, 3), (5, 0), (2, 7))]
+BIAS = [0.25 * (i + 1) * (-1) ** i for i in range(8)]  # 0.25, -0.5, 0.75, ...
+
+#: What a typical wrong op computes, and how to say it: (name, function of x, m, n, message).
+WRONG_OPS = [
+    ("no_relu", lambda x, m, n: x + BIAS[n],
+     "your op adds the bias but never clamps: negative outputs stay negative. ReLU is "
+     "cutlass.max(..., cutlass.Float32(0.0)) of the biased value"),
+    ("relu_first", lambda x, m, n: max(x, 0.0) + BIAS[n],
+     "your op clamps before it adds the bias, so a negative bias makes outputs negative: "
+     "relu(x + b) is not relu(x) + b. Add bias[n] first, then take the max with 0"),
+    ("bias_by_row", lambda x, m, n: max(x + BIAS[m], 0.0),
+     "your op reads bias[m], one value per row of C. A Linear layer's bias has one value per "
+     "output feature, a column of C: bias[n]"),
+    ("no_bias", lambda x, m, n: max(x, 0.0),
+     "your op never adds the bias: add bias[n] before the ReLU"),
+    ("min", lambda x, m, n: min(x + BIAS[n], 0.0),
+     "your op takes the minimum with 0, which keeps only the negative part: ReLU is the maximum"),
+]
+
+
+def _reference(x, m, n):
+    return max(x + BIAS[n], 0.0)
+
+
+def op_verdict(op) -> str | None:
+    """The CPU model's objection to the learner's op (``apply`` on Python floats), or None. An op
+    whose ``apply`` cannot run on floats (a DSL-only call) is left to the PTX and the GPU."""
+    if tuple(getattr(op, "operands", ())) != ("bias",):
+        return (f"your op declares operands = {tuple(getattr(op, 'operands', ()))!r}: declare "
+                "operands = (\"bias\",), so the kernel passes the bias tensor to apply after m and n")
+    try:
+        with python_arithmetic():
+            got = [float(op.apply(x, m, n, BIAS)) for x, m, n in SAMPLES]
+    except NotImplementedError:
+        raise
+    except Exception:  # not plain arithmetic: the compile and the GPU judge it
+        return None
+    want = [_reference(*s) for s in SAMPLES]
+    if all(abs(g - w) < 1e-6 for g, w in zip(got, want)):
+        return None
+    for _, fn, message in WRONG_OPS:
+        if all(abs(g - fn(*s)) < 1e-6 for g, s in zip(got, SAMPLES)):
+            return message
+    (x, m, n), g, w = next((s, g, w) for s, g, w in zip(SAMPLES, got, want) if abs(g - w) >= 1e-6)
+    return (f"for an accumulator {x} at row {m}, column {n} with bias[{n}] = {BIAS[n]} your op gives "
+            f"{g}; relu(x + bias[n]) is {w}")
+
+
+def epilogue_facts(report) -> dict:
+    """What the compiled epilogue does per consumer thread: bias loads (4-byte global loads),
+    fp32 adds, and compare-selects against 0 (how ``max(v, 0)`` compiles: ``setp`` + ``selp``)."""
+    lines = report.instructions()
+    return {"bias loads": sum(bool(re.match(r"^ld\.global(\.\w+)*\.(b32|f32)\b", ln)) for ln in lines),
+            "adds": sum(ln.startswith("add.f32") or ln.startswith("add.rn.f32") for ln in lines),
+            "compares with 0": sum(bool(re.match(r"^setp\.\w+\.f32\b.*0f00000000", ln)) for ln in lines)}
+
+
+#: The course's answer compiles to these counts per thread (128 accumulators, 64 columns of a
+#: 128x256 tile per consumer thread): the tests hold the solution to them.
+EXPECTED = {"bias loads": 64, "adds": 128, "compares with 0": 128}
+
+EX9 = ("Exercise 9 (kernel): a fused epilogue, bias + ReLU",
+       "apply(self, x, m, n, bias) returns cutlass.max(x + bias[n], cutlass.Float32(0.0)); the class "
+       "says operands = (\"bias\",). In apply use cutlass.max, not Python's max: x is a value the "
+       "GPU computes, which Python cannot compare while the kernel is being built.")
+
+
+@kernel_checker(*EX9)
+def check_fused_epilogue(op_cls) -> Result:
+    """``op_cls``: your ``EpilogueOp`` subclass for C = relu(A @ B.T + bias), bias[n] per column."""
+    from . import kernel_check as kc
+
+    title = EX9[0]
+    op = op_cls()
+    objection = op_verdict(op)
+    if objection:
+        return failed(title, objection + " (checked on the CPU: your apply on Python floats)")
+    code = kc.LearnerCode(op_cls)
+    expr = f"{PERSISTENT}.PersistentHopperGemm(epilogue_op={op_cls.__name__}())"
+    report = kc.compile_kernel(code, expr, args="cutecourse.exercises.nb06_kernels:fused_args")
+    facts = epilogue_facts(report)
+    if facts["bias loads"] == 0:
+        return failed(title, "the compiled epilogue reads no bias from global memory: apply must "
+                      "use its bias argument (bias[n])")
+    if facts["bias loads"] < EXPECTED["bias loads"]:
+        return failed(title, f"the compiled epilogue loads only {facts['bias loads']} bias values per "
+                      f"thread, where a thread holds {EXPECTED['bias loads']} columns: index bias by "
+                      "the column n, not the row m")
+    if facts["compares with 0"] < EXPECTED["compares with 0"]:
+        return failed(title, f"the compiled epilogue compares {facts['compares with 0']} of a thread's "
+                      f"{EXPECTED['compares with 0']} values with 0: the ReLU is missing for some "
+                      "(cutlass.max(v, cutlass.Float32(0.0)) compiles to a setp + selp pair)")
+    message = (f"your op compiles into the epilogue, per consumer thread: {facts['bias loads']} bias "
+               f"loads (one per column it holds), {facts['adds']} adds and {facts['compares with 0']} "
+               f"compare-selects with 0, then the conversion to fp16; registers {report.registers} "
+               "(the same as without it).")
+    if not kc.gpu_here("sm_90a"):
+        return passed(title, message + " (no H100 here: run this notebook on one to see it against "
+                      "torch and timed beside a GEMM followed by torch's bias and ReLU)")
+    run = kc.run_on_gpu(code, expr, baseline=f"{PERSISTENT}.PersistentHopperGemm()",
+                        runner="cutecourse.exercises.nb06_kernels:fused_runner")
+    if not run.ok:
+        return failed(title, run.message)
+    return passed(title, message + " On the GPU: " + run.message)
+
+
+def fused_runner(kernel, baseline=None, m: int = 4096, n: int = 4096, k: int = 1024) -> dict:
+    """In a child on the GPU: relu(A @ B.T + bias) with the learner's fused kernel against torch;
+    then timed beside the unfused way, the course GEMM followed by torch's bias add and ReLU."""
+    import torch
+
+    from .. import bench
+    from ..kernels import gemm_launch
+
+    torch.manual_seed(0)
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, k, device="cuda", dtype=torch.float16)
+    bias = torch.randn(n, device="cuda", dtype=torch.float32)
+    ref = torch.relu(a.float() @ b.float().T + bias)
+    c = torch.empty(m, n, device="cuda", dtype=torch.float16)
+    counters = torch.zeros(2, dtype=torch.int32, device="cuda")
+    fused = gemm_launch.launcher(kernel, a, b, c, extra=[(counters, 8)], tail=[(bias, 16)])
+    try:
+        mine = bench.checked_case("fused", fused, c, ref, max_rel_err=5e-3)
+    except AssertionError:
+        bad = ((c.float() - ref).abs() > 5e-3 * ref.abs().max()) | c.isnan()
+        rows, cols = bad.nonzero(as_tuple=True)
+        return {"ok": False, "message": f"wrong result: {int(bad.sum())} of {c.numel()} elements of C "
+                f"differ from relu(A @ B.T + bias), the first at ({int(rows[0])}, {int(cols[0])})"}
+    out = {"ok": True, "message": f"relu(A @ B.T + bias) matches torch for {m}x{n}x{k} fp16"}
+    if baseline is not None:
+        c2 = torch.empty_like(c)
+        plain = gemm_launch.counted_launcher(baseline, a, b, c2)
+
+        def unfused():
+            plain()
+            torch.relu_(c2.add_(bias))  # two more passes over C: read and write it again
+
+        base = bench.checked_case("unfused", unfused, c2, ref, max_rel_err=5e-3)
+        t_mine, t_base = (sorted(bench.time_us(cs, repeats=3))[1] for cs in (mine, base))
+        out.update(us=t_mine, baseline_us=t_base)
+        out["message"] += (f"; fused {t_mine:.1f} us, GEMM + torch's bias and ReLU {t_base:.1f} us "
+                           f"({t_base / t_mine:.2f}x)")
+    return out
+
+
+# -- Exercise 10 (lab): ping-pong with four C buffers per warpgroup --------------------------------
+EX10 = ("Exercise 10 (lab): ping-pong's fifth stage",
+        "a stage holds (64 + 256) x 64 fp16 values of A and B; the stages share 232448 bytes with "
+        "1024 of barriers and 2 warpgroups x epi_stages buffers of 64x32 fp16 for C.")
+
+LAB_SHAPE = (8192, 8192, 1024)  # the epilogue matters (K = 1024), where ping-pong is chosen
+
+
+@kernel_checker(*EX10)
+def check_pingpong_lab(epi_stages, stages, c_kib) -> Result:
+    """Your prediction for ping-pong with ``epi_stages`` C buffers per warpgroup: the ring's
+    ``stages`` and the C staging in KiB (``c_kib``). Checked against the kernel's own plan; then
+    both configurations compiled (registers, smem, the ring's wrap in the PTX) and, on an H100,
+    timed beside the cooperative kernel at 8192 x 8192 x 1024."""
+    from . import kernel_check as kc
+    from ..inspect import compile_report
+    from ..kernels import hopper_gemm_pingpong as hpp
+
+    title = EX10[0]
+    epi_stages, stages, c_kib = (answered(v, name) for v, name in
+                                 ((epi_stages, "epi_stages"), (stages, "stages"), (c_kib, "c_kib")))
+    if epi_stages not in (1, 2, 4):
+        return failed(title, f"epi_stages = {epi_stages!r}: try 4 (the cooperative kernel's count) "
+                      "or 1 against the default 2 (a tile's 8 epilogue tiles cycle through the buffers)")
+    plan = hpp.plan_pingpong((64, 256), epi_stages=epi_stages)
+    want_c = plan.epi_bytes // 1024
+    if c_kib != want_c:
+        return failed(title, f"you predict {c_kib} KiB of C staging; 2 warpgroups x {epi_stages} "
+                      f"buffers x 64x32 fp16 (4 KiB) = {want_c} KiB")
+    if stages != plan.stages:
+        return failed(title, f"you predict {stages} stages next to {want_c} KiB of C; "
+                      f"{plan.stages} fit ({plan.bytes_per_stage // 1024} KiB per stage)",
+                      "round down: a stage is whole")
+    rows = []
+    for n in dict.fromkeys((epi_stages, hpp.EPI_STAGES)):
+        rep = compile_report("cutecourse.kernels.hopper_gemm_pingpong:compile_target", epi_stages=n)
+        p = hpp.plan_pingpong((64, 256), epi_stages=n)
+        rows.append(f"epi_stages={n}: {p.stages} stages, {p.smem_bytes // 1024} KiB smem, "
+                    f"{rep.registers} registers, {rep.count('wgmma')} wgmma")
+    message = "; ".join(rows) + ". Only the ring's depth and the C buffers changed."
+    if kc.gpu_here("sm_90a"):
+        m, n_, k = LAB_SHAPE
+        pp = '__import__("cutecourse.kernels.hopper_gemm_pingpong", fromlist=["x"])'
+        run = kc.run_on_gpu(None, f"{pp}.PingPongHopperGemm(epi_stages={epi_stages})",
+                            baseline=f"{PERSISTENT}.PersistentHopperGemm()",
+                            runner="cutecourse.exercises.nb06_kernels:persistent_runner", m=m, n=n_, k=k)
+        if not run.ok:
+            return failed(title, message + " On the GPU: " + run.message)
+        message += " On the GPU: " + run.message
+    return passed(title, message)
+
+
+def persistent_runner(kernel, baseline=None, m: int = 8192, n: int = 8192, k: int = 1024) -> dict:
+    """In a child on the GPU: C = A @ B.T with a persistent course kernel (it takes the dynamic
+    scheduler's counters) against torch, timed beside ``baseline``."""
+    import torch
+
+    from .. import bench
+    from ..kernels import gemm_launch
+
+    torch.manual_seed(0)
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, k, device="cuda", dtype=torch.float16)
+    ref = a.float() @ b.float().T
+    cases = []
+    for name, kern in (("yours", kernel), ("baseline", baseline)):
+        if kern is None:
+            continue
+        c = torch.empty(m, n, device="cuda", dtype=torch.float16)
+        try:
+            cases.append(bench.checked_case(name, gemm_launch.counted_launcher(kern, a, b, c), c, ref,
+                                            max_rel_err=5e-3))
+        except AssertionError as exc:
+            return {"ok": False, "message": f"{name}: wrong result ({exc})"}
+    us = [sorted(bench.time_us(cs, repeats=3))[1] for cs in cases]
+    flops = 2 * m * n * k
+    message = f"{m}x{n}x{k} fp16 matches torch; {flops / us[0] / 1e6:.0f} TFLOP/s"
+    if len(us) > 1:
+        message += f", {us[1] / us[0]:.2f}x the cooperative kernel ({flops / us[1] / 1e6:.0f} TFLOP/s)"
+    return {"ok": True, "message": message, "us": us}

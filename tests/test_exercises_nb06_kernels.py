@@ -1,0 +1,123 @@
+"""Notebook 06's kernel exercises: the solution passes, typical wrong answers are named, a compile
+error in the learner's code is one short sentence that points at the learner's line."""
+
+import cutlass
+import pytest
+
+from cutecourse.exercises import nb06_kernels as nk
+from cutecourse.kernels.epilogue_op import EpilogueOp
+
+
+# -- Exercise 9: the fused epilogue ------------------------------------------------------------------
+class BiasRelu(EpilogueOp):
+    operands = ("bias",)
+
+    def apply(self, x, m, n, bias):
+        return cutlass.max(x + bias[n], cutlass.Float32(0.0))
+
+
+class NoRelu(EpilogueOp):
+    operands = ("bias",)
+
+    def apply(self, x, m, n, bias):
+        return x + bias[n]
+
+
+class ReluFirst(EpilogueOp):
+    operands = ("bias",)
+
+    def apply(self, x, m, n, bias):
+        return cutlass.max(x, cutlass.Float32(0.0)) + bias[n]
+
+
+class BiasByRow(EpilogueOp):
+    operands = ("bias",)
+
+    def apply(self, x, m, n, bias):
+        return cutlass.max(x + bias[m], cutlass.Float32(0.0))
+
+
+class MinNotMax(EpilogueOp):
+    operands = ("bias",)
+
+    def apply(self, x, m, n, bias):
+        return cutlass.min(x + bias[n], cutlass.Float32(0.0))
+
+
+class NoOperands(EpilogueOp):
+    def apply(self, x, m, n, bias):
+        return cutlass.max(x + bias[n], cutlass.Float32(0.0))
+
+
+class PythonMax(EpilogueOp):
+    operands = ("bias",)
+
+    def apply(self, x, m, n, bias):
+        return max(x + bias[n], 0.0)  # Python's max: fine on floats, not on a GPU value
+
+
+class Unanswered(EpilogueOp):
+    operands = ("bias",)
+
+    def apply(self, x, m, n, bias):
+        raise NotImplementedError  # your code here
+
+
+def test_fused_epilogue_solution_passes_with_its_ptx_facts():
+    r = nk.check_fused_epilogue(BiasRelu)
+    assert r, r.message
+    assert "64 bias loads" in r.message and "128 adds" in r.message and "128 compare-selects" in r.message
+
+
+@pytest.mark.parametrize("op, words", [
+    (NoRelu, "never clamps"), (ReluFirst, "clamps before it adds the bias"),
+    (BiasByRow, "bias[m], one value per row"), (MinNotMax, "minimum with 0"),
+    (NoOperands, 'operands = ("bias",)'),
+])
+def test_fused_epilogue_typical_mistakes_are_named(op, words):
+    r = nk.check_fused_epilogue(op)
+    assert not r and words in r.message, r.message
+
+
+def test_fused_epilogue_compile_error_points_at_the_learners_line():
+    r = nk.check_fused_epilogue(PythonMax)
+    assert not r
+    msg = r.message
+    assert "does not compile" in msg and "return max(x + bias[n], 0.0)" in msg, msg
+    assert "MLIR" not in msg and "Traceback" not in msg and len(msg) < 500
+
+
+def test_fused_epilogue_unanswered_is_not_a_traceback():
+    r = nk.check_fused_epilogue(Unanswered)
+    assert not r and "Traceback" not in r.message
+
+
+def test_the_cpu_model_of_an_op():
+    assert nk.op_verdict(BiasRelu()) is None
+    assert "never clamps" in nk.op_verdict(NoRelu())
+
+
+# -- Exercise 10: the lab ------------------------------------------------------------------------------
+def test_pingpong_lab_right_prediction_compiles_both():
+    r = nk.check_pingpong_lab(4, 4, 32)
+    assert r and "epi_stages=4: 4 stages" in r.message and "epi_stages=2: 5 stages" in r.message, r.message
+
+
+@pytest.mark.parametrize("args, words", [
+    ((4, 5, 32), "4 fit"), ((4, 4, 16), "= 32 KiB"), ((3, 4, 24), "try 4"),
+])
+def test_pingpong_lab_wrong_predictions(args, words):
+    r = nk.check_pingpong_lab(*args)
+    assert not r and words in r.message, r.message
+
+
+@pytest.mark.gpu
+def test_fused_epilogue_on_the_gpu():
+    r = nk.check_fused_epilogue(BiasRelu)
+    assert r and "matches torch" in r.message and "GEMM + torch's bias and ReLU" in r.message, r.message
+
+
+@pytest.mark.gpu
+def test_pingpong_lab_on_the_gpu():
+    r = nk.check_pingpong_lab(4, 4, 32)
+    assert r and "matches torch" in r.message and "the cooperative kernel" in r.message, r.message
