@@ -197,11 +197,15 @@ def build(kit: Path, dest: Path, jobs: int) -> int:
 import torch
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CUDAExtension, CUDA_HOME
+from pathlib import Path
 flags = ['-std=c++20', '-O2', '-g0', '-fPIC', '-Wno-psabi', '-Wno-deprecated-declarations']
+# where libcudart/libnvrtc are found at import: the toolkit's, else the ones torch's wheels carry
+libs = [f'{{CUDA_HOME}}/lib64', *map(str, Path(torch.__file__).parent.parent.glob('nvidia/cu*/lib'))]
 setup(name='deep_gemm', ext_modules=[CUDAExtension(
     'deep_gemm._C', ['csrc/python_api.cpp'],
     include_dirs=[f'{{CUDA_HOME}}/include', f'{{CUDA_HOME}}/include/cccl', '{dest / CUTLASS_DIR}', '{dest / FMT_DIR}'],
-    libraries=['cudart', 'nvrtc'], library_dirs=[f'{{CUDA_HOME}}/lib64'], extra_compile_args=flags)],
+    libraries=['cudart', 'nvrtc'], library_dirs=[f'{{CUDA_HOME}}/lib64'], extra_compile_args=flags,
+    extra_link_args=[f'-Wl,-rpath,{{d}}' for d in libs])],
     cmdclass={{'build_ext': BuildExtension}}, script_args=['build_ext', '--inplace'])
 """)
     proc = subprocess.run([sys.executable, setup.name], cwd=dest, capture_output=True, text=True,
