@@ -1,6 +1,7 @@
 """DeepGEMM measured as the FP8 block-scaled peer: same GPU, same inputs, same harness.
 
     python benchmarks/deepgemm_peer.py [--rounds 3] [--shapes "dg 4x8192 n4096 k7168,..."] [--out DIR]
+                                       [--kernels "course fp8,course fp8 128x192 2x1"]
     python benchmarks/deepgemm_peer.py --smoke      # one short round: everything builds and checks
     python benchmarks/deepgemm_peer.py --cpu-check  # here, no GPU: imports, layouts, the plan
 
@@ -14,7 +15,8 @@ quantized inputs (``grouped.quantize_fp8``) feeds every row:
   by nvcc at its first call), on the groups packed into one (sum M, K) matrix with a group index
   per row, the weights stacked (G, N, K), B's scales stacked (G, N/128, K/128) and A's scales
   turned MN-major and TMA-aligned once, before timing (the layout its sm90 kernel reads);
-* ``course fp8``: the course's grouped kernel, ``grouped.launcher_fp8`` with its defaults;
+* ``course fp8``: the course's grouped kernel, ``grouped.launcher_fp8`` with its defaults
+  (``--kernels`` names other configurations of ``grouped_peers.COURSE_FP8`` to time beside it);
 * ``cuBLAS blockwise dense twin`` (the baseline): ``F.scaled_mm`` with ``BlockWise1x128`` A scales
   and ``BlockWise128x128`` B scales on all rows times the first expert's weight: the same recipe
   and flops as one dense GEMM;
