@@ -118,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     learner, answers = write(Path(args.out))
     for p in (learner, answers):
         with zipfile.ZipFile(p) as z:
-            print(f"handout: {p} ({len(z.namelist())} files, {p.stat().st_size / 1e6:.1f} MB)")
+            size = p.stat().st_size
+            print(f"handout: {p} ({len(z.namelist())} files, "
+                  + (f"{size / 1e6:.1f} MB)" if size >= 1e6 else f"{size / 1e3:.0f} kB)"))
     print(f"handout: give out {learner.name} (and the learner site: ./course.sh site --learner); "
           f"release {answers.name} after each block. How to start: {learner.parent / 'HANDOUT.md'}")
     return 0
