@@ -121,3 +121,81 @@ def test_fused_epilogue_on_the_gpu():
 def test_pingpong_lab_on_the_gpu():
     r = nk.check_pingpong_lab(4, 4, 32)
     assert r and "matches torch" in r.message and "the cooperative kernel" in r.message, r.message
+
+
+# -- Exercise 8: the tile order --------------------------------------------------------------------
+from cutecourse.kernels import tile_scheduler  # noqa: E402
+
+
+class Bands(tile_scheduler.StaticScheduler):
+    def tile_of(self, work):
+        band = work // (self.group_m * self.clusters_n)
+        first_row = band * self.group_m
+        rows = cutlass.min(self.group_m, self.clusters_m - first_row)
+        within = work - band * self.group_m * self.clusters_n
+        return first_row + within % rows, within // rows
+
+
+class RowByRow(tile_scheduler.StaticScheduler):
+    def tile_of(self, work):
+        return work // self.clusters_n, work % self.clusters_n
+
+
+class FullBands(tile_scheduler.StaticScheduler):  # forgets that the last band may be short
+    def tile_of(self, work):
+        band = work // (self.group_m * self.clusters_n)
+        within = work - band * self.group_m * self.clusters_n
+        return band * self.group_m + within % self.group_m, within // self.group_m
+
+
+class BandIsARow(tile_scheduler.StaticScheduler):  # first_row = band: bands overlap
+    def tile_of(self, work):
+        band = work // (self.group_m * self.clusters_n)
+        rows = cutlass.min(self.group_m, self.clusters_m - band)
+        within = work - band * self.group_m * self.clusters_n
+        return band + within % rows, within // rows
+
+
+class Swapped(tile_scheduler.StaticScheduler):  # returns (n, m)
+    def tile_of(self, work):
+        band = work // (self.group_m * self.clusters_n)
+        first_row = band * self.group_m
+        rows = cutlass.min(self.group_m, self.clusters_m - first_row)
+        within = work - band * self.group_m * self.clusters_n
+        return within // rows, first_row + within % rows
+
+
+class PythonMin(tile_scheduler.StaticScheduler):
+    def tile_of(self, work):
+        band = work // (self.group_m * self.clusters_n)
+        first_row = band * self.group_m
+        rows = min(self.group_m, self.clusters_m - first_row)
+        within = work - band * self.group_m * self.clusters_n
+        return first_row + within % rows, within // rows
+
+
+def test_tile_order_solution_passes():
+    r = nk.check_tile_order(Bands)
+    assert r and "matches the banded one" in r.message and "16 A and 9 B panels" in r.message, r.message
+
+
+@pytest.mark.parametrize("cls, words", [
+    (RowByRow, "row by row, the launch order"), (FullBands, "outside C"),
+    (BandIsARow, "twice"), (Swapped, "returns (n, m)"),
+])
+def test_tile_order_typical_mistakes_are_named(cls, words):
+    r = nk.check_tile_order(cls)
+    assert not r and words in r.message, r.message
+
+
+def test_tile_order_compile_error_points_at_the_learners_line():
+    r = nk.check_tile_order(PythonMin)
+    assert not r and "does not compile" in r.message, r.message
+    assert "rows = min(self.group_m, self.clusters_m - first_row)" in r.message
+    assert "MLIR" not in r.message and "Traceback" not in r.message and len(r.message) < 500
+
+
+@pytest.mark.gpu
+def test_tile_order_on_the_gpu():
+    r = nk.check_tile_order(Bands)
+    assert r and "matches torch" in r.message, r.message

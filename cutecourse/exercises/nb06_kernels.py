@@ -276,3 +276,110 @@ def persistent_runner(kernel, baseline=None, m: int = 8192, n: int = 8192, k: in
     if len(us) > 1:
         message += f", {us[1] / us[0]:.2f}x the cooperative kernel ({flops / us[1] / 1e6:.0f} TFLOP/s)"
     return {"ok": True, "message": message, "us": us}
+
+
+# -- Exercise 8 (kernel): the banded tile order as a scheduler -------------------------------------
+#: (tiles_m, tiles_n, group_m) grids the CPU model tries: 8192^3 and MLP up in 128x256 tiles, a
+#: grid whose last band is short, one narrower than a band, a single row and a single column.
+ORDER_GRIDS = [(64, 32, 16), (32, 56, 16), (23, 16, 16), (5, 9, 8), (1, 7, 4), (9, 1, 4), (12, 5, 4)]
+WAVE = 132
+FIELDS = dict(first=0, stride=1, k_tiles=1, cluster_mn=(1, 1), in_cluster=(0, 0), queue=None,
+              slots=None, counters=None)
+
+
+def learner_order(cls, tiles_m: int, tiles_n: int, group_m: int) -> list:
+    """The learner's ``tile_of`` for every work item of a grid, run on Python ints (the CPU model:
+    the same arithmetic the kernel runs on the GPU)."""
+    sched = cls(clusters_m=tiles_m, clusters_n=tiles_n, total=tiles_m * tiles_n, group_m=group_m, **FIELDS)
+    with python_arithmetic():
+        return [tuple(int(v) for v in sched.tile_of(w)) for w in range(tiles_m * tiles_n)]
+
+
+def panels(order, wave: int = WAVE) -> tuple[int, int]:
+    """(A row panels, B column panels) the first ``wave`` tiles of an order read."""
+    first = order[:wave]
+    return len({m for m, _ in first}), len({n for _, n in first})
+
+
+def order_verdict(cls) -> str | None:
+    """The CPU model's objection to the learner's tile order, or None (every grid as the kernel's
+    banded order, ``models/tile_order.band_coord``)."""
+    from ..models.tile_order import band_coord
+
+    for tm, tn, g in ORDER_GRIDS:
+        want = [band_coord(w, tm, tn, g) for w in range(tm * tn)]
+        try:
+            got = learner_order(cls, tm, tn, g)
+        except NotImplementedError:
+            raise
+        except Exception as exc:
+            raise LearnerError(f"your tile_of fails on the CPU model ({tm}x{tn} tiles, group_m={g}): "
+                               f"{type(exc).__name__}: {exc}") from None
+        if got == want:
+            continue
+        where = f"{tm}x{tn} tiles, group_m={g}"
+        if got == [(n, m) for m, n in want]:
+            return f"{where}: your tile_of returns (n, m); the kernel takes (m, n): (row, column) of the tile"
+        outside = [t for t in got if not (0 <= t[0] < tm and 0 <= t[1] < tn)]
+        if outside:
+            short = (": the last band has only clusters_m - first_row rows, cutlass.min(group_m, "
+                     "clusters_m - first_row)" if tm % g else "")
+            return f"{where}: your order visits tile {outside[0]}, outside C{short}"
+        if len(set(got)) < len(got):
+            twice = next(t for t in got if got.count(t) > 1)
+            return f"{where}: your order visits tile {twice} twice and misses another"
+        if got == [(w // tn, w % tn) for w in range(tm * tn)]:
+            return (f"{where}: your order is row by row, the launch order: the first {WAVE} tiles "
+                    f"read {panels(got)[1]} B panels. Walk bands of group_m rows")
+        i = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
+        return (f"{where}: work item {i} is tile {got[i]} in your order, {want[i]} in the banded one "
+                "(bands of group_m rows; inside a band m fastest, then n)")
+    return None
+
+
+EX8 = ("Exercise 8 (kernel): the tile order of a scheduler",
+       "band = work // (group_m * clusters_n); first_row = band * group_m; rows = cutlass.min(group_m, "
+       "clusters_m - first_row); within = work - band * group_m * clusters_n; the tile is "
+       "(first_row + within % rows, within // rows). Use cutlass.min, not Python's min.")
+
+#: A shape whose last band of 16 tile-rows is short (2944 = 23 x 128 rows), for the GPU run.
+ORDER_SHAPE = (2944, 4096, 1024)
+
+
+@kernel_checker(*EX8)
+def check_tile_order(cls) -> Result:
+    """``cls``: your ``tile_scheduler.StaticScheduler`` subclass whose ``tile_of(self, work)``
+    returns work item ``work``'s (m, n) C tile in bands of ``group_m`` tile-rows."""
+    from . import kernel_check as kc
+
+    title = EX8[0]
+    code = kc.LearnerCode(cls)
+    if re.search(r"\bband_(coord|tile)\b", "".join(seg.text for seg in code.segments)):
+        return failed(title, "your tile_of calls the course's band_coord: write the arithmetic yourself")
+    objection = order_verdict(cls)
+    if objection:
+        return failed(title, objection + " (checked on the CPU: your tile_of on Python ints)")
+    expr = f"{PERSISTENT}.PersistentHopperGemm(scheduler={cls.__name__})"
+    report = kc.compile_kernel(code, expr, args="cutecourse.exercises.nb06_kernels:persistent_args")
+    mine = panels(learner_order(cls, 64, 32, 16))
+    rows = panels([(w // 32, w % 32) for w in range(64 * 32)])
+    message = (f"your order matches the banded one on {len(ORDER_GRIDS)} grids, short last bands "
+               f"included, and compiles into the persistent kernel ({report.registers} registers). "
+               f"At 8192^3 in 128x256 tiles the first {WAVE} tiles read {mine[0]} A and {mine[1]} B "
+               f"panels; row by row they would read {rows[0]} and {rows[1]}.")
+    if not kc.gpu_here("sm_90a"):
+        return passed(title, message + " (no H100 here: run this notebook on one to see it against "
+                      "torch and timed beside the course's kernel)")
+    m, n, k = ORDER_SHAPE
+    run = kc.run_on_gpu(code, expr, baseline=f"{PERSISTENT}.PersistentHopperGemm()",
+                        runner="cutecourse.exercises.nb06_kernels:persistent_runner", m=m, n=n, k=k)
+    if not run.ok:
+        return failed(title, run.message)
+    return passed(title, message + " On the GPU: " + run.message)
+
+
+def persistent_args(kernel):
+    """Compile arguments of a dense persistent GEMM: fake A, B, C, the counters, a stream."""
+    from ..kernels import gemm_launch
+
+    return gemm_launch.fake_persistent_arguments("float16", "float16")

@@ -137,7 +137,8 @@ class ScheduleWidget:
         self.accuracy.value = "<br>".join([f"<b>model vs H100</b> (the table above is the model at {mhz} "
                                            "MHz, the H100's boost clock; here the model runs at each "
                                            "measurement's own fixed clock. At the 700 W cap the H100 "
-                                           "clocks lower, ping-pong 5-9% lower than cooperative):"] + cal.error_lines(self.shape, self.tile.value))
+                                           "clocks lower, ping-pong 5-9% lower than cooperative):"]
+                                          + cal.error_lines(self.shape, self.tile.value))
         if not self._render_enabled:
             return
         import matplotlib.pyplot as plt

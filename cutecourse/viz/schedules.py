@@ -158,7 +158,8 @@ def draw_waves(result, ax=None):
     ax.set_ylabel("SM")
     m, n, k = r.problem
     lanes = f" x {r.lanes} {'warpgroups' if r.schedule == 'pingpong' else 'CTAs'}" if r.lanes > 1 else ""
-    ax.set_title(f"{r.name} (model at {clock_mhz(r)} MHz), {m}x{n}x{k}, {r.tile[0]}x{r.tile[1]} tiles: {r.tiles} tiles = "
+    ax.set_title(f"{r.name} (model at {clock_mhz(r)} MHz), {m}x{n}x{k}, {r.tile[0]}x{r.tile[1]} tiles: "
+                 f"{r.tiles} tiles = "
                  f"{r.waves:.2f} waves on {r.sms} SMs{lanes}; last wave {r.last_wave_utilisation:.0%} full",
                  fontsize=9)
     ax.figure.tight_layout()
