@@ -216,11 +216,11 @@ def test_host_metadata_refuses_what_the_kernel_cannot_read():
 
 
 def test_kernel_group_walk_is_the_cpu_model(monkeypatch):
-    """The kernel's walk (group_walk.start / advance / work_tile, run here on Python ints) visits
-    the tiles schedule() predicts, and enters a new group where tensormap_updates() counts one."""
+    """The kernel's walk (GroupScheduler.start / advance / work_tile, run here on Python ints)
+    visits the tiles schedule() predicts, and enters a new group where tensormap_updates() counts one."""
     monkeypatch.setattr(group_walk, "find_group", group_walk.find_group.__wrapped__)
-    monkeypatch.setattr(group_walk, "cutlass", SimpleNamespace(Int32=int))  # Python ints throughout
-    start, advance = group_walk.start.__wrapped__, group_walk.advance.__wrapped__
+    # Python ints throughout
+    monkeypatch.setattr(group_walk, "cutlass", SimpleNamespace(Int32=int, const_expr=bool))
     shapes = {(g, col): v for g, size in enumerate(SIZES) for col, v in enumerate((*size, 1))}  # [g, col]
     for cluster in bp.CLUSTERS:
         problem = GroupedProblem(SIZES, (128, 128), cluster, 256)
@@ -229,15 +229,16 @@ def test_kernel_group_walk_is_the_cpu_model(monkeypatch):
         expected = schedule(problem, ctas)[::problem.cluster_size]  # cluster leaders
         updates = tensormap_updates(schedule(problem, ctas)).per_cta[::problem.cluster_size]
         for c in range(clusters):
-            groups = group_walk.Groups(shapes, None, None, len(SIZES), problem.cluster_tile, cluster,
-                                       in_cluster=(0, 0), first=c, stride=clusters, group_m=bw.GROUP_M)
-            got, walk = [], start(groups)
-            while group_walk.active(groups, walk):
-                t = group_walk.work_tile(groups, walk)
+            groups = group_walk.GroupScheduler(shapes=shapes, ptrs=None, strides=None, count=len(SIZES),
+                                               cluster_tile=problem.cluster_tile, cluster_mn=cluster,
+                                               in_cluster=(0, 0), first=c, stride=clusters, group_m=bw.GROUP_M)
+            got, walk = [], groups.start()
+            while walk.active():
+                t = walk.work_tile()
                 got.append((int(t.group), int(t.tile_m), int(t.tile_n), int(t.k_end)))
-                walk = advance(groups, walk)
+                walk.advance(t)
             assert got == [tuple(it[:4]) for it in expected[c]]
-            assert int(walk.entered) == updates[c]
+            assert int(walk.position.entered) == updates[c]
 
 
 # -- on a B200 -----------------------------------------------------------------------------------

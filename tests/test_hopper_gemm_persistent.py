@@ -15,6 +15,7 @@ import cutecourse
 from cutecourse.errors import AlignmentError, DeviceError, DTypeError, ShapeError
 from cutecourse.inspect import compile_report
 from cutecourse.kernels import hopper_gemm_persistent as hp
+from cutecourse.kernels import tile_scheduler
 from cutecourse.models import gemm_plan as gp
 from cutecourse.models import tile_order
 from conftest import far_from_torch
@@ -179,7 +180,7 @@ def test_bad_kernel_parameters():
     with pytest.raises(ValueError, match="scheduler"):
         hp.PersistentHopperGemm(scheduler="greedy")
     with pytest.raises(ShapeError, match="static"):
-        hp.PersistentHopperGemm(cluster_mn=(2, 1), scheduler="dynamic")
+        hp.PersistentHopperGemm(cluster_mn=(2, 1), scheduler=tile_scheduler.DynamicScheduler)
 
 
 @pytest.mark.skipif(cutecourse.modes.mode_for("sm_90a").run, reason="this machine can run sm_90a")
@@ -323,3 +324,51 @@ def test_matches_torch_on_the_gpu(run_gpu_script):
     bad = far_from_torch(results)
     assert len(results) == len(GPU_CASES) + 1
     assert not bad, "\n".join(map(str, bad))
+
+
+# -- the hooks a learner writes: a tile order, an epilogue op ---------------------------------
+def _compile_here(kernel, *extra):
+    from cutecourse.inspect import compile_here
+    from cutecourse.kernels import gemm_launch
+
+    return compile_here(kernel, *gemm_launch.fake_persistent_arguments("float16", "float16"), *extra)
+
+
+class _ColumnMajor(tile_scheduler.StaticScheduler):
+    """A tile order written as a scheduler subclass: work item i -> tile (i % rows, i // rows)."""
+
+    def tile_of(self, work):
+        return work % self.clusters_m, work // self.clusters_m
+
+
+def test_a_scheduler_subclass_changes_the_tile_order_of_the_loops():
+    banded = _compile_here(hp.PersistentHopperGemm())
+    column = _compile_here(hp.PersistentHopperGemm(scheduler=_ColumnMajor))
+    # the same loops (the scheduler is carried through both roles' loops) ...
+    for what in ("wgmma", "TMA loads", "TMA stores", "mbarrier waits"):
+        assert column.count(what) == banded.count(what), what
+    # ... with the band arithmetic (a min per item, GROUP_M rows) gone
+    assert column.ptx != banded.ptx and column.ptx.count("min.s32") < banded.ptx.count("min.s32")
+
+
+def test_an_epilogue_op_with_a_bias_operand_runs_on_every_accumulator():
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_tensor
+
+    from cutecourse.kernels.epilogue_op import EpilogueOp
+
+    class BiasRelu(EpilogueOp):
+        operands = ("bias",)
+
+        def apply(self, x, m, n, bias):
+            return cutlass.max(x + bias[n], cutlass.Float32(0.0))
+
+    bias = make_fake_tensor(cutlass.Float32, (cute.sym_int(symbol="N"),), (1,), assumed_align=4)
+    r = _compile_here(hp.PersistentHopperGemm(epilogue_op=BiasRelu()), bias)
+    # 64x256 accumulators per warpgroup = 128 per thread: one add and one max each; one bias load
+    # per distinct column the thread holds (64)
+    assert r.ptx.count("add.f32") == 128 and r.ptx.count("ld.global.b32") == 64
+    assert r.spill_bytes == 0 and r.count("wgmma") == 4
+    plain = _compile_here(hp.PersistentHopperGemm())
+    assert plain.ptx.count("ld.global.b32") == 0

@@ -79,6 +79,18 @@ def test_compiles_two_alternating_warpgroups():
     assert "bar.sync \t1, 128;" in ptx and "bar.sync \t2, 128;" in ptx
 
 
+def test_follows_any_scheduler_through_the_hooks():
+    """Ping-pong walks the scheduler's interface, so the dynamic scheduler works there too: both
+    warpgroups read every slot the producer publishes (each takes every other item)."""
+    from cutecourse.inspect import compile_here
+    from cutecourse.kernels import gemm_launch, tile_scheduler
+
+    r = compile_here(hpp.PingPongHopperGemm(scheduler=tile_scheduler.DynamicScheduler),
+                     *gemm_launch.fake_persistent_arguments("float16", "float16"))
+    assert r.ptx.count("atom.global.add.u32") == 2 and r.ptx.count("atom.global.exch.b32") == 2
+    assert r.count("wgmma") == 8 and r.spill_bytes == 0
+
+
 _GPU_CHECK = textwrap.dedent("""
     import json, sys, torch
     import cutecourse

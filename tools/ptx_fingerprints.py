@@ -93,7 +93,7 @@ def configurations() -> dict[str, tuple[str, dict]]:
     for cluster in ((1, 1), (2, 1)):
         out[f"pingpong/64x256/{cluster[0]}x{cluster[1]}"] = (PINGPONG, dict(cluster=list(cluster)))
         out[f"grouped/fp8/128x128/{cluster[0]}x{cluster[1]}"] = (GROUPED_FP8, dict(cluster=list(cluster)))
-    # the FP8 kernel's one-part variants (issue 24): 128x128, and the wider tiles one part allows
+    # the FP8 kernel's one-part variants: 128x128, and the wider tiles one part allows
     out["grouped/fp8/128x128/2x1/1part"] = (GROUPED_FP8, dict(cluster=[2, 1], parts=1))
     for tile in ((128, 192), (128, 256)):
         for cluster in ((1, 1), (2, 1)):

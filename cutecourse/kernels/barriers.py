@@ -9,7 +9,10 @@ every use its own id here, once, makes that impossible to get wrong by accident.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import IntEnum
+
+import cutlass.cute as cute
 
 
 class Barrier(IntEnum):
@@ -21,3 +24,24 @@ class Barrier(IntEnum):
     MMA_TURN = 3  # warpgroup 0's turn on the tensor cores (ping-pong, the FP8 kernel's turns)
     MMA_TURN_WG1 = 4  # warpgroup 1's turn
     TMEM_ADDRESS = 5  # Blackwell: the allocating warp hands the TMEM address to the MMA warp
+
+
+@dataclass(frozen=True)
+class MmaTurn:
+    """Two consumer warpgroups taking turns to issue their MMAs (ping-pong's *ordered barrier*).
+
+    Warpgroup w waits on barrier ``MMA_TURN + w`` before its first MMA of a tile and passes the
+    turn on by arriving on the other's, ``MMA_TURN + 1 - w``, once its MMAs are issued. Each
+    barrier completes with 256 threads: the 128 that wait (``bar.sync``) and the 128 that arrive
+    (``bar.arrive``). ``more``: whether the other warpgroup has a tile to take the turn for (a
+    run-time Boolean): an arrive nobody waits for would be left over at exit.
+    """
+
+    warpgroup: int
+    more: object = True
+
+    def wait(self):
+        cute.arch.barrier(barrier_id=Barrier.MMA_TURN + self.warpgroup, number_of_threads=256)
+
+    def pass_on(self):
+        cute.arch.barrier_arrive(barrier_id=Barrier.MMA_TURN + 1 - self.warpgroup, number_of_threads=256)

@@ -224,8 +224,8 @@ class BlackwellGroupedBlockScaledGemm:
         cta = tensor_maps.workspace_row(self.cluster_mn)
         maps = tensor_maps.tensor_maps(map_workspace, cta, storage.maps.data_ptr(), MAPS)
         cm, cn = self.cluster_mn
-        groups = group_walk.Groups(
-            shapes, ptrs, strides, shapes.shape[0], cluster_tile=self.cluster_tile,
+        groups = group_walk.GroupScheduler(
+            shapes=shapes, ptrs=ptrs, strides=strides, count=shapes.shape[0], cluster_tile=self.cluster_tile,
             cluster_mn=self.cluster_mn, in_cluster=cute.arch.block_in_cluster_idx(),
             first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2], group_m=GROUP_M,
             trace=trace, cta=cta, maps=maps)
@@ -249,9 +249,9 @@ class BlackwellGroupedBlockScaledGemm:
         tensor_maps.init_maps(groups.maps, atoms, LOADED, TMA_WARP)
         descs = tuple(tensor_maps.map_pointer(groups.maps, i) for i in LOADED)
         prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.plan.ab_stages)
-        walk = group_walk.start(groups)
-        while group_walk.active(groups, walk):
-            tile = group_walk.work_tile(groups, walk)
+        walk = groups.start()  # this warp's own walk
+        while walk.active():
+            tile = walk.work_tile()
             if tile.new_group:
                 g = tile.group
                 m, n, k = groups.shapes[(g, M)], groups.shapes[(g, N)], groups.shapes[(g, K)]
@@ -270,8 +270,8 @@ class BlackwellGroupedBlockScaledGemm:
                     cute.copy(atoms[i], g_view[(None, coords[i], k)], s_view[(None, prod.index)],
                               tma_bar_ptr=bar, mcast_mask=masks[i], tma_desc_ptr=descs[i])
                 prod.advance()
-            walk = group_walk.advance(groups, walk)
-        group_walk.finish(groups, walk)
+            walk.advance()
+        walk.finish()
         ring.producer_tail(prod)  # the CTA must not exit while its stages are still in use
 
     # -- warp 4: scale factors to TMEM, MMA ---------------------------------------------------
@@ -290,9 +290,9 @@ class BlackwellGroupedBlockScaledGemm:
 
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, p.ab_stages)
         fill = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, p.acc_stages)
-        walk = group_walk.start(groups)
-        while group_walk.active(groups, walk):
-            tile = group_walk.work_tile(groups, walk)
+        walk = groups.start()  # this warp's own walk
+        while walk.active():
+            tile = walk.work_tile()
             accs.producer_acquire(fill)  # the epilogue has emptied this accumulator stage
             tAcc = acc[(None, None, None, fill.index)]
             mma.set(tcgen05.Field.ACCUMULATE, False)  # the item's first MMA overwrites
@@ -310,7 +310,7 @@ class BlackwellGroupedBlockScaledGemm:
                 read.advance()
             accs.producer_commit(fill)  # tcgen05.commit: full when all of the item's MMAs finish
             fill.advance()
-            walk = group_walk.advance(groups, walk)
+            walk.advance()
         accs.producer_tail(fill)
 
     # -- warps 0-3: TMEM allocation, C's tensor map, epilogue -------------------------------
@@ -326,9 +326,9 @@ class BlackwellGroupedBlockScaledGemm:
                                   self.plan.c_stages, EPILOGUE_THREADS, store_warp)
         c_desc = tensor_maps.map_pointer(groups.maps, C)
         drain = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.plan.acc_stages)
-        walk = group_walk.start(groups)
-        while group_walk.active(groups, walk):
-            tile = group_walk.work_tile(groups, walk)
+        walk = groups.start()  # this warp's own walk
+        while walk.active():
+            tile = walk.work_tile()
             if tile.new_group:  # C's map follows the group (after the stores still reading it)
                 c_g = operand_tensor(groups, tile.group, C, self.c_dtype)
                 tensor_maps.update_maps(groups.maps, (c_g,), (tma_c,), (C,), store_warp)
@@ -339,7 +339,7 @@ class BlackwellGroupedBlockScaledGemm:
             with cute.arch.elect_one():
                 accs.consumer_release(drain)  # every tcgen05.ld of this stage has completed
             drain.advance()
-            walk = group_walk.advance(groups, walk)
+            walk.advance()
         sm100.tmem_free(tmem, warp_idx, store_warp, EPILOGUE_THREADS)
         pipe = epi.pipe
         if warp_idx == store_warp:

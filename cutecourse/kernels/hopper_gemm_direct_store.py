@@ -30,7 +30,7 @@ import cutlass
 import cutlass.cute as cute
 
 from ..models.gemm_plan import EPI_STAGES, EPI_TILE, check_tile
-from . import gemm_launch
+from . import gemm_launch, tile_scheduler
 from .hopper_gemm_persistent import GROUP_M, PersistentHopperGemm, plan_persistent, validate
 
 #: The tile: the cooperative kernel's 128x256 (each consumer warpgroup 64x256).
@@ -55,7 +55,7 @@ class DirectStoreHopperGemm(PersistentHopperGemm):
         self.launch(a, b, c, (counters,), self.grid_clusters(c), stream, (c_rows, *epilogue_args))
 
     @cute.jit
-    def store_tile(self, sched, epilogue, mma, gC, tile, ctid, warp_idx, c_map=None):
+    def store_tile(self, scheduler, epilogue, mma, gC, tile, ctid, warp_idx, c_map=None):
         """Each consumer thread converts its accumulators (through the epilogue op, if any) and
         stores them where they belong in C, a pair of columns per store, skipping pairs outside C."""
         c, op_operands = epilogue.operands[0], epilogue.operands[1:]  # C (M, N) in global memory
@@ -89,7 +89,7 @@ def compile_target(tile=(128, 256), in_dtype: str = "float16", out_dtype: str = 
                    scheduler: str = "static", pdl: bool = False):
     """(jit_fn, fake_args) for ``cutecourse.inspect.compile_report`` (symbolic M, N, K)."""
     plan_persistent(tuple(tile), in_dtype, out_dtype, stages=stages, tiles=TILES)  # clear errors first
-    kernel = DirectStoreHopperGemm(tuple(tile), (1, 1), sms, group_m, stages, scheduler, pdl=pdl)
+    kernel = DirectStoreHopperGemm(tuple(tile), (1, 1), sms, group_m, stages, tile_scheduler.SCHEDULERS[scheduler], pdl=pdl)
     return kernel, gemm_launch.fake_persistent_arguments(in_dtype, out_dtype)
 
 
@@ -101,7 +101,7 @@ def launcher(a, b, c, tile=(128, 256), group_m: int = GROUP_M, stages: int | Non
     check_tile(tile, TILES)  # this kernel's one tile, before the persistent kernel's checks
     validate(a, b, c.dtype, tile, stages, c)
     sms = require_gpu("sm_90a").sm_count if sms is None else sms
-    kernel = DirectStoreHopperGemm(tuple(tile), (1, 1), sms, group_m, stages, scheduler, EPI_TILE,
+    kernel = DirectStoreHopperGemm(tuple(tile), (1, 1), sms, group_m, stages, tile_scheduler.SCHEDULERS[scheduler], EPI_TILE,
                                    EPI_STAGES, pdl)
     return gemm_launch.counted_launcher(kernel, a, b, c)
 

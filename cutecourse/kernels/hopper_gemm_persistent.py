@@ -72,8 +72,6 @@ TALL = (256, 128)
 PERSISTENT_TILES = (*TILES, TALL)
 #: Cluster shapes (the multicast pairs share A or B tiles as in ``hopper_gemm_cluster``).
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
-#: Tile schedulers (tile_scheduler.py): "static" or "dynamic".
-SCHEDULERS = tile_scheduler.KINDS
 WORK_SLOTS = tile_scheduler.WORK_SLOTS
 #: The first consumer warp issues the epilogue's TMA stores.
 EPILOGUE_STORE_WARP = 4
@@ -101,14 +99,17 @@ class PersistentHopperGemm:
     """C = A @ B.T, persistent and warp-specialized (see the module docstring).
 
     ``sms``: CTAs (SMs) the grid may use. ``group_m``: band height of the tile order. ``stages``:
-    the ring depth. ``scheduler``: "static" or "dynamic" (the kernel takes 2 int32 ``counters``,
-    zero before the first launch and again after each; the static one ignores them).
-    ``cluster_mn``: one of ``CLUSTERS``. ``pdl``: programmatic dependent launch.
+    the ring depth. ``scheduler``: a ``tile_scheduler.TileScheduler`` class, ``StaticScheduler``
+    or ``DynamicScheduler`` (the kernel takes 2 int32 ``counters``, zero before the first launch
+    and again after each; the static one ignores them), or a subclass with another tile order.
+    ``cluster_mn``: one of ``CLUSTERS``. ``pdl``: programmatic dependent launch. ``epilogue_op``:
+    an ``epilogue_op.EpilogueOp`` applied to each accumulator before it is stored.
 
     The variants (ping-pong, stream-K, the grouped GEMMs) change it through small hooks: where the
-    tiles come from (``schedule``, a scheduler module, and ``make_scheduler``), which tensors a
-    tile's loads use (``tile_loads``), what the consumers do as a tile starts (``enter_tile``),
-    its mainloop (``mainloop``) and where its result goes (``store_tile``).
+    tiles come from (``make_scheduler``: an object of the ``Scheduler`` class), which tensors a
+    tile's loads use (``tile_loads``), how the consumer warpgroups share the work (``consumers``),
+    what they do as a tile starts (``enter_tile``), its mainloop (``mainloop``) and where its
+    result goes (``store_tile``).
     """
 
     #: The tiles it takes; warpgroups sharing one tile's MMAs (2: each owns 64 of its 128 rows);
@@ -118,16 +119,13 @@ class PersistentHopperGemm:
     C_BUFFER_SETS = 1
     IN_DTYPES = IN_DTYPES
     WGMMA_N = None
-    #: Hook: where the tiles come from. A module keeping ``tile_scheduler``'s contract (start,
-    #: advance, active, work_tile, publish, receive, finish), walked by both roles' loops.
-    schedule = tile_scheduler
     #: int32 fields of one work item in the smem slots between the producer and the consumers,
     #: and tensor maps per CTA kept in smem (grouped GEMMs: rewritten per group).
     ITEM_FIELDS = 1
     MAPS = 0
 
     def __init__(self, tile_mn=(128, 256), cluster_mn=(1, 1), sms: int = 132,
-                 group_m: int = GROUP_M, stages: int | None = None, scheduler: str = "static",
+                 group_m: int = GROUP_M, stages: int | None = None, scheduler=tile_scheduler.StaticScheduler,
                  epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES, pdl: bool = False, epilogue_op=None):
         self.tile_mn = check_tile(tile_mn, self.TILES)
         if tuple(cluster_mn) not in CLUSTERS:
@@ -136,15 +134,15 @@ class PersistentHopperGemm:
         if sms < cluster_mn[0] * cluster_mn[1] or group_m < 1:
             raise ShapeError(f"sms={sms}, group_m={group_m}: need at least one cluster and group_m >= 1",
                              "pass the GPU's SM count (132 on an H100 SXM)")
-        if scheduler not in SCHEDULERS:
-            raise ValueError(f"scheduler must be one of {SCHEDULERS}, not {scheduler!r}")
-        if scheduler == "dynamic" and tuple(cluster_mn) != (1, 1):
+        if not (isinstance(scheduler, type) and issubclass(scheduler, tile_scheduler.TileScheduler)):
+            raise ValueError(f"scheduler must be a tile_scheduler.TileScheduler class, not {scheduler!r}")
+        if issubclass(scheduler, tile_scheduler.DynamicScheduler) and tuple(cluster_mn) != (1, 1):
             raise ShapeError("the dynamic scheduler hands out tiles per CTA, but a cluster's CTAs must "
                              "work on neighbouring tiles (they share multicast loads)",
                              "use scheduler='static' with clusters")
         self.tile_mnk = (*self.tile_mn, TILE_K)
         self.cluster_mn = tuple(cluster_mn)
-        self.sms, self.group_m, self.scheduler = sms, group_m, scheduler
+        self.sms, self.group_m, self.Scheduler = sms, group_m, scheduler
         self.requested_stages = stages
         self.epi_stages, self.pdl = epi_stages, pdl
         self.epi_tile = check_epi_tile(self.tile_mn, epi_tile, whole_rounds=True, epi_stages=epi_stages)
@@ -240,7 +238,7 @@ class PersistentHopperGemm:
         tAsA, tAgA, tBsB, tBgB = sm90.tma_views(tma_a, tma_b, cta_layout, cluster_coord, sA, sB, gA, gB)
         slots = storage.work_items.get_tensor(cute.make_layout((WORK_SLOTS, self.ITEM_FIELDS),
                                                                stride=(self.ITEM_FIELDS, 1)))
-        sched = self.make_scheduler(scheduler_args, queue, slots, gA, gC, storage, (tma_a, tma_b, tma_c))
+        scheduler = self.make_scheduler(scheduler_args, queue, slots, gA, gC, storage, (tma_a, tma_b, tma_c))
 
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
 
@@ -252,53 +250,53 @@ class PersistentHopperGemm:
                 if cutlass.const_expr(self.pdl):
                     cute.arch.griddepcontrol_wait()  # the previous kernel has finished (PDL)
                 loads = sm90.Loads(tma_a, tAgA, tAsA, a_mcast_mask, tma_b, tBgB, tBsB, b_mcast_mask)
-                self._producer(ring, sched, loads)
+                self._producer(ring, scheduler, loads)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGISTERS)
-            self._consumers(ring, sched, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx,
-                            warpgroup_idx, epilogue_args)
+            self.consumers(ring, scheduler, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx,
+                           warpgroup_idx, epilogue_args)
             if cutlass.const_expr(self.pdl):
                 cute.arch.griddepcontrol_launch_dependents()  # the next kernel may start (PDL)
 
     def make_scheduler(self, scheduler_args, queue, slots, gA, gC, storage, atoms):
-        """Hook: the scheduler state of this CTA (``tile_scheduler.Scheduler``): its first work
-        item, the stride between its items (the clusters in the grid), the grid of work items."""
+        """Hook: this CTA's scheduler (a ``self.Scheduler``): its first work item, the stride
+        between its items (the clusters in the grid), the grid of work items, the hand-over."""
         cm, cn = self.cluster_mn
         in_cluster = cute.arch.block_in_cluster_idx()
         clusters_m = cute.ceil_div(cute.size(gC, mode=[2]), cm)
         clusters_n = cute.ceil_div(cute.size(gC, mode=[3]), cn)
-        return tile_scheduler.Scheduler(
-            self.scheduler, first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2],
+        return self.Scheduler(
+            first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2],
             clusters_m=clusters_m, clusters_n=clusters_n, total=clusters_m * clusters_n,
             k_tiles=cute.size(gA, mode=[3]), group_m=self.group_m, cluster_mn=self.cluster_mn,
             in_cluster=in_cluster, queue=queue, slots=slots, counters=scheduler_args[0])
 
     # -- producer: one warp, TMA only --------------------------------------------------------
     @cute.jit
-    def _producer(self, ring, sched, loads):
+    def _producer(self, ring, scheduler, loads):
         """Load every k-tile of every work item of this CTA, in order, into the ring. One pipeline
         state runs across tiles: the producer waits for a free stage, never for the consumers to
         finish a tile, so the next tile's first k-tiles load during this tile's epilogue."""
         prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
         slot = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, WORK_SLOTS)
-        work = self.schedule.start(sched)
-        while self.schedule.active(sched, work):
-            tile = self.schedule.work_tile(sched, work)
-            self.schedule.publish(sched, slot, work, tile)  # for the consumers (dynamic, grouped)
+        scheduler = scheduler.start()  # this warp's walk, at its first work item
+        while scheduler.active():
+            tile = scheduler.work_tile()
+            scheduler.publish(slot, tile)  # for the consumers (dynamic, grouped)
             slot.advance()
-            tile_loads, maps = self.tile_loads(sched, loads, tile)
+            tile_loads, maps = self.tile_loads(scheduler, loads, tile)
             for k in cutlass.range(tile.k_begin, tile.k_end, unroll=1):
                 ring.producer_acquire(prod)  # wait for a free stage, expect its bytes
                 sm90.issue_tma(ring, tile_loads, prod, k, maps=maps)
                 prod.advance()
-            work = self.schedule.advance(sched, work, tile)
-        self.schedule.publish(sched, slot, work)  # past the last item: "no more tiles"
-        self.schedule.finish(sched, work)
+            scheduler.advance(tile)
+        scheduler.publish(slot)  # past the last item: "no more tiles"
+        scheduler.finish()
         # Wait until the consumers (ours and, in a cluster, the peers') have released every stage:
         # the CTA must not exit while arrivals to its barriers are still on the way.
         ring.producer_tail(prod)
 
-    def tile_loads(self, sched, loads, tile):
+    def tile_loads(self, scheduler, loads, tile):
         """Hook: the loads of one tile: A's row panel and B's column panel of the tile, through
         the atoms' own tensor maps (None: the maps the host made)."""
         tile_loads = sm90.Loads(loads.tma_a, loads.tAgA[(None, tile.tile_m, None)], loads.tAsA,
@@ -308,20 +306,16 @@ class PersistentHopperGemm:
 
     # -- consumers: two warpgroups, WGMMA + epilogue -----------------------------------------
     @cute.jit
-    def _consumers(self, ring, sched, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx, warpgroup_idx,
-                   epilogue_args):
-        """Both consumer warpgroups work on the same tile: each owns 64 of its 128 rows."""
+    def consumers(self, ring, scheduler, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx, warpgroup_idx,
+                  epilogue_args):
+        """Hook: the consumer warpgroups' work. Here both work on the same tile, each owning 64 of
+        its 128 rows (*cooperative*). Per work item: the mainloop (the prefetch variant's, without
+        the loads), then the epilogue. The C buffers continue across tiles (a tile's sub-tiles are
+        a multiple of EPI_STAGES) and at most EPI_STAGES - 1 TMA stores are in flight, so a
+        buffer is never rewritten while a store still reads it, across tiles too."""
         ctid = tidx - 128 * PRODUCER_WARPGROUPS  # 0..255 among the consumers
         first_thread = cute.make_layout(CONSUMER_WARPGROUPS, stride=128)(warpgroup_idx - PRODUCER_WARPGROUPS)
         mma = sm90.make_mma(tiled_mma, first_thread, sA, sB, gC[(None, None, 0, 0)], self.acc_dtype)
-        self._consumer(ring, sched, mma, tma_c, gC, sC, ctid, warp_idx, epilogue_args)
-
-    @cute.jit
-    def _consumer(self, ring, sched, mma, tma_c, gC, sC, ctid, warp_idx, epilogue_args):
-        """Per work item: the mainloop (the prefetch variant's, without the loads), then the
-        epilogue. The C buffers continue across tiles (a tile's sub-tiles are a multiple of
-        EPI_STAGES) and at most EPI_STAGES - 1 TMA stores are in flight, so a buffer is never
-        rewritten while a store still reads it, across tiles too."""
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         epilogue = sm90.Epilogue(tma_c, sC, mma.tiled_mma, mma.acc, ctid, self.c_dtype,
@@ -329,25 +323,26 @@ class PersistentHopperGemm:
                                  store_warp=EPILOGUE_STORE_WARP, barrier_threads=CONSUMER_THREADS,
                                  op=self.epilogue_op, operands=epilogue_args)
         slot = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, WORK_SLOTS)
-        work = self.schedule.receive(sched, slot)
+        scheduler = scheduler.start(slot)  # the first work item (handed over through slot, if so)
         slot.advance()
-        while self.schedule.active(sched, work):
-            tile = self.schedule.work_tile(sched, work)
-            self.enter_tile(sched, epilogue, tile, warp_idx)
-            read, release = self.mainloop(ring, mma, read, release, sched, tile)
-            self.store_tile(sched, epilogue, mma, gC, tile, ctid, warp_idx)
-            work = self.schedule.receive(sched, slot, work, tile)
+        while scheduler.active():
+            tile = scheduler.work_tile()
+            self.enter_tile(scheduler, epilogue, tile, warp_idx)
+            read, release = self.mainloop(ring, mma, read, release, scheduler, tile)
+            self.store_tile(scheduler, epilogue, mma, gC, tile, ctid, warp_idx)
+            scheduler.advance(tile, slot)
             slot.advance()
         sm90.finish_stores(epilogue, warp_idx)
 
-    def enter_tile(self, sched, epilogue, tile, warp_idx):
+    def enter_tile(self, scheduler, epilogue, tile, warp_idx):
         """Hook: what the consumers do before a tile's mainloop (the grouped GEMMs: C's tensor map)."""
 
-    def mainloop(self, ring, mma, read, release, sched, tile):
-        """Hook: acc = the tile's k-tiles multiplied (``sm90.mma_tile``); returns (read, release) advanced."""
-        return sm90.mma_tile(ring, mma, read, release, tile.k_end - tile.k_begin)
+    def mainloop(self, ring, mma, read, release, scheduler, tile, turn=None):
+        """Hook: acc = the tile's k-tiles multiplied (``sm90.mma_tile``); returns (read, release)
+        advanced. ``turn``: ping-pong's turn on the tensor cores (``barriers.MmaTurn``)."""
+        return sm90.mma_tile(ring, mma, read, release, tile.k_end - tile.k_begin, turn)
 
-    def store_tile(self, sched, epilogue, mma, gC, tile, ctid, warp_idx, c_map=None):
+    def store_tile(self, scheduler, epilogue, mma, gC, tile, ctid, warp_idx, c_map=None):
         """Hook: the epilogue of a tile: its accumulators, through the epilogue op if the kernel
         has one, to C (``sm90.store_tile``). ``c_map``: C's tensor map (None: the host's)."""
         sm90.store_tile(epilogue, gC[(None, None, tile.tile_m, tile.tile_n)], warp_idx, c_map,
@@ -363,7 +358,7 @@ def compile_target(tile=(128, 256), in_dtype: str = "float16", out_dtype: str = 
     """(jit_fn, fake_args) for ``cutecourse.inspect.compile_report`` (symbolic M, N, K)."""
     # clear errors before tracing
     plan_persistent(tuple(tile), in_dtype, out_dtype, stages=stages, tiles=PERSISTENT_TILES)
-    kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, scheduler,
+    kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, tile_scheduler.SCHEDULERS[scheduler],
                                   pdl=pdl)
     return kernel, gemm_launch.fake_persistent_arguments(in_dtype, out_dtype)
 
@@ -388,7 +383,7 @@ def launcher(a, b, c, tile=(128, 256), cluster=(1, 1), group_m: int = GROUP_M,
 
     validate(a, b, c.dtype, tile, stages, c, epi_tile, epi_stages)
     sms = require_gpu("sm_90a").sm_count if sms is None else sms
-    kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, scheduler,
+    kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, tile_scheduler.SCHEDULERS[scheduler],
                                   epi_tile, epi_stages, pdl)
     return gemm_launch.counted_launcher(kernel, a, b, c)
 

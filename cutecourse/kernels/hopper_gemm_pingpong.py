@@ -7,11 +7,13 @@ time and the tensor cores idle meanwhile. Here each consumer warpgroup owns a *w
 the two alternate:
 
 * the CTA's work items are dealt out in turn: warpgroup 0 takes items 0, 2, 4 ..., warpgroup 1
-  items 1, 3, 5 ...; the producer loads them all, in order, into the one ring, so each warpgroup
-  reads its k-tiles at ring positions ``count``, skipping the other's (``2 * k_tiles`` per tile);
-* an *ordered barrier* hands the tensor cores over: a warpgroup waits for its turn before its
-  first MMA and passes the turn on after its last one is issued. So while warpgroup 1 multiplies
-  its tile, warpgroup 0 runs its epilogue: the epilogue is hidden, not exposed once per tile;
+  items 1, 3, 5 ...; both follow the scheduler through every item (``scheduler.advance``) and
+  skip the other's; the producer loads them all, in order, into the one ring, so each warpgroup
+  reads its k-tiles at ring positions ``count``, skipping the other's k-tiles;
+* an *ordered barrier* (``barriers.MmaTurn``) hands the tensor cores over: a warpgroup waits for
+  its turn before its first MMA and passes the turn on after its last one is issued
+  (``sm90.mma_tile(..., turn)``). So while warpgroup 1 multiplies its tile, warpgroup 0 runs its
+  epilogue: the epilogue is hidden, not exposed once per tile;
 * each warpgroup has its own C buffers in smem and its own TMA-store pipeline and barrier.
 
 A warpgroup holds a whole tile's fp32 accumulators, so the tile is 64x256 (128 registers per
@@ -22,7 +24,7 @@ with 128 accumulator registers, 128x128 (CUTLASS's usual ping-pong tile: two m64
 k-step, 1.33x the bytes per flop, 6 stages of 32 KiB), is an option (``tile_mn=(128, 128)``): as
 fast as the cooperative kernel at the base clock, but 0.75-0.89x torch.matmul at the 700 W cap:
 it moves 1.55x the cooperative kernel's L2 traffic, and at a high clock it waits for L2
-(docs/gpu_verification.md, fifth session).
+(docs/gpu_verification.md).
 
 The ring is deeper than the cooperative kernel's. A 40 KiB k-tile feeds half the MMAs of a 48 KiB
 one, so the ring empties twice as fast, and 4 stages cover only half the load latency that the
@@ -43,11 +45,11 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
-from cutlass.cute.nvgpu import warpgroup
 
-from . import gemm_launch, sm90, tile_scheduler
-from .barriers import Barrier
-from .hopper_gemm_persistent import PRODUCER_WARPGROUPS, PersistentHopperGemm, plan_persistent
+from . import gemm_launch, sm90
+from .barriers import Barrier, MmaTurn
+from .hopper_gemm_persistent import PRODUCER_WARPGROUPS, WORK_SLOTS, PersistentHopperGemm, plan_persistent
+from .tile_scheduler import StaticScheduler
 
 #: A warpgroup's tile: 64 rows (one wgmma's M) by 256 (the default), or 128x128 (module docstring).
 TILES = ((64, 256), (128, 128))
@@ -63,7 +65,10 @@ ORDER_BARRIER = Barrier.MMA_TURN
 
 
 class PingPongHopperGemm(PersistentHopperGemm):
-    """C = A @ B.T, persistent, warp-specialized, ping-pong (module docstring). Static scheduler."""
+    """C = A @ B.T, persistent, warp-specialized, ping-pong (module docstring): the persistent
+    kernel with one hook changed, ``consumers``: each consumer warpgroup takes every other work
+    item of the scheduler's, through the same hooks (``enter_tile``, ``mainloop`` with a turn,
+    ``store_tile``)."""
 
     TILES = TILES
     MMA_WARPGROUPS = 1
@@ -71,58 +76,59 @@ class PingPongHopperGemm(PersistentHopperGemm):
 
     def __init__(self, tile_mn=(64, 256), cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
                  stages: int | None = None, epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES,
-                 pdl: bool = False, epilogue_op=None):
-        super().__init__(tile_mn, cluster_mn, sms, group_m, stages, "static", epi_tile, epi_stages, pdl,
-                         epilogue_op)
+                 pdl: bool = False, epilogue_op=None, scheduler=StaticScheduler):
+        super().__init__(tile_mn, cluster_mn, sms, group_m, stages, scheduler, epi_tile, epi_stages,
+                         pdl, epilogue_op)
 
     @cute.jit
-    def _consumers(self, ring, sched, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx, warpgroup_idx,
-                   epilogue_args):
+    def consumers(self, ring, scheduler, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx, warpgroup_idx,
+                  epilogue_args):
         """Each consumer warpgroup is a whole MMA unit with its own tile: same fragments, own
         accumulators; its own copy of the consumer loop (w is a compile-time constant)."""
         mma = sm90.make_mma(tiled_mma, 0, sA, sB, gC[(None, None, 0, 0)], self.acc_dtype)
         wtid = tidx % 128
         if warpgroup_idx == PRODUCER_WARPGROUPS:
-            self._pingpong(ring, sched, mma, tma_c, gC, sC, wtid, warp_idx, epilogue_args, 0)
+            self._warpgroup(ring, scheduler, mma, tma_c, gC, sC, wtid, warp_idx, epilogue_args, 0)
         else:
-            self._pingpong(ring, sched, mma, tma_c, gC, sC, wtid, warp_idx, epilogue_args, 1)
+            self._warpgroup(ring, scheduler, mma, tma_c, gC, sC, wtid, warp_idx, epilogue_args, 1)
 
     @cute.jit
-    def _pingpong(self, ring, sched, mma, tma_c, gC, sC, wtid, warp_idx, epilogue_args, w: cutlass.Constexpr):
-        """Warpgroup w: tiles w, w + 2, ... of this CTA's work items, taking turns on the MMAs."""
+    def _warpgroup(self, ring, scheduler, mma, tma_c, gC, sC, wtid, warp_idx, epilogue_args,
+                   w: cutlass.Constexpr):
+        """Warpgroup w: items w, w + 2, ... of the CTA's, taking turns on the tensor cores. It
+        follows every item (the hand-over, if any, needs both warpgroups to read each slot) and
+        skips the other's: their k-tiles in the ring (``count``: the ring position of its next
+        k-tile) and their turn."""
         epilogue = sm90.Epilogue(tma_c, sC, mma.tiled_mma, mma.acc, wtid, self.c_dtype,
                                  self.epi_tile, self.epi_stages, 128, store_warp=4 * (PRODUCER_WARPGROUPS + w),
                                  barrier_threads=128, barrier_id=Barrier.EPILOGUE + w,
                                  first_buffer=w * self.epi_stages, op=self.epilogue_op, operands=epilogue_args)
         if cutlass.const_expr(w == 1):  # warpgroup 0 goes first
-            cute.arch.barrier_arrive(barrier_id=ORDER_BARRIER, number_of_threads=256)
-        k_tiles = sched.k_tiles
-        count = k_tiles * w  # ring position of this warpgroup's first k-tile
-        work = sched.first + sched.stride * w
-        while work < sched.total:
-            tile_m, tile_n = tile_scheduler.tile_of(sched, work)
-            mma.acc.fill(0.0)
-            cute.arch.barrier(barrier_id=ORDER_BARRIER + w, number_of_threads=256)  # my turn
-            for k in cutlass.range(k_tiles, unroll=1):
-                c = count + k
-                ring.consumer_wait(pipeline.PipelineState(self.stages, c, c % self.stages,
-                                                          (c // self.stages) % 2))
-                sm90.issue_mma(mma, c % self.stages)
-                warpgroup.wait_group(1)  # k-tile k-1's MMAs are done: release its stage
-                if k > 0:
-                    p = c - 1
-                    ring.consumer_release(pipeline.PipelineState(self.stages, p, p % self.stages,
-                                                                 (p // self.stages) % 2))
-            if work + sched.stride < sched.total:  # the other warpgroup has a next tile: its turn
-                cute.arch.barrier_arrive(barrier_id=ORDER_BARRIER + 1 - w, number_of_threads=256)
-            warpgroup.wait_group(0)
-            last = count + k_tiles - 1
-            ring.consumer_release(pipeline.PipelineState(self.stages, last, last % self.stages,
-                                                         (last // self.stages) % 2))
-            count += 2 * k_tiles
-            tile = tile_scheduler.WorkTile(work, tile_m, tile_n, 0, k_tiles, 0, False)
-            self.store_tile(sched, epilogue, mma, gC, tile, wtid, warp_idx)
-            work += 2 * sched.stride
+            MmaTurn(w).pass_on()
+        slot = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, WORK_SLOTS)
+        scheduler = scheduler.start(slot)
+        slot.advance()
+        count = cutlass.Int32(0)
+        if cutlass.const_expr(w == 1):  # the CTA's first item is warpgroup 0's
+            if scheduler.active():
+                first = scheduler.work_tile()
+                count = first.k_end - first.k_begin
+                scheduler.advance(first, slot)
+                slot.advance()
+        while scheduler.active():
+            tile = scheduler.work_tile()
+            self.enter_tile(scheduler, epilogue, tile, warp_idx)
+            scheduler.advance(tile, slot)  # now at the other warpgroup's next item, if any
+            slot.advance()
+            read = pipeline.PipelineState(self.stages, count, count % self.stages, (count // self.stages) % 2)
+            read, _ = self.mainloop(ring, mma, read, read.clone(), scheduler, tile, MmaTurn(w, scheduler.active()))
+            count = read.count
+            self.store_tile(scheduler, epilogue, mma, gC, tile, wtid, warp_idx)
+            if scheduler.active():  # skip the other warpgroup's item
+                other = scheduler.work_tile()
+                count = count + other.k_end - other.k_begin
+                scheduler.advance(other, slot)
+                slot.advance()
         sm90.finish_stores(epilogue, warp_idx)
 
 

@@ -45,8 +45,9 @@ import cutlass.cute as cute
 from ..errors import ShapeError
 from ..models.gemm_plan import EPI_STAGES, EPI_TILE, TILES
 from ..models.stream_k import MIN_SAVED
-from . import gemm_launch, stream_k_scheduler
+from . import gemm_launch
 from .barriers import Barrier
+from .stream_k_scheduler import StreamKScheduler
 from .hopper_gemm_persistent import CONSUMER_THREADS, GROUP_M, PersistentHopperGemm, plan_persistent, validate
 
 #: counters[FLAGS + s]: CTA slot s's partial sums are in ``partial_sums`` (after the 2 tickets).
@@ -57,18 +58,17 @@ class StreamKHopperGemm(PersistentHopperGemm):
     """C = A @ B.T, persistent, cooperative, stream-K for the last partial wave (module docstring).
     ``min_saved``: split only where that saves each CTA this many k-tiles (``models/stream_k``).
 
-    The persistent kernel with two hooks changed: its scheduler (``stream_k_scheduler``: the
+    The persistent kernel with two hooks changed: its scheduler (``StreamKScheduler``: the
     same loops walk units, pieces of a tile's K) and what a unit's accumulators become
     (``store_tile``: partial sums, or the sum of them all and the epilogue)."""
 
     TILES = TILES  # gemm_plan's: 256x128 is the persistent kernel's alone (not measured here)
-    schedule = stream_k_scheduler
 
     def __init__(self, tile_mn=(128, 256), cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
                  stages: int | None = None, epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES,
                  pdl: bool = False, min_saved: int = MIN_SAVED, epilogue_op=None):
-        super().__init__(tile_mn, cluster_mn, sms, group_m, stages, "static", epi_tile, epi_stages, pdl,
-                         epilogue_op)
+        super().__init__(tile_mn, cluster_mn, sms, group_m, stages, StreamKScheduler, epi_tile, epi_stages,
+                         pdl, epilogue_op)
         if min_saved < 1:
             raise ShapeError(f"min_saved={min_saved}: must be >= 1 k-tile", "use the default, MIN_SAVED")
         self.min_saved = min_saved
@@ -81,24 +81,24 @@ class StreamKHopperGemm(PersistentHopperGemm):
         self.launch(a, b, c, (counters, partial_sums), self.grid_clusters(c), stream, epilogue_args)
 
     def make_scheduler(self, scheduler_args, queue, slots, gA, gC, storage, atoms):
-        """The static scheduler's state plus this launch's split (``stream_k_scheduler.split``)."""
-        sched = super().make_scheduler(scheduler_args, queue, slots, gA, gC, storage, atoms)
-        return stream_k_scheduler.split(sched, self.min_saved, scheduler_args[1])
+        """The static scheduler's fields plus this launch's split (``StreamKScheduler.split``)."""
+        static = super().make_scheduler(scheduler_args, queue, slots, gA, gC, storage, atoms)
+        return StreamKScheduler.split(static, self.min_saved, scheduler_args[1])
 
     @cute.jit
-    def store_tile(self, sched, epilogue, mma, gC, tile, ctid, warp_idx, c_map=None):
+    def store_tile(self, scheduler, epilogue, mma, gC, tile, ctid, warp_idx, c_map=None):
         """After a head or middle piece, save the partial sums (the CTA of the tail piece finishes
         the tile); after a tail piece (or a whole tile), add the others' partial sums, then the
         epilogue."""
         cluster_size = self.cluster_mn[0] * self.cluster_mn[1]
         rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
-        if tile.k_end < sched.k_tiles:
-            save_partial(sched.partial_sums, sched.counters, mma.acc, sched.first * cluster_size + rank, ctid)
+        if tile.k_end < scheduler.k_tiles:
+            save_partial(scheduler.partial_sums, scheduler.counters, mma.acc, scheduler.first * cluster_size + rank, ctid)
         else:
-            first, stop = stream_k_scheduler.helpers(sched, tile)
+            first, stop = scheduler.helpers(tile)
             for other in cutlass.range(first, stop, unroll=1):
-                add_partial(sched.partial_sums, sched.counters, mma.acc, other * cluster_size + rank, ctid)
-            PersistentHopperGemm.store_tile(self, sched, epilogue, mma, gC, tile, ctid, warp_idx)
+                add_partial(scheduler.partial_sums, scheduler.counters, mma.acc, other * cluster_size + rank, ctid)
+            PersistentHopperGemm.store_tile(self, scheduler, epilogue, mma, gC, tile, ctid, warp_idx)
 
 
 # -- the partial sums: one slot per CTA, and its flag ---------------------------------------------

@@ -7,7 +7,7 @@ One grouped launch lays all the groups' C tiles end to end and lets the persiste
 ``hopper_gemm_persistent`` walk through them. ``GroupedHopperGemm`` is that kernel with four of
 its hooks changed, and nothing else:
 
-* **where the tiles come from** (``schedule = group_walk``, ``make_scheduler``): the kernel takes
+* **where the tiles come from** (``make_scheduler``: a ``group_walk.GroupScheduler``): the kernel takes
   three small tensors instead of A, B, C: ``shapes`` (G, 4) int32 ``[M, N, K, 1]``, ``ptrs`` and
   ``strides`` (G, 3) int64 (address and row stride of A_g, B_g, C_g, in ``group_walk.OPERANDS``
   order). G and every size are run-time values: one compile serves every batch of groups. The
@@ -34,7 +34,7 @@ import cutlass.cute as cute
 
 from ..models.gemm_plan import EPI_STAGES, EPI_TILE
 from . import group_walk, tensor_maps
-from .group_walk import A, B, C, operand_tensor
+from .group_walk import A, B, C, GroupScheduler, operand_tensor
 from .hopper_gemm_persistent import EPILOGUE_STORE_WARP, PRODUCER_WARP, PersistentHopperGemm
 
 #: Order inside a group: bands of GROUP_M cluster-tile rows (``models/tile_order.py``). One band
@@ -55,15 +55,14 @@ class GroupedHopperGemm(PersistentHopperGemm):
     not offered.
     """
 
-    schedule = group_walk
     ITEM_FIELDS = group_walk.TILE_FIELDS
     MAPS = 3  # A, B, C
 
     def __init__(self, tile_mn=(128, 256), cluster_mn=(1, 1), sms: int = 132, *,
                  group_m: int = GROUP_M, stages: int | None = None, epi_tile=EPI_TILE,
                  epi_stages: int = EPI_STAGES, epilogue_op=None):
-        super().__init__(tile_mn, cluster_mn, sms, group_m=group_m, stages=stages, epi_tile=epi_tile,
-                         epi_stages=epi_stages, epilogue_op=epilogue_op)
+        super().__init__(tile_mn, cluster_mn, sms, group_m=group_m, stages=stages, scheduler=GroupScheduler,
+                         epi_tile=epi_tile, epi_stages=epi_stages, epilogue_op=epilogue_op)
         self.config = ("grouped", *self.config)
 
     # -- host side ---------------------------------------------------------------------------
@@ -81,7 +80,7 @@ class GroupedHopperGemm(PersistentHopperGemm):
 
     # -- device side: the hooks ----------------------------------------------------------------
     def make_scheduler(self, scheduler_args, queue, slots, gA, gC, storage, atoms):
-        """The group walk's state (``group_walk.Groups``), with this CTA's tensor maps: each map's
+        """The group walk (``group_walk.GroupScheduler``), with this CTA's tensor maps: each map's
         owner copies the host-made template into smem (it is patched before first use)."""
         shapes, ptrs, strides, trace, map_workspace = scheduler_args
         cm, cn = self.cluster_mn
@@ -90,8 +89,8 @@ class GroupedHopperGemm(PersistentHopperGemm):
         tma_a, tma_b, tma_c = atoms
         tensor_maps.init_maps(maps, (tma_a, tma_b), (A, B), PRODUCER_WARP)
         tensor_maps.init_maps(maps, (tma_c,), (C,), EPILOGUE_STORE_WARP)
-        return group_walk.Groups(
-            shapes, ptrs, strides, shapes.shape[0],
+        return GroupScheduler(
+            shapes=shapes, ptrs=ptrs, strides=strides, count=shapes.shape[0],
             cluster_tile=(self.tile_mn[0] * cm, self.tile_mn[1] * cn, self.tile_mnk[2]),
             cluster_mn=self.cluster_mn, in_cluster=cute.arch.block_in_cluster_idx(),
             first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2], group_m=self.group_m,

@@ -3,7 +3,7 @@
 ``hopper_grouped_gemm_fp8`` keeps two k-tiles' products in flight per consumer warpgroup
 (``part0``, ``part1``), so each warpgroup's promotion FFMAs run under its own next wgmmas. That
 costs registers: three 64 x N fp32 accumulators per warpgroup (acc, part0, part1) fit the
-consumers' 232 registers only for N = 128. This variant (issue 24, ``docs/notes/grouped_speed.md``)
+consumers' 232 registers only for N = 128. This variant (``docs/grouped_fp8_speed.md``)
 keeps one: each k-tile's wgmmas write ``part``, the warpgroup waits for them (``wait_group(0)``)
 and adds ``part * sa[row] * sb`` into ``acc``. Its own tensor-core work stops meanwhile, so the
 tensor cores stay busy only if the *other* consumer warpgroup's wgmmas run during the promotion:

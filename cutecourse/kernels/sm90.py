@@ -218,7 +218,7 @@ def issue_mma(mma: Mma, stage):
 
 
 @cute.jit
-def mma_tile(ring, mma: Mma, read, release, k_tiles):
+def mma_tile(ring, mma: Mma, read, release, k_tiles, turn=None):
     """The consumers' mainloop of one tile (warp-specialized kernels): acc = 0, then acc += each of
     the next ``k_tiles`` ring stages, releasing each stage once its MMAs are done. Returns the
     advanced (read, release) pipeline states: the caller's run-time loop must assign them itself
@@ -226,9 +226,12 @@ def mma_tile(ring, mma: Mma, read, release, k_tiles):
 
     One batch of wgmmas stays in flight: when ``wait_group(1)`` returns, k-tile k-1's MMAs are done
     with their stage, which goes back to the producer; the last one after ``wait_group(0)``
-    (``k_tiles`` >= 1: there is one).
+    (``k_tiles`` >= 1: there is one). ``turn``: a ``barriers.MmaTurn`` (ping-pong): wait for it
+    before the first MMA, pass it on once the last is issued, before waiting for them to finish.
     """
     mma.acc.fill(0.0)
+    if cutlass.const_expr(turn is not None):
+        turn.wait()
     for k in cutlass.range(k_tiles, unroll=1):
         ring.consumer_wait(read)
         issue_mma(mma, read.index)
@@ -237,6 +240,9 @@ def mma_tile(ring, mma: Mma, read, release, k_tiles):
             ring.consumer_release(release)
             release.advance()
         read.advance()
+    if cutlass.const_expr(turn is not None):
+        if turn.more:
+            turn.pass_on()
     warpgroup.wait_group(0)
     ring.consumer_release(release)
     release.advance()

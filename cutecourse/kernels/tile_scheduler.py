@@ -1,44 +1,54 @@
-"""The tile scheduler of the persistent Hopper GEMMs: which work item a CTA computes next.
+"""Tile schedulers: which work item a CTA of a persistent GEMM computes next.
 
 A persistent kernel launches one CTA (or one cluster) per SM, and each loops over *work items*:
-cluster-sized blocks of C tiles, numbered in the banded order of ``models/tile_order.py``.
+cluster-sized blocks of C tiles. A scheduler is an object with one interface, which the
+persistent kernel's loops walk whatever the scheduler is:
 
-* ``static``: cluster i takes items i, i + P, i + 2P ... (P clusters in the grid). Producer and
-  consumers compute the same sequence independently; nothing is communicated.
-* ``dynamic``: the producer warp takes the next item from a global atomic counter when it is
-  ready for one, and publishes it in a smem slot (a ``cutlass.pipeline.PipelineAsync`` of
-  ``WORK_SLOTS`` slots); the consumers read it from there. CTAs on fast SMs come back sooner and
-  take more tiles; items are still handed out in increasing order, so the tiles in flight stay a
-  window of the banded order.
+* :class:`StaticScheduler`: cluster i takes items i, i + P, i + 2P ... (P clusters in the grid).
+  Producer and consumers compute the same sequence; nothing is communicated.
+* :class:`DynamicScheduler`: the producer warp takes the next item from a global atomic counter
+  when it is ready for one and *publishes* it in a smem slot (a ``PipelineAsync`` of
+  ``WORK_SLOTS`` slots); the consumers read it there. CTAs on fast SMs take more tiles.
+* ``stream_k_scheduler.StreamKScheduler`` (pieces of a tile's K) and
+  ``group_walk.GroupScheduler`` (the grouped GEMMs' tiles, group after group).
 
-Every scheduler of the course keeps one contract, so that the persistent kernel's loops serve
-them all: this module (static, dynamic), ``stream_k_scheduler`` (stream-K) and ``group_walk``
-(the grouped GEMMs). The producer walks ``start`` / ``advance`` while ``active``; ``work_tile``
-says what an item means for this CTA (a :class:`WorkTile`); ``publish`` / ``receive`` hand items
-from the producer to the consumers (or let the consumers compute the same sequence); ``finish``
-ends the producer's walk. A consumer's item is whatever ``receive`` returns and ``work_tile``
-takes: here a work index, in ``group_walk`` the tile itself.
+The interface (every method runs on the GPU, inside the kernel)::
 
-The functions are module-level ``@cute.jit`` functions taking the :class:`Scheduler` state, not
-its methods: the DSL treats a local object whose method is called inside a run-time loop as
-carried through the loop, and a Python object cannot be. ``publish`` and ``receive`` leave
-``slot.advance()`` to the caller for the same reason: the DSL carries a pipeline state through a
-run-time loop only if the loop body itself advances it.
+    s = scheduler.start()            # the producer: a walk at this CTA's first item
+    s = scheduler.start(slot)        # a consumer: the first item, through ``slot`` if handed over
+    while s.active():
+        tile = s.work_tile()         # a WorkTile: this CTA's C tile, its k-tiles, its group
+        s.publish(slot, tile)        # producer: hand it to the consumers (if this scheduler does)
+        ...
+        s.advance(tile)              # producer: the next item; a consumer: s.advance(tile, slot)
+    s.publish(slot)                  # producer: "no more tiles"
+    s.finish()                       # producer: e.g. reset the dynamic scheduler's counters
+
+**Why an object the DSL can carry.** A scheduler's fields are set once per CTA; only its
+*position* (``position``: a work index, a cursor ...) moves. ``__extract_mlir_values__`` hands the
+DSL the position's values, so a run-time ``while`` loop carries the scheduler from one iteration
+to the next as it carries a pipeline state (``__new_from_mlir_values__`` rebuilds it). ``start``
+returns a new object rather than moving the one the kernel made: the producer and the consumers
+each walk their own copy.
+
+**The tile order is a method**: :meth:`StaticScheduler.tile_of` says which C tile work item i is
+(bands of ``group_m`` tile-rows, ``models/tile_order.py``); a subclass that overrides it changes
+the order of every schedule built on it (``docs/DEVELOPING.md``, "Adding a tile scheduler").
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
 from typing import NamedTuple
 
 import cutlass
 import cutlass.cute as cute
+from cutlass.cutlass_dsl import extract_mlir_values, new_from_mlir_values
 
 from .sm90 import band_tile
 
-KINDS = ("static", "dynamic")
-#: Dynamic scheduler: work-item slots in smem between the producer and the consumers. Two, so the
-#: producer can publish item t+1 while the consumers still read item t's slot.
+#: Work-item slots in smem between the producer and the consumers. Two, so the producer can
+#: publish item t+1 while the consumers still read item t's slot.
 WORK_SLOTS = 2
 
 
@@ -54,107 +64,110 @@ class WorkTile(NamedTuple):
     new_group: cutlass.Boolean  # this CTA's previous tile was in another group
 
 
-@dataclass
-class Scheduler:
-    """The scheduler's state inside one CTA (built by the kernel at trace time)."""
+class TileScheduler:
+    """The part every scheduler shares: fields given once (keyword arguments), a ``position``
+    that moves and that the DSL carries through loops."""
 
-    kind: str  # "static" or "dynamic"
-    first: object  # this cluster's first work item (static)
-    stride: object  # clusters in the grid
-    clusters_m: object  # the grid of work items
-    clusters_n: object
-    total: object  # clusters_m * clusters_n
-    k_tiles: object  # per work item
-    group_m: int  # band height of the tile order
-    cluster_mn: tuple[int, int]
-    in_cluster: object  # this CTA's (m, n) inside its cluster
-    queue: object  # dynamic: the PipelineAsync of the smem slots
-    slots: object  # dynamic: the slots, (WORK_SLOTS, 1) int32 work items
-    counters: object  # int32 in global memory, zero between launches: dynamic: 2 tickets;
-    #                   stream-k: then one "partial sums ready" flag per CTA
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+        self.position = None  # set by start()
 
+    def __extract_mlir_values__(self):
+        return extract_mlir_values(self.position) if self.position is not None else []
 
-def tile_of(sched: Scheduler, work):
-    """This CTA's (m, n) C tile for work item ``work`` (a cluster-sized block of tiles)."""
-    cluster_m, cluster_n = band_tile(work, sched.clusters_m, sched.clusters_n, sched.group_m)
-    return (cluster_m * sched.cluster_mn[0] + sched.in_cluster[0],
-            cluster_n * sched.cluster_mn[1] + sched.in_cluster[1])
+    def __new_from_mlir_values__(self, values):
+        moved = copy.copy(self)
+        moved.position = new_from_mlir_values(self.position, values)
+        return moved
 
+    def at(self, position):
+        """A copy of this scheduler at ``position``."""
+        walk = copy.copy(self)
+        walk.position = position
+        return walk
 
-# -- the contract every scheduler of the course keeps (``group_walk`` and ``stream_k_scheduler``
-#    too): the producer walks start / advance while active; work_tile says what an item means
-#    for this CTA; publish / receive hand items to the consumers; finish ends the producer's walk.
-#    A consumer's item is what ``receive`` returns: here a work index, in group_walk a tile.
-def work_tile(sched: Scheduler, work) -> WorkTile:
-    tile_m, tile_n = tile_of(sched, work)
-    return WorkTile(work, tile_m, tile_n, 0, sched.k_tiles, 0, False)
+    # -- the interface (see the module docstring); the hand-over does nothing by default --------
+    def publish(self, slot, tile=None):
+        """Producer: hand ``tile`` to the consumers (None: no more tiles)."""
+
+    def finish(self):
+        """Producer, after its last item."""
 
 
-def active(sched: Scheduler, work):
-    return work < sched.total
+class StaticScheduler(TileScheduler):
+    """Cluster i takes work items i, i + P, i + 2P ... Fields: ``first`` (this cluster's first
+    item), ``stride`` (P), ``clusters_m`` x ``clusters_n`` = ``total`` items, ``k_tiles`` per item,
+    ``group_m``, ``cluster_mn``, ``in_cluster`` (this CTA's place in its cluster), ``counters``
+    (int32 in global memory, zero between launches), ``queue`` and ``slots`` (the smem hand-over)."""
+
+    def tile_of(self, work):
+        """Hook: this CTA's (m, n) C tile for work item ``work``: the cluster's tile in bands of
+        ``group_m`` rows of cluster tiles, then this CTA's place inside the cluster."""
+        cluster_m, cluster_n = band_tile(work, self.clusters_m, self.clusters_n, self.group_m)
+        return (cluster_m * self.cluster_mn[0] + self.in_cluster[0],
+                cluster_n * self.cluster_mn[1] + self.in_cluster[1])
+
+    def start(self, slot=None):
+        return self.at(self.first)
+
+    def active(self):
+        return self.position < self.total
+
+    def work_tile(self) -> WorkTile:
+        tile_m, tile_n = self.tile_of(self.position)
+        return WorkTile(self.position, tile_m, tile_n, 0, self.k_tiles, 0, False)
+
+    def advance(self, tile=None, slot=None):
+        self.position = self.position + self.stride
 
 
-@cute.jit
-def _fetch(sched: Scheduler):
-    """Producer warp: lane 0 takes a ticket from the global counter, the warp shares it."""
-    ticket = cutlass.Int32(0)
-    counter = sched.counters.iterator
-    if cute.arch.lane_idx() == 0:
-        ticket = cute.arch.atomic_add(counter, cutlass.Int32(1))
-    return cute.arch.shuffle_sync(ticket, 0)
+class DynamicScheduler(StaticScheduler):
+    """Work items from a global atomic counter, taken by the producer warp and handed to the
+    consumers through the smem slots (module docstring). Single-CTA clusters only."""
 
+    @cute.jit
+    def _fetch(self):
+        """Producer warp: lane 0 takes a ticket from the global counter, the warp shares it."""
+        ticket = cutlass.Int32(0)
+        counter = self.counters.iterator
+        if cute.arch.lane_idx() == 0:
+            ticket = cute.arch.atomic_add(counter, cutlass.Int32(1))
+        return cute.arch.shuffle_sync(ticket, 0)
 
-@cute.jit
-def start(sched: Scheduler):
-    """Producer: the first work item."""
-    if cutlass.const_expr(sched.kind == "dynamic"):
-        return _fetch(sched)
-    return sched.first
+    def _next(self, slot):
+        """The producer fetches the next item; a consumer (``slot``) reads the one it published."""
+        if cutlass.const_expr(slot is None):
+            return self._fetch()
+        return take(self.queue, self.slots, slot, 1)[0]
 
+    def start(self, slot=None):
+        return self.at(self._next(slot))
 
-@cute.jit
-def advance(sched: Scheduler, work, tile=None):
-    """Producer: the work item after ``work``."""
-    if cutlass.const_expr(sched.kind == "dynamic"):
-        return _fetch(sched)
-    return work + sched.stride
+    def advance(self, tile=None, slot=None):
+        self.position = self._next(slot)
 
+    def publish(self, slot, tile=None):
+        """Write the work item into a free slot (after the last one too: ``position`` >= total
+        says "no more tiles")."""
+        put(self.queue, self.slots, slot, (self.position,))
 
-@cute.jit
-def publish(sched: Scheduler, slot, work, tile=None):
-    """Producer, dynamic: write the work item into a free smem slot for the consumers (after the
-    last item too: ``work`` >= total says "no more tiles")."""
-    if cutlass.const_expr(sched.kind == "dynamic"):
-        put(sched.queue, sched.slots, slot, (work,))
-
-
-@cute.jit
-def receive(sched: Scheduler, slot, work=None, tile=None):
-    """Consumers: the next work item after ``work`` (None: the first). Dynamic: from the
-    producer's slot; static: computed, the same sequence as the producer's."""
-    if cutlass.const_expr(sched.kind == "dynamic"):
-        return take(sched.queue, sched.slots, slot, 1)[0]
-    if cutlass.const_expr(work is None):
-        return sched.first
-    return work + sched.stride
-
-
-@cute.jit
-def finish(sched: Scheduler, work):
-    """Producer, dynamic: the last CTA to finish sets both counters back to 0 for the next launch.
-
-    counters[1] counts CTAs whose producer is done fetching. The CTA that brings it to
-    P (the grid size) knows that no CTA will touch counters[0] again in this launch.
-    """
-    if cutlass.const_expr(sched.kind == "dynamic"):
-        counter = sched.counters.iterator
-        grid = sched.stride
+    @cute.jit
+    def finish(self):
+        """The last CTA to finish sets both counters back to 0 for the next launch: counters[1]
+        counts CTAs whose producer is done fetching; the one that brings it to P (the grid size)
+        knows that no CTA will touch counters[0] again in this launch."""
+        counter = self.counters.iterator
+        grid = self.stride
         if cute.arch.lane_idx() == 0:
             done_ptr = counter + 1
             done = cute.arch.atomic_add(done_ptr, cutlass.Int32(1), sem="acq_rel", scope="gpu")
             if done == grid - 1:
                 cute.arch.atomic_exch(counter, cutlass.Int32(0))
                 cute.arch.atomic_exch(done_ptr, cutlass.Int32(0))
+
+
+#: The schedulers a dense persistent kernel takes, by name (the launchers' ``scheduler=``).
+SCHEDULERS = {"static": StaticScheduler, "dynamic": DynamicScheduler}
 
 
 # -- the hand-over: smem slots between the producer warp and the consumers ----------------------
