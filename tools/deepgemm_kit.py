@@ -178,6 +178,9 @@ def build(kit: Path, dest: Path, jobs: int) -> int:
     if not nvcc.exists():
         return _say(False, f"no nvcc at {nvcc}: set CUDA_HOME to the CUDA toolkit")
     t0 = time.perf_counter()
+    if _built(kit, dest):  # a second call on a machine still warm: the same kit, already compiled
+        print(f"deep_gemm already built from this kit in {dest}", flush=True)
+        return _import_check(dest, env, 0.0)
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -208,6 +211,7 @@ setup(name='deep_gemm', ext_modules=[CUDAExtension(
     extra_link_args=[f'-Wl,-rpath,{{d}}' for d in libs])],
     cmdclass={{'build_ext': BuildExtension}}, script_args=['build_ext', '--inplace'])
 """)
+    print(f"compiling deep_gemm._C in {dest} (one C++ file, about a minute)", flush=True)
     proc = subprocess.run([sys.executable, setup.name], cwd=dest, capture_output=True, text=True,
                           env={**os.environ, **env, "MAX_JOBS": str(jobs)})
     (dest / "build.log").write_text(proc.stdout + proc.stderr)
@@ -218,6 +222,19 @@ setup(name='deep_gemm', ext_modules=[CUDAExtension(
         errors = [line for line in (proc.stdout + proc.stderr).splitlines() if "error" in line.lower()]
         print("\n".join(errors[:20] or (proc.stdout + proc.stderr).splitlines()[-30:]), flush=True)
         return _say(False, f"the extension did not compile ({t_build:.0f} s); whole log in {dest / 'build.log'}")
+    return _import_check(dest, env, t_build)
+
+
+def _built(kit: Path, dest: Path) -> bool:
+    """Whether ``dest`` holds an extension compiled from this very kit."""
+    try:
+        return any(dest.glob("deep_gemm/_C*.so")) and json.loads((dest / "MANIFEST.json").read_text()) == manifest(kit)
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def _import_check(dest: Path, env: dict, t_build: float) -> int:
+    """``import deep_gemm`` in a fresh process (it initializes on the GPU), then ``env.sh``."""
     check = subprocess.run([sys.executable, "-c", "import deep_gemm, torch; print(deep_gemm.__version__, "
                             "deep_gemm.get_num_sms(), torch.cuda.get_device_name())"],
                            capture_output=True, text=True, env={**os.environ, **env})
