@@ -12,9 +12,10 @@ the two apart; this module can, from one fact: the driver version (``nvidia-smi`
 * a driver older still: no CUDA build of this torch runs on it; the CPU build, and the fix (update
   the driver).
 
-``./course.sh`` runs this file with any Python (standard library only, no package import) before
-``.venv`` has anything in it; ``CUTECOURSE_TORCH_INDEX`` overrides the choice (an index URL, or
-``pypi`` for the default index). Where the chosen index cannot be reached (a firewall that lets
+``./course.sh`` runs this file as a script on standard input (``python - < cutecourse/torch_build.py``:
+standard library only, no package import, so before ``.venv`` has anything in it, and without the
+script's folder shadowing the standard library's ``inspect``); ``CUTECOURSE_TORCH_INDEX``
+overrides the choice (an index URL, or ``pypi`` for the default index). Where the chosen index cannot be reached (a firewall that lets
 only PyPI through), ``course.sh`` falls back to the default index and says what that costs.
 ``cutecourse.check`` uses :func:`needed_driver` to name the real fix when torch sees no GPU.
 """
@@ -26,6 +27,8 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
@@ -111,12 +114,23 @@ def driver_version() -> str | None:
 
 
 def reachable(url: str, timeout: float = 5.0) -> bool:
-    """Whether ``url`` answers within ``timeout`` seconds (a firewall or no DNS: False, fast)."""
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
-            return True
-    except Exception:
-        return False
+    """Whether ``url`` answers within ``timeout`` seconds, name lookup included (a socket timeout
+    does not cover DNS, so the request runs in a thread that is abandoned at the deadline)."""
+    answered: list[bool] = []
+
+    def ask() -> None:
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
+                answered.append(True)
+        except urllib.error.HTTPError:  # the server answered (a HEAD it refuses still answers)
+            answered.append(True)
+        except Exception:
+            pass
+
+    t = threading.Thread(target=ask, daemon=True)
+    t.start()
+    t.join(timeout)
+    return bool(answered)
 
 
 def main(argv: list[str] | None = None) -> int:

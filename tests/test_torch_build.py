@@ -91,3 +91,15 @@ def test_check_names_the_real_fix_for_a_driver_build_mismatch(monkeypatch, versi
     fix = check.mismatch_fix(driver)
     for w in words:
         assert w in fix, fix
+
+
+def test_a_server_that_refuses_head_still_counts_as_reachable():
+    import http.server
+    import threading
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)  # 501 to all
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert torch_build.reachable(f"http://127.0.0.1:{server.server_port}/whl/cpu/torch/", timeout=5)
+    finally:
+        server.shutdown()
