@@ -269,25 +269,35 @@ def run(shapes, protocol: dict, dg, why_not: str, course_rows=(COURSE,)) -> tupl
         t0 = time.perf_counter()
         print(f"{name}:", flush=True)
         cases, errors, notes = [], {}, {} if dg is not None else {DEEPGEMM: why_not}
-        flops, rows, n, k = shape_cases(name, dg, cases, errors, notes, course_rows)
         all_notes[name] = notes
-        if not any(c.name == TWIN for c in cases):
-            print(f"  {TWIN}: unavailable ({notes.get(TWIN)}); baseline: {peers.BASELINE_FP8}", flush=True)
-        baseline = TWIN if any(c.name == TWIN for c in cases) else peers.BASELINE_FP8
-        print(f"  checked in {time.perf_counter() - t0:.0f} s; timing {[c.name for c in cases]}", flush=True)
-        with bench.GpuMonitor() as monitor:
-            res = bench.compare(
-                f"FP8 block-scaled grouped GEMM against DeepGEMM, {name} ({len(rows)} groups, sum M = {sum(rows)}, "
-                f"N = {n}, K = {k}), normal data, sustained", cases, bench.Work(flops=flops), baseline=baseline,
-                monitor=monitor, progress=False, **protocol,
-                params={"groups": len(rows), "rows": rows, "n": n, "k": k, "data": "normal",
-                        "protocol": "sustained", "blocks": "A 1x128, B 128x128, e4m3 + fp32",
-                        "relative errors vs scaled_mm_reference (rowwise rows: vs the exact product)": errors,
-                        **notes})
-        print(res.table(), flush=True)
-        results[name] = res
+        try:
+            results[name] = _measure(name, dg, cases, errors, notes, course_rows, protocol, t0)
+        except Exception as e:  # noqa: BLE001  (one shape failing leaves the others' numbers standing)
+            notes["failed"] = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"
+            print(f"  {name} failed: {notes['failed']}", flush=True)
+        del cases
         torch.cuda.empty_cache()
     return results, all_notes
+
+
+def _measure(name, dg, cases, errors, notes, course_rows, protocol, t0):
+    """One shape: its rows built and checked (``shape_cases``), then timed together."""
+    flops, rows, n, k = shape_cases(name, dg, cases, errors, notes, course_rows)
+    if not any(c.name == TWIN for c in cases):
+        print(f"  {TWIN}: unavailable ({notes.get(TWIN)}); baseline: {peers.BASELINE_FP8}", flush=True)
+    baseline = TWIN if any(c.name == TWIN for c in cases) else peers.BASELINE_FP8
+    print(f"  checked in {time.perf_counter() - t0:.0f} s; timing {[c.name for c in cases]}", flush=True)
+    with bench.GpuMonitor() as monitor:
+        res = bench.compare(
+            f"FP8 block-scaled grouped GEMM against DeepGEMM, {name} ({len(rows)} groups, sum M = {sum(rows)}, "
+            f"N = {n}, K = {k}), normal data, sustained", cases, bench.Work(flops=flops), baseline=baseline,
+            monitor=monitor, progress=False, **protocol,
+            params={"groups": len(rows), "rows": rows, "n": n, "k": k, "data": "normal",
+                    "protocol": "sustained", "blocks": "A 1x128, B 128x128, e4m3 + fp32",
+                    "relative errors vs scaled_mm_reference (rowwise rows: vs the exact product)": errors,
+                    **notes})
+    print(res.table(), flush=True)
+    return res
 
 
 def save(results: dict, extra: dict, out_dirs) -> list[Path]:

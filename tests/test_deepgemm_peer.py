@@ -134,6 +134,8 @@ def test_run_times_every_row_and_saves_a_result_set(monkeypatch, tmp_path):
     speeds = {deepgemm_peer.DEEPGEMM: 500.0, deepgemm_peer.COURSE: 550.0, deepgemm_peer.TWIN: 520.0}
 
     def fake_cases(name, dg, cases, errors, notes, course_rows):
+        if name == deepgemm_peer.SHAPES[2]:
+            raise RuntimeError("out of memory")  # one shape failing: the others still count
         cases.extend(bench.Case(label, lambda: None) for label in (deepgemm_peer.DEEPGEMM, *course_rows,
                                                                    deepgemm_peer.TWIN))
         errors.update({c.name: 1e-3 for c in cases})
@@ -155,7 +157,8 @@ def test_run_times_every_row_and_saves_a_result_set(monkeypatch, tmp_path):
     monkeypatch.setattr(deepgemm_peer, "shape_cases", fake_cases)
     monkeypatch.setattr(bench, "time_us", lambda case, *a, **k: [speeds[case.name]] * 2)
     monkeypatch.setattr(bench, "GpuMonitor", Monitor)
-    results, notes = deepgemm_peer.run(deepgemm_peer.SHAPES[:2], deepgemm_peer.SMOKE, object(), "")
+    results, notes = deepgemm_peer.run(deepgemm_peer.SHAPES[:3], deepgemm_peer.SMOKE, object(), "")
+    assert "out of memory" in notes[deepgemm_peer.SHAPES[2]]["failed"] and deepgemm_peer.SHAPES[2] not in results
     table = deepgemm_peer.summary(results)
     first = table[deepgemm_peer.SHAPES[0]]
     assert first["best peer"] == deepgemm_peer.DEEPGEMM  # 500 us is the faster peer
