@@ -372,3 +372,12 @@ def describe_block(x: torch.Tensor, fmt: str, row: int, kblock: int) -> str:
     return (f"{f.name.upper()} block (row {row}, k-block {kblock}): amax {amax:.4g}; {rule}; "
             f"block error {err:.2%}; its byte in the interleaved SF buffer: "
             f"{bs.sf_offset(row, kblock, rows, k // f.block)}")
+
+
+def __getattr__(name: str):
+    # The widget imports this module, so this module does not import it back; a cell that looks
+    # for the widget here is told where it is instead of getting a bare AttributeError.
+    if name in ("block_scaling_widget", "BlockScalingWidget"):
+        raise AttributeError(f"{name} is in cutecourse.viz.block_scaling_widget: "
+                             f"from cutecourse.viz.block_scaling_widget import {name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
