@@ -391,7 +391,7 @@ def main() -> int:
         for row, tf in e["tflops"].items():
             vs = [tf / e["tflops"][p] if p in e["tflops"] else float("nan") for p in PEERS]
             print(f"{name:<24} {row[:28]:<28} {tf:8.0f} {vs[0]:11.3f} {vs[1]:8.3f}")
-    missing = [s for s, r in results.items() if DEEPGEMM not in {row.name for row in r.rows}]
+    missing = [s for s in shapes if s not in results or DEEPGEMM not in {row.name for row in results[s].rows}]
     print(f"DEEPGEMM_PEER {'ok' if not missing else 'incomplete: no DeepGEMM row on ' + str(missing)} "
           f"({time.perf_counter() - t0:.0f} s)", flush=True)
     return 1 if missing else 0
