@@ -1,6 +1,7 @@
 """benchmarks/experiments/tma_load_rate.py compiles for sm_90a on the CPU: the load-only kernel
-that will measure the schedule model's load port on the H100 issues two TMA loads per stage into
-a swizzled ring, arms each stage's barrier with its bytes, and does no MMA."""
+that measures the schedule model's load port on the H100 issues two TMA loads per stage into a
+swizzled ring, arms each stage's barrier with its bytes, and does no MMA. (The tests of the
+experiment scripts live in tests/experiments/ and import them as ``benchmarks.experiments.*``.)"""
 
 import pytest
 
