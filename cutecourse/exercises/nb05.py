@@ -82,3 +82,255 @@ def check_empty_arrivals(arrivals_fn) -> Result:
                 return failed(title, f"cluster {cluster[0]}x{cluster[1]} with {warps} consumer "
                               f"warps: you gave {got}, expected {want}")
     return passed(title, "(CM + CN - 1) x warps, for every cluster shape tried")
+
+
+# ----------------------------------------------------------------------------------------
+# Kernel exercises: the learner writes the multicast masks and loads of the cluster kernel
+# ----------------------------------------------------------------------------------------
+# As in kernel_check's manual: the learner's hook is compiled for sm_90a here (a 2x2 cluster)
+# and its multicast loads counted in the PTX; the hook itself is run on the host, once per CTA
+# rank, with the rank as a number, and what it hands ``cute.copy`` is held against the
+# brute-force planner; on an H100 the kernel runs against torch in a child with a timeout.
+from types import SimpleNamespace  # noqa: E402
+
+from .kernel_check import LearnerError, kernel_checker  # noqa: E402
+
+TILE = (128, 256)
+CLUSTER = (2, 2)
+#: the k-tile and ring stage the host run loads (distinct, so a swapped index shows)
+K_TILE, STAGE = 5, 1
+
+
+def kernel_expr(cls, cluster=CLUSTER) -> str:
+    return f"{cls.__name__}(tile_mn={TILE}, variant='prefetch', cluster_mn={tuple(cluster)})"
+
+
+class _View:
+    """A TMA view that remembers how it was indexed: ``tAgA[(None, k)]`` -> ("A's k-tiles", k)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __getitem__(self, index):
+        return (self.name, index[-1] if isinstance(index, tuple) else index)
+
+
+def host_run(cls, cluster, rank: int, call):
+    """Run ``call(kernel, ring, loads, state)`` for CTA ``rank`` of ``cluster`` inside a host-side
+    trace, with the CTA's rank a plain number and ``cute.copy`` recorded (not issued). Returns
+    (call's value, the copies)."""
+    from unittest import mock
+
+    import cutlass.cute as cute
+
+    from ..kernels import sm90
+    from ..layouts import run_on_host
+
+    cm = cluster[0]
+    kernel = cls(tile_mn=TILE, variant="prefetch", cluster_mn=tuple(cluster))
+    p = plan(tile=(*TILE, 64), cluster=tuple(cluster), tiles=(cluster[0], cluster[1], 1))
+    loads = sm90.Loads("A's atom", _View("A's k-tiles"), _View("A's ring"), p.mask("A", 0, 0, rank),
+                       "B's atom", _View("B's k-tiles"), _View("B's ring"), p.mask("B", 0, 0, rank))
+    ring = SimpleNamespace(producer_get_barrier=lambda s: ("full barrier", s.index))
+    state = SimpleNamespace(count=K_TILE, index=STAGE, phase=0)
+    copies = []
+
+    def copy(atom, src, dst, **kw):
+        mask = kw.get("mcast_mask")
+        copies.append({"atom": atom, "src": src, "dst": dst, "bar": kw.get("tma_bar_ptr"),
+                       "mask": None if mask is None else int(mask)})
+
+    def run():
+        with mock.patch.object(cute.arch, "block_idx_in_cluster", lambda: rank), \
+                mock.patch.object(cute.arch, "block_in_cluster_idx", lambda: (rank % cm, rank // cm, 0)), \
+                mock.patch.object(cute.arch, "make_warp_uniform", lambda x: x), \
+                mock.patch.object(cute, "copy", copy):
+            out = call(kernel, ring, loads, state)
+        return out if not isinstance(out, tuple) else tuple(int(v) for v in out)
+
+    return run_on_host(run), copies
+
+
+def _on_host(code, cls, cluster, rank, call):
+    try:
+        return host_run(cls, cluster, rank, call)
+    except NotImplementedError:
+        raise
+    except Exception as exc:
+        from .learner_code import reason
+
+        where = code.locate(exc)
+        at = f"{code.describe(*where)}: " if where else ""
+        raise LearnerError(f"your {code.name} failed for CTA rank {rank} of a "
+                           f"{cluster[0]}x{cluster[1]} cluster: {at}{reason(exc)}") from None
+
+
+def _compiled_multicasts(code, cls) -> str | None:
+    """None if the 2x2 kernel compiles to the expected multicast loads, else what is wrong."""
+    from ..kernels.hopper_gemm_cluster import expected_multicast_loads
+    from . import kernel_check as kc
+
+    report = kc.compile_kernel(code, kernel_expr(cls))
+    got, want = report.count("TMA multicast loads"), expected_multicast_loads(CLUSTER)
+    if got != want:
+        return (f"compiled for a 2x2 cluster, your kernel has {got} multicast TMA loads in its "
+                f"PTX; {want} expected (A and B, in the prologue and in the mainloop)")
+    return None
+
+
+def _gpu(code, cls, title, message) -> Result:
+    from .nb03 import gpu_verdict
+
+    return gpu_verdict(code, kernel_expr(cls), title, message,
+                       f"ClusterHopperGemm(tile_mn={TILE}, cluster_mn={CLUSTER})")
+
+
+EX4 = ("Exercise 4 (kernel): the multicast masks, computed in the kernel",
+       "rank = cm + cn * CM. A's tile is shared along the cluster's row (same cm, every cn): "
+       "bits cm, cm + CM, cm + 2*CM, ...; B's along its column (same cn): CM consecutive bits "
+       "from cn * CM. The CTA's own bit is set too.")
+
+
+@kernel_checker(*EX4)
+def check_masks_in_kernel(cls) -> Result:
+    """``cls``: your subclass of ``ClusterHopperGemm`` whose ``_masks()`` returns (A's, B's)."""
+    from . import kernel_check as kc
+
+    title = EX4[0]
+    code = kc.LearnerCode(cls)
+    wrong = _compiled_multicasts(code, cls)
+    if wrong:
+        return failed(title, wrong)
+    answers, plans = {}, {}
+    for cluster in MASK_CLUSTERS:
+        plans[cluster] = p = plan(tile=(*TILE, 64), cluster=cluster, tiles=(cluster[0], cluster[1], 1))
+        for rank in range(p.cluster_size):
+            got, _ = _on_host(code, cls, cluster, rank, lambda k, r, l, s: k._masks())
+            answers.update({(cluster, rank, op): mine for op, mine in zip("AB", got)})
+    other = {"A": "B", "B": "A"}
+    # a whole answer explained by one mistake is named as that mistake (diagnosis.py's idea)
+    models = [(lambda c, r, op: plans[c].mask(other[op], 0, 0, r),
+               " (that is the other operand's mask: A is shared along a row of the cluster, B "
+               "along a column)"),
+              (lambda c, r, op: _row_major_mask(op, r, c),
+               " (that numbers the cluster row-major; CuTe's is column-major: rank = cm + cn * CM)")]
+    why = next((text for model, text in models
+                if all(model(c, r, op) == v for (c, r, op), v in answers.items())), "")
+    for (cluster, rank, op), mine in answers.items():
+        want = plans[cluster].mask(op, 0, 0, rank)
+        if mine != want:
+            width = max(4, plans[cluster].cluster_size)
+            return failed(title, f"cluster {cluster[0]}x{cluster[1]}, CTA rank {rank}: your {op} "
+                          f"mask is {fmt_mask(mine, width)}, the CTAs that need the same {op} "
+                          f"tile are {fmt_mask(want, width)}{why}")
+    tried = len(answers)
+    return _gpu(code, cls, title, f"your masks compile into the kernel (2x2: 4 multicast loads) "
+                f"and agree with the brute-force planner for all {tried} (CTA, operand) pairs of "
+                "clusters 1x1 to 4x4.")
+
+
+def _row_major_mask(op: str, rank: int, cluster) -> int:
+    """The mask a learner who numbers the cluster row-major (rank = cm * CN + cn) computes."""
+    cm_size, cn_size = cluster
+    cm, cn = rank // cn_size, rank % cn_size
+    if op == "A":  # same row cm: consecutive ranks cm * CN ...
+        return ((1 << cn_size) - 1) << (cm * cn_size)
+    return sum(1 << (i * cn_size + cn) for i in range(cm_size))
+
+
+EX5 = ("Exercise 5 (kernel): the multicast loads of a 2x2 cluster",
+       "cute.copy(loads.tma_a, loads.tAgA[(None, state.count)], loads.tAsA[(None, state.index)], "
+       "tma_bar_ptr=ring.producer_get_barrier(state), mcast_mask=a_mask), and the same for B.")
+
+
+@kernel_checker(*EX5)
+def check_multicast_loads(cls) -> Result:
+    """``cls``: your subclass of ``ClusterHopperGemm`` whose ``_load`` issues the two copies."""
+    from . import kernel_check as kc
+
+    title = EX5[0]
+    code = kc.LearnerCode(cls)
+    wrong = _compiled_multicasts(code, cls)
+    if wrong:
+        return failed(title, wrong)
+    for cluster in (CLUSTER, (2, 1), (1, 2)):
+        p = plan(tile=(*TILE, 64), cluster=cluster, tiles=(cluster[0], cluster[1], 1))
+        for rank in range(p.cluster_size):
+            _, copies = _on_host(code, cls, cluster, rank,
+                                 lambda k, r, l, s: k._load(r, l, s))
+            problem = _copy_problem(copies, p, rank, cluster)
+            if problem:
+                return failed(title, problem)
+    return _gpu(code, cls, title, "for every CTA of 2x2, 2x1 and 1x2 clusters your _load issues "
+                "one copy of A and one of B, k-tile state.count into stage state.index, on the "
+                "stage's full barrier, multicast to the CTAs the planner says; compiled for 2x2, "
+                "the PTX has the 4 multicast loads.")
+
+
+def _copy_problem(copies, p, rank, cluster) -> str | None:
+    where = f"CTA rank {rank} of a {cluster[0]}x{cluster[1]} cluster"
+    atoms = sorted(str(c["atom"]) for c in copies)
+    if atoms != ["A's atom", "B's atom"]:
+        return (f"{where}: your _load issues {len(copies)} copies ({', '.join(atoms) or 'none'}); "
+                "one k-tile needs exactly one copy with loads.tma_a and one with loads.tma_b")
+    width = max(4, p.cluster_size)
+    for c in copies:
+        op = str(c["atom"])[0]
+        if c["src"] != (f"{op}'s k-tiles", K_TILE):
+            return (f"{where}: the copy of {op} reads {c['src']}; it must read k-tile "
+                    f"state.count ({K_TILE}): loads.t{op}g{op}[(None, state.count)]")
+        if c["dst"] != (f"{op}'s ring", STAGE):
+            return (f"{where}: the copy of {op} writes {c['dst']}; it must write ring stage "
+                    f"state.index ({STAGE}): loads.t{op}s{op}[(None, state.index)]")
+        if c["bar"] != ("full barrier", STAGE):
+            return (f"{where}: the copy of {op} has tma_bar_ptr={c['bar']}: its bytes must "
+                    "complete the stage's full barrier (ring.producer_get_barrier(state)), or "
+                    "the consumers wait for them forever")
+        want = p.mask(op, 0, 0, rank)
+        if c["mask"] in (0, None) and want == 1 << rank:
+            continue  # not shared: a plain load, whose mask (0 or none) means "this CTA"
+        if c["mask"] != want:
+            shown = "none" if c["mask"] is None else fmt_mask(c["mask"], width)
+            swapped = c["mask"] == p.mask("B" if op == "A" else "A", 0, 0, rank)
+            return (f"{where}: the copy of {op} goes to CTAs {shown}, but those sharing its {op} "
+                    f"tile are {fmt_mask(want, width)}"
+                    + (": you passed the other operand's mask" if swapped else ""))
+    return None
+
+
+EX6 = ("Exercise 6 (lab): another cluster shape",
+       "an operand is multicast only when more than one CTA shares its tile: A when CN > 1, B "
+       "when CM > 1; the prefetch variant issues loads in two places (prologue, mainloop).")
+
+
+@kernel_checker(*EX6)
+def check_cluster_lab(cluster, multicast_loads) -> Result:
+    """Your ``cluster`` shape and your prediction of its multicast TMA load instructions; the
+    kernel is compiled with it beside the 1x1 kernel (registers, loads); timed on an H100."""
+    from ..inspect import compile_here
+    from ..kernels.hopper_gemm_cluster import expected_multicast_loads, make_kernel
+    from . import kernel_check as kc
+
+    title = EX6[0]
+    cluster, guess = tuple(answered(cluster, "cluster")), answered(multicast_loads, "multicast_loads")
+    want = expected_multicast_loads(cluster)
+    rows = []
+    for shape in dict.fromkeys((cluster, (1, 1))):
+        rep = compile_here(make_kernel(tile=TILE, cluster=shape), *kc.gemm_args(None),
+                           name=f"cluster {shape}")
+        rows.append(f"{shape[0]}x{shape[1]}: {rep.registers} registers, "
+                    f"{rep.count('TMA multicast loads')} multicast + "
+                    f"{rep.count('TMA loads') - rep.count('TMA multicast loads')} plain TMA loads")
+    measured = "; ".join(rows)
+    if guess != want:
+        return failed(title, f"you predict {guess} multicast loads for {cluster[0]}x{cluster[1]}; "
+                      f"the compiler made: {measured}")
+    p = plan(tile=(*TILE, 64), cluster=cluster, tiles=(cluster[0], cluster[1], 1))
+    message = (f"{measured}. Each CTA reads {p.l2_bytes(0, 0, 0) // 1024} KiB per stage from L2 "
+               f"instead of {p.tx_bytes(0, 0, 0) // 1024} KiB.")
+    if kc.gpu_here("sm_90a"):
+        run = kc.run_on_gpu(None, f"ClusterHopperGemm(tile_mn={TILE}, cluster_mn={cluster})"
+                            if cluster != (1, 1) else f"HopperGemm(tile_mn={TILE})",
+                            baseline=f"HopperGemm(tile_mn={TILE})")
+        message += " On the GPU: " + run.message
+    return passed(title, message)

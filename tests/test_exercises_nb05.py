@@ -1,0 +1,102 @@
+"""Notebook 05's kernel exercises and lab: the solutions (read from the solution notebook) pass;
+typical wrong masks and loads are rejected with a message that names the mistake; a compile error
+names the learner's line."""
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from cutecourse.exercises import nb05
+from cutecourse.exercises.learner_code import as_cell
+
+SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions" / "05_tma_multicast.ipynb"
+
+
+def _cells() -> dict[str, str]:
+    nb = nbformat.read(SOLUTIONS, as_version=4)
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    out = {"head": next(s for s in code if s.startswith("import cutlass"))}
+    for name in ("MyMasks", "MyLoads"):
+        src = next(s for s in code if s.startswith(f"class {name}"))
+        out[name] = re.sub(r"[ \t]*# (BEGIN|END) SOLUTION\n|[ \t]*# EXERCISE:.*\n", "", src)
+    return out
+
+
+CELLS = _cells()
+
+
+def learner(name: str, *edits):
+    src = CELLS[name]
+    for old, new in edits:
+        assert old in src, old
+        src = src.replace(old, new)
+    ns = as_cell(CELLS["head"])
+    as_cell(src, ns)
+    return ns[name]
+
+
+def test_the_masks_solution_passes():
+    r = nb05.check_masks_in_kernel(learner("MyMasks"))
+    assert r, r.message
+    assert "4 multicast loads" in r.message
+
+
+@pytest.mark.parametrize("edits, words", [
+    ([("return a_mask, b_mask", "return b_mask, a_mask")], "the other operand's mask"),  # swapped
+    ([("a_mask = 0\n", "a_mask = 0\n        own = 1 << rank\n"),
+      ("        return a_mask, b_mask", "        return a_mask & ~own, b_mask")], "your A mask"),  # own bit dropped
+    ([("cm, cn = rank % cm_size, rank // cm_size", "cm, cn = rank // cn_size, rank % cn_size"),
+      ("a_mask |= 1 << (cm + j * cm_size)", "a_mask |= 1 << (cm * cn_size + j)"),
+      ("b_mask = ((1 << cm_size) - 1) << (cn * cm_size)",
+       "b_mask = sum(1 << (i * cn_size + cn) for i in range(cm_size))")],
+     "row-major"),  # the cluster numbered row-major
+])
+def test_mask_mistakes_are_named(edits, words):
+    r = nb05.check_masks_in_kernel(learner("MyMasks", *edits))
+    assert not r and words in r.message, r.message
+
+
+def test_a_masks_compile_error_names_the_line():
+    r = nb05.check_masks_in_kernel(learner("MyMasks", ("b_mask = ((1 << cm_size) - 1)", "b_mask = ((1 << cm_sise) - 1)")))
+    assert not r and "line 10 of your cell" in r.message and "cm_sise" in r.message, r.message
+    assert "MLIR" not in r.message and "Traceback" not in r.message and len(r.message) < 400
+
+
+def test_the_loads_solution_passes():
+    r = nb05.check_multicast_loads(learner("MyLoads"))
+    assert r, r.message
+
+
+@pytest.mark.parametrize("edits, words", [
+    ([("tma_bar_ptr=bar, mcast_mask=a_mask", "tma_bar_ptr=bar, mcast_mask=b_mask"),
+      ("tma_bar_ptr=bar, mcast_mask=b_mask)", "tma_bar_ptr=bar, mcast_mask=a_mask)")], "other operand's mask"),
+    ([("loads.tAsA[(None, state.index)]", "loads.tAsA[(None, state.count)]")], "ring stage state.index"),
+    ([("loads.tBgB[(None, state.count)]", "loads.tBgB[(None, state.index)]")], "k-tile state.count"),
+])
+def test_load_mistakes_are_named(edits, words):
+    r = nb05.check_multicast_loads(learner("MyLoads", *edits))
+    assert not r and words in r.message, r.message
+
+
+def test_a_loads_compile_error_names_the_line():
+    r = nb05.check_multicast_loads(learner("MyLoads", ("loads.tBgB[(None, state.count)]", "loads.tBgB[(None, state.cnt)]")))
+    assert not r and "line 7 of your cell" in r.message and "state.cnt" in r.message, r.message
+    # a copy without its barrier: the DSL's own words, at the learner's line
+    r = nb05.check_multicast_loads(learner("MyLoads", ("mcast_mask=b_mask)", "tma_bar_ptr=None, mcast_mask=b_mask)"),
+                                           ("loads.tBsB[(None, state.index)],\n                  tma_bar_ptr=bar,",
+                                            "loads.tBsB[(None, state.index)],\n                 ")))
+    assert not r and "line 7 of your cell" in r.message and "tma_bar_ptr" in r.message, r.message
+
+
+def test_the_cluster_lab():
+    assert not nb05.check_cluster_lab((2, 1), 4)
+    r = nb05.check_cluster_lab((2, 1), 2)
+    assert r and "2x1" in r.message and "1x1" in r.message, r.message
+
+
+@pytest.mark.gpu
+def test_the_learners_multicast_loads_run_against_torch_on_the_gpu():
+    r = nb05.check_multicast_loads(learner("MyLoads"))
+    assert r and "matches torch" in r.message, r.message
