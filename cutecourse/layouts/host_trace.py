@@ -10,8 +10,10 @@ from typing import Any, Callable
 
 
 @contextlib.contextmanager
-def _trace_only():
-    """Let a @cute.jit call trace (and fold) but not compile: the DSL's own dry-run switch.
+def dry_run():
+    """Let a @cute.jit call (or ``cute.compile``) trace (and fold) but not compile: the DSL's own
+    dry-run switch. The one home of that switch in the package: anything that only needs the
+    trace (a layout's table, what a kernel passes to CuTe) uses it.
 
     ``CUTE_DSL_DRYRUN=1`` makes the DSL generate IR and stop. The DSL reads it once, at import,
     into its settings object; we flip that setting for the duration of one call and put it back.
@@ -73,7 +75,7 @@ def trace(jit_fn: Callable, *args: Any, **kwargs: Any) -> Any:
     are printed) and CuTe folds its static layout algebra, but no code is generated: this works
     on any machine, and for host-only functions (no kernel launch) that have nothing to compile.
     """
-    with _trace_only():
+    with dry_run():
         return jit_fn(*args, **kwargs)
 
 
@@ -89,7 +91,7 @@ def run_on_host(fn: Callable[[], Any]) -> Any:
     box: dict = {}
     _JOB.append((fn, box))
     try:
-        with _trace_only():
+        with dry_run():
             _host_function()()
     finally:
         _JOB.pop()
