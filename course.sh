@@ -112,14 +112,18 @@ setup() {
   rm -f "$STAMP"
   echo "set-up: installing into $VENV (once; later commands skip this while the pins are the same)"
   pip_ install -q --upgrade pip
-  if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(not torch.__version__.startswith('$TORCH_VERSION'))" 2>/dev/null; then
+  # torch first, the build this machine's driver runs (cutecourse/torch_build.py decides); kept
+  # when the pinned version is there, unless --force (a new driver, or CUTECOURSE_TORCH_INDEX).
+  local again=()
+  [ "${1:-}" = "--force" ] && again=(--force-reinstall)
+  if [ ${#again[@]} -gt 0 ] || ! "$VENV/bin/python" -c "import torch, sys; sys.exit(not torch.__version__.startswith('$TORCH_VERSION'))" 2>/dev/null; then
     { read -r index; read -r note; } < <("$VENV/bin/python" - < cutecourse/torch_build.py) || true
     echo "set-up: torch: $note"
     if [ -n "$index" ]; then
-      pip_ install -q --timeout 15 --retries 1 --index-url "$index" "torch==$TORCH_VERSION" \
-        || { echo "set-up: $index failed; torch from the default index instead"; pip_ install -q "torch==$TORCH_VERSION"; }
+      pip_ install -q "${again[@]}" --timeout 15 --retries 1 --index-url "$index" "torch==$TORCH_VERSION" \
+        || { echo "set-up: $index failed; torch from the default index instead"; pip_ install -q "${again[@]}" "torch==$TORCH_VERSION"; }
     else
-      pip_ install -q "torch==$TORCH_VERSION"
+      pip_ install -q "${again[@]}" "torch==$TORCH_VERSION"
     fi
   fi
   pip_ install -q -e ".[$EXTRAS]"
