@@ -258,8 +258,8 @@ def _barrier_hint(w: int, got: list, want: list) -> str:
 
 
 @checker("the ordered barrier: who waits and who arrives, on which barrier",
-         hint="read PingPongHopperGemm._pingpong: barrier ORDER_BARRIER + w is warpgroup w's turn "
-              "(ORDER_BARRIER = 3); warpgroup w computes the CTA's tiles w, w + 2, ...")
+         hint="read PingPongHopperGemm._warpgroup and sm90.mma_tile: barrier MMA_TURN + w (MmaTurn(w)) "
+              "is warpgroup w's turn (MMA_TURN = 3); warpgroup w computes the CTA's tiles w, w + 2, ...")
 def check_barrier_order(fn) -> Result:
     """``fn(w, tiles) -> [("wait" | "arrive", barrier), ...]``: the barrier operations consumer
     warpgroup ``w`` (0 or 1) of the ping-pong kernel executes, in order, in a CTA that computes

@@ -9,13 +9,13 @@ numbered 0-15 per CTA, each completed when a given number of threads has reached
 ``OrderedSequenceBarrier`` builds the same idea from a ring of mbarriers in shared memory, and
 orders the two epilogues as well):
 
-* ``bar.sync b, 256`` (``cute.arch.barrier``): this warpgroup's 128 threads arrive at barrier b
-  and wait until it completes;
-* ``bar.arrive b, 256`` (``cute.arch.barrier_arrive``): the other warpgroup's 128 threads arrive
+* ``bar.sync b, 256`` (``barriers.MmaTurn.wait``): this warpgroup's 128 threads arrive at
+  barrier b and wait until it completes;
+* ``bar.arrive b, 256`` (``MmaTurn.pass_on``): the other warpgroup's 128 threads arrive
   and go on without waiting.
 
 So barrier ``ORDER_BARRIER + w`` completes once warpgroup w waits on it and warpgroup 1 - w has
-arrived: "warpgroup w's turn". :func:`program` is the kernel's ``_pingpong`` loop as a list of
+arrived: "warpgroup w's turn". :func:`program` is the kernel's ``_warpgroup`` loop (with ``sm90.mma_tile``) as a list of
 operations, :func:`simulate` runs the two programs against each other (in time, with an MMA and
 an epilogue duration), and :func:`turns` lists the hand-overs, one per tile. A pair of programs
 that can never finish (a wait nobody arrives for) or that leaves an arrival without a wait is a
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 from ..errors import CourseError
 
-#: The kernel's ``hopper_gemm_pingpong.ORDER_BARRIER`` (named barrier 0 is __syncthreads, 1 and 2
-#: are the two epilogues'); warpgroup w's turn is barrier ORDER_BARRIER + w. tests keep them equal.
+#: The kernel's ``barriers.Barrier.MMA_TURN`` (named barrier 0 is __syncthreads, 1 and 2 are the two
+#: epilogues'); warpgroup w's turn is barrier ORDER_BARRIER + w. tests keep them equal.
 ORDER_BARRIER = 3
 KINDS = ("wait", "arrive", "mma", "epilogue")
 
