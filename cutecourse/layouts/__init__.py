@@ -49,15 +49,15 @@ from ..errors import LayoutError
 from .host_trace import dry_run, in_jit, run_on_host, trace
 from .int_tuple import (IntTuple, compact_col_major, congruent, crd2idx, flatten, idx2crd,
                         inner_product, python_offsets, size, to_text)
-from .ops import (DIVIDES, composition, logical_divide, parse_slice, parse_tiler, slice_,
+from .ops import (DIVIDES, composition, logical_divide, parse_slice, parse_tiler, run_op, slice_,
                   tiled_divide, tiler_text, zipped_divide)
 from .parse import check_layout, parse_int_tuple, parse_layout
-from .table import MAX_COORDS, LayoutTable, evaluate
+from .table import MAX_COORDS, LayoutTable, evaluate, layout_args, tabulate
 from .tv import TVTable, make_layout_tv
 
 __all__ = ["DIVIDES", "IntTuple", "LayoutError", "LayoutTable", "MAX_COORDS", "TVTable",
            "check_layout", "compact_col_major", "composition", "congruent", "crd2idx", "dry_run",
-           "evaluate", "flatten", "idx2crd", "in_jit", "inner_product", "logical_divide",
-           "make_layout_tv", "parse_int_tuple", "parse_layout", "parse_slice", "parse_tiler",
-           "python_offsets", "run_on_host", "size", "slice_", "tiled_divide", "tiler_text",
-           "to_text", "trace", "zipped_divide"]
+           "evaluate", "flatten", "idx2crd", "in_jit", "inner_product", "layout_args",
+           "logical_divide", "make_layout_tv", "parse_int_tuple", "parse_layout", "parse_slice",
+           "parse_tiler", "python_offsets", "run_on_host", "run_op", "size", "slice_", "tabulate",
+           "tiled_divide", "tiler_text", "to_text", "trace", "zipped_divide"]

@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import LayoutError
 from .int_tuple import IntTuple, flatten, idx2crd, size, to_text
 from .parse import _split_top, check_layout, parse_int_tuple, parse_layout
-from .table import LayoutTable, _layout_args, _make, _tabulate, evaluate
+from .table import LayoutTable, layout_args, _make, tabulate, evaluate
 from .host_trace import run_on_host
 
 
@@ -28,7 +28,9 @@ def _cute_failure(what: str, err: Exception, fix: str) -> LayoutError:
     return LayoutError(f"{what}: CuTe says: {detail}", fix)
 
 
-def _run_op(what: str, fix: str, build: Callable[[], Any]) -> Any:
+def run_op(what: str, fix: str, build: Callable[[], Any]) -> Any:
+    """``build()`` (CuTe calls that end in :func:`tabulate`) in one host-side trace; if CuTe
+    refuses, a LayoutError "``what``: CuTe says: <its one informative line>" with ``fix``."""
     try:
         return run_on_host(build)
     except LayoutError:
@@ -43,9 +45,9 @@ def _composition_cached(a: tuple, b: tuple) -> LayoutTable:
     import cutlass.cute as cute
 
     def build():
-        return _tabulate(cute.composition(_make(*a), _make(*b)), f"{A} o {B}")
+        return tabulate(cute.composition(_make(*a), _make(*b)), f"{A} o {B}")
 
-    return _run_op(f"cannot compose {A} with {B}",
+    return run_op(f"cannot compose {A} with {B}",
                    f"A o B feeds B's offsets into A as flat coordinates, so each mode of B must walk "
                    f"A's shape {to_text(a[0])} evenly: B's strides must divide, or be multiples of, "
                    f"the products of A's extents (here 1, "
@@ -55,7 +57,7 @@ def _composition_cached(a: tuple, b: tuple) -> LayoutTable:
 
 def composition(a: Any, b: Any) -> LayoutTable:
     """``A o B``: the layout ``c -> A(B(c))`` (B's offsets become A's coordinates)."""
-    return _composition_cached(_layout_args(a), _layout_args(b))
+    return _composition_cached(layout_args(a), layout_args(b))
 
 
 # A tiler is a layout (divides the layout as one 1-D function) or a tuple with one entry per
@@ -178,24 +180,24 @@ def _divide_cached(op: str, layout: tuple, tiler: tuple) -> LayoutTable:
     fn = getattr(cute, op)
 
     def build():
-        return _tabulate(fn(_make(*layout), _cute_tiler(tiler)), expr)
+        return tabulate(fn(_make(*layout), _cute_tiler(tiler)), expr)
 
-    return _run_op(f"{expr} failed", "the tile must divide the layout evenly, mode by mode", build)
+    return run_op(f"{expr} failed", "the tile must divide the layout evenly, mode by mode", build)
 
 
 def logical_divide(layout: Any, tiler: Any) -> LayoutTable:
     """Split each mode into (tile, rest): mode k becomes (tile_k, rest_k); the rank stays."""
-    return _divide_cached("logical_divide", _layout_args(layout), parse_tiler(tiler))
+    return _divide_cached("logical_divide", layout_args(layout), parse_tiler(tiler))
 
 
 def zipped_divide(layout: Any, tiler: Any) -> LayoutTable:
     """``((tile modes), (rest modes))``: mode 0 walks inside one tile, mode 1 picks the tile."""
-    return _divide_cached("zipped_divide", _layout_args(layout), parse_tiler(tiler))
+    return _divide_cached("zipped_divide", layout_args(layout), parse_tiler(tiler))
 
 
 def tiled_divide(layout: Any, tiler: Any) -> LayoutTable:
     """``((tile modes), rest_0, rest_1, ...)``: like zipped_divide with the rest unpacked."""
-    return _divide_cached("tiled_divide", _layout_args(layout), parse_tiler(tiler))
+    return _divide_cached("tiled_divide", layout_args(layout), parse_tiler(tiler))
 
 
 DIVIDES = {"logical_divide": logical_divide, "zipped_divide": zipped_divide, "tiled_divide": tiled_divide}
@@ -265,9 +267,9 @@ def _slice_cached(layout: tuple, coord: Any) -> LayoutTable:
 
     def tab():
         sub, base = build()
-        return _tabulate(sub, f"{L}[{ctext}]", base=base)
+        return tabulate(sub, f"{L}[{ctext}]", base=base)
 
-    t = _run_op(f"cannot slice {L} at {ctext}", "use one entry per mode, None to keep a mode", tab)
+    t = run_op(f"cannot slice {L} at {ctext}", "use one entry per mode, None to keep a mode", tab)
     parent = evaluate(shape, stride)
     # The parent's flat indices the slice keeps: coordinates that agree with every fixed entry.
     keep = tuple(i for i, c in enumerate(parent.coords) if _matches(coord, c))
@@ -312,7 +314,7 @@ def slice_(layout: Any, coord: Any) -> LayoutTable:
     its pointer), ``parent`` the sliced layout's table and ``selected`` the parent's flat
     indices the slice covers, so a picture can highlight them.
     """
-    shape, stride = _layout_args(layout)
+    shape, stride = layout_args(layout)
     coord = parse_slice(coord)
     if isinstance(coord, list):
         coord = tuple(coord)

@@ -150,7 +150,7 @@ class LayoutTable:
         return self.layout
 
 
-def _layout_args(layout: Any, stride: Any = None) -> tuple[IntTuple, IntTuple]:
+def layout_args(layout: Any, stride: Any = None) -> tuple[IntTuple, IntTuple]:
     """Any accepted spelling of a layout -> validated (shape, stride)."""
     if isinstance(layout, LayoutTable):
         return layout.shape, layout.stride
@@ -169,7 +169,7 @@ def _layout_args(layout: Any, stride: Any = None) -> tuple[IntTuple, IntTuple]:
 MAX_COORDS = 1 << 16
 
 
-def _tabulate(L: Any, expr: str, **extra: Any) -> LayoutTable:
+def tabulate(L: Any, expr: str, **extra: Any) -> LayoutTable:
     """Inside a trace: evaluate CuTe layout ``L`` at every natural coordinate."""
     shape, stride = L.shape, L.stride
     if not all(isinstance(x, int) for x in flatten(shape) + flatten(stride)):
@@ -199,7 +199,7 @@ def _make(shape: IntTuple, stride: IntTuple):
 
 @functools.lru_cache(maxsize=512)
 def _evaluate_cached(shape: IntTuple, stride: IntTuple) -> LayoutTable:
-    return run_on_host(lambda: _tabulate(_make(shape, stride), ""))
+    return run_on_host(lambda: tabulate(_make(shape, stride), ""))
 
 
 def evaluate(layout: Any, stride: Any = None) -> LayoutTable:
@@ -210,8 +210,8 @@ def evaluate(layout: Any, stride: Any = None) -> LayoutTable:
     (inside your own @cute.jit function) a ``cute.Layout``.
     """
     if _is_cute_layout(layout):
-        return _tabulate(layout, "")
-    shape, stride = _layout_args(layout, stride)
+        return tabulate(layout, "")
+    shape, stride = layout_args(layout, stride)
     return _evaluate_cached(shape, stride)
 
 

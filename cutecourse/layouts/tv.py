@@ -11,8 +11,8 @@ import numpy as np
 
 from ..errors import LayoutError
 from .int_tuple import idx2crd, size, to_text
-from .table import LayoutTable, _layout_args, _make, _tabulate, evaluate
-from .ops import _run_op
+from .table import LayoutTable, layout_args, _make, tabulate, evaluate
+from .ops import run_op
 
 
 @dataclass(frozen=True)
@@ -68,9 +68,9 @@ def _tv_cached(thr: tuple, val: tuple) -> TVTable:
 
     def build():
         tiler, tv = cute.make_layout_tv(_make(*thr), _make(*val))
-        return tuple(int(x) for x in tiler), _tabulate(tv, f"make_layout_tv({T}, {V})")
+        return tuple(int(x) for x in tiler), tabulate(tv, f"make_layout_tv({T}, {V})")
 
-    tiler, tv = _run_op(f"make_layout_tv({T}, {V}) failed",
+    tiler, tv = run_op(f"make_layout_tv({T}, {V}) failed",
                         "give a thread layout and a value layout of the same rank", build)
     owner = np.full(tiler, -1, dtype=np.int64)  # owner[m, n]: the thread holding element (m, n)
     value = owner.copy()
@@ -85,4 +85,4 @@ def _tv_cached(thr: tuple, val: tuple) -> TVTable:
 def make_layout_tv(thr_layout: Any, val_layout: Any) -> TVTable:
     """CuTe's ``make_layout_tv``: the tile a (thread layout, value layout) pair covers and the
     (thread, value) -> tile-element map, with who owns each element of the tile."""
-    return _tv_cached(_layout_args(thr_layout), _layout_args(val_layout))
+    return _tv_cached(layout_args(thr_layout), layout_args(val_layout))

@@ -19,9 +19,7 @@ import numpy as np
 
 from .. import layouts
 from ..errors import LayoutError
-from ..layouts import LayoutTable, TVTable, size, to_text
-from ..layouts.ops import _run_op
-from ..layouts.table import _layout_args, _tabulate
+from ..layouts import LayoutTable, TVTable, layout_args, run_op, size, tabulate, to_text
 
 #: Threads per warp: the unit that issues one memory instruction for 32 threads at once.
 WARP = 32
@@ -48,7 +46,7 @@ def address_map(thr_layout: Any, val_layout: Any = None, *, tensor: Any, block: 
     tile's first element (CuTe's slice drops it; a tensor slice adds it to the pointer).
     """
     tv = tv_layout(thr_layout, val_layout)
-    shape, stride = _layout_args(tensor)
+    shape, stride = layout_args(tensor)
     modes = shape if isinstance(shape, tuple) else (shape,)
     if len(modes) != len(tv.tiler):
         raise LayoutError(f"the tensor {to_text(shape)}:{to_text(stride)} has rank {len(modes)} but "
@@ -72,10 +70,10 @@ def address_map(thr_layout: Any, val_layout: Any = None, *, tensor: Any, block: 
         tile = cute.slice_(tiles, ((None,) * len(tv.tiler), block))
         base = tiles((layouts.idx2crd(0, tiles.shape[0]), layouts.idx2crd(block, tiles.shape[1])))
         tv_cute = cute.make_layout(tv.tv.shape, stride=tv.tv.stride)
-        return _tabulate(cute.composition(tile, tv_cute),
+        return tabulate(cute.composition(tile, tv_cute),
                                  f"composition(tile {block} of {T}, TV layout)", base=base)
 
-    return _run_op(f"cannot map the TV layout onto {T}", "check the tensor's layout", build)
+    return run_op(f"cannot map the TV layout onto {T}", "check the tensor's layout", build)
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,7 @@ from matplotlib import colors as mcolors
 from matplotlib.patches import Rectangle
 
 from .. import layouts
-from ..layouts import LayoutTable, TVTable, to_text
-from ..layouts.table import _layout_args
+from ..layouts import LayoutTable, TVTable, layout_args, to_text
 # The numbers these pictures draw (addresses, vector width, a warp's instructions) are
 # cutecourse.models.coalescing; notebook 02 reaches them through this module, so they are re-exported.
 from ..models.coalescing import (MAX_VECTOR_BYTES, SECTOR_BYTES, WARP, Access,  # noqa: F401
@@ -189,7 +188,7 @@ def draw_warp_access(thr_layout: Any, val_layout: Any = None, *, tensor: Any, wa
     ax1.set_xlim(-70, widest * 1.0 + 10 + max(260, widest * 0.55))
     ax1.set_ylim(-0.8, len(shown) - 0.2)
     ax1.axis("off")
-    shape, stride = _layout_args(tensor)
+    shape, stride = layout_args(tensor)
     ax1.set_title(f"128-byte lines each instruction touches (boxes: 32-byte sectors)\n"
                   f"tensor {to_text(shape)}:{to_text(stride)}, {8 * elem_bytes}-bit elements", fontsize=9)
     fig.suptitle(f"warp {warp} of make_layout_tv({tv.thr.layout}, {tv.val.layout}): "
