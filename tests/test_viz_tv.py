@@ -1,4 +1,5 @@
-"""cutecourse.viz.tv: TV layouts by CuTe, (thread, value) -> address, and warp accesses."""
+"""cutecourse.viz.tv and cutecourse.models.coalescing: TV layouts by CuTe, (thread, value) ->
+address, and warp accesses (the numbers in models.coalescing, the pictures in viz.tv)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,17 @@ from cutecourse.viz import tv as V
 # The layouts of the CuTe DSL blog post on elementwise add ("An applied introduction to CuTeDSL"),
 # kernels.elementwise_tv.SEED: 128 threads, 4x8 fp16 values each.
 SEED = ("(4,32):(32,1)", "(4,8):(8,1)")
+
+
+def test_the_numbers_are_the_models_and_still_reachable_from_viz_tv():
+    """Notebook 02 and its checker call ``viz.tv.address_map`` / ``warp_accesses``: the same
+    functions as the model's, not copies."""
+    from cutecourse.models import coalescing
+
+    for name in ("address_map", "vector_width", "warp_accesses", "tv_layout", "Access", "WARP"):
+        assert getattr(V, name) is getattr(coalescing, name), name
+    acc = coalescing.warp_accesses(coalescing.address_map(*SEED, tensor="(64,512):(512,1)"), 128)
+    assert acc[0].vector_bits == 128 and acc[0].efficiency == 1.0
 
 
 def test_address_map_is_the_blog_posts_composition():
