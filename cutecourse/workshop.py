@@ -43,6 +43,7 @@ class Item:
     what: str
     minutes: int
     kind: str = "talk"
+    with_next: bool = False  # the end of a lesson: taught that day only if its exercises fit too
 
 
 @dataclass(frozen=True)
@@ -118,13 +119,13 @@ def _number(ex: Exercise) -> str:
 
 def exercises(est: Estimate, which: str = "all", file_prefix: str | None = None) -> list[Item]:
     """Items for the exercises of the notebook's file (``NN_*``, or ``file_prefix`` e.g. ``01b_``):
-    ``which`` is "all", "day" (the kernel and lab ones, and the first short one) or "rest" (what
-    "day" leaves). Kernel-writing exercises come first; a run longer than
-    :data:`EXERCISE_ITEM_MAX` minutes is split into several items."""
+    ``which`` is "all", "day" (the first kernel-writing exercise, or the first lab where there is
+    none, and the first short one) or "rest" (what "day" leaves). Kernel-writing exercises come
+    first; a run longer than :data:`EXERCISE_ITEM_MAX` minutes is split into several items."""
     prefix = file_prefix or est.notebook.number + "_"
     mine = [e for e in est.exercises if e.file.startswith(prefix)]
-    short = [e for e in mine if e.kind == "short"]
-    day = [e for e in mine if e.kind != "short"] + short[:1]
+    by_kind = {k: [e for e in mine if e.kind == k] for k in ("kernel", "lab", "short")}
+    day = (by_kind["kernel"] or by_kind["lab"])[:1] + by_kind["short"][:1]
     chosen = {"all": mine, "day": day, "rest": [e for e in mine if e not in day]}[which]
     chosen = sorted(chosen, key=lambda e: (e.kind != "kernel", e.kind != "lab", mine.index(e)))
     items, run = [], []
@@ -143,6 +144,15 @@ def exercises(est: Estimate, which: str = "all", file_prefix: str | None = None)
     return items
 
 
+def taught_with(lesson_items: list[Item], exercise_items: list[Item]) -> list[Item]:
+    """A lesson followed by its exercises: its last part is marked so that :func:`lay_out` puts it
+    on a day only where the first exercise item fits after it."""
+    if exercise_items:
+        last = lesson_items[-1]
+        lesson_items = lesson_items[:-1] + [Item(last.what, last.minutes, last.kind, True)]
+    return lesson_items + exercise_items
+
+
 def lay_out(items: list[Item], start: int = DAY_START, closing: Item | None = None) -> Day:
     """Clock times for ``items`` in order, in blocks of at most :data:`BLOCK_MAX` minutes (the
     last :data:`CATCH_UP_MIN` of each for questions), a break between two; ``closing`` (the
@@ -159,7 +169,10 @@ def lay_out(items: list[Item], start: int = DAY_START, closing: Item | None = No
     for i, item in enumerate(items):
         gap = pause() if block and block + item.minutes + CATCH_UP_MIN > BLOCK_MAX else None
         begins = clock + (CATCH_UP_MIN + gap.minutes if gap else 0)
-        if begins + item.minutes + CATCH_UP_MIN > day_end:
+        # A lesson's end needs room for the exercises after it (and a break that may fall between).
+        tail = (items[i + 1].minutes + CATCH_UP_MIN + BREAK_MIN
+                if item.with_next and i + 1 < len(items) else 0)
+        if begins + item.minutes + CATCH_UP_MIN + tail > day_end:
             left = tuple(items[i:])
             break
         if gap:
@@ -192,33 +205,30 @@ def _opening() -> list[Item]:
 
 
 def one_day(ests: list[Estimate]) -> list[Day]:
-    """Layouts to a Hopper GEMM with multicast: notebooks 01-05, each with its kernel-writing
-    and lab exercises and its first short one."""
+    """Notebooks 01-05 as far as one day reaches (layouts to a multicast Hopper GEMM), each
+    with its first kernel-writing exercise and its first short one."""
     e = _by_number(ests)
     items = _opening()
     for n in ("01", "02", "03", "04", "05"):
-        items += lesson(e[n]) + exercises(e[n], "day")
+        items += taught_with(lesson(e[n]), exercises(e[n], "day"))
     return [lay_out(items, closing=Item("wrap-up: what notebooks 06 and 07 add, questions, "
                                         "feedback form", WRAP_UP_MIN))]
 
 
 def two_days(ests: list[Estimate]) -> list[Day]:
-    """Every notebook with every exercise (07: its kernel-writing and lab ones), in order, as far
-    as two days reach: what does not fit into day one opens day two, what does not fit into day
-    two is listed for after the days."""
+    """Every notebook in order, each with its first kernel-writing exercise and its first short
+    one, as far as two days reach: what does not fit into day one opens day two, what does not
+    fit into day two is listed for after the days (with the other exercises)."""
     e = _by_number(ests)
     day1 = _opening()
-    for n in ("01", "02", "03", "04"):
-        day1 += lesson(e[n]) + exercises(e[n])
-        if n == "01":
-            day1 += exercises(e[n], file_prefix="01b_")  # the second set of layout exercises
-    first = lay_out(day1, closing=Item("feedback form (day one)", 5))
-    day2 = [Item("recap of day one, questions", RECAP_MIN), *first.left_over]  # what day one left
-    for n in ("05", "06"):
-        day2 += lesson(e[n]) + exercises(e[n])
-    day2 += lesson(e["07"]) + exercises(e["07"], "day")
-    return [Day(first.rows, ()),
-            lay_out(day2, closing=Item("wrap-up, questions, feedback form", WRAP_UP_MIN))]
+    day2 = [Item("recap of day one, questions", RECAP_MIN)]
+    items = []
+    for n in sorted(e):
+        items += taught_with(lesson(e[n]), exercises(e[n], "day"))
+    first = lay_out(day1 + items, closing=Item("feedback form (day one)", 5))
+    second = lay_out(day2 + list(first.left_over),
+                     closing=Item("wrap-up, questions, feedback form", WRAP_UP_MIN))
+    return [Day(first.rows, ()), second]
 
 
 def _clock(minute: int) -> str:
@@ -242,10 +252,14 @@ def agenda_markdown(ests: list[Estimate]) -> str:
     after_one = [lesson(e[n])[0].what.split(", part")[0] for n in ("06", "07")]
     after_one += [x.what for n in ("01", "02", "03", "04", "05") for x in exercises(e[n], "rest")]
     after_one += [x.what for x in exercises(e["01"], file_prefix="01b_")]
-    parts = ["### One day: layouts to a multicast Hopper GEMM", "",
-             day_markdown(one_day(ests)[0], "Day 1", after_one)]
-    parts += ["", "### Two days: the whole course, as far as two days reach", ""]
-    after_two = [x.what for x in exercises(e["07"], "rest")]
+    one = one_day(ests)[0]
+    taught = sorted({m for _, i in one.rows if i.kind == "lesson"
+                     for m in re.findall(r"^\[(\d\d) · ", i.what)})
+    parts = [f"### One day: notebooks {taught[0]}-{taught[-1]}, as far as one day reaches", "",
+             day_markdown(one, "Day 1", after_one)]
+    parts += ["", "### Two days: every notebook, as far as two days reach", ""]
+    after_two = [x.what for n in sorted(e) for x in exercises(e[n], "rest")]
+    after_two += [x.what for x in exercises(e["01"], file_prefix="01b_")]
     two = two_days(ests)
     for i, day in enumerate(two, 1):
         parts += [day_markdown(day, f"Day {i}", after_two if i == len(two) else []), ""]

@@ -241,13 +241,14 @@ def test_kernel_exercises_come_first_and_stay_on_the_day():
         kernels = [e for e in est.exercises if e.kind == "kernel" and e.file.startswith(est.notebook.number + "_")]
         if kernels:
             assert items[0].kind == "kernel" and "(kernel)" in items[0].what
-    one = workshop.one_day(ests)[0]
-    on_day = " ".join(i.what for _, i in one.rows)
-    for est in ests:
-        if f"[{est.notebook.number} · " in on_day:  # its lesson is taught that day
-            for ex in est.exercises:
-                if ex.kind == "kernel":
-                    assert f"{workshop._number(ex)} (kernel)" in on_day, (est.notebook.number, ex.title)
+    for day in workshop.one_day(ests) + workshop.two_days(ests):
+        rows = [i for _, i in day.rows]
+        for est in ests:
+            n = est.notebook.number
+            last_part = workshop.lesson(est)[-1].what  # the whole lesson is taught that day
+            has_kernel = any(e.kind == "kernel" and e.file.startswith(n + "_") for e in est.exercises)
+            if has_kernel and last_part in [i.what for i in rows]:
+                assert any(i.kind == "kernel" and i.what.startswith(f"[exercises {n}]") for i in rows), n
 
 
 def test_agendas_are_teachable():
@@ -287,3 +288,15 @@ def test_presenter_notes_name_widgets_the_notebooks_have():
         code = "\n".join(c.source for c in nbformat.read(nb.path, as_version=4).cells if c.cell_type == "code")
         for name in names:
             assert re.search(rf"\b{name}\b", code), f"notebook {nb.number} no longer uses {name}"
+
+
+def test_a_lesson_is_not_taught_at_the_end_of_a_day_without_its_exercises():
+    """After a break at 16:05 there are 70 minutes before the wrap-up (17:15): the 50-minute
+    lesson and its questions alone would fit, its 30-minute kernel exercise would not, so both
+    wait for the next day."""
+    fill = [workshop.Item(f"fill {i}", m, "lesson") for i, m in enumerate((80, 80, 80, 40))]
+    pair = workshop.taught_with([workshop.Item("[09 · X](x)", 50, "lesson")],
+                                [workshop.Item("[exercises 09](y): 1 (kernel)", 30, "kernel")])
+    day = workshop.lay_out(fill + pair, closing=workshop.Item("wrap-up", 15))
+    assert [i.what for i in day.left_over] == [p.what for p in pair]
+    assert day.rows[-1][1].what == "wrap-up"
