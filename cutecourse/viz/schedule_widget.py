@@ -149,7 +149,7 @@ class ScheduleWidget:
             fig = draw_waves(next(iter(self.results.values()))).figure
         else:
             fig = draw_timelines(self.results, sms=(0, 1), window="all" if self.view.value == "whole run" else None)
-        self.png = stacked_png([fig], dpi=64)
+        self.png = stacked_png([fig], dpi=80)  # row labels ~7 px tall: readable
         plt.close(fig)
         self.picture.value = self.png
 
