@@ -29,6 +29,12 @@ Writes ``grouped_fp8_deepgemm.json`` under ``--out`` and, when the variable ``OU
 too; the JSON's ``summary`` holds each row's ratio to the best peer. DeepGEMM comes from
 ``tools/deepgemm_kit.py build`` (``/tmp/deepgemm``); a row that cannot be built or is wrong is left
 out with a note, the others still count, and the exit status is 1.
+
+DeepGEMM runs first in a child process (``--probe-deepgemm``: the same imports, inputs and first
+calls, on every shape, its JIT filling the shared cache): a crash there (a segmentation fault in
+its extension, say) costs only DeepGEMM's rows, noted with how the child died; this process loads
+DeepGEMM only for the shapes the child checked. Each shape's results are saved as soon as it is
+timed, so a later failure cannot lose them.
 """
 
 from __future__ import annotations
@@ -158,6 +164,79 @@ def import_deepgemm():
     return deep_gemm, ""
 
 
+PROBE = "DEEPGEMM_PROBE"
+
+
+def probe_child(shapes) -> int:
+    """In the child (``--probe-deepgemm``): DeepGEMM's first calls on each shape's inputs, checked
+    as the timed row will be; one ``DEEPGEMM_PROBE {json}`` line per shape."""
+    import torch
+
+    dg, why_not = import_deepgemm()
+    torch.manual_seed(0)
+    for name in shapes:
+        t0 = time.perf_counter()
+        print(f"{name}: DeepGEMM's first calls", flush=True)
+        if dg is None:
+            print(PROBE, json.dumps({"shape": name, "why": why_not}), flush=True)
+            continue
+        d = None
+        try:
+            rows, n, _k, _kind, x, w, offs, _c = peers.problem_data(name)
+            starts = [0] + offs.tolist()[:-1]
+            qA, SA, qB, SB = grouped.quantize_fp8([x[s:s + m] for s, m in zip(starts, rows)], list(w))
+            ref8 = torch.cat([fp8b.scaled_mm_reference(*q) for q in zip(qA, SA, qB, SB)])
+            a, sfa, b, sfb, m_indices = deepgemm_inputs(qA, SA, qB, SB, rows)
+            d = torch.empty(a.shape[0], n, device="cuda", dtype=torch.bfloat16)
+            deepgemm_call(dg, a, sfa, b, sfb, m_indices, d)()
+            torch.cuda.synchronize()
+            err = peers._err(d, ref8)
+            why = "" if err <= MAX_REL_ERR else f"wrong: relative error {err:.3g} > {MAX_REL_ERR}"
+        except Exception as e:  # noqa: BLE001  (reported to the parent, which leaves DeepGEMM out here)
+            why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:240]}"
+        print(PROBE, json.dumps({"shape": name, "why": why, "s": round(time.perf_counter() - t0, 1)}), flush=True)
+        del d
+        torch.cuda.empty_cache()
+    return 0
+
+
+def probe_deepgemm(shapes, timeout: float, log_dirs=(), cmd=None) -> dict[str, str]:
+    """Run ``probe_child`` in a fresh process (or ``cmd``, in tests); shape -> "" where DeepGEMM ran
+    and checked there, else why not (its error, or how the child died and on which shape). The
+    child's output is echoed and kept as ``deepgemm_probe.log`` in ``log_dirs``."""
+    cmd = cmd or [sys.executable, "-X", "faulthandler", str(Path(__file__).resolve()), "--probe-deepgemm",
+                  "--shapes", ",".join(shapes)]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        rc, out = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        rc = None
+    for d in log_dirs:
+        (Path(d) / "deepgemm_probe.log").write_text(out)
+    found = {}
+    for line in out.splitlines():
+        if line.startswith(PROBE + " "):
+            entry = json.loads(line[len(PROBE) + 1:])
+            found[entry["shape"]] = entry["why"]
+        elif line.strip():
+            print(f"  | {line[:300]}", flush=True)
+    how = "timed out after %.0f s" % timeout if rc is None else deepgemm_kit._describe(rc)
+    result, first = {}, True
+    for name in shapes:
+        if name in found:
+            result[name] = found[name]
+        else:  # the child died on this shape (the first one missing) or never reached it
+            tail = " | ".join(line for line in out.strip().splitlines()[-3:])[-300:]
+            result[name] = (f"DeepGEMM's probe process {how} on this shape (last output: {tail})" if first
+                            else f"not probed: DeepGEMM's probe process {how} on an earlier shape")
+            first = False
+    print(f"{DEEPGEMM} probe ({time.perf_counter() - t0:.0f} s, child {how}): "
+          + "; ".join(f"{k}: {v or 'ok'}" for k, v in result.items()), flush=True)
+    return result
+
+
 def shape_cases(name, dg, cases, errors, notes, course_rows=(COURSE,)):
     """Build and check every row of shape ``name`` (the course's: ``course_rows``, names of
     ``grouped_peers.COURSE_FP8``); return the flops of one launch, the rows, N and K."""
@@ -260,23 +339,29 @@ def save_sass(out_dir: str) -> Path | None:
     return path
 
 
-def run(shapes, protocol: dict, dg, why_not: str, course_rows=(COURSE,)) -> tuple[dict, dict]:
+def run(shapes, protocol: dict, dg, why_not: str, course_rows=(COURSE,), skip=None,
+        on_shape=None) -> tuple[dict, dict]:
+    """Time every shape; ``skip`` (shape -> why) leaves DeepGEMM out of those shapes; ``on_shape``
+    (results, notes) is called after each shape, to save what is measured so far."""
     import torch
 
     torch.manual_seed(0)
-    results, all_notes = {}, {}
+    results, all_notes, skip = {}, {}, skip or {}
     for name in shapes:
         t0 = time.perf_counter()
         print(f"{name}:", flush=True)
-        cases, errors, notes = [], {}, {} if dg is not None else {DEEPGEMM: why_not}
+        dg_here = None if name in skip else dg
+        cases, errors, notes = [], {}, {} if dg_here is not None else {DEEPGEMM: skip.get(name, why_not)}
         all_notes[name] = notes
         try:
-            results[name] = _measure(name, dg, cases, errors, notes, course_rows, protocol, t0)
+            results[name] = _measure(name, dg_here, cases, errors, notes, course_rows, protocol, t0)
         except Exception as e:  # noqa: BLE001  (one shape failing leaves the others' numbers standing)
             notes["failed"] = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"
             print(f"  {name} failed: {notes['failed']}", flush=True)
         del cases
         torch.cuda.empty_cache()
+        if on_shape is not None:
+            on_shape(results, all_notes)
     return results, all_notes
 
 
@@ -359,6 +444,10 @@ def main() -> int:
                    "grouped_peers.COURSE_FP8 (default: the launcher's defaults, 'course fp8')")
     p.add_argument("--smoke", action="store_true", help="one short round: builds and checks everything")
     p.add_argument("--cpu-check", action="store_true", help="no GPU: imports, packing, kit manifest, plan")
+    p.add_argument("--no-deepgemm", action="store_true", help="time the other rows only")
+    p.add_argument("--probe-timeout", type=float, default=480,
+                   help="seconds for DeepGEMM's first calls on every shape (its JIT compiles), in a child process")
+    p.add_argument("--probe-deepgemm", action="store_true", help=argparse.SUPPRESS)  # the child's side
     args = p.parse_args()
     shapes = [s.strip() for s in args.shapes.split(",")] if args.shapes else SHAPES
     unknown = [s for s in shapes if s not in SHAPES]
@@ -369,16 +458,26 @@ def main() -> int:
         raise SystemExit(f"--kernels: {course_rows}; the course's FP8 rows are {list(peers.COURSE_FP8)}")
     if args.cpu_check:
         return cpu_check(shapes)
+    if args.probe_deepgemm:
+        return probe_child(shapes)
     import cutecourse
 
     cutecourse.modes.require_gpu("sm_90a")
     protocol = SMOKE if args.smoke else {**gemm.PROTOCOLS["sustained"], "rounds": args.rounds}
     t0 = time.perf_counter()
-    dg, why_not = import_deepgemm()
+    outs = [args.out] + ([os.environ["OUT"]] if os.environ.get("OUT") else [])
+    skip = ({s: "left out (--no-deepgemm)" for s in shapes} if args.no_deepgemm
+            else probe_deepgemm(shapes, args.probe_timeout, outs[1:]))
+    dg, why_not = (None, "left out") if all(skip.values()) else import_deepgemm()
     if dg is None:
         print(f"{DEEPGEMM}: {why_not}", flush=True)
-    results, notes = run(shapes, protocol, dg, why_not, course_rows)
-    outs = [args.out] + ([os.environ["OUT"]] if os.environ.get("OUT") else [])
+
+    def checkpoint(results, notes):  # what is measured so far, in case a later shape takes the process down
+        save(results, {"summary": summary(results), "notes": notes, "partial": True,
+                       "protocol": "smoke" if args.smoke else protocol}, outs)
+
+    results, notes = run(shapes, protocol, dg, why_not, course_rows, {k: v for k, v in skip.items() if v},
+                         checkpoint)
     table = summary(results)
     extra = {"summary": table, "deepgemm": provenance(dg), "protocol": "smoke" if args.smoke else protocol,
              "notes": notes}

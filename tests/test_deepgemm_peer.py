@@ -167,3 +167,70 @@ def test_run_times_every_row_and_saves_a_result_set(monkeypatch, tmp_path):
     loaded = bench.load_set(deepgemm_peer.RESULT, tmp_path)
     assert list(loaded) == deepgemm_peer.SHAPES[:2] and path.name == f"{deepgemm_peer.RESULT}.json"
     assert loaded[deepgemm_peer.SHAPES[0]].baseline == deepgemm_peer.TWIN
+
+
+def test_run_leaves_deepgemm_out_where_the_probe_failed_and_saves_each_shape(monkeypatch):
+    from cutecourse import bench
+
+    seen, saved = {}, []
+
+    def fake_cases(name, dg, cases, errors, notes, course_rows):
+        seen[name] = dg
+        cases.extend(bench.Case(label, lambda: None) for label in (*course_rows, deepgemm_peer.TWIN))
+        return 2 * 1024 * 256 * 512, [512, 512], 256, 512
+
+    class Monitor:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def window(self, name):
+            return self
+
+        def summary(self, name):
+            return None, None
+
+    monkeypatch.setattr(deepgemm_peer, "shape_cases", fake_cases)
+    monkeypatch.setattr(bench, "time_us", lambda case, *a, **k: [100.0] * 2)
+    monkeypatch.setattr(bench, "GpuMonitor", Monitor)
+    dg, shapes = object(), deepgemm_peer.SHAPES[:2]
+    _, notes = deepgemm_peer.run(shapes, deepgemm_peer.SMOKE, dg, "", skip={shapes[1]: "killed by SIGSEGV"},
+                                 on_shape=lambda results, notes: saved.append(list(results)))
+    assert seen == {shapes[0]: dg, shapes[1]: None}
+    assert notes[shapes[1]][deepgemm_peer.DEEPGEMM] == "killed by SIGSEGV" and not notes[shapes[0]]
+    assert saved == [[shapes[0]], list(shapes)]  # saved after every shape
+
+
+def test_a_crash_in_the_probe_costs_only_deepgemms_rows(tmp_path, capsys):
+    """A real child that checks one shape, then dies of a segmentation fault on the next."""
+    ok = '{"shape": "a", "why": ""}'
+    crash = f"print('DEEPGEMM_PROBE {ok}', flush=True); print('b: first call', flush=True); " \
+            "import ctypes; ctypes.string_at(0)"
+    out = deepgemm_peer.probe_deepgemm(["a", "b", "c"], 60, [tmp_path], cmd=[sys.executable, "-c", crash])
+    assert out["a"] == ""
+    assert "killed by SIGSEGV on this shape" in out["b"] and "b: first call" in out["b"]
+    assert out["c"].startswith("not probed")
+    assert "b: first call" in (tmp_path / "deepgemm_probe.log").read_text()
+    assert "child killed by SIGSEGV" in capsys.readouterr().out
+
+
+def test_diagnose_names_the_first_step_that_crashes_and_runs_the_rest(tmp_path, monkeypatch, capsys):
+    import shutil
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # no gdb re-run here
+    monkeypatch.delenv("OUT", raising=False)
+    (tmp_path / "deepgemm" / "deep_gemm").mkdir(parents=True)
+    (tmp_path / "deepgemm" / "deep_gemm" / "_C.so").write_bytes(b"")
+    table = (("fine", "a step that works", "print('fine here')"),
+             ("crash", "a step that dies", "import ctypes; print('about to crash', flush=True); ctypes.string_at(0)"),
+             ("skipped", "a step that cannot run here", "print('SKIP: no course'); raise SystemExit(3)"),
+             ("after", "a step after the crash", "print('still ran')"))
+    assert deepgemm_kit.diagnose(tmp_path / "deepgemm", 60, table=table) == 1
+    out = capsys.readouterr().out
+    assert "DIAG fine: ok" in out and "DIAG crash: FAILED (killed by SIGSEGV)" in out and "about to crash" in out
+    assert "DIAG skipped: skipped" in out and "DIAG after: ok" in out and "still ran" in out
+    assert out.strip().splitlines()[-1] == "DEEPGEMM_DIAG failed: first failing step crash (FAILED (killed by SIGSEGV))"
+    assert [n for n, _, _ in deepgemm_kit.DIAG_STEPS] == ["toolchain", "import", "tensor-no-jit", "jit-transpose",
+                                                         "jit-after-course", "grouped-gemm"]

@@ -2,6 +2,7 @@
 
     python tools/deepgemm_kit.py pack  [--kit .deepgemm/deepgemm_kit.tar.xz]       # here, no network
     python tools/deepgemm_kit.py build [--kit ...] [--dest /tmp/deepgemm] [--jobs 16]  # on the H100
+    python tools/deepgemm_kit.py diagnose [--dest ...] [--steps import,...]          # on the H100, after build
     python tools/deepgemm_kit.py list  [--kit ...]                                   # the manifest
 
 ``pack`` reads three git mirrors (``fetch`` puts them under ``/work/.mirror``; ``--mirrors`` points
@@ -18,6 +19,12 @@ torch extension ``deep_gemm._C`` from ``csrc/python_api.cpp`` in place (what Dee
 ``setup.py build_ext`` does, without its wheel-download and stub steps), and imports the package
 in a fresh process. It prints one ``DEEPGEMM_BUILD ok|failed: ...`` line; ``env.sh`` in ``--dest``
 holds the variables a later process needs (``benchmarks/deepgemm_peer.py`` sets them itself).
+
+``diagnose`` (on the GPU machine, after ``build``) walks DeepGEMM's first use one step at a time,
+each in its own process with a timeout and DeepGEMM's JIT tracing on: the toolchain facts, the
+import, a tensor through its binding without the JIT, its JIT's first kernel (alone, then beside
+the CuTe DSL), one tiny grouped FP8 GEMM against an emulation. A crash kills only its step; the
+last line, ``DEEPGEMM_DIAG ok|failed: first failing step ...``, says where it breaks.
 """
 
 from __future__ import annotations
@@ -149,6 +156,37 @@ def pack(kit: Path, mirrors: Path) -> dict:
     return manifest
 
 
+#: The setup script ``build`` writes into the unpacked kit and runs there (``{cutlass}``, ``{fmt}``:
+#: the include roots; doubled braces are the script's own).
+#: * ``-std=c++20``, not DeepGEMM's C++17: recent torch headers refuse anything older (ATen/ATen.h).
+#: * ``-D_GLIBCXX_USE_CXX11_ABI``: DeepGEMM's setup.py passes torch's value; std::string and
+#:   std::list change layout with it, and torch's signatures carry both.
+#: * No ``-DPYBIND11_COMPILER_TYPE/STDLIB/BUILD_ABI``: torch's cpp_extension adds them itself when
+#:   torch exports them (``diagnose`` prints torch's values; the torch 2.11 build line had none).
+#: * -O2 -g0: host code only (argument checks, launches); no debug info halves the compile time.
+#: * Absolute include paths: ninja compiles from a build folder, where relative ones miss.
+#: * rpath: torch's CUDA libraries (its wheels') first, then the toolkit's, so that the extension
+#:   binds the same libcudart/libnvrtc/libcublasLt that torch has loaded, even when imported alone.
+BUILD_SCRIPT = """
+import json, torch
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension, CUDA_HOME
+from pathlib import Path
+abi_flags = [f'-D_GLIBCXX_USE_CXX11_ABI={{int(torch._C._GLIBCXX_USE_CXX11_ABI)}}']
+flags = ['-std=c++20', '-O2', '-g0', '-fPIC', '-Wno-psabi', '-Wno-deprecated-declarations', *abi_flags]
+torch_libs = sorted(map(str, Path(torch.__file__).parent.parent.glob('nvidia/cu*/lib')))
+rpath = [*torch_libs, str(Path(torch.__file__).parent / 'lib'), f'{{CUDA_HOME}}/lib64']
+print('DEEPGEMM_BUILD_FLAGS', json.dumps({{'torch': torch.__version__, 'cuda': torch.version.cuda,
+      'cxx_flags': flags, 'rpath': rpath}}), flush=True)
+setup(name='deep_gemm', ext_modules=[CUDAExtension(
+    'deep_gemm._C', ['csrc/python_api.cpp'],
+    include_dirs=[f'{{CUDA_HOME}}/include', f'{{CUDA_HOME}}/include/cccl', '{cutlass}', '{fmt}'],
+    libraries=['cudart', 'nvrtc'], library_dirs=[f'{{CUDA_HOME}}/lib64'], extra_compile_args=flags,
+    extra_link_args=[f'-Wl,-rpath,{{d}}' for d in rpath])],
+    cmdclass={{'build_ext': BuildExtension}}, script_args=['build_ext', '--inplace'])
+"""
+
+
 def manifest(kit: Path) -> dict:
     with tarfile.open(kit) as t:
         return json.load(t.extractfile("deepgemm/MANIFEST.json"))
@@ -178,7 +216,7 @@ def build(kit: Path, dest: Path, jobs: int) -> int:
     if not nvcc.exists():
         return _say(False, f"no nvcc at {nvcc}: set CUDA_HOME to the CUDA toolkit")
     t0 = time.perf_counter()
-    if _built(kit, dest):  # a second call on a machine still warm: the same kit, already compiled
+    if _built(kit, dest):  # a second call on a machine still warm: the same kit and recipe, already compiled
         print(f"deep_gemm already built from this kit in {dest}", flush=True)
         return _import_check(dest, env, 0.0)
     if dest.exists():
@@ -191,26 +229,12 @@ def build(kit: Path, dest: Path, jobs: int) -> int:
     missing = [p for p in REQUIRED if not (dest / p).exists()]
     if missing:
         return _say(False, f"the kit lacks {missing}: re-pack it")
-    # The extension: one C++ translation unit (host code; DeepGEMM's kernels are compiled at run time).
-    # C++20, not DeepGEMM's C++17: recent torch headers refuse anything older (ATen/ATen.h).
-    # Absolute include paths: ninja compiles from a build folder, where relative ones miss.
-    # -O2 -g0: host code only (argument checks, launches); no debug info halves the compile time.
+    # The extension: one C++ translation unit (host code; DeepGEMM's kernels are compiled at run time),
+    # built by torch's own CUDAExtension + BuildExtension so that the compiler, include paths and
+    # link line are the ones torch gives every extension. On top of them, what torch's cpp_extension
+    # no longer adds but torch's binaries were built with (``abi_flags``), and DeepGEMM's own flags.
     setup = dest / "build_ext.py"
-    setup.write_text(f"""
-import torch
-from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, CUDAExtension, CUDA_HOME
-from pathlib import Path
-flags = ['-std=c++20', '-O2', '-g0', '-fPIC', '-Wno-psabi', '-Wno-deprecated-declarations']
-# where libcudart/libnvrtc are found at import: the toolkit's, else the ones torch's wheels carry
-libs = [f'{{CUDA_HOME}}/lib64', *map(str, Path(torch.__file__).parent.parent.glob('nvidia/cu*/lib'))]
-setup(name='deep_gemm', ext_modules=[CUDAExtension(
-    'deep_gemm._C', ['csrc/python_api.cpp'],
-    include_dirs=[f'{{CUDA_HOME}}/include', f'{{CUDA_HOME}}/include/cccl', '{dest / CUTLASS_DIR}', '{dest / FMT_DIR}'],
-    libraries=['cudart', 'nvrtc'], library_dirs=[f'{{CUDA_HOME}}/lib64'], extra_compile_args=flags,
-    extra_link_args=[f'-Wl,-rpath,{{d}}' for d in libs])],
-    cmdclass={{'build_ext': BuildExtension}}, script_args=['build_ext', '--inplace'])
-""")
+    setup.write_text(BUILD_SCRIPT.format(cutlass=dest / CUTLASS_DIR, fmt=dest / FMT_DIR))
     print(f"compiling deep_gemm._C in {dest} (one C++ file, about a minute)", flush=True)
     proc = subprocess.run([sys.executable, setup.name], cwd=dest, capture_output=True, text=True,
                           env={**os.environ, **env, "MAX_JOBS": str(jobs)})
@@ -226,9 +250,11 @@ setup(name='deep_gemm', ext_modules=[CUDAExtension(
 
 
 def _built(kit: Path, dest: Path) -> bool:
-    """Whether ``dest`` holds an extension compiled from this very kit."""
+    """Whether ``dest`` holds an extension compiled from this very kit by this very recipe."""
     try:
-        return any(dest.glob("deep_gemm/_C*.so")) and json.loads((dest / "MANIFEST.json").read_text()) == manifest(kit)
+        return (any(dest.glob("deep_gemm/_C*.so")) and json.loads((dest / "MANIFEST.json").read_text()) == manifest(kit)
+                and (dest / "build_ext.py").read_text() == BUILD_SCRIPT.format(cutlass=dest / CUTLASS_DIR,
+                                                                               fmt=dest / FMT_DIR))
     except (OSError, ValueError, KeyError):
         return False
 
@@ -245,13 +271,187 @@ def _import_check(dest: Path, env: dict, t_build: float) -> int:
     return _say(True, f"deep_gemm {check.stdout.strip()} in {dest} ({t_build:.0f} s); source {dest / 'env.sh'}")
 
 
+# --- diagnose: each step of DeepGEMM's first use in its own process, so that a crash names its step ---
+
+#: (name, what it exercises, Python source). Each runs in a fresh ``python -X faulthandler`` with
+#: ``env_for(dest)`` plus DeepGEMM's JIT tracing (``DG_JIT_DEBUG``: code, nvcc command, cubin load,
+#: launch); the text ``{dest}`` and ``{root}`` is replaced by the paths. Exit status 3 means "skipped" (printed why).
+DIAG_STEPS = (
+    ("toolchain", "torch, CUDA, compiler, driver and the extension's link facts (no deep_gemm)", r"""
+import json, shutil, subprocess, sys, torch
+from pathlib import Path
+from torch.utils.cpp_extension import CUDA_HOME
+def first(cmd, last=False):
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
+        return (out[-1] if last else out[0]) if out else '?'
+    except (OSError, subprocess.SubprocessError) as e:
+        return f'{type(e).__name__}: {e}'
+info = dict(python=sys.version.split()[0], torch=torch.__version__, torch_cuda=torch.version.cuda,
+            torch_cxx11_abi=torch._C._GLIBCXX_USE_CXX11_ABI,
+            torch_pybind11={n: getattr(torch._C, f'_PYBIND11_{n}', None) for n in ('COMPILER_TYPE', 'STDLIB', 'BUILD_ABI')},
+            gpu=torch.cuda.get_device_name(), capability=torch.cuda.get_device_capability(),
+            driver=first(['nvidia-smi', '--query-gpu=driver_version', '--format=csv,noheader']),
+            cuda_home=CUDA_HOME, nvcc=first([f'{CUDA_HOME}/bin/nvcc', '--version'], last=True),
+            cxx=first([__import__('os').environ.get('CXX', 'c++'), '--version']))
+print(json.dumps(info, indent=1))
+for line in (Path('{dest}') / 'build.log').read_text().splitlines() if (Path('{dest}') / 'build.log').exists() else []:
+    if line.startswith('DEEPGEMM_BUILD_FLAGS'):
+        print(line)
+for so in Path('{dest}', 'deep_gemm').glob('_C*.so'):
+    if shutil.which('readelf'):
+        print('\n'.join(l.strip() for l in subprocess.run(['readelf', '-d', str(so)], capture_output=True,
+              text=True).stdout.splitlines() if 'NEEDED' in l or 'PATH' in l))
+"""),
+    ("import", "import deep_gemm (its init), get_num_sms (cudaGetDeviceProperties, cuBLASLt), the libraries mapped", r"""
+import deep_gemm as dg
+print('deep_gemm', dg.__version__, 'SMs', dg.get_num_sms(), 'mk alignment', dg.get_mk_alignment_for_contiguous_layout())
+keys = ('libcudart', 'libnvrtc', 'libcublasLt', 'libstdc++', 'libcuda.so', 'libc10.so', 'deep_gemm')
+libs = sorted({l.split()[-1] for l in open('/proc/self/maps') if len(l.split()) > 5 and any(k in l for k in keys)})
+print('\n'.join(libs))
+for k in ('libcudart', 'libnvrtc', 'libcublasLt', 'libstdc++'):
+    if len([l for l in libs if k + '.so' in l]) > 1:
+        print(f'WARNING: two copies of {k} mapped')
+"""),
+    ("tensor-no-jit", "a torch tensor through DeepGEMM's binding without its JIT (already aligned; torch's copy path)", r"""
+import deep_gemm as dg
+print('tma aligned size of 100 fp32:', dg.get_tma_aligned_size(100, 4))
+x = torch.randn(128, 4, device='cuda')
+t = torch.empty_strided((128, 4), (1, 128), device='cuda').copy_(x)
+r = dg.get_mn_major_tma_aligned_tensor(t)
+assert r.data_ptr() == t.data_ptr(), 'an aligned tensor was copied'
+src = torch.randn(128, 8, device='cuda')[:, ::2]
+r = dg.get_mn_major_tma_aligned_tensor(src)
+torch.cuda.synchronize()
+assert torch.equal(r, src) and r.stride() == (1, 128), (r.stride(), (r - src).abs().max())
+print('ok: aligned input returned as is; strided input copied MN-major', r.stride())
+"""),
+    ("jit-transpose", "get_mn_major_tma_aligned_tensor on a tiny contiguous tensor: nvcc JIT, cubin load, launch", r"""
+import deep_gemm as dg
+x = torch.randn(256, 4, device='cuda')
+r = dg.get_mn_major_tma_aligned_tensor(x)
+torch.cuda.synchronize()
+assert torch.equal(r, x) and r.stride() == (1, 256), (r.stride(), (r - x).abs().max())
+print('ok: transposed by the JIT kernel', r.stride())
+"""),
+    ("jit-after-course", "the same after importing the CuTe DSL and the course (as deepgemm_peer.py does)", r"""
+sys.path.insert(0, '{root}')
+try:
+    import cutlass.cute
+    from cutecourse.kernels import grouped
+except Exception as e:
+    print(f'SKIP: the course does not import here ({type(e).__name__}: {e}); source .gpu/activate.sh first')
+    raise SystemExit(3)
+import deep_gemm as dg
+x = torch.randn(384, 8, device='cuda')
+r = dg.get_mn_major_tma_aligned_tensor(x)
+torch.cuda.synchronize()
+assert torch.equal(r, x) and r.stride() == (1, 384), (r.stride(), (r - x).abs().max())
+print('ok: transposed by the JIT kernel beside the CuTe DSL', r.stride())
+"""),
+    ("grouped-gemm", "one tiny m_grouped_fp8_gemm_nt_contiguous (2 groups x 128 rows, N 256, K 512) against an fp32 emulation", r"""
+import deep_gemm as dg
+torch.manual_seed(0)
+G, M, N, K = 2, 128, 256, 512
+e4m3 = torch.float8_e4m3fn
+x = torch.randn(G * M, K, device='cuda').view(G * M, K // 128, 128)
+sfa = x.abs().amax(-1).clamp(min=1e-4) / 448
+a = (x / sfa[..., None]).to(e4m3).view(G * M, K)
+w = torch.randn(G, N, K, device='cuda').view(G, N // 128, 128, K // 128, 128)
+sfb = w.abs().amax((2, 4)).clamp(min=1e-4) / 448
+b = (w / sfb[:, :, None, :, None]).to(e4m3).view(G, N, K)
+m_indices = torch.arange(G, device='cuda', dtype=torch.int32).repeat_interleave(M)
+deq_a = (a.float().view(G * M, K // 128, 128) * sfa[..., None]).view(G * M, K)
+deq_b = (b.float().view(G, N // 128, 128, K // 128, 128) * sfb[:, :, None, :, None]).view(G, N, K)
+ref = torch.cat([deq_a[g * M:(g + 1) * M] @ deq_b[g].T for g in range(G)])
+d = torch.empty(G * M, N, device='cuda', dtype=torch.bfloat16)
+sfa_t = dg.get_mn_major_tma_aligned_tensor(sfa)
+dg.m_grouped_fp8_gemm_nt_contiguous((a, sfa_t), (b, sfb), d, m_indices, recipe=(1, 128, 128))
+torch.cuda.synchronize()
+err = ((d.float() - ref).abs().max() / ref.abs().max()).item()
+print(f'relative error against the emulation: {err:.3g}')
+assert err < 1e-2, 'DeepGEMM computed something else'
+"""),
+)
+
+
+def _step_env(dest: Path) -> dict[str, str]:
+    return {**os.environ, **env_for(dest), "DG_JIT_DEBUG": "1", "DG_JIT_PRINT_COMPILER_COMMAND": "1",
+            "PYTHONFAULTHANDLER": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def _describe(rc: int) -> str:
+    import signal
+
+    if rc < 0:
+        try:
+            return f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return f"exit status {rc}"
+
+
+def diagnose(dest: Path, timeout: float, steps: list[str] | None = None, table=DIAG_STEPS) -> int:
+    """Run ``DIAG_STEPS`` (or the named ones) in order, each in its own process; print each one's
+    outcome and output tail, then ``DEEPGEMM_DIAG ok`` or the first step that failed and how. A
+    step killed by a signal is re-run under gdb, where the machine has it, for the native stack."""
+    import shutil
+
+    log = []
+
+    def say(text: str = "") -> None:
+        print(text, flush=True)
+        log.append(text)
+
+    if not any(dest.glob("deep_gemm/_C*.so")):
+        say(f"DEEPGEMM_DIAG failed: no extension in {dest}: run `python tools/deepgemm_kit.py build` first")
+        return 1
+    env, first_failure, outcome = _step_env(dest), None, {}
+    prelude = f"import os, sys\nsys.path.insert(0, {str(dest)!r})\nimport torch\n"
+    for name, what, body in table:
+        if steps and name not in steps:
+            continue
+        code = prelude + body.replace("{dest}", str(dest)).replace("{root}", str(ROOT))
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True,
+                                  text=True, env=env, timeout=timeout, cwd=dest.parent)
+            rc, out = proc.returncode, proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired as e:
+            rc, out = None, ((e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else
+                             (e.stdout or "")) + f"\n(timed out after {timeout:.0f} s)"
+        dt = time.perf_counter() - t0
+        status = "ok" if rc == 0 else "skipped" if rc == 3 else "timed out" if rc is None else f"FAILED ({_describe(rc)})"
+        outcome[name] = status
+        say(f"DIAG {name}: {status} ({dt:.0f} s) - {what}")
+        lines = out.strip().splitlines()
+        for line in lines[-(60 if rc not in (0, 3) else 25):]:
+            say(f"    {line[:400]}")
+        if rc is not None and rc < 0 and shutil.which("gdb"):
+            gdb = subprocess.run(["gdb", "-batch", "-ex", "run", "-ex", "bt 40", "--args", sys.executable, "-c", code],
+                                 capture_output=True, text=True, env=env, timeout=timeout, cwd=dest.parent)
+            say("    native stack (gdb):")
+            for line in [l for l in gdb.stdout.splitlines() if l.startswith("#")][:40]:
+                say(f"      {line[:300]}")
+        if rc not in (0, 3) and first_failure is None:
+            first_failure = f"{name} ({status})"
+    verdict = f"DEEPGEMM_DIAG {'ok' if first_failure is None else 'failed: first failing step ' + first_failure}"
+    say(verdict)
+    if os.environ.get("OUT"):  # the device tool brings back what is under $OUT
+        (Path(os.environ["OUT"]) / "deepgemm_diagnose.log").write_text("\n".join(log) + "\n")
+        (Path(os.environ["OUT"]) / "deepgemm_diagnose.json").write_text(json.dumps(outcome, indent=1))
+    return 0 if first_failure is None else 1
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("action", choices=("pack", "build", "list"))
+    p.add_argument("action", choices=("pack", "build", "diagnose", "list"))
     p.add_argument("--kit", type=Path, default=KIT)
     p.add_argument("--mirrors", type=Path, default=MIRRORS)
     p.add_argument("--dest", type=Path, default=DEST)
     p.add_argument("--jobs", type=int, default=16)
+    p.add_argument("--timeout", type=float, default=150, help="diagnose: seconds each step may take")
+    p.add_argument("--steps", help=f"diagnose: comma-separated, of {[n for n, _, _ in DIAG_STEPS]} (default: all)")
     args = p.parse_args()
     if args.action == "pack":
         pack(args.kit, args.mirrors)
@@ -260,6 +460,8 @@ def main() -> int:
         m = manifest(args.kit)
         print(json.dumps({k: v for k, v in m.items() if k != "files"}, indent=1), f"\n{len(m['files'])} files")
         return 0
+    if args.action == "diagnose":
+        return diagnose(args.dest, args.timeout, [x.strip() for x in args.steps.split(",")] if args.steps else None)
     return build(args.kit, args.dest, args.jobs)
 
 
