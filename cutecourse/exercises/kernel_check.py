@@ -5,8 +5,13 @@ one hook of a course kernel, or a function a kernel calls). Every such checker d
 steps; each has one call here.
 
 **0. Name the learner's code.** ``code = LearnerCode(MyGemm)`` (``learner_code.py``): the class or
-function from the notebook cell (plus any helper from another cell it calls). It knows the cell
-lines, and can write itself out as a module for a child process.
+function from the notebook cell (plus any helper from another cell it calls, found by name). It
+knows the cell lines, and writes itself out as a module for a child process: its source after a
+preamble that re-imports the names it uses from the notebook (modules, course classes and
+functions, constants); ``code.missing`` lists names it could not re-create. A function hook is
+passed the same way: ``LearnerCode(my_op)`` and the kernel expression ``"Kernel(epilogue_op=my_op)"``.
+A stub left in (``raise NotImplementedError``, what ``exercises.build`` puts in place of the
+answer) makes the check say "not answered yet" before anything compiles.
 
 **1. Compile it for its real target, on the CPU.** ::
 
@@ -37,8 +42,8 @@ of lines (``wait``, ``expect_tx``, ``tma``, ``tma_multicast``, ``fence``, ``wgmm
 arrive come after the wait_group?", "what depth does the loop wait at?"). ``report.count(...)``
 and ``report.diagnostics()`` (inspect.py) count instructions and read compiler warnings;
 ``kernels.hopper_gemm_ptx.loop_structure`` says whether a loop was software-pipelined. What the
-PTX cannot show (the arguments the learner passed to a course helper) :func:`spy` records during
-the compile: ``with spy(sm90, "issue_tma") as calls: compile_kernel(...)``.
+PTX cannot show (the arguments the learner passed to a course helper) ``compile_kernel(...,
+spies=("module:function",))`` records, in the child too (:func:`spy` is the in-process tool).
 
 **4. The CPU model.** ``pipeline_replay.replay(hook_function, stages=, k_tiles=)`` runs a
 learner's mainloop, as written, on ``models/pipeline`` (deadlocks and races, named). Notebook-
@@ -55,6 +60,12 @@ course kernel", or names the failure: a hang ("your kernel did not finish in 60 
 values (where), or the learner's line of a run-time error. Without a GPU, ``run_on_gpu`` is not
 called: ``gpu_here()`` says whether to. A runner for other operands is ``"module:function"``
 taking ``(kernel, baseline, **runner_params)`` and returning a dict with ``ok`` and ``message``.
+``run_on_gpu(None, "HopperGemm(stages=2)", ...)`` runs course kernels only (a lab's knob).
+
+**Tests** (``tests/test_exercises_nb03_kernels.py`` is an example): read the solution's cell from
+``solutions/NN_*.ipynb`` (regions stripped), run it with ``learner_code.as_cell`` (what IPython
+does: a file name, the text in linecache, so the DSL and the line numbers work), feed the checker
+the solution and text-edited wrong answers, and assert on words of the messages.
 """
 
 from __future__ import annotations
@@ -70,8 +81,9 @@ import tempfile
 from dataclasses import dataclass, field
 
 from ..errors import CompileError
-from . import Result, checker, failed
+from . import checker, failed
 from .learner_code import LearnerCode, map_line, reason
+from .ptx_facts import OPS, Loop, compact, first, loops, mainloop, ops, wait_group_depths  # noqa: F401
 
 __all__ = ["CompilerCrash", "LearnerCode", "LearnerError", "Loop", "GpuRun", "compact", "compile_kernel", "first",
            "gemm_args", "gpu_here", "kernel_checker", "loops", "mainloop", "ops",
@@ -281,110 +293,6 @@ def _child_error(code: LearnerCode | None, res: dict, what: str) -> str:
     if where:
         return f"your {code.name} {what}: {code.describe(*where)}: {res['error']}"
     return f"your {code.name} {what}: {res['error']}"
-
-
-# -- 3: facts from the PTX ---------------------------------------------------------------------
-#: Instruction kinds a kernel checker talks about (regular expressions over PTX instructions).
-OPS = {
-    "expect_tx": r"^mbarrier\.arrive\.expect_tx",
-    "arrive": r"^mbarrier\.arrive(?!\.expect_tx)",
-    "wait": r"^mbarrier\.try_wait",
-    "tma_multicast": r"^cp\.async\.bulk\.tensor.*multicast::cluster",
-    "tma": r"^cp\.async\.bulk\.tensor\.\w+\.shared::(cta|cluster)\.global",
-    "tma_store": r"^cp\.async\.bulk\.tensor\.\w+\.global\.shared",
-    "fence": r"^wgmma\.fence",
-    "wgmma": r"^wgmma\.mma_async",
-    "commit": r"^wgmma\.commit_group",
-    "wait_group": r"^wgmma\.wait_group",
-}
-_LABEL = re.compile(r"^(\$L__\w+):")
-_BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(\$L__\w+)")
-
-
-@dataclass
-class Loop:
-    """A loop of the generated code: a ``$L__`` label and the backward branch to it."""
-
-    label: str
-    lines: list[str] = field(default_factory=list)  # instruction lines of the body, in order
-
-    def ops(self) -> list[str]:
-        return ops(self.lines)
-
-
-def _clean(ptx: str) -> list[str]:
-    out = []
-    for raw in ptx.splitlines():
-        line = raw.split("//")[0].strip().rstrip(";").strip()
-        if line.startswith("@"):
-            line = line.split(None, 1)[1] if " " in line else line
-        if line and not line.startswith((".", "{", "}", "(", ")")):
-            out.append(line)
-    return out
-
-
-def loops(ptx: str) -> list[Loop]:
-    """Every loop of the PTX (outer loops contain their inner loops' lines), in code order.
-    The spin loops inside ``mbarrier.try_wait`` blocks (local labels) are not loops here."""
-    lines, seen, found = _clean(ptx), {}, []
-    for i, line in enumerate(lines):
-        m = _LABEL.match(line)
-        if m:
-            seen[m.group(1)] = i
-            continue
-        b = _BRANCH.search(line)
-        if b and b.group(1) in seen:
-            start = seen[b.group(1)]
-            body = [ln for ln in lines[start + 1:i + 1] if not _LABEL.match(ln)]
-            found.append((start, Loop(b.group(1), body)))
-    return [loop for _, loop in sorted(found, key=lambda x: x[0])]
-
-
-def ops(lines: list[str]) -> list[str]:
-    """The named kind of each interesting instruction (``OPS``), in order; ``wait_group N``
-    carries its depth."""
-    out = []
-    for line in lines:
-        for name, rx in OPS.items():
-            if re.search(rx, line):
-                if name == "wait_group":
-                    depth = re.search(r"(\d+)\s*$", line)
-                    name = f"wait_group {depth.group(1) if depth else '?'}"
-                out.append(name)
-                break
-    return out
-
-
-def compact(names: list[str]) -> str:
-    """``wait, wgmma x4, commit, wait_group 1, arrive``: a sequence for a message."""
-    out: list[list] = []
-    for n in names:
-        if out and out[-1][0] == n:
-            out[-1][1] += 1
-        else:
-            out.append([n, 1])
-    return ", ".join(n if c == 1 else f"{n} x{c}" for n, c in out)
-
-
-def first(names: list[str], kind: str, after: int = -1) -> int:
-    """Index of the first op of ``kind`` (a prefix: "wait_group" matches "wait_group 1") after
-    position ``after``; -1 if none."""
-    for i in range(after + 1, len(names)):
-        if names[i] == kind or names[i].startswith(kind + " "):
-            return i
-    return -1
-
-
-def wait_group_depths(lines: list[str]) -> list[int]:
-    """The N of every ``wgmma.wait_group N`` in ``lines``."""
-    return [int(n.split()[1]) for n in ops(lines) if n.startswith("wait_group ") and n.split()[1].isdigit()]
-
-
-def mainloop(report_or_ptx) -> Loop | None:
-    """The innermost generated loop that issues wgmmas (None: no loop does)."""
-    ptx = getattr(report_or_ptx, "ptx", report_or_ptx)
-    with_mma = [lp for lp in loops(ptx) if "wgmma" in lp.ops()]
-    return min(with_mma, key=lambda lp: len(lp.lines)) if with_mma else None
 
 
 # -- 5: running on the GPU, in a child ---------------------------------------------------------
