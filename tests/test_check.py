@@ -242,3 +242,13 @@ def test_tabulate_puts_the_room_in_one_table(monkeypatch, tmp_path, capsys):
 def test_help_says_how_to_collect_the_room(capsys):
     assert check.main(["--help"]) == 0
     assert "--json" in capsys.readouterr().out
+
+
+def test_before_torch_the_driver_and_the_torch_build_it_needs_are_shown(monkeypatch):
+    """A teacher checking a GPU server before set-up learns the driver and which torch
+    course.sh will install for it (nvidia-smi needs no torch)."""
+    monkeypatch.setattr(check, "check_torch", lambda: check.Line("torch", "fail", "torch is not installed", check.SETUP_FIX))
+    monkeypatch.setattr(check, "_nvidia_smi", lambda: ["NVIDIA H100 80GB HBM3, 550.54.15"])
+    monkeypatch.setattr(check, "check_compiles", lambda dsl_ok: [])
+    driver = _by_label(check.collect())["driver"]
+    assert driver.status == "info" and "550.54.15" in driver.detail and "CUDA 12.8 build" in driver.detail
