@@ -42,11 +42,11 @@ the course shows what the compiler made. On a Mac the course cannot be installed
 DSL has no macOS package): read the site your teacher gives out, and run the notebooks on a
 remote Linux machine (below).
 
-**Start** (the first time downloads the packages, about 1 GB without a GPU; afterwards it works
-offline):
+**Start** (the set-up downloads the packages once; afterwards everything works offline):
 
 ```bash
 unzip cutecourse-learner.zip -d cutecourse && cd cutecourse
+./course.sh setup    # once: sets up .venv (about 1.8 GB without a GPU)
 ./course.sh check    # under a minute: must end with READY
 ./course.sh lab      # opens notebook 01 in JupyterLab
 ```
