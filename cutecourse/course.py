@@ -330,7 +330,7 @@ def time_text(est: Estimate) -> str:
 
 def rates_text() -> str:
     """The estimator's rates in one sentence (quoted under the README table and in the agenda)."""
-    return (f"Times are estimated from the notebooks by `python -m cutecourse.course`: prose at "
+    return (f"Times are estimated from the notebooks by `.venv/bin/python -m cutecourse.course`: prose at "
             f"{READING_WPM} words a minute, {CODE_CELL_MIN:g} min per code cell, {FIGURE_MIN:g} per "
             f"picture or widget, {LISTING_MIN:g} per listing or table; on top of reading an exercise, "
             f"{KERNEL_WORK_MIN:g} min of work for one that writes kernel code, {LAB_WORK_MIN:g} for a "
