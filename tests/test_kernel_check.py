@@ -110,6 +110,19 @@ def test_a_child_that_does_not_finish_is_stopped_and_called_a_hang():
     assert not run.ok and "did not finish in 3 s" in run.message and "barrier" in run.message
 
 
+def test_the_run_job_builds_both_kernels_from_the_cells_source():
+    _, code = learner(NAIVE.format(wait=0))
+    run = kc.run_on_gpu(code, KERNEL, baseline="HopperGemm(tile_mn=(128, 256), variant='naive')",
+                        runner="cutecourse.exercises.kernel_child:compile_runner", timeout=300)
+    assert run.ok and "compiled Mine and HopperGemm" in run.message, run.message
+    # an error while the child runs the learner's code names the learner's line
+    _, bad = learner(NAIVE.format(wait=0).replace("            ring.consumer_wait(cons)\n",
+                                                  "            ring.consumer_wait(cons, 1, 2, 3)\n"))
+    run = kc.run_on_gpu(bad, KERNEL, runner="cutecourse.exercises.kernel_child:compile_runner",
+                        timeout=300)
+    assert not run.ok and "line 12 of your cell" in run.message, run.message
+
+
 def test_loops_skip_the_spin_loops_of_barrier_waits():
     ptx = """
     $L__BB0_1:

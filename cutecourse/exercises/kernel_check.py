@@ -61,6 +61,8 @@ values (where), or the learner's line of a run-time error. Without a GPU, ``run_
 called: ``gpu_here()`` says whether to. A runner for other operands is ``"module:function"``
 taking ``(kernel, baseline, **runner_params)`` and returning a dict with ``ok`` and ``message``.
 ``run_on_gpu(None, "HopperGemm(stages=2)", ...)`` runs course kernels only (a lab's knob).
+``runner="cutecourse.exercises.kernel_child:compile_runner"`` compiles instead of running: the
+whole child path, testable on a machine without a GPU.
 
 **Tests** (``tests/test_exercises_nb03_kernels.py`` is an example): read the solution's cell from
 ``solutions/NN_*.ipynb`` (regions stripped), run it with ``learner_code.as_cell`` (what IPython
