@@ -376,7 +376,10 @@ assert err < 1e-2, 'DeepGEMM computed something else'
 
 
 def _step_env(dest: Path) -> dict[str, str]:
-    return {**os.environ, **env_for(dest), "DG_JIT_DEBUG": "1", "DG_JIT_PRINT_COMPILER_COMMAND": "1",
+    """The environment of each step: what ``deepgemm_peer.py`` runs DeepGEMM with (its JIT's cache,
+    configs, ptxas report, SASS dump) plus the JIT's own tracing of every stage."""
+    peer = {"DG_PRINT_CONFIGS": "1", "DG_JIT_PTXAS_VERBOSE": "1", "DG_JIT_DUMP_SASS": "1"}
+    return {**peer, **os.environ, **env_for(dest), "DG_JIT_DEBUG": "1", "DG_JIT_PRINT_COMPILER_COMMAND": "1",
             "PYTHONFAULTHANDLER": "1", "PYTHONUNBUFFERED": "1"}
 
 
