@@ -340,6 +340,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown option {unknown[0]}; {USAGE}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
+    if "--json" not in args:  # the compiles take a while: say so before the silence
+        print("checking this seat: versions, GPU, two kernels compiled for sm_90a and sm_100a "
+              "(about 20-30 s)" + (", then every notebook (minutes)" if "--notebooks" in args else "")
+              + " ...", file=sys.stderr, flush=True)
     lines = collect(notebooks="--notebooks" in args)
     torch_ok = any(ln.label == "torch" and ln.status == "ok" for ln in lines)
     table = notebook_modes() if torch_ok else None
