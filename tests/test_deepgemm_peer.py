@@ -234,3 +234,53 @@ def test_diagnose_names_the_first_step_that_crashes_and_runs_the_rest(tmp_path, 
     assert out.strip().splitlines()[-1] == "DEEPGEMM_DIAG failed: first failing step crash (FAILED (killed by SIGSEGV))"
     assert [n for n, _, _ in deepgemm_kit.DIAG_STEPS] == ["toolchain", "import", "tensor-no-jit", "jit-transpose",
                                                          "jit-after-course", "grouped-gemm"]
+
+
+def test_main_after_a_crashed_probe_times_and_saves_the_other_rows(monkeypatch, tmp_path, capsys):
+    """The whole ``main`` on stand-ins: the probe child died on the second shape; DeepGEMM is loaded
+    for the first shape only, every shape is timed and the result set is saved (no GPU here)."""
+    import cutecourse
+    from cutecourse import bench
+
+    shapes = deepgemm_peer.SHAPES[:2]
+    dg = type("dg", (), {"__version__": "stand-in"})()
+    seen = {}
+
+    def fake_cases(name, dg_here, cases, errors, notes, course_rows):
+        seen[name] = dg_here
+        cases.extend(bench.Case(label, lambda: None) for label in (*course_rows, deepgemm_peer.TWIN))
+        return 2 * 1024 * 256 * 512, [512, 512], 256, 512
+
+    class Monitor:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def window(self, name):
+            return self
+
+        def summary(self, name):
+            return None, None
+
+    monkeypatch.setattr(cutecourse.modes, "require_gpu", lambda target: None)
+    monkeypatch.setattr(deepgemm_peer, "probe_deepgemm",
+                        lambda s, timeout, logs: {shapes[0]: "", shapes[1]: "probe killed by SIGSEGV"})
+    monkeypatch.setattr(deepgemm_peer, "import_deepgemm", lambda: (dg, ""))
+    monkeypatch.setattr(deepgemm_peer, "shape_cases", fake_cases)
+    monkeypatch.setattr(deepgemm_peer, "provenance", lambda d: {"deep_gemm": d.__version__})
+    monkeypatch.setattr(bench, "time_us", lambda case, *a, **k: [100.0] * 2)
+    monkeypatch.setattr(bench, "GpuMonitor", Monitor)
+    monkeypatch.delenv("OUT", raising=False)
+    monkeypatch.setattr(sys, "argv", ["deepgemm_peer.py", "--smoke", "--out", str(tmp_path), "--shapes", ",".join(shapes)])
+    assert deepgemm_peer.main() == 1  # DeepGEMM is missing on one shape
+    assert seen == {shapes[0]: dg, shapes[1]: None}
+    loaded = bench.load_set(deepgemm_peer.RESULT, tmp_path)
+    assert list(loaded) == list(shapes)
+    import json
+
+    body = json.loads((tmp_path / f"{deepgemm_peer.RESULT}.json").read_text())
+    assert body["notes"][shapes[1]][deepgemm_peer.DEEPGEMM] == "probe killed by SIGSEGV"
+    assert "partial" not in body  # the final save replaces the per-shape ones
+    assert "DEEPGEMM_PEER incomplete" in capsys.readouterr().out
