@@ -183,3 +183,20 @@ def test_stream_k_fixup():
     assert not r and "its own flag" in r.hint
     r = nb06.check_stream_k_fixup(lambda *a: _fixup(*a)[0])
     assert not r and "return (cta" in r.message
+
+
+def test_answers_that_call_the_model_are_refused():
+    from cutecourse.models import ordered_barrier, stream_k
+
+    def copied_barriers(w, tiles):
+        return ordered_barrier.barrier_ops(w, tiles)
+
+    def copied_fixup(tile, tiles, ctas, k_tiles):
+        done = [c for c in range(ctas) for t, _, k1 in stream_k.units(c, ctas, tiles, k_tiles)
+                if t == tile and k1 == k_tiles]
+        return done[0], stream_k.helpers(done[0], ctas, tiles, k_tiles)
+
+    r = nb06.check_barrier_order(copied_barriers)
+    assert not r and "barrier_ops" in r.message
+    r = nb06.check_stream_k_fixup(copied_fixup)
+    assert not r and "stream_k.units" in r.message

@@ -15,6 +15,21 @@ from __future__ import annotations
 from ..models import gemm_plan, ordered_barrier, stream_k
 from . import Result, answered, checker, failed, passed
 
+
+def _calls(fn, names: tuple[str, ...]) -> str | None:
+    """The first of ``names`` (model functions that hold the answer) that ``fn``'s source calls."""
+    import inspect
+    import re
+
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return None
+    # a call of the model's function (``stream_k.units(...)`` or an imported ``units(...)``), not
+    # of a helper the learner defined under the same name
+    return next((n for n in names if re.search(rf"\b{n}\s*\(", source)
+                 and not re.search(rf"\bdef\s+{n}\s*\(", source)), None)
+
 #: Shapes (M, N) the wave checker tries: square, LLM-like, ragged, smaller than one wave.
 WAVE_SHAPES = [(1024, 1024), (2048, 2048), (4096, 4096), (8192, 8192), (4096, 6144),
                (4096, 14336), (1000, 3000), (128, 256), (129, 257), (16896, 256)]
@@ -265,6 +280,10 @@ def check_barrier_order(fn) -> Result:
     warpgroup ``w`` (0 or 1) of the ping-pong kernel executes, in order, in a CTA that computes
     ``tiles`` work items (``models/ordered_barrier.barrier_ops``)."""
     title = "the ordered barrier: who waits and who arrives, on which barrier"
+    used = _calls(fn, ("barrier_ops", "program"))
+    if used:
+        return failed(title, f"your answer calls ordered_barrier.{used}, the model that holds it: "
+                      "write the loop from the kernel's code instead")
     for tiles in range(1, 8):
         got = {w: answered(fn(w, tiles), "barrier_order") for w in (0, 1)}
         for w in (0, 1):
@@ -322,6 +341,10 @@ def check_stream_k_fixup(fn) -> Result:
     ``stream_k.plan(tiles, ctas, k_tiles)``), the CTA that finishes it (adds the partial sums
     and runs its epilogue) and the CTAs whose flags (``counters[FLAGS + c]``) it waits for."""
     title = "stream-K: who finishes a split tile, and whose flags it waits for"
+    used = _calls(fn, ("units", "helpers", "owner"))
+    if used:
+        return failed(title, f"your answer calls stream_k.{used}, which computes it: work it out "
+                      "from stream_k.plan and sk_begin")
     tried = 0
     for tiles, ctas, k_tiles in FIXUP_CASES:
         for tile, (finisher, waits, head) in _fixup_reference(tiles, ctas, k_tiles).items():
