@@ -150,7 +150,7 @@ def check_fused_epilogue(op_cls) -> Result:
         return passed(title, message + " (no H100 here: run this notebook on one to see it against "
                       "torch and timed beside a GEMM followed by torch's bias and ReLU)")
     run = kc.run_on_gpu(code, expr, baseline=f"{PERSISTENT}.PersistentHopperGemm()",
-                        runner="cutecourse.exercises.nb06_kernels:fused_runner")
+                        runner="cutecourse.exercises.nb06_kernels:fused_runner", timeout=300)
     if not run.ok:
         return failed(title, run.message)
     return passed(title, message + " On the GPU: " + run.message)
@@ -241,7 +241,8 @@ def check_pingpong_lab(epi_stages, stages, c_kib) -> Result:
         pp = '__import__("cutecourse.kernels.hopper_gemm_pingpong", fromlist=["x"])'
         run = kc.run_on_gpu(None, f"{pp}.PingPongHopperGemm(epi_stages={epi_stages})",
                             baseline=f"{PERSISTENT}.PersistentHopperGemm()",
-                            runner="cutecourse.exercises.nb06_kernels:persistent_runner", m=m, n=n_, k=k)
+                            runner="cutecourse.exercises.nb06_kernels:persistent_runner", m=m, n=n_, k=k,
+                            timeout=300)
         if not run.ok:
             return failed(title, message + " On the GPU: " + run.message)
         message += " On the GPU: " + run.message
@@ -372,7 +373,8 @@ def check_tile_order(cls) -> Result:
                       "torch and timed beside the course's kernel)")
     m, n, k = ORDER_SHAPE
     run = kc.run_on_gpu(code, expr, baseline=f"{PERSISTENT}.PersistentHopperGemm()",
-                        runner="cutecourse.exercises.nb06_kernels:persistent_runner", m=m, n=n, k=k)
+                        runner="cutecourse.exercises.nb06_kernels:persistent_runner", m=m, n=n, k=k,
+                        timeout=300)
     if not run.ok:
         return failed(title, run.message)
     return passed(title, message + " On the GPU: " + run.message)
