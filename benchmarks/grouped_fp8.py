@@ -116,7 +116,7 @@ def run(rounds: int, problems=None) -> tuple[dict, dict]:
                         f()
                 cases.append(bench.Case("torch._scaled_mm loop", scaled_loop))
         for label, opts in KERNELS.items():
-            fn = grouped.launcher_fp8(qA, SA, qB, SB, Cs, **opts)
+            fn = grouped.launcher_fp8(qA, qB, SA, SB, Cs, **opts)
             cases.append(bench.checked_case(label, fn, c, ref8, 1e-2))
             errors[label] = _err(c, ref8)
         print(f"{name}: every case matches its reference; errors {errors}; {notes[name]}", flush=True)

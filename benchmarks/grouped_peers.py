@@ -151,7 +151,7 @@ def fp8_cases(rows, n, k, x, w, offs, c, cases, errors, notes, only=None):
     exact = torch.cat([a @ b.T for a, b in zip(As, w)])
     for label, opts in COURSE_FP8.items():
         if only is None or label in only:
-            _course_case(cases, errors, notes, label, lambda: grouped.launcher_fp8(qA, SA, qB, SB, Cs, **opts), c,
+            _course_case(cases, errors, notes, label, lambda: grouped.launcher_fp8(qA, qB, SA, SB, Cs, **opts), c,
                          ref8, exact)
     torch_fp8_cases(x, w, offs, exact, cases, errors, notes,
                     TORCH_FP8 if only is None else [label for label in TORCH_FP8 if label in only])

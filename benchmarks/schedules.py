@@ -31,11 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/gemm.py
 
 import cutecourse  # noqa: E402  (sets the DSL's arch before cutlass is imported)
 from cutecourse import bench  # noqa: E402
-from cutecourse.kernels import hopper_gemm_cluster as hc  # noqa: E402
-from cutecourse.kernels import hopper_gemm_direct_store as hds  # noqa: E402
-from cutecourse.kernels import hopper_gemm_persistent as hp  # noqa: E402
-from cutecourse.kernels import hopper_gemm_pingpong as hpp  # noqa: E402
-from cutecourse.kernels import hopper_gemm_streamk as hsk  # noqa: E402
+from cutecourse.kernels import registry  # noqa: E402  (the dense GEMMs by name)
 
 import gemm  # noqa: E402  (benchmarks/gemm.py: the protocol)
 
@@ -43,11 +39,11 @@ SHAPES = {"1024^3": (1024, 1024, 1024), "2048^3": (2048, 2048, 2048), "4096^3": 
           "8192^3": (8192, 8192, 8192), "qkv 4096x6144x4096": (4096, 6144, 4096),
           "mlp up 4096x14336x4096": (4096, 14336, 4096), "mlp down 4096x4096x14336": (4096, 4096, 14336)}
 WIDE, SQUARE, TALL = (128, 256), (128, 128), (256, 128)
-#: (row name, schedule, launcher keywords)
+#: (row name, kernel in kernels/registry.py, launcher keywords)
 KERNELS = [
-    ("one CTA/tile 128x256", "one_cta", dict(tile=WIDE, cluster=(1, 1))),
-    ("one CTA/tile 128x256 2x1", "one_cta", dict(tile=WIDE, cluster=(2, 1))),
-    ("one CTA/tile 128x128", "one_cta", dict(tile=SQUARE, cluster=(1, 1))),
+    ("one CTA/tile 128x256", "cluster", dict(tile=WIDE, cluster=(1, 1))),
+    ("one CTA/tile 128x256 2x1", "cluster", dict(tile=WIDE, cluster=(2, 1))),
+    ("one CTA/tile 128x128", "cluster", dict(tile=SQUARE, cluster=(1, 1))),
     ("persistent 128x256", "persistent", dict(tile=WIDE)),
     ("persistent 128x256 2x1", "persistent", dict(tile=WIDE, cluster=(2, 1))),
     ("persistent 128x256 dynamic", "persistent", dict(tile=WIDE, scheduler="dynamic")),
@@ -84,20 +80,13 @@ KERNELS = [
     ("persistent 256x128 1x2 PDL", "persistent", dict(tile=TALL, cluster=(1, 2), pdl=True)),
     # the epilogue schedule: accumulators stored from registers (st.global, CUTLASS's no-smem
     # epilogue) instead of registers -> smem -> TMA store (hopper_gemm_direct_store)
-    ("persistent 128x256 direct store", "direct_store", dict(tile=WIDE)),
+    ("persistent 128x256 direct store", "directstore", dict(tile=WIDE)),
 ]
 
 
-def launcher(schedule: str, a, b, c, opts: dict):
-    if schedule == "one_cta":
-        return hc.launcher(a, b, c, opts["cluster"], opts["tile"])
-    if schedule == "pingpong":
-        return hpp.launcher(a, b, c, **opts)
-    if schedule == "streamk":
-        return hsk.launcher(a, b, c, **opts)
-    if schedule == "direct_store":
-        return hds.launcher(a, b, c, **opts)
-    return hp.launcher(a, b, c, **opts)
+def launcher(kernel: str, a, b, c, opts: dict):
+    """The launcher of registry kernel ``kernel`` (``cluster``: 1x1 is the one-CTA kernel itself)."""
+    return registry.entry(kernel).launcher(a, b, c, **opts)
 
 
 def operands(m: int, n: int, k: int, dtype):

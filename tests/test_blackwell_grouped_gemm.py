@@ -145,7 +145,7 @@ def test_unsupported_configurations_say_why():
     with pytest.raises(errors.DTypeError, match="unknown"):
         grouped_targets.blackwell("int8")
     with pytest.raises(errors.ShapeError, match="tile"):
-        bw.BlackwellGroupedBlockScaledGemm("nvfp4", (256, 128))
+        bw.BlackwellGroupedBlockScaledGemm("nvfp4", tile_mn=(256, 128))
     with pytest.raises(errors.ShapeError, match="cluster"):
         bw.BlackwellGroupedBlockScaledGemm("nvfp4", cluster_mn=(4, 1))
     with pytest.raises(errors.DTypeError, match="output"):
@@ -181,7 +181,7 @@ def _groups(fmt):
 def test_host_metadata_matches_block_scaling(fmt):
     f = bs.get_format(fmt)
     As, Bs, groups = _groups(fmt)
-    md = grouped.blackwell_metadata(groups, fmt)
+    md = grouped.metadata_blockscaled(groups, fmt)
     assert md.shapes.dtype == torch.int32 and md.shapes.tolist() == [[m, n, k, 1] for m, n, k in SIZES]
     assert md.ptrs.dtype == torch.int64 and md.ptrs.shape == (len(SIZES), 5) == md.strides.shape
     assert group_walk.OPERANDS == ("a", "b", "c", "sfa", "sfb") and bw.MAPS == 5
@@ -208,11 +208,11 @@ def test_host_metadata_refuses_what_the_kernel_cannot_read():
     _, _, groups = _groups("nvfp4")
     bad = grouped.QuantizedGroup(groups[0].a, groups[0].b, groups[0].c, groups[0].sfa[:-1], groups[0].sfb)
     with pytest.raises(errors.ShapeError, match="interleaved"):
-        grouped.blackwell_metadata([bad], "nvfp4")
+        grouped.metadata_blockscaled([bad], "nvfp4")
     with pytest.raises(errors.DTypeError, match="quantize"):
-        grouped.blackwell_metadata(groups, "mxfp8")  # e2m1 bytes are not MXFP8 data
+        grouped.metadata_blockscaled(groups, "mxfp8")  # e2m1 bytes are not MXFP8 data
     with pytest.raises(errors.ShapeError, match="empty"):
-        grouped.blackwell_metadata([groups[1]], "nvfp4")
+        grouped.metadata_blockscaled([groups[1]], "nvfp4")
 
 
 def test_kernel_group_walk_is_the_cpu_model(monkeypatch):

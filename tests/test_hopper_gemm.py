@@ -1,5 +1,5 @@
-"""The Hopper GEMM: smem plan, input errors, what the compiler made of each variant, and (on an
-H100) correctness against torch.
+"""The Hopper GEMM: smem plan, input errors, what the compiler made of each variant (on an H100,
+correctness against torch: tests/test_dense_gemms.py).
 
 The compile tests run on any machine (sm_90a compile through cutecourse.inspect). They fail if a
 variant loses its TMA loads or wgmmas, spills, or if the compiler stops pipelining the
@@ -8,18 +8,14 @@ compile log must not carry the "pipelining skipped" warning. ``compiler_guarded`
 negative control: it must trigger that warning, proving the log capture works.
 """
 
-import textwrap
-
 import pytest
 import torch
 
-import cutecourse
 from cutecourse.errors import AlignmentError, DeviceError, DTypeError, LayoutError, ShapeError
 from cutecourse.inspect import compile_report
 from cutecourse.kernels import hopper_gemm as hg
 from cutecourse.kernels.hopper_gemm_ptx import loop_structure
 from cutecourse.models import gemm_plan as gp
-from conftest import far_from_torch
 
 TARGET = "cutecourse.kernels.hopper_gemm:compile_target"
 SKIPPED = r"software pipelining.*skipped"
@@ -98,12 +94,6 @@ def test_shape_errors():
         hg.HopperGemm(variant="fast")
 
 
-@pytest.mark.skipif(cutecourse.modes.mode_for("sm_90a").run, reason="this machine can run sm_90a")
-def test_no_hopper_gpu_is_a_device_error():
-    with pytest.raises(DeviceError, match="Hopper"):
-        hg.gemm(*_ab())
-
-
 # -- what the compiler made -------------------------------------------------------------------
 def _report(variant, **params):
     return compile_report(TARGET, arch="sm_90a", variant=variant, **params)
@@ -171,60 +161,7 @@ def test_other_tiles_and_dtypes_compile(tile, in_dtype, out_dtype):
     assert r.count("wgmma") == 8
 
 
-# -- on an H100 -------------------------------------------------------------------------------
-_GPU_CHECK = textwrap.dedent("""
-    import json, sys, torch
-    import cutecourse
-    from cutecourse.kernels import hopper_gemm as hg, hopper_gemm_cluster as hc
-    torch.manual_seed(0)
-    cases = json.loads(sys.argv[1])
-    out = []
-    for m, n, k, ind, outd, tile, variant, *cluster in cases:
-        ind, outd = getattr(torch, ind), getattr(torch, outd)
-        a = torch.randn(m, k, device="cuda").to(ind)
-        b = torch.randn(n, k, device="cuda").to(ind)
-        cl = tuple(cluster[0]) if cluster else (1, 1)
-        if cl == (1, 1):
-            c = hg.gemm(a, b, out_dtype=outd, tile=tuple(tile), variant=variant)
-        else:
-            c = hc.gemm(a, b, cluster=cl, out_dtype=outd, tile=tuple(tile), variant=variant)
-        ref = (a.float() @ b.float().T)
-        err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
-        out.append([m, n, k, str(ind), str(outd), tile, variant, cl, err])
-    print("RESULT" + json.dumps(out))
-""")
-
-GPU_CASES = [
-    # square, tall, wide, K not a multiple of 64, M/N not multiples of the tile
-    (1024, 1024, 1024, "float16", "float16", (128, 256), v) for v in hg.VARIANTS
-] + [
-    (3000, 256, 520, "float16", "float32", (128, 256), "compiler"),
-    (256, 3000, 1000, "bfloat16", "bfloat16", (128, 128), "prefetch"),
-    (777, 1000, 72, "bfloat16", "float32", (128, 256), "naive"),
-    (1000, 520, 4104, "float16", "bfloat16", (128, 128), "compiler"),
-    (128, 256, 8, "float16", "float16", (128, 256), "prefetch"),  # a single, mostly empty k-tile
-    # experimental multicast pairs; 1100 rows = 9 tiles: the grid rounds up to whole clusters
-    (1100, 1000, 520, "float16", "float16", (128, 256), "prefetch", (2, 1)),
-    (1000, 1100, 1000, "bfloat16", "float32", (128, 256), "compiler", (1, 2)),
-    (2048, 2048, 2048, "float16", "float16", (128, 128), "compiler", (2, 1)),
-    (1500, 700, 1000, "float16", "float32", (128, 256), "compiler_overlap"),
-    (1024, 1024, 128, "float16", "float16", (128, 256), "compiler_guarded"),
-    # 33 x 17 tiles, not a whole number of clusters; group_m is a parameter now
-    (4160, 4224, 520, "float16", "float16", (128, 256), "prefetch", (2, 1)),
-    (4160, 4224, 1000, "bfloat16", "float32", (128, 256), "compiler", (2, 2)),
-    (4160, 4224, 72, "float16", "float16", (128, 256), "naive", (1, 2)),
-]
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not cutecourse.modes.mode_for("sm_90a").run, reason="needs an sm_90a GPU")
-def test_matches_torch_on_the_gpu(run_gpu_script):
-    # A wrong pipeline deadlocks: run in a subprocess with a timeout.
-    results = run_gpu_script(_GPU_CHECK, GPU_CASES, timeout=600)
-    bad = far_from_torch(results)
-    assert not bad, "\n".join(map(str, bad))
-
-
+# (on an H100: tests/test_dense_gemms.py runs every dense GEMM against torch)
 def test_operands_on_two_devices_are_a_device_error():
     a = torch.zeros(256, 64, dtype=torch.float16)
     b = torch.empty(256, 64, dtype=torch.float16, device="meta")

@@ -1,18 +1,13 @@
 """The direct-store epilogue: what the compiler made of it (pairs stored straight from registers
 with st.global, no TMA store, no stmatrix, the persistent kernel's mainloop unchanged), its
-errors, and on an H100 correctness against torch (ragged edges: the predicate per pair) in a
-subprocess with a timeout (a broken pipeline hangs, it does not fail)."""
-
-import textwrap
+errors; on an H100 its correctness against torch (ragged edges: the predicate per pair) is in
+tests/test_dense_gemms.py."""
 
 import pytest
-import torch
 
-import cutecourse
 from cutecourse.errors import ShapeError
 from cutecourse.inspect import compile_report
 from cutecourse.kernels import hopper_gemm_direct_store as hds
-from conftest import far_from_torch
 
 TARGET = "cutecourse.kernels.hopper_gemm_direct_store:compile_target"
 PERSISTENT = "cutecourse.kernels.hopper_gemm_persistent:compile_target"
@@ -52,64 +47,4 @@ def test_only_the_cooperative_tile():
         hds.compile_target(tile=(256, 128))
 
 
-_GPU_CHECK = textwrap.dedent("""
-    import json, sys, torch
-    import cutecourse
-    from cutecourse.kernels import hopper_gemm_direct_store as hds
-    torch.manual_seed(0)
-    out = []
-    for m, n, k, ind, outd, sms, opts in json.loads(sys.argv[1]):
-        ind, outd = getattr(torch, ind), getattr(torch, outd)
-        a = torch.randn(m, k, device="cuda").to(ind)
-        b = torch.randn(n, k, device="cuda").to(ind)
-        ref = a.float() @ b.float().T
-        # C at the start of a longer buffer of NaN: a store below C's last row would land in
-        # the rest, a store past a row's end in the next row (then C is wrong where it landed)
-        buf = torch.full((m * n + 64 * n,), float("nan"), dtype=outd, device="cuda")
-        c = buf[:m * n].view(m, n)
-        fn = hds.launcher(a, b, c, sms=sms, **opts)
-        err = 0.0
-        for _ in range(2):  # twice: the dynamic scheduler's counters are reset by the kernel
-            buf.fill_(float("nan"))
-            fn()
-            torch.cuda.synchronize()
-            err = max(err, ((c.float() - ref).abs().max() / ref.abs().max()).item())
-            if not buf[m * n:].isnan().all():
-                err = float("inf")  # a store outside C
-        out.append([m, n, k, str(ind), str(outd), sms, opts, err])
-        print(out[-1], flush=True)
-    print("RESULT" + json.dumps(out))
-""")
-
-GPU_CASES = [
-    # m, n, k, in, out, sms (None: all SMs), launcher options
-    (4096, 4096, 1024, "float16", "float16", None, {}),
-    (3000, 1000, 520, "float16", "float32", 7, {}),  # ragged M, N, K; many tiles per CTA
-    (777, 520, 72, "bfloat16", "bfloat16", 5, {}),  # ragged in both: predicated pairs
-    (136, 264, 64, "float16", "float16", None, {}),  # 2 x 2 tiles, three of them mostly outside C
-    (4160, 4224, 1000, "bfloat16", "float32", None, {"scheduler": "dynamic"}),
-    (3000, 1000, 520, "bfloat16", "bfloat16", 7, {"pdl": True}),
-]
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not cutecourse.modes.mode_for("sm_90a").run, reason="needs an sm_90a GPU")
-def test_matches_torch_on_the_gpu(run_gpu_script):
-    results = run_gpu_script(_GPU_CHECK, GPU_CASES, timeout=300)
-    bad = far_from_torch(results)
-    assert not bad, "\n".join(map(str, bad))
-
-
-@pytest.mark.skipif(cutecourse.modes.mode_for("sm_90a").run, reason="this machine can run sm_90a")
-def test_no_hopper_gpu_is_a_device_error():
-    from cutecourse.errors import DeviceError
-
-    a, b = torch.randn(256, 64).half(), torch.randn(256, 64).half()
-    with pytest.raises(DeviceError):
-        hds.gemm_direct_store(a, b)
-
-
-def test_launcher_refuses_another_tile_before_anything_else():
-    a, c = torch.zeros(256, 64).half(), torch.zeros(256, 256).half()
-    with pytest.raises(ShapeError, match=r"not one of this kernel's tiles \[\(128, 256\)\]"):
-        hds.launcher(a, a, c, tile=(128, 128))  # refused on any machine, before the GPU check
+# (on an H100: tests/test_dense_gemms.py runs every dense GEMM, this one too, against torch)

@@ -1,24 +1,22 @@
 """The persistent, warp-specialized Hopper GEMM: smem plan, the tile scheduler's order (a CPU model
 that is the kernel's own arithmetic, checked against cutlass.utils' scheduler layout), input
-errors, what the compiler made of it (wgmma, TMA, setmaxnreg, no spills), and on an H100
-correctness against torch in a subprocess with a timeout (a broken pipeline hangs, not fails).
+errors, what the compiler made of it (wgmma, TMA, setmaxnreg, no spills), the hooks a learner
+writes (a tile order, an epilogue op), and on an H100 a PDL chain (correctness against torch:
+tests/test_dense_gemms.py).
 """
 
 import collections
-import textwrap
 import warnings
 
 import pytest
 import torch
 
-import cutecourse
-from cutecourse.errors import AlignmentError, DeviceError, DTypeError, ShapeError
+from cutecourse.errors import AlignmentError, DTypeError, ShapeError
 from cutecourse.inspect import compile_report
 from cutecourse.kernels import hopper_gemm_persistent as hp
 from cutecourse.kernels import tile_scheduler
 from cutecourse.models import gemm_plan as gp
 from cutecourse.models import tile_order
-from conftest import far_from_torch
 
 TARGET = "cutecourse.kernels.hopper_gemm_persistent:compile_target"
 
@@ -183,12 +181,6 @@ def test_bad_kernel_parameters():
         hp.PersistentHopperGemm(cluster_mn=(2, 1), scheduler=tile_scheduler.DynamicScheduler)
 
 
-@pytest.mark.skipif(cutecourse.modes.mode_for("sm_90a").run, reason="this machine can run sm_90a")
-def test_no_hopper_gpu_is_a_device_error():
-    with pytest.raises(DeviceError, match="Hopper"):
-        hp.gemm_persistent(*_ab())
-
-
 # -- what the compiler made -------------------------------------------------------------------
 def _report(**params):
     return compile_report(TARGET, arch="sm_90a", **params)
@@ -250,80 +242,13 @@ def test_multicast_pair_compiles():
     assert r.spill_bytes == 0
 
 
-# -- on an H100 -------------------------------------------------------------------------------
-_GPU_CHECK = textwrap.dedent("""
-    import json, sys, torch
-    import cutecourse
-    from cutecourse.kernels import hopper_gemm_persistent as hp
-    torch.manual_seed(0)
-    out = []
-    for m, n, k, ind, outd, tile, cluster, sms, sched in json.loads(sys.argv[1]):
-        ind, outd = getattr(torch, ind), getattr(torch, outd)
-        a = torch.randn(m, k, device="cuda").to(ind)
-        b = torch.randn(n, k, device="cuda").to(ind)
-        ref = a.float() @ b.float().T
-        c = torch.full((m, n), float("nan"), dtype=outd, device="cuda")
-        fn = hp.launcher(a, b, c, tile=tuple(tile), cluster=tuple(cluster), sms=sms, scheduler=sched)
-        err = 0.0
-        for _ in range(3):  # three launches: the dynamic scheduler must leave its counters at 0
-            c.fill_(float("nan"))
-            fn()
-            torch.cuda.synchronize()
-            err = max(err, ((c.float() - ref).abs().max() / ref.abs().max()).item())
-        assert fn.counters.tolist() == [0, 0], fn.counters.tolist()
-        out.append([m, n, k, str(ind), str(outd), tile, cluster, sms, sched, err])
-        print(out[-1], flush=True)
-    a, b = torch.randn(300, 64, device="cuda").half(), torch.randn(264, 64, device="cuda").half()
-    c = hp.gemm_persistent(a, b, scheduler="dynamic")  # the one-call API too
-    out.append([300, 264, 64, "gemm_persistent", "", [], [], None, "dynamic",
-                ((c.float() - a.float() @ b.float().T).abs().max() / 64).item()])
-    print("RESULT" + json.dumps(out))
-""")
-
+# -- on an H100 (correctness of every dense GEMM: tests/test_dense_gemms.py) ----------------
 @pytest.mark.gpu
-@pytest.mark.skipif(not cutecourse.modes.mode_for("sm_90a").run, reason="needs an sm_90a GPU")
 def test_pdl_chain_keeps_dependent_launches_correct(run_pdl_chain):
     results = run_pdl_chain("cutecourse.kernels.hopper_gemm_persistent", 2048, [
         dict(cluster=(1, 1), scheduler="static"), dict(cluster=(2, 1), scheduler="static"),
         dict(cluster=(1, 1), scheduler="dynamic")])
     assert [r[-1] for r in results] == [0, 0, 0], results
-
-
-GPU_CASES = [
-    # m, n, k, in, out, tile, cluster, sms (None: all SMs; small: many tiles per CTA), scheduler
-    (1024, 1024, 1024, "float16", "float16", (128, 256), (1, 1), None, "static"),
-    (4096, 4096, 1024, "float16", "float16", (128, 256), (1, 1), None, "static"),  # ~4 tiles per CTA
-    (3000, 256, 520, "float16", "float32", (128, 256), (1, 1), None, "static"),  # ragged M, K
-    (256, 3000, 1000, "bfloat16", "bfloat16", (128, 128), (1, 1), None, "static"),  # ragged N
-    (777, 1000, 72, "bfloat16", "float32", (128, 256), (1, 1), 5, "static"),  # ragged, 5 CTAs
-    (1000, 520, 4104, "float16", "bfloat16", (128, 128), (1, 1), 3, "static"),
-    (128, 256, 8, "float16", "float16", (128, 256), (1, 1), None, "static"),  # one tile, tiny K
-    (2176, 1000, 256, "float16", "float16", (128, 128), (1, 1), 7, "static"),  # short last band
-    (1100, 1000, 520, "float16", "float16", (128, 256), (2, 1), None, "static"),  # rounded up to clusters
-    (1000, 1100, 1000, "bfloat16", "float32", (128, 256), (1, 2), 6, "static"),
-    (4096, 4096, 1024, "float16", "float16", (128, 256), (1, 1), None, "dynamic"),
-    (777, 1000, 72, "bfloat16", "float32", (128, 256), (1, 1), 5, "dynamic"),
-    (2176, 1000, 256, "float16", "bfloat16", (128, 128), (1, 1), 7, "dynamic"),
-    (128, 256, 8, "float16", "float16", (128, 256), (1, 1), None, "dynamic"),
-    (3000, 3000, 520, "float16", "float32", (128, 256), (1, 1), None, "dynamic"),
-    # 33 x 17 tiles: neither side a whole number of clusters
-    (4160, 4224, 520, "float16", "float16", (128, 256), (2, 1), None, "static"),
-    (4160, 4224, 200, "bfloat16", "bfloat16", (128, 256), (1, 2), 10, "static"),
-    # 256x128: each consumer warpgroup holds two 64-row slabs of the tile
-    (1000, 1104, 1000, "bfloat16", "bfloat16", (256, 128), (1, 1), None, "static"),
-    (4160, 4224, 520, "bfloat16", "float32", (256, 128), (1, 2), None, "static"),
-    (2176, 1000, 256, "float16", "float16", (256, 128), (2, 1), 7, "static"),
-    (777, 1000, 72, "float16", "bfloat16", (256, 128), (1, 1), 5, "dynamic"),
-]
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not cutecourse.modes.mode_for("sm_90a").run, reason="needs an sm_90a GPU")
-def test_matches_torch_on_the_gpu(run_gpu_script):
-    results = run_gpu_script(_GPU_CHECK, GPU_CASES)
-    bad = far_from_torch(results)
-    assert len(results) == len(GPU_CASES) + 1
-    assert not bad, "\n".join(map(str, bad))
 
 
 # -- the hooks a learner writes: a tile order, an epilogue op ---------------------------------

@@ -9,7 +9,6 @@ import textwrap
 
 import pytest
 
-import cutecourse
 from cutecourse.errors import ShapeError
 from cutecourse.inspect import compile_report
 from cutecourse.kernels import hopper_gemm_streamk as hsk
@@ -185,7 +184,6 @@ GPU_CASES = [
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not cutecourse.modes.mode_for("sm_90a").run, reason="needs an sm_90a GPU")
 def test_matches_torch_exactly_and_leaves_the_flags_at_zero(run_gpu_script):
     results = run_gpu_script(_GPU_CHECK, GPU_CASES)
     assert len(results) == len(GPU_CASES)
@@ -194,7 +192,6 @@ def test_matches_torch_exactly_and_leaves_the_flags_at_zero(run_gpu_script):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not cutecourse.modes.mode_for("sm_90a").run, reason="needs an sm_90a GPU")
 def test_pdl_chain_with_split_tiles(run_pdl_chain):
     # test_hopper_gemm_persistent's chain; both GEMMs 4096 x 4096 in 128x256 tiles: 116 split tiles
     results = run_pdl_chain("cutecourse.kernels.hopper_gemm_streamk", 4096,

@@ -33,12 +33,10 @@ import time
 os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-ONE = "cutecourse.kernels.hopper_gemm:compile_target"
-CLUSTER = "cutecourse.kernels.hopper_gemm_cluster:compile_target"
-PERSISTENT = "cutecourse.kernels.hopper_gemm_persistent:compile_target"
-PINGPONG = "cutecourse.kernels.hopper_gemm_pingpong:compile_target"
-STREAMK = "cutecourse.kernels.hopper_gemm_streamk:compile_target"
-DIRECT_STORE = "cutecourse.kernels.hopper_gemm_direct_store:compile_target"
+from cutecourse.kernels import registry  # noqa: E402  (the dense GEMMs by name)
+
+ONE, CLUSTER, PERSISTENT, PINGPONG, STREAMK, DIRECT_STORE = (
+    registry.target(n) for n in ("one", "cluster", "persistent", "pingpong", "streamk", "directstore"))
 GROUPED = "cutecourse.kernels.grouped_targets:hopper"
 GROUPED_FP8 = "cutecourse.kernels.grouped_targets:hopper_fp8"
 BLACKWELL = "cutecourse.kernels.grouped_targets:blackwell"
@@ -90,6 +88,7 @@ def configurations() -> dict[str, tuple[str, dict]]:
     out["streamk/128x256/1x1"] = (STREAMK, {})
     out["streamk/128x256/2x1/pdl"] = (STREAMK, dict(cluster=[2, 1], pdl=True))
     out["directstore/128x256/1x1"] = (DIRECT_STORE, {})
+    out["pingpong/64x256/1x1/dynamic"] = (PINGPONG, dict(scheduler="dynamic"))
     for cluster in ((1, 1), (2, 1)):
         out[f"pingpong/64x256/{cluster[0]}x{cluster[1]}"] = (PINGPONG, dict(cluster=list(cluster)))
         out[f"grouped/fp8/128x128/{cluster[0]}x{cluster[1]}"] = (GROUPED_FP8, dict(cluster=list(cluster)))

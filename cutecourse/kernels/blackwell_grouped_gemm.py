@@ -59,6 +59,7 @@ from ..models.blackwell_plan import (B200_SMS, EPI_TILE, K_BLOCKS, SMEM_CAPACITY
                                      check_format, check_tile, plan)
 from . import group_walk, sm100, tensor_maps
 from .barriers import Barrier
+from .configured import Configured
 from .group_walk import A, B, C, SFA, SFB, M, N, K, operand_pointer, operand_tensor
 
 #: Warp roles (module docstring).
@@ -74,7 +75,7 @@ LOADED = (A, B, SFA, SFB)
 GROUP_M = 1 << 12
 
 
-class BlackwellGroupedBlockScaledGemm:
+class BlackwellGroupedBlockScaledGemm(Configured):
     """G block-scaled products in one persistent launch (module docstring).
 
     ``fmt``: "nvfp4" or "mxfp8". ``cluster_mn``: CTAs per cluster along (M, N); a cluster shares
@@ -85,7 +86,7 @@ class BlackwellGroupedBlockScaledGemm:
 
     MAPS = MAPS
 
-    def __init__(self, fmt: str = "nvfp4", tile_mn=(128, 128), cluster_mn=(1, 1), sms: int = B200_SMS,
+    def __init__(self, fmt: str = "nvfp4", *, tile_mn=(128, 128), cluster_mn=(1, 1), sms: int = B200_SMS,
                  out_dtype: str = "float16"):
         self.format = check_format(fmt)
         self.tile_mn = check_tile(tile_mn)
@@ -101,7 +102,6 @@ class BlackwellGroupedBlockScaledGemm:
         data, scale = self.format.cutlass_types
         self.data_dtype, self.sf_dtype = getattr(cutlass, data), getattr(cutlass, scale)
         self.sf_vec = self.format.block
-        self.config = (self.format.name, self.tile_mn, self.cluster_mn, sms, out_dtype)
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit

@@ -1,21 +1,28 @@
-"""From torch tensors to a launched GEMM kernel: checks, fake operands, compile cache, launch.
+"""From torch tensors to a launched GEMM kernel: the one host layer of the dense GEMMs.
 
 Every course GEMM takes the same operands, ``C = A @ B.T`` with A (M, K) and B (N, K) K-major
-(row-major in torch terms), so they share this module:
+(row-major in torch terms), so one host layer serves them all:
 
 * :func:`check_operands` refuses what the kernels cannot take (wrong dtype or dimensions,
   mismatched K, not K-major, rows TMA cannot address, tensors on different devices), saying why
   and what to do, on any machine: the checks run before anything touches a GPU;
-* :func:`fake_operands` makes symbolic-size stand-ins for compiling without a GPU;
-* :func:`launcher` compiles a kernel once per configuration (M, N and K are run-time values, so a
-  new shape reuses it: :func:`compile_once`, which the grouped GEMMs use too) and returns a
-  zero-overhead ``fn()`` that launches it;
-* :func:`run` allocates C and launches once: what ``gemm(a, b)`` does.
+* :class:`Entry` turns a kernel class into its torch-facing functions: ``compile_target`` (fake,
+  symbolic-size operands for ``cutecourse.inspect``, no GPU), ``launcher`` (checked once,
+  compiled once, a zero-overhead :class:`Launch`) and ``gemm`` (allocate C, launch once). A
+  kernel class provides ``plan(in_dtype, out_dtype)`` (its smem plan: clear errors before any
+  tracing), ``IN_DTYPES`` and ``scratch()`` (the tensors it needs besides A, B, C);
+* :func:`compile_once` compiles a kernel once per configuration (its class and constructor
+  arguments, ``configured.py``; M, N and K are run-time values, so a new shape reuses it). The
+  grouped GEMMs use it too.
+
+``kernels/registry.py`` lists the dense kernels' entries by name.
 """
 
 from __future__ import annotations
 
-from ..errors import AlignmentError, DeviceError, DTypeError, LayoutError, ShapeError
+from dataclasses import dataclass
+
+from ..errors import AlignmentError, CourseError, DeviceError, DTypeError, LayoutError, ShapeError
 from ..models.gemm_plan import BYTES, FP8_DTYPES, IN_DTYPES, check_dtype_names
 
 _COMPILED: dict = {}
@@ -23,6 +30,19 @@ _COMPILED: dict = {}
 
 def _name(dtype) -> str:
     return str(dtype).replace("torch.", "")
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """A tensor a kernel needs besides A, B and C, passed after C (e.g. the dynamic scheduler's
+    ticket counters): ``size`` elements of ``dtype`` (a torch dtype name), ``align`` bytes;
+    ``zero``: it must be zero before the first launch (and the kernel leaves it so)."""
+
+    name: str
+    dtype: str
+    size: int
+    align: int
+    zero: bool = True
 
 
 def check_operands(a, b, out_dtype=None, c=None, in_dtypes=None) -> tuple[str, str]:
@@ -82,11 +102,11 @@ def check_operands(a, b, out_dtype=None, c=None, in_dtypes=None) -> tuple[str, s
 
 
 def compile_once(kernel, args, key=()):
-    """``cute.compile(kernel, *args)``, once per (kernel class, ``kernel.config``, ``key``): the
-    variant's name. ``key``: what else the compiled code depends on (e.g. the dtypes)."""
+    """``cute.compile(kernel, *args)``, once per ``kernel.key()`` (its class and constructor
+    arguments) and ``key``: what else the compiled code depends on (e.g. the dtypes)."""
     import cutlass.cute as cute
 
-    full = (type(kernel).__qualname__, kernel.config, *key)
+    full = (kernel.key(), *key)
     if full not in _COMPILED:
         _COMPILED[full] = cute.compile(kernel, *args)
     return _COMPILED[full]
@@ -117,14 +137,35 @@ def fake_operands(in_dtype="float16", out_dtype="float16"):
     return a, b, c
 
 
-def launcher(kernel, a, b, c, extra=(), tail=()):
-    """Compile ``kernel`` for these operands once (cached by its ``config``) and return ``fn()``
-    that launches ``c = a @ b.T`` on the current stream with no further checks.
+def fake_scratch(kernel) -> tuple:
+    """Fake tensors for ``kernel.scratch()`` (compiling without a GPU)."""
+    import cutlass
+    from cutlass.cute.runtime import make_fake_tensor
 
-    ``kernel``: a course GEMM object (its ``config`` tuple names the compiled variant).
-    ``extra``: (torch tensor, alignment) pairs passed after C (e.g. a scheduler's counters);
-    ``tail``: pairs passed after the stream (optional arguments, e.g. a stream-K workspace). ``fn``
-    keeps them alive.
+    types = {"int32": cutlass.Int32, "float32": cutlass.Float32}
+    return tuple(make_fake_tensor(types[s.dtype], (s.size,), (1,), assumed_align=s.align)
+                 for s in kernel.scratch())
+
+
+class Launch:
+    """``fn()`` launches a compiled kernel on fixed operands, with no checks and no allocation;
+    the scratch tensors it owns are attributes (``fn.counters``), so two launchers may run on
+    different streams at once."""
+
+    def __init__(self, compiled, args, keep=(), **scratch):
+        self.compiled, self.args, self.keep_alive = compiled, args, list(keep)
+        self.__dict__.update(scratch)
+
+    def __call__(self):
+        self.compiled(*self.args)
+
+
+def launcher(kernel, a, b, c, extra=(), tail=()):
+    """Compile ``kernel`` for these operands once (:func:`compile_once`) and return a
+    :class:`Launch` that runs ``c = a @ b.T`` on the current stream with no further checks.
+
+    ``extra``: (torch tensor, alignment) pairs passed after C (the scratch tensors);
+    ``tail``: tensors passed after the stream (the epilogue op's operands).
     """
     import cuda.bindings.driver as cuda
     import torch
@@ -137,15 +178,16 @@ def launcher(kernel, a, b, c, extra=(), tail=()):
         raise DeviceError(f"the operands are on {a.device}", "move them to the GPU with .cuda()")
     args = [from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=1) for t in (a, b, c)]
     args += [from_dlpack(t, assumed_align=align) for t, align in extra]
+    tail = [t if isinstance(t, tuple) else (t, 4) for t in tail]
     after = [from_dlpack(t, assumed_align=align) for t, align in tail]
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
     compiled = compile_once(kernel, (*args, stream, *after), key=(a.dtype, c.dtype))
+    return Launch(compiled, (*args, stream, *after), keep=[t for t, _ in (*extra, *tail)])
 
-    def fn():
-        compiled(*args, stream, *after)
 
-    fn.keep_alive = [t for t, _ in (*extra, *tail)]
-    return fn
+def counted_launcher(kernel, a, b, c):
+    """:func:`launcher` with ``kernel.scratch()`` allocated (zeroed where it must be)."""
+    return Entry.launch_kernel(kernel, a, b, c)
 
 
 def fake_persistent_arguments(in_dtype: str, out_dtype: str) -> tuple:
@@ -159,23 +201,118 @@ def fake_persistent_arguments(in_dtype: str, out_dtype: str) -> tuple:
     return (*fake_operands(in_dtype, out_dtype), counters, cuda.CUstream(0))
 
 
-def counted_launcher(kernel, a, b, c):
-    """:func:`launcher` for a persistent kernel, which also takes the dynamic scheduler's ticket
-    counters: zero now, and zero again after every launch (the last CTA resets them). One pair
-    per launcher: two launches in flight at once on different streams must not share it."""
+#: The launchers' names for constructor arguments (JSON-able, as notebooks pass them).
+ALIASES = {"tile": "tile_mn", "cluster": "cluster_mn"}
+_TUPLES = ("tile_mn", "cluster_mn", "epi_tile")
+
+
+class Entry:
+    """The torch-facing functions of one kernel class (``build``: the class, or a function that
+    takes the same keyword arguments and returns a kernel). Keyword arguments of every function:
+    the constructor's, with ``tile`` / ``cluster`` for ``tile_mn`` / ``cluster_mn`` and a
+    scheduler by name (``tile_scheduler.SCHEDULERS``); ``defaults``: this entry's own defaults."""
+
+    def __init__(self, build, **defaults):
+        import inspect
+
+        self.build, self.defaults = build, defaults
+        params = inspect.signature(build).parameters
+        self.takes_sms = "sms" in params
+        self.aliases = {k: v for k, v in ALIASES.items() if k not in params}  # make_kernel takes tile=
+
+    def kernel(self, **params):
+        """The kernel these (launcher-style) keyword arguments describe."""
+        from .tile_scheduler import SCHEDULERS
+
+        kw = dict(self.defaults)
+        kw.update({self.aliases.get(k, k): v for k, v in params.items()})
+        for k in (*_TUPLES, *ALIASES):
+            if isinstance(kw.get(k), list):
+                kw[k] = tuple(kw[k])
+        if kw.get("sms", 0) is None:  # None: the GPU's SM count (the launcher fills it in)
+            del kw["sms"]
+        if isinstance(kw.get("scheduler"), str):
+            if kw["scheduler"] not in SCHEDULERS:
+                raise ValueError(f"scheduler must be one of {list(SCHEDULERS)}, not {kw['scheduler']!r}")
+            kw["scheduler"] = SCHEDULERS[kw["scheduler"]]
+        try:
+            return self.build(**kw)
+        except TypeError as exc:
+            raise CourseError(f"{getattr(self.build, '__name__', 'the kernel')}: {exc}",
+                              "pass only the keyword arguments the kernel's constructor takes") from None
+
+    def compile_target(self, in_dtype: str = "float16", out_dtype: str = "float16", **params):
+        """(kernel, fake arguments) for ``cutecourse.inspect.compile_report``: symbolic M, N, K."""
+        import cuda.bindings.driver as cuda
+
+        kernel = self.kernel(**params)
+        kernel.plan(in_dtype, out_dtype)  # clear errors before tracing
+        return kernel, (*fake_operands(in_dtype, out_dtype), *fake_scratch(kernel), cuda.CUstream(0))
+
+    def validate(self, a, b, out_dtype=None, c=None, **params):
+        """Check torch operands on any machine; return the kernel's smem plan."""
+        kernel = self.kernel(**params)
+        return kernel.plan(*check_operands(a, b, out_dtype, c, in_dtypes=_torch_dtypes(kernel)))
+
+    def launcher(self, a, b, c, epilogue_args=(), **params):
+        """Check, compile once, and return a :class:`Launch`: ``fn()`` writes A @ B.T (through
+        the epilogue op, with ``epilogue_args``) into ``c``. ``sms`` defaults to the GPU's."""
+        return self._launcher(a, b, c, epilogue_args, params, checked=False)
+
+    def gemm(self, a, b, out_dtype=None, epilogue_args=(), **params):
+        """C = A @ B.T on an H100: A (M, K), B (N, K), both K-major; returns C (M, N) of
+        ``out_dtype`` (default: A's). Compiled once per configuration."""
+        import torch
+
+        kernel = self.kernel(**params)  # the kernel's own checks first
+        check_operands(a, b, out_dtype, in_dtypes=_torch_dtypes(kernel))
+        c = torch.empty((a.shape[0], b.shape[0]), dtype=out_dtype or a.dtype, device=a.device)
+        self._launcher(a, b, c, epilogue_args, params, checked=True)()
+        return c
+
+    def _launcher(self, a, b, c, epilogue_args, params, checked: bool):
+        from ..modes import require_gpu
+
+        kernel = self.kernel(**params)
+        names = (_name(a.dtype), _name(c.dtype)) if checked else \
+            check_operands(a, b, c.dtype, c, in_dtypes=_torch_dtypes(kernel))
+        kernel.plan(*names)
+        _check_epilogue_args(kernel, a, epilogue_args)
+        if self.takes_sms and params.get("sms") is None:
+            kernel = self.kernel(**{**params, "sms": require_gpu("sm_90a").sm_count})
+        return self.launch_kernel(kernel, a, b, c, epilogue_args)
+
+    @staticmethod
+    def launch_kernel(kernel, a, b, c, epilogue_args=()):
+        """:func:`launcher` with the kernel's scratch tensors allocated."""
+        import torch
+
+        scratch = {s.name: (torch.zeros if s.zero else torch.empty)(s.size, dtype=getattr(torch, s.dtype),
+                                                                    device=a.device)
+                   for s in kernel.scratch()}
+        fn = launcher(kernel, a, b, c, extra=[(scratch[s.name], s.align) for s in kernel.scratch()],
+                      tail=tuple(epilogue_args))
+        fn.__dict__.update(scratch)
+        return fn
+
+
+def _torch_dtypes(kernel):
     import torch
 
-    counters = torch.zeros(2, dtype=torch.int32, device=a.device)
-    fn = launcher(kernel, a, b, c, extra=[(counters, 8)])
-    fn.counters = counters
-    return fn
+    return tuple(getattr(torch, name) for name in kernel.IN_DTYPES)
 
 
-def run(make_launcher, a, b, out_dtype=None, **config):
-    """Allocate C (M, N) of ``out_dtype`` (default: A's), launch once, return C."""
+def _check_epilogue_args(kernel, a, epilogue_args):
+    """The epilogue op's operands: as many as it names, torch tensors on A's device."""
     import torch
 
-    check_operands(a, b, out_dtype)  # before touching the GPU
-    c = torch.empty((a.shape[0], b.shape[0]), dtype=out_dtype or a.dtype, device=a.device)
-    make_launcher(a, b, c, **config)()
-    return c
+    op = getattr(kernel, "epilogue_op", None)
+    names = op.operands if op is not None else ()
+    if len(epilogue_args) != len(names):
+        raise ShapeError(f"the epilogue op {op!r} reads {len(names)} tensor(s) {names}, "
+                         f"but {len(epilogue_args)} were given",
+                         "pass epilogue_args=(...) with one torch tensor per name, in that order")
+    for name, t in zip(names, epilogue_args):
+        if not isinstance(t, torch.Tensor) or t.device != a.device:
+            raise DeviceError(f"epilogue operand {name!r} is not a torch tensor on {a.device}",
+                              f"pass it as a tensor on the GPU, e.g. {name}.to(a.device)")

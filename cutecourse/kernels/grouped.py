@@ -1,21 +1,24 @@
 """The grouped GEMMs from PyTorch: one place for every grouped kernel's host side.
 
-The torch-facing functions (each checks its inputs on any machine before touching a GPU):
+The torch-facing functions (each checks its inputs on any machine before touching a GPU). A name
+says the format, and the format the architecture: no suffix and ``_fp8`` run on Hopper (H100),
+``_blockscaled`` (NVFP4 / MXFP8) on Blackwell (B200). Operands come in torch's order:
+``torch._grouped_mm(a, b, offs)`` and ``torch._scaled_grouped_mm(a, b, scale_a, scale_b, offs)``.
 
-=========================================  ======================================================
-``grouped_gemm(As, Bs)``                    Hopper, fp16/bf16: ``[A_g @ B_g.T for g]``, one launch
-``grouped_mm(a, b, offs)``                  the same, packed as ``torch._grouped_mm`` takes it
-``quantize_fp8(As, Bs)``                    e4m3 + fp32 scales per 1x128 (A) and 128x128 (B) block
-``grouped_gemm_fp8(As, SAs, Bs, SBs)``      Hopper, FP8 with those block scales (DeepSeek-V3)
-``grouped_mm_fp8(a, sa, b, sb, offs)``      the same, packed
-``quantize_blockscaled(As, Bs, fmt)``       NVFP4 / MXFP8 data and interleaved scale factors
-``grouped_gemm_blockscaled(As, Bs, fmt)``   Blackwell (B200), NVFP4 or MXFP8
-=========================================  ======================================================
+==========================================  =====================================================
+``grouped_gemm(As, Bs)``                     Hopper, fp16/bf16: ``[A_g @ B_g.T for g]``, one launch
+``grouped_mm(a, b, offs)``                   the same, packed as ``torch._grouped_mm`` takes it
+``quantize_fp8(As, Bs)``                     e4m3 + fp32 scales per 1x128 (A) and 128x128 (B) block
+``grouped_gemm_fp8(As, Bs, SAs, SBs)``       Hopper, FP8 with those block scales (DeepSeek-V3)
+``grouped_mm_fp8(a, b, sa, sb, offs)``       the same, packed
+``quantize_blockscaled(As, Bs, fmt)``        NVFP4 / MXFP8 data and interleaved scale factors
+``grouped_gemm_blockscaled(As, Bs, fmt)``    Blackwell (B200), NVFP4 or MXFP8
+==========================================  =====================================================
 
 Under them, for benchmarks and tests: launch closures (``launcher``, ``packed_launcher``,
-``launcher_fp8``, ``packed_launcher_fp8``, ``blackwell_launcher``: checked and compiled once,
+``launcher_fp8``, ``packed_launcher_fp8``, ``launcher_blockscaled``: checked and compiled once,
 ``fn()`` launches), the device metadata they build (:class:`Metadata`: one row per group, one
-column per operand in ``group_walk.OPERANDS`` order). The compile targets that
+column per operand in ``group_walk.OPERANDS`` order; ``metadata_blockscaled``). The compile targets that
 ``cutecourse.inspect`` compiles without a GPU are ``grouped_targets.py``; the input checks
 ``grouped_checks.py``.
 """
@@ -168,7 +171,8 @@ def launcher(As, Bs, Cs, tile=(128, 256), sms: int | None = None, stages: int | 
     """Validated, compiled launch closure: ``fn()`` writes ``A_g @ B_g.T`` into every ``Cs[g]``."""
     checks.check_groups(As, Bs, Cs[0].dtype if Cs else None)
     checks.check_outputs(As, Bs, Cs)
-    kernel = GroupedHopperGemm(tuple(tile), tuple(cluster), _sms("sm_90a", sms), group_m=group_m, stages=stages)
+    kernel = GroupedHopperGemm(tuple(tile), cluster_mn=tuple(cluster), sms=_sms("sm_90a", sms), group_m=group_m,
+                               stages=stages)
     return list_closure(kernel, As, Bs, Cs)
 
 
@@ -189,7 +193,8 @@ def packed_launcher(a, b, offs, c, tile=(128, 256), sms: int | None = None, stag
     """Launch closure for the packed form: ``fn()`` writes ``a[rows_g] @ b[g]`` into ``c[rows_g]``."""
     checks.check_packed(a, b, offs, c.dtype)
     checks.check_packed_output(a, b, c)
-    kernel = GroupedHopperGemm(tuple(tile), tuple(cluster), _sms("sm_90a", sms), group_m=group_m, stages=stages)
+    kernel = GroupedHopperGemm(tuple(tile), cluster_mn=tuple(cluster), sms=_sms("sm_90a", sms), group_m=group_m,
+                               stages=stages)
     meta = packed_metadata(kernel, a, b, c, offs)
     return launch_closure(kernel, (a, b[0].transpose(0, 1), c), meta, "sm_90a")
 
@@ -243,8 +248,9 @@ def fp8_kernel(tile=(128, 128), cluster=CLUSTER, sms: int | None = None, stages:
                          "128x128 leaves room for that", "use parts=1 for the wider tiles, or tile (128, 128)")
     common = dict(group_m=group_m, stages=stages)
     if parts == 2:
-        return BlockScaledGroupedHopperGemm(tuple(tile), tuple(cluster), _sms("sm_90a", sms), **common)
-    return OnePartBlockScaledGroupedHopperGemm(tuple(tile), tuple(cluster), _sms("sm_90a", sms), turns=turns,
+        return BlockScaledGroupedHopperGemm(tuple(tile), cluster_mn=tuple(cluster), sms=_sms("sm_90a", sms), **common)
+    return OnePartBlockScaledGroupedHopperGemm(tuple(tile), cluster_mn=tuple(cluster), sms=_sms("sm_90a", sms),
+                                               turns=turns,
                                                **common)
 
 
@@ -263,7 +269,7 @@ def fp8_cluster(rows: int, groups: int) -> tuple[int, int]:
     return CLUSTER if rows >= PAIR_ROWS * max(groups, 1) else (1, 1)
 
 
-def launcher_fp8(As, SAs, Bs, SBs, Cs, **config):
+def launcher_fp8(As, Bs, SAs, SBs, Cs, **config):
     """Validated, compiled launch closure: ``fn()`` writes group g's scaled product into ``Cs[g]``.
     ``config``: ``fp8_kernel``'s keywords (tile, cluster, sms, stages, group_m, parts, turns); the
     cluster by default from the groups' mean height (``fp8_cluster``)."""
@@ -280,7 +286,7 @@ def launcher_fp8(As, SAs, Bs, SBs, Cs, **config):
                                                    (SBs, [sb.stride(0) for sb in SBs])])
 
 
-def grouped_gemm_fp8(As, SAs, Bs, SBs, out_dtype=None, **config):
+def grouped_gemm_fp8(As, Bs, SAs, SBs, out_dtype=None, **config):
     """``[(qa_g * sa_g) @ (qb_g * sb_g).T for g]`` in one launch on an H100 (bf16 by default).
 
     As[g] (M_g, K_g) and Bs[g] (N_g, K_g): float8_e4m3fn, K-major; SAs[g] (M_g, ceil(K_g/128))
@@ -292,11 +298,11 @@ def grouped_gemm_fp8(As, SAs, Bs, SBs, out_dtype=None, **config):
     checks.check_groups(As, Bs, dtype, in_dtypes=(torch.float8_e4m3fn,))
     checks.check_scales(As, SAs, Bs, SBs)
     Cs = [torch.empty((a.shape[0], b.shape[0]), dtype=dtype, device=a.device) for a, b in zip(As, Bs)]
-    launcher_fp8(As, SAs, Bs, SBs, Cs, **config)()
+    launcher_fp8(As, Bs, SAs, SBs, Cs, **config)()
     return Cs
 
 
-def packed_launcher_fp8(a, sa, b, sb, offs, c, **config):
+def packed_launcher_fp8(a, b, sa, sb, offs, c, **config):
     """Launch closure for the packed form: ``fn()`` writes group g's scaled product into c[rows_g]
     (``config``: ``fp8_kernel``'s keywords)."""
     import torch
@@ -311,7 +317,7 @@ def packed_launcher_fp8(a, sa, b, sb, offs, c, **config):
     return launch_closure(kernel, (a, b[0].transpose(0, 1), c), meta, "sm_90a", keep=(sa, sb))
 
 
-def grouped_mm_fp8(a, sa, b, sb, offs, out_dtype=None, **config):
+def grouped_mm_fp8(a, b, sa, sb, offs, out_dtype=None, **config):
     """The packed MoE form: a (sum M, K) e4m3 with sa (sum M, K/128), b (G, K, N) = the transpose
     of e4m3 weights w (G, N, K) with sb (G, N/128, K/128), offs the int32 cumulative row ends.
     Row block g of the result is (a_g * sa_g) @ (w_g * sb_g).T, in bf16 by default."""
@@ -323,7 +329,7 @@ def grouped_mm_fp8(a, sa, b, sb, offs, out_dtype=None, **config):
     c = _packed_output(a, b, offs, out_dtype)
     if a.shape[0] == 0 or a.shape[1] == 0:
         return c.zero_()
-    packed_launcher_fp8(a, sa, b, sb, offs, c, **config)()
+    packed_launcher_fp8(a, b, sa, sb, offs, c, **config)()
     return c
 
 
@@ -351,7 +357,7 @@ def quantize_blockscaled(As, Bs, fmt: str = "nvfp4", out_dtype=None, device=None
     return out
 
 
-def blackwell_metadata(groups, fmt: str = "nvfp4", tile_mn=(128, 128), cluster_mn=(1, 1),
+def metadata_blockscaled(groups, fmt: str = "nvfp4", tile_mn=(128, 128), cluster_mn=(1, 1),
                        sms: int = B200_SMS) -> Metadata:
     """The device metadata of ``groups`` (a list of :class:`QuantizedGroup`), on their device.
     Works on CPU tensors too (the pointers are then host addresses): the tests check it there.
@@ -359,20 +365,20 @@ def blackwell_metadata(groups, fmt: str = "nvfp4", tile_mn=(128, 128), cluster_m
     f = check_format(fmt)
     sizes = checks.check_quantized(groups, f)
     per_byte = 2 if f.data == "e2m1" else 1
-    kernel = BlackwellGroupedBlockScaledGemm(f.name, tuple(tile_mn), tuple(cluster_mn), sms,
-                                             checks.dtype_name(groups[0].c.dtype))
+    kernel = BlackwellGroupedBlockScaledGemm(f.name, tile_mn=tuple(tile_mn), cluster_mn=tuple(cluster_mn), sms=sms,
+                                             out_dtype=checks.dtype_name(groups[0].c.dtype))
     stride = {"a": lambda op: op.a.stride(0) * per_byte, "b": lambda op: op.b.stride(0) * per_byte,
               "c": lambda op: op.c.stride(0), "sfa": lambda op: 0, "sfb": lambda op: 0}
     columns = [([getattr(op, name) for op in groups], [stride[name](op) for op in groups]) for name in OPERANDS]
     return list_metadata(kernel, sizes, columns, groups[0].a.device)
 
 
-def blackwell_launcher(groups, fmt: str = "nvfp4", tile=(128, 128), cluster=(1, 1), sms: int | None = None):
+def launcher_blockscaled(groups, fmt: str = "nvfp4", tile=(128, 128), cluster=(1, 1), sms: int | None = None):
     """Validated, compiled launch closure: ``fn()`` writes every group's C. Needs a B200."""
     sms = _sms("sm_100a", sms)
-    meta = blackwell_metadata(groups, fmt, tile, cluster, sms)
-    kernel = BlackwellGroupedBlockScaledGemm(fmt, tuple(tile), tuple(cluster), sms,
-                                             checks.dtype_name(groups[0].c.dtype))
+    meta = metadata_blockscaled(groups, fmt, tile, cluster, sms)
+    kernel = BlackwellGroupedBlockScaledGemm(fmt, tile_mn=tuple(tile), cluster_mn=tuple(cluster), sms=sms,
+                                             out_dtype=checks.dtype_name(groups[0].c.dtype))
     t = next(op for op, (m, _, _) in zip(groups, meta.sizes) if m)  # templates: a non-empty group
     return launch_closure(kernel, (t.a, t.b, t.c, t.sfa, t.sfb), meta, "sm_100a", keep=groups)
 
@@ -380,10 +386,10 @@ def blackwell_launcher(groups, fmt: str = "nvfp4", tile=(128, 128), cluster=(1, 
 def grouped_gemm_blockscaled(As, Bs, fmt: str = "nvfp4", out_dtype=None, **config):
     """``[dequant(A_g) @ dequant(B_g).T for g]`` on a B200: each pair is quantized to ``fmt``
     (``block_scaling.quantize``, on the CPU), multiplied by the block-scaled tensor cores in one
-    launch, and returned as float16 (or ``out_dtype``) C_g. ``config``: ``blackwell_launcher``'s."""
+    launch, and returned as float16 (or ``out_dtype``) C_g. ``config``: ``launcher_blockscaled``'s."""
     from ..modes import require_gpu
 
     require_gpu("sm_100a")  # before quantizing anything
     groups = quantize_blockscaled(As, Bs, fmt, out_dtype, device="cuda")
-    blackwell_launcher(groups, fmt, **config)()
+    launcher_blockscaled(groups, fmt, **config)()
     return [op.c for op in groups]

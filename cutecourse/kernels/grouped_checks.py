@@ -144,9 +144,11 @@ def check_packed_scales(a, sa, b, sb):
 
     kb, (groups, _, n) = math.ceil(a.shape[1] / BLOCK), b.shape
     for name, s, want in (("sa", sa, (a.shape[0], kb)), ("sb", sb, (groups, math.ceil(n / BLOCK), kb))):
-        if not isinstance(s, torch.Tensor) or s.dtype != torch.float32 or tuple(s.shape) != want:
-            raise ShapeError(f"{name} is {getattr(s, 'dtype', type(s).__name__)} "
-                             f"{tuple(getattr(s, 'shape', ()))}, expected float32 {want}",
+        if not isinstance(s, torch.Tensor) or s.dtype != torch.float32:
+            raise DTypeError(f"{name} is {getattr(s, 'dtype', type(s).__name__)}; block scales are float32",
+                             f"pass {name}.float() (models.blockwise_fp8.quantize_blockwise_fp8 makes them)")
+        if tuple(s.shape) != want:
+            raise ShapeError(f"{name} is {tuple(s.shape)}, expected {want}",
                              "quantize a per 1x128 and each w[g] per 128x128 block "
                              "(models.blockwise_fp8.quantize_blockwise_fp8)")
         if s.device != a.device:

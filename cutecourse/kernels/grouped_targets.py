@@ -50,7 +50,7 @@ def hopper(tile=(128, 256), in_dtype: str = "float16", out_dtype: str = "float16
            stages: int | None = None, cluster=(1, 1)):
     """(jit_fn, fake_args) of the Hopper grouped GEMM for ``cutecourse.inspect.compile_report``."""
     plan_persistent(tuple(tile), in_dtype, out_dtype, stages=stages)  # clear errors before tracing
-    kernel = GroupedHopperGemm(tuple(tile), tuple(cluster), sms, stages=stages)
+    kernel = GroupedHopperGemm(tuple(tile), cluster_mn=tuple(cluster), sms=sms, stages=stages)
     return kernel, _hopper_arguments(kernel, in_dtype, out_dtype, 3)
 
 
@@ -72,7 +72,8 @@ def blackwell(fmt: str = "nvfp4", tile=(128, 128), cluster=(1, 1), out_dtype: st
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_tensor
 
-    kernel = BlackwellGroupedBlockScaledGemm(fmt, tuple(tile), tuple(cluster), sms, out_dtype)
+    kernel = BlackwellGroupedBlockScaledGemm(fmt, tile_mn=tuple(tile), cluster_mn=tuple(cluster), sms=sms,
+                                             out_dtype=out_dtype)
     per_16b = 128 // kernel.data_dtype.width  # elements in 16 bytes: TMA's row alignment (32 fp4, 16 fp8)
     m, n = cute.sym_int(symbol="M"), cute.sym_int(symbol="N")
     k = cute.sym_int(divisibility=per_16b, symbol="K")

@@ -27,9 +27,11 @@ import cutlass.pipeline as pipeline
 import cutlass.utils as utils
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
-from ..models.gemm_plan import EPI_STAGES, EPI_TILE, THREADS, TILE_K, check_epi_tile, check_tile, plan_stages
+from ..models.gemm_plan import (EPI_STAGES, EPI_TILE, IN_DTYPES, THREADS, TILE_K, check_epi_tile, check_tile,
+                                plan_stages)
 from ..models.gemm_plan import TILES  # noqa: F401  (the tiles this kernel takes)
 from . import gemm_launch, sm90
+from .configured import Configured
 
 #: The variants, in teaching order.
 VARIANTS = ("naive", "prefetch", "compiler")
@@ -42,19 +44,21 @@ WARPGROUPS = 2
 GROUP_M = 8
 
 
-class HopperGemm:
+class HopperGemm(Configured):
     """C = A @ B.T on Hopper, one CTA per (tile_m, tile_n) tile of C.
 
     ``variant``: "naive", "prefetch" or "compiler" (module docstring), or a ``DEMO_VARIANTS`` one.
     ``prefetch_stages``: the compiler variant's prefetch depth (default: stages - 2, at least 1).
     ``stages``: the ring depth (default: as many as the smem budget allows).
     ``group_m``: band height of the tile order. ``epi_tile``: the epilogue's C sub-tile.
+    ``epilogue_op``: an ``epilogue_op.EpilogueOp`` applied to each accumulator before it is stored.
     """
 
     #: CTAs per cluster. The shared pieces (sm90) read it: at (1, 1) they are the single-CTA code.
     cluster_mn = (1, 1)
+    IN_DTYPES = IN_DTYPES
 
-    def __init__(self, tile_mn=(128, 256), variant: str = "prefetch",
+    def __init__(self, tile_mn=(128, 256), *, variant: str = "prefetch",
                  prefetch_stages: int | None = None, stages: int | None = None,
                  group_m: int = GROUP_M, epi_tile=EPI_TILE, epilogue_op=None):
         if variant not in VARIANTS + DEMO_VARIANTS:
@@ -68,17 +72,20 @@ class HopperGemm:
         self.epi_tile = check_epi_tile(self.tile_mn, epi_tile)
         self.acc_dtype = cutlass.Float32
         self.epilogue_op = epilogue_op  # applied to each accumulator before C (epilogue_op.py)
-        #: what makes two compiled kernels differ (the compile cache's key)
-        self.config = (self.tile_mn, variant, prefetch_stages, stages, group_m, self.epi_tile,
-                       epilogue_op and epilogue_op.key())
+
+    def plan(self, in_dtype: str, out_dtype: str):
+        """The smem plan for these dtypes (``models/gemm_plan.plan_stages``): clear errors first."""
+        return plan_stages(self.tile_mn, in_dtype, out_dtype, stages=self.requested_stages, epi_tile=self.epi_tile)
+
+    def scratch(self):
+        """Tensors it needs besides A, B, C (``gemm_launch.Scratch``): none."""
+        return ()
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit
     def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, stream, *epilogue_args):
         self.a_dtype, self.c_dtype = a.element_type, c.element_type
-        self.stages = plan_stages(self.tile_mn, sm90.dtype_name(self.a_dtype),
-                                  sm90.dtype_name(self.c_dtype), stages=self.requested_stages,
-                                  epi_tile=self.epi_tile).stages
+        self.stages = self.plan(sm90.dtype_name(self.a_dtype), sm90.dtype_name(self.c_dtype)).stages
         # The compiler variant's prefetch depth. Not stages - 1: iteration k loads k-tile k + P
         # into the stage of tile k + P - stages, and this loop releases a stage only after
         # wait_group(0). With P = stages - 1 that is the stage released at the end of the
@@ -321,41 +328,9 @@ class HopperGemm:
 
 
 # ------------------------------------------------------------------------------------------
-# Python entry points
+# Python entry points (gemm_launch.Entry): compile_target(variant=..., tile=...) for
+# cutecourse.inspect (the pipelining diagnostic, a compiler *warning*, reaches Report.log);
+# launcher(a, b, c, ...) for benchmarks; gemm(a, b) returns C.
 # ------------------------------------------------------------------------------------------
-def compile_target(variant: str = "prefetch", tile=(128, 256), in_dtype: str = "float16",
-                   out_dtype: str = "float16", prefetch_stages: int | None = None,
-                   stages: int | None = None, group_m: int = GROUP_M, epi_tile=EPI_TILE):
-    """(jit_fn, fake_args) for ``cutecourse.inspect.compile_report`` (all params JSON-able).
-
-    The pipelining diagnostic ("software pipelining ('prefetch_stages') skipped ...") is a
-    compiler *warning*: it reaches ``Report.log`` because inspect compiles with warnings on.
-    """
-    import cuda.bindings.driver as cuda
-
-    kernel = HopperGemm(tuple(tile), variant, prefetch_stages, stages, group_m, tuple(epi_tile))
-    return kernel, (*gemm_launch.fake_operands(in_dtype, out_dtype), cuda.CUstream(0))
-
-
-def validate(a, b, out_dtype=None, tile=(128, 256), stages: int | None = None, c=None,
-             epi_tile=EPI_TILE):
-    """Check torch operands on any machine; return the kernel's smem plan. Raises CourseErrors."""
-    in_name, out_name = gemm_launch.check_operands(a, b, out_dtype, c)
-    return plan_stages(tuple(tile), in_name, out_name, stages=stages, epi_tile=epi_tile)
-
-
-def launcher(a, b, c, tile=(128, 256), variant: str = "prefetch", prefetch_stages: int | None = None,
-             stages: int | None = None, group_m: int = GROUP_M, epi_tile=EPI_TILE):
-    """Validate, compile once, and return ``fn()`` that launches ``c = a @ b.T`` (for benchmarks)."""
-    validate(a, b, c.dtype, tile, stages, c, epi_tile)
-    kernel = HopperGemm(tuple(tile), variant, prefetch_stages, stages, group_m, epi_tile)
-    return gemm_launch.launcher(kernel, a, b, c)
-
-
-def gemm(a, b, out_dtype=None, **config):
-    """C = A @ B.T on an H100: A (M, K), B (N, K), both K-major; returns C (M, N) of ``out_dtype``.
-
-    ``config``: ``launcher``'s keywords. Compiled once per configuration; M, N and K are run-time
-    values, so new shapes reuse it.
-    """
-    return gemm_launch.run(launcher, a, b, out_dtype, **config)
+ENTRY = gemm_launch.Entry(HopperGemm)
+compile_target, validate, launcher, gemm = ENTRY.compile_target, ENTRY.validate, ENTRY.launcher, ENTRY.gemm

@@ -36,7 +36,7 @@ import cutlass.cute as cute
 from ..errors import CourseError, ShapeError
 from ..models.gemm_plan import EPI_TILE, TILE_K
 from . import gemm_launch, sm90
-from .hopper_gemm import GROUP_M, HopperGemm, validate
+from .hopper_gemm import GROUP_M, HopperGemm
 
 #: The cluster shapes the course runs and measures.
 CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
@@ -76,16 +76,16 @@ def check_cluster(cluster_mn) -> tuple[int, int]:
 class ClusterHopperGemm(HopperGemm):
     """``HopperGemm`` on clusters of CM x CN CTAs sharing A and B tiles by TMA multicast."""
 
-    def __init__(self, tile_mn=(128, 256), variant: str = "prefetch", cluster_mn=(2, 1),
+    def __init__(self, tile_mn=(128, 256), *, variant: str = "prefetch", cluster_mn=(2, 1),
                  prefetch_stages: int | None = None, stages: int | None = None,
-                 group_m: int = GROUP_M, epi_tile=EPI_TILE, l2_hints: str | None = None):
-        super().__init__(tile_mn, variant, prefetch_stages, stages, group_m, epi_tile)
+                 group_m: int = GROUP_M, epi_tile=EPI_TILE, l2_hints: str | None = None, epilogue_op=None):
+        super().__init__(tile_mn, variant=variant, prefetch_stages=prefetch_stages, stages=stages,
+                         group_m=group_m, epi_tile=epi_tile, epilogue_op=epilogue_op)
         if l2_hints is not None and l2_hints not in L2_HINTS:
             raise CourseError(f"l2_hints={l2_hints!r} is not a policy pair this kernel knows",
                               f"use None or one of {list(L2_HINTS)}")
         self.cluster_mn = check_cluster(cluster_mn)
         self.l2_hints = l2_hints
-        self.config += (self.cluster_mn, l2_hints)
 
     def _tile_coord(self):
         """The 1x1 kernel's band order over *clusters*, then this CTA's place in its cluster."""
@@ -114,26 +114,18 @@ class ClusterHopperGemm(HopperGemm):
 CLUSTER_STEPS = ("_tile_coord", "_mainloop_done", "_load")
 
 
-def make_kernel(tile=(128, 256), variant: str = "prefetch", cluster=(2, 1),
-                prefetch_stages: int | None = None, stages: int | None = None,
-                group_m: int = GROUP_M, l2_hints: str | None = None, epi_tile=EPI_TILE) -> HopperGemm:
+def make_kernel(*, tile=(128, 256), cluster=(2, 1), l2_hints: str | None = None, **options) -> HopperGemm:
     """The kernel for ``cluster``: at (1, 1) without hints, the plain 1x1 ``HopperGemm`` (the
-    baseline every cluster shape is compared with); otherwise a ``ClusterHopperGemm``."""
+    baseline every cluster shape is compared with); otherwise a ``ClusterHopperGemm``.
+    ``options``: the constructors' other keyword arguments."""
     if tuple(cluster) == (1, 1) and l2_hints is None:
-        return HopperGemm(tuple(tile), variant, prefetch_stages, stages, group_m, epi_tile)
-    return ClusterHopperGemm(tuple(tile), variant, tuple(cluster), prefetch_stages, stages,
-                             group_m, epi_tile, l2_hints)
+        return HopperGemm(tuple(tile), **options)
+    return ClusterHopperGemm(tuple(tile), cluster_mn=tuple(cluster), l2_hints=l2_hints, **options)
 
 
-def compile_target(variant: str = "prefetch", tile=(128, 256), cluster=(2, 1),
-                   in_dtype: str = "float16", out_dtype: str = "float16",
-                   prefetch_stages: int | None = None, stages: int | None = None,
-                   l2_hints: str | None = None, group_m: int = GROUP_M):
-    """(jit_fn, args) for ``cutecourse.inspect.compile_report`` (all params JSON-able)."""
-    import cuda.bindings.driver as cuda
-
-    kernel = make_kernel(tile, variant, cluster, prefetch_stages, stages, group_m, l2_hints)
-    return kernel, (*gemm_launch.fake_operands(in_dtype, out_dtype), cuda.CUstream(0))
+#: The entry points (gemm_launch.Entry): compile_target, launcher(a, b, c, cluster=...), gemm.
+ENTRY = gemm_launch.Entry(make_kernel)
+compile_target, launcher, gemm = ENTRY.compile_target, ENTRY.launcher, ENTRY.gemm
 
 
 #: PTX of a multicast TMA load, and of any TMA load (CTA-local loads write ``shared::cta``).
@@ -200,7 +192,7 @@ def kernel_facts(cluster=(2, 1), tile=(128, 256), variant: str = "prefetch") -> 
     if tile[0] == tile[1]:
         raise ShapeError(f"tile {tile}: kernel_facts tells A's loads from B's by their size",
                          "use a tile whose M and N differ, e.g. (128, 256)")
-    jit_fn, args = compile_target(variant, tuple(tile), tuple(cluster))
+    jit_fn, args = compile_target(variant=variant, tile=tuple(tile), cluster=tuple(cluster))
     a_elems, b_elems = tile[0] * TILE_K, tile[1] * TILE_K
     built: dict[int, tuple[str, int]] = {}  # id(mask value) -> (layout text, mode)
     copies: list[tuple[str, object]] = []
@@ -255,20 +247,3 @@ def kernel_facts(cluster=(2, 1), tile=(128, 256), variant: str = "prefetch") -> 
     facts.tx_count = int(created["tx_count"])
     facts.empty_arrivals = int(created["consumer_group"].size)
     return facts
-
-
-# ------------------------------------------------------------------------------------------
-# Running it (H100)
-# ------------------------------------------------------------------------------------------
-def launcher(a, b, c, cluster=(2, 1), tile=(128, 256), variant: str = "prefetch",
-             prefetch_stages: int | None = None, stages: int | None = None,
-             l2_hints: str | None = None, group_m: int = GROUP_M, epi_tile=EPI_TILE):
-    """Validate, compile once, and return ``fn`` that launches ``c = a @ b.T`` (for benchmarks)."""
-    validate(a, b, c.dtype, tile, stages, c, epi_tile)
-    kernel = make_kernel(tile, variant, cluster, prefetch_stages, stages, group_m, l2_hints, epi_tile)
-    return gemm_launch.launcher(kernel, a, b, c)
-
-
-def gemm(a, b, cluster=(2, 1), out_dtype=None, **config):
-    """C = A @ B.T with a ``cluster`` of CTAs sharing A and B tiles by TMA multicast."""
-    return gemm_launch.run(launcher, a, b, out_dtype, cluster=cluster, **config)

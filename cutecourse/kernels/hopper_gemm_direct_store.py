@@ -29,9 +29,8 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 
-from ..models.gemm_plan import EPI_STAGES, EPI_TILE, check_tile
-from . import gemm_launch, tile_scheduler
-from .hopper_gemm_persistent import GROUP_M, PersistentHopperGemm, plan_persistent, validate
+from . import gemm_launch
+from .hopper_gemm_persistent import PersistentHopperGemm
 
 #: The tile: the cooperative kernel's 128x256 (each consumer warpgroup 64x256).
 TILES = ((128, 256),)
@@ -82,30 +81,8 @@ class DirectStoreHopperGemm(PersistentHopperGemm):
 
 
 # ------------------------------------------------------------------------------------------
-# Python entry points
+# Python entry points (gemm_launch.Entry)
 # ------------------------------------------------------------------------------------------
-def compile_target(tile=(128, 256), in_dtype: str = "float16", out_dtype: str = "float16",
-                   sms: int = 132, group_m: int = GROUP_M, stages: int | None = None,
-                   scheduler: str = "static", pdl: bool = False):
-    """(jit_fn, fake_args) for ``cutecourse.inspect.compile_report`` (symbolic M, N, K)."""
-    plan_persistent(tuple(tile), in_dtype, out_dtype, stages=stages, tiles=TILES)  # clear errors first
-    kernel = DirectStoreHopperGemm(tuple(tile), (1, 1), sms, group_m, stages, tile_scheduler.SCHEDULERS[scheduler], pdl=pdl)
-    return kernel, gemm_launch.fake_persistent_arguments(in_dtype, out_dtype)
-
-
-def launcher(a, b, c, tile=(128, 256), group_m: int = GROUP_M, stages: int | None = None,
-             sms: int | None = None, scheduler: str = "static", pdl: bool = False):
-    """Validated, compiled launch closure for benchmarks: ``fn()`` writes A @ B.T into ``c``."""
-    from ..modes import require_gpu
-
-    check_tile(tile, TILES)  # this kernel's one tile, before the persistent kernel's checks
-    validate(a, b, c.dtype, tile, stages, c)
-    sms = require_gpu("sm_90a").sm_count if sms is None else sms
-    kernel = DirectStoreHopperGemm(tuple(tile), (1, 1), sms, group_m, stages, tile_scheduler.SCHEDULERS[scheduler], EPI_TILE,
-                                   EPI_STAGES, pdl)
-    return gemm_launch.counted_launcher(kernel, a, b, c)
-
-
-def gemm_direct_store(a, b, out_dtype=None, **config):
-    """C = A @ B.T on an H100 with the direct-store kernel; returns C (M, N)."""
-    return gemm_launch.run(launcher, a, b, out_dtype, **config)
+ENTRY = gemm_launch.Entry(DirectStoreHopperGemm)
+compile_target, validate, launcher, gemm_direct_store = (ENTRY.compile_target, ENTRY.validate, ENTRY.launcher,
+                                                         ENTRY.gemm)

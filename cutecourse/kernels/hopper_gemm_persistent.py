@@ -22,8 +22,9 @@ TMA-store epilogue: the pieces in ``sm90.py``), but organised differently:
   not 8 as in ``hopper_gemm``: the ~132 tiles in flight then form a 16 x ~8 block, reading 16 A
   panels (128 rows each) and ~8 B panels (256 rows each), the minimum of r*128 + c*256 with
   r*c = 132 (measured: docs/hopper_gemm.md).
-* **Two schedulers.** "static" (default): CTA i computes work items i, i + P, i + 2P ... (P CTAs)
-  and needs no communication. "dynamic": the producer warp takes the next work item from a global
+* **Two schedulers** (``tile_scheduler.py``; the launchers' ``scheduler="static"`` / ``"dynamic"``).
+  ``StaticScheduler`` (default): CTA i computes work items i, i + P, i + 2P ... (P CTAs) and needs
+  no communication. ``DynamicScheduler``: the producer warp takes the next work item from a global
   atomic counter when it is ready for one and hands it to its consumers through a two-slot smem
   queue (``cutlass.pipeline.PipelineAsync``), so CTAs on faster SMs take more tiles.
 * **Three tiles.** 128x256 (the default), 128x128, and 256x128, where each consumer warpgroup owns
@@ -52,6 +53,7 @@ from ..errors import ShapeError
 from ..models.gemm_plan import (EPI_STAGES, EPI_TILE, IN_DTYPES, TILE_K, TILES, check_epi_tile, check_tile,
                                 plan_persistent)
 from . import gemm_launch, sm90, tensor_maps, tile_scheduler
+from .configured import Configured
 
 #: Warpgroup roles. Warpgroup 0: producer (its warp 0 issues TMA); 1 and 2: MMA + epilogue.
 PRODUCER_WARPGROUPS = 1
@@ -95,7 +97,7 @@ def shared_storage(kernel, sA_layout, sB_layout, sC_layout):
     return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
 
 
-class PersistentHopperGemm:
+class PersistentHopperGemm(Configured):
     """C = A @ B.T, persistent and warp-specialized (see the module docstring).
 
     ``sms``: CTAs (SMs) the grid may use. ``group_m``: band height of the tile order. ``stages``:
@@ -124,7 +126,7 @@ class PersistentHopperGemm:
     ITEM_FIELDS = 1
     MAPS = 0
 
-    def __init__(self, tile_mn=(128, 256), cluster_mn=(1, 1), sms: int = 132,
+    def __init__(self, tile_mn=(128, 256), *, cluster_mn=(1, 1), sms: int = 132,
                  group_m: int = GROUP_M, stages: int | None = None, scheduler=tile_scheduler.StaticScheduler,
                  epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES, pdl: bool = False, epilogue_op=None):
         self.tile_mn = check_tile(tile_mn, self.TILES)
@@ -148,8 +150,17 @@ class PersistentHopperGemm:
         self.epi_tile = check_epi_tile(self.tile_mn, epi_tile, whole_rounds=True, epi_stages=epi_stages)
         self.acc_dtype = cutlass.Float32
         self.epilogue_op = epilogue_op  # applied to each accumulator before C (epilogue_op.py)
-        self.config = (self.tile_mn, self.cluster_mn, sms, group_m, stages, scheduler, self.epi_tile,
-                       epi_stages, pdl, epilogue_op and epilogue_op.key())
+
+    def plan(self, in_dtype: str, out_dtype: str):
+        """The smem plan for these dtypes (``models/gemm_plan.plan_persistent``): clear errors first."""
+        return plan_persistent(self.tile_mn, in_dtype, out_dtype, stages=self.requested_stages,
+                               epi_tile=self.epi_tile, c_buffer_sets=self.C_BUFFER_SETS, tiles=self.TILES,
+                               epi_stages=self.epi_stages, in_dtypes=self.IN_DTYPES)
+
+    def scratch(self):
+        """Tensors it needs besides A, B, C (``gemm_launch.Scratch``): the dynamic scheduler's two
+        ticket counters, zero between launches (the static one ignores them)."""
+        return (gemm_launch.Scratch("counters", "int32", 2, 8),)
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit
@@ -173,11 +184,7 @@ class PersistentHopperGemm:
         stream-K: and its partial sums; the grouped GEMMs: the group metadata and tensor maps);
         ``epilogue_args``: those the epilogue reads (the epilogue op's operands)."""
         self.a_dtype, self.c_dtype = a.element_type, c.element_type
-        self.stages = plan_persistent(self.tile_mn, sm90.dtype_name(self.a_dtype),
-                                      sm90.dtype_name(self.c_dtype), stages=self.requested_stages,
-                                      epi_tile=self.epi_tile, c_buffer_sets=self.C_BUFFER_SETS,
-                                      tiles=self.TILES, epi_stages=self.epi_stages,
-                                      in_dtypes=self.IN_DTYPES).stages
+        self.stages = self.plan(sm90.dtype_name(self.a_dtype), sm90.dtype_name(self.c_dtype)).stages
         self.tiled_mma = sm90.tiled_mma(self.a_dtype, self.acc_dtype, self.MMA_WARPGROUPS, self.tile_mn[1],
                                         self.WGMMA_N)
         sA_layout, sB_layout, sC_layout = sm90.smem_layouts(self.tile_mnk, self.a_dtype, self.c_dtype,
@@ -350,47 +357,10 @@ class PersistentHopperGemm:
 
 
 # ------------------------------------------------------------------------------------------
-# Python entry points
+# Python entry points (gemm_launch.Entry): compile_target(tile=..., scheduler="dynamic", ...) for
+# cutecourse.inspect, launcher(a, b, c, ...) for benchmarks (``sms``: default every SM of the GPU),
+# gemm_persistent(a, b) returns C.
 # ------------------------------------------------------------------------------------------
-def compile_target(tile=(128, 256), in_dtype: str = "float16", out_dtype: str = "float16",
-                   cluster=(1, 1), sms: int = 132, group_m: int = GROUP_M, stages: int | None = None,
-                   scheduler: str = "static", pdl: bool = False):
-    """(jit_fn, fake_args) for ``cutecourse.inspect.compile_report`` (symbolic M, N, K)."""
-    # clear errors before tracing
-    plan_persistent(tuple(tile), in_dtype, out_dtype, stages=stages, tiles=PERSISTENT_TILES)
-    kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, tile_scheduler.SCHEDULERS[scheduler],
-                                  pdl=pdl)
-    return kernel, gemm_launch.fake_persistent_arguments(in_dtype, out_dtype)
-
-
-def validate(a, b, out_dtype=None, tile=(128, 256), stages: int | None = None, c=None,
-             epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES):
-    """The shared operand checks, then this kernel's smem plan."""
-    in_name, out_name = gemm_launch.check_operands(a, b, out_dtype, c)
-    return plan_persistent(tuple(tile), in_name, out_name, stages=stages, epi_tile=epi_tile,
-                           epi_stages=epi_stages, tiles=PERSISTENT_TILES)
-
-
-def launcher(a, b, c, tile=(128, 256), cluster=(1, 1), group_m: int = GROUP_M,
-             stages: int | None = None, sms: int | None = None, scheduler: str = "static",
-             epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES, pdl: bool = False):
-    """Validated, compiled launch closure for benchmarks: ``fn()`` writes A @ B.T into ``c``.
-
-    ``sms``: how many CTAs the persistent grid may use (default: every SM of the GPU).
-    ``pdl``: launch with programmatic dependent launch (see the class).
-    """
-    from ..modes import require_gpu
-
-    validate(a, b, c.dtype, tile, stages, c, epi_tile, epi_stages)
-    sms = require_gpu("sm_90a").sm_count if sms is None else sms
-    kernel = PersistentHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, tile_scheduler.SCHEDULERS[scheduler],
-                                  epi_tile, epi_stages, pdl)
-    return gemm_launch.counted_launcher(kernel, a, b, c)
-
-
-def gemm_persistent(a, b, out_dtype=None, **config):
-    """C = A @ B.T on an H100 with the persistent, warp-specialized kernel; returns C (M, N).
-
-    Same contract as ``hopper_gemm.gemm``; ``config``: ``launcher``'s keywords.
-    """
-    return gemm_launch.run(launcher, a, b, out_dtype, **config)
+ENTRY = gemm_launch.Entry(PersistentHopperGemm)
+compile_target, validate, launcher, gemm_persistent = (ENTRY.compile_target, ENTRY.validate, ENTRY.launcher,
+                                                       ENTRY.gemm)

@@ -74,11 +74,12 @@ class PingPongHopperGemm(PersistentHopperGemm):
     MMA_WARPGROUPS = 1
     C_BUFFER_SETS = 2
 
-    def __init__(self, tile_mn=(64, 256), cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
-                 stages: int | None = None, epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES,
-                 pdl: bool = False, epilogue_op=None, scheduler=StaticScheduler):
-        super().__init__(tile_mn, cluster_mn, sms, group_m, stages, scheduler, epi_tile, epi_stages,
-                         pdl, epilogue_op)
+    def __init__(self, tile_mn=(64, 256), *, cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
+                 stages: int | None = None, scheduler=StaticScheduler, epi_tile=EPI_TILE,
+                 epi_stages: int = EPI_STAGES, pdl: bool = False, epilogue_op=None):
+        super().__init__(tile_mn, cluster_mn=cluster_mn, sms=sms, group_m=group_m, stages=stages,
+                         scheduler=scheduler, epi_tile=epi_tile, epi_stages=epi_stages, pdl=pdl,
+                         epilogue_op=epilogue_op)
 
     @cute.jit
     def consumers(self, ring, scheduler, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx, warpgroup_idx,
@@ -133,16 +134,10 @@ class PingPongHopperGemm(PersistentHopperGemm):
 
 
 # ------------------------------------------------------------------------------------------
-# Python entry points
+# Python entry points (gemm_launch.Entry)
 # ------------------------------------------------------------------------------------------
-def compile_target(tile=(64, 256), in_dtype: str = "float16", out_dtype: str = "float16",
-                   cluster=(1, 1), sms: int = 132, group_m: int = GROUP_M, stages: int | None = None,
-                   epi_stages: int = EPI_STAGES, pdl: bool = False):
-    """(jit_fn, fake_args) for ``cutecourse.inspect.compile_report`` (symbolic M, N, K)."""
-    plan_pingpong(tuple(tile), in_dtype, out_dtype, stages=stages, epi_stages=epi_stages)  # clear errors first
-    kernel = PingPongHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, epi_stages=epi_stages,
-                                pdl=pdl)
-    return kernel, gemm_launch.fake_persistent_arguments(in_dtype, out_dtype)
+ENTRY = gemm_launch.Entry(PingPongHopperGemm)
+compile_target, validate, launcher, gemm_pingpong = ENTRY.compile_target, ENTRY.validate, ENTRY.launcher, ENTRY.gemm
 
 
 def plan_pingpong(tile_mn=(64, 256), in_dtype="float16", out_dtype="float16", stages: int | None = None,
@@ -152,27 +147,3 @@ def plan_pingpong(tile_mn=(64, 256), in_dtype="float16", out_dtype="float16", st
     ``epi_stages=4``."""
     return plan_persistent(tile_mn, in_dtype, out_dtype, stages=stages, epi_tile=EPI_TILE,
                            c_buffer_sets=2, tiles=TILES, epi_stages=epi_stages)
-
-
-def validate(a, b, out_dtype=None, tile=(64, 256), stages: int | None = None, c=None,
-             epi_stages: int = EPI_STAGES):
-    in_name, out_name = gemm_launch.check_operands(a, b, out_dtype, c)
-    return plan_pingpong(tuple(tile), in_name, out_name, stages=stages, epi_stages=epi_stages)
-
-
-def launcher(a, b, c, tile=(64, 256), cluster=(1, 1), group_m: int = GROUP_M,
-             stages: int | None = None, sms: int | None = None, epi_stages: int = EPI_STAGES,
-             pdl: bool = False):
-    """Validated, compiled launch closure for benchmarks: ``fn()`` writes A @ B.T into ``c``."""
-    from ..modes import require_gpu
-
-    validate(a, b, c.dtype, tile, stages, c, epi_stages)
-    sms = require_gpu("sm_90a").sm_count if sms is None else sms
-    kernel = PingPongHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, epi_stages=epi_stages,
-                                pdl=pdl)
-    return gemm_launch.counted_launcher(kernel, a, b, c)  # the counters go unused: static scheduler
-
-
-def gemm_pingpong(a, b, out_dtype=None, **config):
-    """C = A @ B.T on an H100 with the ping-pong kernel; returns C (M, N)."""
-    return gemm_launch.run(launcher, a, b, out_dtype, **config)

@@ -47,8 +47,8 @@ from ..models.gemm_plan import EPI_STAGES, EPI_TILE, TILES
 from ..models.stream_k import MIN_SAVED
 from . import gemm_launch
 from .barriers import Barrier
+from .hopper_gemm_persistent import CONSUMER_THREADS, GROUP_M, PersistentHopperGemm
 from .stream_k_scheduler import StreamKScheduler
-from .hopper_gemm_persistent import CONSUMER_THREADS, GROUP_M, PersistentHopperGemm, plan_persistent, validate
 
 #: counters[FLAGS + s]: CTA slot s's partial sums are in ``partial_sums`` (after the 2 tickets).
 FLAGS = 2
@@ -64,19 +64,26 @@ class StreamKHopperGemm(PersistentHopperGemm):
 
     TILES = TILES  # gemm_plan's: 256x128 is the persistent kernel's alone (not measured here)
 
-    def __init__(self, tile_mn=(128, 256), cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
+    def __init__(self, tile_mn=(128, 256), *, cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
                  stages: int | None = None, epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES,
                  pdl: bool = False, min_saved: int = MIN_SAVED, epilogue_op=None):
-        super().__init__(tile_mn, cluster_mn, sms, group_m, stages, StreamKScheduler, epi_tile, epi_stages,
-                         pdl, epilogue_op)
+        super().__init__(tile_mn, cluster_mn=cluster_mn, sms=sms, group_m=group_m, stages=stages,
+                         scheduler=StreamKScheduler, epi_tile=epi_tile, epi_stages=epi_stages, pdl=pdl,
+                         epilogue_op=epilogue_op)
         if min_saved < 1:
             raise ShapeError(f"min_saved={min_saved}: must be >= 1 k-tile", "use the default, MIN_SAVED")
         self.min_saved = min_saved
-        self.config = (*self.config, min_saved)
+
+    def scratch(self):
+        """The counters (after the dynamic scheduler's 2 tickets, one "partial sums ready" flag
+        per CTA, zero between launches) and the partial sums (one fp32 tile per CTA)."""
+        return (gemm_launch.Scratch("counters", "int32", FLAGS + self.sms, 8),
+                gemm_launch.Scratch("partial_sums", "float32", self.sms * self.tile_mn[0] * self.tile_mn[1], 16,
+                                    zero=False))
 
     @cute.jit
-    def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, counters: cute.Tensor, stream,
-                 partial_sums: cute.Tensor, *epilogue_args):
+    def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, counters: cute.Tensor,
+                 partial_sums: cute.Tensor, stream, *epilogue_args):
         """The persistent kernel's launch, plus ``partial_sums``: fp32, one tile per CTA."""
         self.launch(a, b, c, (counters, partial_sums), self.grid_clusters(c), stream, epilogue_args)
 
@@ -92,12 +99,13 @@ class StreamKHopperGemm(PersistentHopperGemm):
         epilogue."""
         cluster_size = self.cluster_mn[0] * self.cluster_mn[1]
         rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        sums, flags = scheduler.partial_sums, scheduler.counters
         if tile.k_end < scheduler.k_tiles:
-            save_partial(scheduler.partial_sums, scheduler.counters, mma.acc, scheduler.first * cluster_size + rank, ctid)
+            save_partial(sums, flags, mma.acc, scheduler.first * cluster_size + rank, ctid)
         else:
             first, stop = scheduler.helpers(tile)
             for other in cutlass.range(first, stop, unroll=1):
-                add_partial(scheduler.partial_sums, scheduler.counters, mma.acc, other * cluster_size + rank, ctid)
+                add_partial(sums, flags, mma.acc, other * cluster_size + rank, ctid)
             PersistentHopperGemm.store_tile(self, scheduler, epilogue, mma, gC, tile, ctid, warp_idx)
 
 
@@ -147,48 +155,8 @@ def add_partial(partial_sums, counters, acc, slot, ctid):
 
 
 # ------------------------------------------------------------------------------------------
-# Python entry points
+# Python entry points (gemm_launch.Entry): a launcher owns its flags and partial sums
+# (``fn.counters``, ``fn.partial_sums``), so two launchers may run on different streams at once.
 # ------------------------------------------------------------------------------------------
-def scratch(sms: int, tile_mn, device=None):
-    """(counters, partial_sums) for ``sms`` CTAs: int32 tickets + flags, zero; fp32 tiles (torch)."""
-    import torch
-
-    counters = torch.zeros(FLAGS + sms, dtype=torch.int32, device=device)
-    partial_sums = torch.empty(sms * tile_mn[0] * tile_mn[1], dtype=torch.float32, device=device)
-    return counters, partial_sums
-
-
-def compile_target(tile=(128, 256), in_dtype: str = "float16", out_dtype: str = "float16",
-                   cluster=(1, 1), sms: int = 132, group_m: int = GROUP_M, stages: int | None = None,
-                   pdl: bool = False, min_saved: int = MIN_SAVED):
-    """(jit_fn, fake_args) for ``cutecourse.inspect.compile_report`` (symbolic M, N, K)."""
-    import cuda.bindings.driver as cuda
-    from cutlass.cute.runtime import make_fake_tensor
-
-    plan_persistent(tuple(tile), in_dtype, out_dtype, stages=stages)  # clear errors before tracing
-    kernel = StreamKHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, pdl=pdl, min_saved=min_saved)
-    counters = make_fake_tensor(cutlass.Int32, (FLAGS + sms,), (1,), assumed_align=8)
-    partial_sums = make_fake_tensor(cutlass.Float32, (sms * tile[0] * tile[1],), (1,), assumed_align=16)
-    return kernel, (*gemm_launch.fake_operands(in_dtype, out_dtype), counters, cuda.CUstream(0), partial_sums)
-
-
-def launcher(a, b, c, tile=(128, 256), cluster=(1, 1), group_m: int = GROUP_M,
-             stages: int | None = None, sms: int | None = None, epi_tile=EPI_TILE,
-             epi_stages: int = EPI_STAGES, pdl: bool = False, min_saved: int = MIN_SAVED):
-    """Validated, compiled launch closure for benchmarks: ``fn()`` writes A @ B.T into ``c``.
-    Owns its flags and partial_sums: two launchers may run on different streams at once."""
-    from ..modes import require_gpu
-
-    validate(a, b, c.dtype, tile, stages, c, epi_tile, epi_stages)
-    sms = require_gpu("sm_90a").sm_count if sms is None else sms
-    kernel = StreamKHopperGemm(tuple(tile), tuple(cluster), sms, group_m, stages, epi_tile, epi_stages, pdl,
-                               min_saved)
-    counters, partial_sums = scratch(sms, tile, a.device)
-    fn = gemm_launch.launcher(kernel, a, b, c, extra=[(counters, 8)], tail=[(partial_sums, 16)])
-    fn.counters, fn.partial_sums = counters, partial_sums
-    return fn
-
-
-def gemm_streamk(a, b, out_dtype=None, **config):
-    """C = A @ B.T on an H100 with the stream-K kernel; returns C (M, N)."""
-    return gemm_launch.run(launcher, a, b, out_dtype, **config)
+ENTRY = gemm_launch.Entry(StreamKHopperGemm)
+compile_target, validate, launcher, gemm_streamk = ENTRY.compile_target, ENTRY.validate, ENTRY.launcher, ENTRY.gemm

@@ -58,12 +58,10 @@ class GroupedHopperGemm(PersistentHopperGemm):
     ITEM_FIELDS = group_walk.TILE_FIELDS
     MAPS = 3  # A, B, C
 
-    def __init__(self, tile_mn=(128, 256), cluster_mn=(1, 1), sms: int = 132, *,
-                 group_m: int = GROUP_M, stages: int | None = None, epi_tile=EPI_TILE,
-                 epi_stages: int = EPI_STAGES, epilogue_op=None):
-        super().__init__(tile_mn, cluster_mn, sms, group_m=group_m, stages=stages, scheduler=GroupScheduler,
-                         epi_tile=epi_tile, epi_stages=epi_stages, epilogue_op=epilogue_op)
-        self.config = ("grouped", *self.config)
+    def __init__(self, tile_mn=(128, 256), *, cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
+                 stages: int | None = None, epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES, epilogue_op=None):
+        super().__init__(tile_mn, cluster_mn=cluster_mn, sms=sms, group_m=group_m, stages=stages,
+                         scheduler=GroupScheduler, epi_tile=epi_tile, epi_stages=epi_stages, epilogue_op=epilogue_op)
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit

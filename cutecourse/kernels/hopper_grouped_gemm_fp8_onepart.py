@@ -57,18 +57,17 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
 
     TILES = FP8_TILES
 
-    def __init__(self, tile_mn=(128, 128), cluster_mn=CLUSTER, sms: int = 132, *,
-                 group_m: int = GROUP_M, stages: int | None = None, epi_tile=EPI_TILE,
-                 turns: str | None = "issue"):
+    def __init__(self, tile_mn=(128, 128), *, cluster_mn=CLUSTER, sms: int = 132, group_m: int = GROUP_M,
+                 stages: int | None = None, epi_tile=EPI_TILE, turns: str | None = "issue", epilogue_op=None):
         if turns not in TURNS:
             raise ShapeError(f"turns={turns!r} is not one of {TURNS}",
                              "None (the warpgroups run freely), 'issue' or 'done'")
-        super().__init__(tile_mn, cluster_mn, sms, group_m=group_m, stages=stages, epi_tile=epi_tile)
+        super().__init__(tile_mn, cluster_mn=cluster_mn, sms=sms, group_m=group_m, stages=stages, epi_tile=epi_tile,
+                         epilogue_op=epilogue_op)
         self.turns = turns
         # the part's columns: 128x256 tiles issue two batches of N = 128 (see the module docstring)
         self.WGMMA_N = BLOCK if self.tile_mn[1] > 192 else None
         self.part_n = self.WGMMA_N or self.tile_mn[1]
-        self.config = ("one part", turns, *self.config)
 
     @cute.jit
     def mainloop(self, ring, mma, read, release, groups, tile):

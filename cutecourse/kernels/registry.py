@@ -1,0 +1,39 @@
+"""The course's dense Hopper GEMMs by name: one place that lists them.
+
+Each name maps to the module that holds the kernel class and its :class:`gemm_launch.Entry`
+(``ENTRY``): ``compile_target``, ``launcher``, ``gemm``. ``tools/ptx_fingerprints.py``, the
+schedules benchmark (``benchmarks/schedules.py``) and the dense GPU test
+(``tests/test_dense_gemms.py``) walk this table, so a new kernel is one line here plus its module.
+Modules are imported on first use (a kernel module never imports this one: no import circles).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+#: name -> module under ``cutecourse.kernels``
+DENSE = {
+    "one": "hopper_gemm",  # one CTA per tile (notebooks 03, 04)
+    "cluster": "hopper_gemm_cluster",  # with clusters and TMA multicast (notebook 05)
+    "persistent": "hopper_gemm_persistent",  # persistent, warp-specialized, cooperative (notebook 06)
+    "pingpong": "hopper_gemm_pingpong",  # one tile per consumer warpgroup, taking turns
+    "streamk": "hopper_gemm_streamk",  # the last partial wave split along K
+    "directstore": "hopper_gemm_direct_store",  # the epilogue storing from registers
+}
+
+
+def module(name: str):
+    """The module of dense GEMM ``name``."""
+    if name not in DENSE:
+        raise KeyError(f"no dense GEMM named {name!r}; the course's: {list(DENSE)}")
+    return importlib.import_module(f"{__package__}.{DENSE[name]}")
+
+
+def entry(name: str):
+    """The :class:`gemm_launch.Entry` of dense GEMM ``name``."""
+    return module(name).ENTRY
+
+
+def target(name: str) -> str:
+    """``"module:compile_target"``: what ``cutecourse.inspect.compile_report`` takes."""
+    return f"{__package__}.{DENSE[name]}:compile_target"
