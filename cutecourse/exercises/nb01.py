@@ -1,9 +1,10 @@
-"""Checkers for notebook 01's exercises (layouts, tilers, the vectorized kernel)."""
+"""Checkers for notebook 01's exercises (layouts, tilers, the vectorized kernel, a fused activation)."""
 
 from __future__ import annotations
 
 from .. import layouts, modes
 from . import Result, checker, failed, passed
+from .kernel_check import kernel_checker
 
 
 def _first_difference(mine: layouts.LayoutTable, want: layouts.LayoutTable) -> str:
@@ -100,3 +101,97 @@ def _run_on_gpu(host_fn, m: int, n: int, title: str, hint: str) -> Result:
         return failed(title, f"{len(bad)} of {c.numel()} results are wrong, the first at ({r}, {col}): "
                       f"{c[r, col].item()} instead of {(a + b)[r, col].item()}", hint)
     return passed(title, f"128-bit loads and stores, and A + B is exact on {torch.cuda.get_device_name()}")
+
+
+# ----------------------------------------------------------------------------------------
+# Exercise 4 (kernel): a fused activation, checked by kernel_check (compiled in a child for
+# sm_90a, the arithmetic read from the PTX, run against torch in a child on a GPU)
+# ----------------------------------------------------------------------------------------
+def elementwise_args(kernel, m: int = 256, n: int = 256):
+    """Compile arguments of a notebook-01 host function: fake row-major fp16 A, B, C (m, n)."""
+    import cutlass
+    from cutlass.cute.runtime import make_fake_compact_tensor
+
+    return tuple(make_fake_compact_tensor(cutlass.Float16, (m, n), stride_order=(1, 0),
+                                          assumed_align=16) for _ in range(3))
+
+
+EX4 = ("Exercise 4 (kernel): a fused activation",
+       "load both tiles, add them, then clamp the sum at zero: "
+       "s = a + b; cute.where(s > 0, s, cute.full_like(s, 0)), stored with one 128-bit store.")
+
+
+def relu_runner(kernel, baseline=None, m: int = 4096, n: int = 4096) -> dict:
+    """In a child, on a GPU: the learner's host function against torch.relu(A + B), exactly."""
+    import cutlass.cute as cute
+    import torch
+    from cutlass.cute.runtime import from_dlpack
+
+    torch.manual_seed(0)
+    a, b = (torch.randn(m, n, device="cuda", dtype=torch.float16) for _ in range(2))
+    c = torch.full_like(a, float("nan"))
+    args = [from_dlpack(t, assumed_align=16) for t in (a, b, c)]
+    cute.compile(kernel, *args)(*args)
+    torch.cuda.synchronize()
+    want = torch.relu(a + b)
+    bad = (c != want).nonzero()
+    if len(bad):
+        r, col = bad[0].tolist()
+        return {"ok": False, "message": f"{len(bad)} of {c.numel()} results differ from "
+                f"torch.relu(A + B), the first at ({r}, {col}): {c[r, col].item()} instead of "
+                f"{want[r, col].item()}"}
+    return {"ok": True, "message": f"relu(A + B) is exact on {torch.cuda.get_device_name()}"}
+
+
+def _fused_problem(report) -> str | None:
+    """What is wrong with the arithmetic and the memory traffic of the compiled kernel."""
+    from .kernel_check import compact
+
+    lines = report.instructions()
+    kinds = []
+    for ln in lines:
+        op = ln.split()[0]
+        if op.startswith(("add.f16", "add.rn.f16", "add.f32", "add.rn.f32")):
+            kinds.append("add")
+        elif op.split(".")[0] in ("max", "min") and any(t in op for t in ("f16", "f32")):
+            kinds.append(op.split(".")[0])
+        elif op.startswith("ld.global"):
+            kinds.append("load" if ".v4." in op else "narrow load")
+        elif op.startswith("st.global"):
+            kinds.append("store" if ".v4." in op else "narrow store")
+    seq = compact(kinds)
+    if "narrow load" in kinds or kinds.count("load") != 2 or kinds.count("store") != 1 or \
+            "narrow store" in kinds:
+        return (f"the kernel's global memory traffic is {seq}: keep one 128-bit load of each "
+                "input tile and one 128-bit store (load the whole (1, 8) tile with .load())")
+    if "max" not in kinds:
+        if "min" in kinds:
+            return (f"your kernel computes a min ({seq}): that clamps from above; ReLU keeps the "
+                    "larger of the sum and zero")
+        return f"no max in the compiled kernel ({seq}): it stores A + B without the activation"
+    if kinds.index("max") < kinds.index("add"):
+        return (f"your kernel clamps before it adds ({seq}): relu(A) + relu(B) is not "
+                "relu(A + B); add first, then clamp the sum")
+    return None
+
+
+@kernel_checker(*EX4)
+def check_fused_kernel(host_fn) -> Result:
+    """``host_fn``: your ``@cute.jit`` host function launching C = relu(A + B) on fp16 tiles."""
+    from . import kernel_check as kc
+
+    title = EX4[0]
+    code = kc.LearnerCode(host_fn)
+    report = kc.compile_kernel(code, host_fn.__name__, args="cutecourse.exercises.nb01:elementwise_args")
+    problem = _fused_problem(report)
+    if problem:
+        return failed(title, problem)
+    adds, maxes = report.count(r"^add(\.rn)?\.f16x2"), report.count(r"^max(\.NaN)?\.f16x2")
+    message = (f"compiled for sm_90a: two 128-bit loads, {adds} add.f16x2, {maxes} max.f16x2 "
+               "against zero, one 128-bit store per thread: the activation costs no memory traffic")
+    if not kc.gpu_here("any"):
+        return passed(title, message + " (no GPU here to run it)")
+    run = kc.run_on_gpu(code, host_fn.__name__, runner="cutecourse.exercises.nb01:relu_runner")
+    if not run.ok:
+        return failed(title, run.message)
+    return passed(title, message + ". On the GPU: " + run.message)
