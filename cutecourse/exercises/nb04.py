@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..models import pipeline as pm
 from . import Result, answered, checker, failed, passed
+from .kernel_check import kernel_checker
 
 
 
@@ -147,8 +148,6 @@ def check_prefetch_stages(p, stages: int = 4, on_gpu: bool | None = None,
 # and the shape of the loop it generated (kernels/hopper_gemm_ptx.loop_structure, the reading the
 # lesson uses) prove whether it pipelined; the learner's loop replayed on the CPU pipeline model;
 # on an H100, run against torch in a child process with a timeout and timed beside the course's.
-from .kernel_check import kernel_checker  # noqa: E402
-
 TILE = (128, 256)
 ISSUE_TMA = "cutecourse.kernels.sm90:issue_tma"
 

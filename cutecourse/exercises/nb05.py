@@ -7,8 +7,11 @@ expected numbers it could get wrong on its own.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from ..models.multicast import fmt_mask, plan
 from . import Result, answered, checker, failed, passed
+from .kernel_check import LearnerError, kernel_checker
 
 #: Cluster shapes the mask checker tries, small to large (the 16-bit mask allows up to 16 CTAs).
 MASK_CLUSTERS = [(1, 1), (2, 1), (1, 2), (2, 2), (4, 1), (1, 4), (4, 2), (2, 4), (4, 4)]
@@ -91,10 +94,6 @@ def check_empty_arrivals(arrivals_fn) -> Result:
 # and its multicast loads counted in the PTX; the hook itself is run on the host, once per CTA
 # rank, with the rank as a number, and what it hands ``cute.copy`` is held against the
 # brute-force planner; on an H100 the kernel runs against torch in a child with a timeout.
-from types import SimpleNamespace  # noqa: E402
-
-from .kernel_check import LearnerError, kernel_checker  # noqa: E402
-
 TILE = (128, 256)
 CLUSTER = (2, 2)
 #: the k-tile and ring stage the host run loads (distinct, so a swapped index shows)
