@@ -104,6 +104,17 @@ def test_the_child_process_compiles_the_cells_source_and_maps_its_errors():
     assert "indx" in str(err.value)
 
 
+def test_a_value_from_another_cell_that_cannot_travel_is_named():
+    ns = cell(HEAD)
+    cell("DEPTH = [0]  # a list: not something the child's preamble can re-create\n", ns)
+    cell(NAIVE.format(wait="DEPTH[0]"), ns)
+    code = kc.LearnerCode(ns["Mine"])
+    assert code.missing == ["DEPTH"]
+    with pytest.raises(kc.LearnerError) as err:
+        kc.compile_kernel(code, KERNEL)
+    assert "`DEPTH`, defined in another cell" in str(err.value), str(err.value)
+
+
 def test_a_child_that_does_not_finish_is_stopped_and_called_a_hang():
     _, code = learner(NAIVE.format(wait=0))
     run = kc.run_on_gpu(code, "__import__('time').sleep(60)", timeout=3)

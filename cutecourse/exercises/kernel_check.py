@@ -291,6 +291,11 @@ COURSE_KERNELS = ("from cutecourse.kernels.hopper_gemm import HopperGemm\n"
 def _child_error(code: LearnerCode | None, res: dict, what: str) -> str:
     if code is None:
         return f"the kernel {what}: {res['error']}"
+    m = re.search(r"name '(\w+)' is not defined", res["error"])
+    if m and m.group(1) in code.missing:
+        return (f"your {code.name} uses `{m.group(1)}`, defined in another cell as a value the "
+                "checker cannot copy into the separate process it compiles and runs your code "
+                "in: make it a constant, or define it inside your class or function")
     where = res.get("where")
     if where:
         return f"your {code.name} {what}: {code.describe(*where)}: {res['error']}"
