@@ -170,8 +170,8 @@ def fused_runner(kernel, baseline=None, m: int = 4096, n: int = 4096, k: int = 1
     bias = torch.randn(n, device="cuda", dtype=torch.float32)
     ref = torch.relu(a.float() @ b.float().T + bias)
     c = torch.empty(m, n, device="cuda", dtype=torch.float16)
-    counters = torch.zeros(2, dtype=torch.int32, device="cuda")
-    fused = gemm_launch.launcher(kernel, a, b, c, extra=[(counters, 8)], tail=[(bias, 16)])
+    # the kernel's scratch (the scheduler's counters) allocated, the bias passed after the stream
+    fused = gemm_launch.Entry.launch_kernel(kernel, a, b, c, epilogue_args=(bias,))
     try:
         mine = bench.checked_case("fused", fused, c, ref, max_rel_err=5e-3)
     except AssertionError:
