@@ -144,6 +144,14 @@ def blockwise_twin(qa, sa, qw, sw, reference):
     return None, "; ".join(tried)
 
 
+def course_launcher(qA, SA, qB, SB, Cs, opts):
+    """The course's FP8 launch closure through its public ``grouped.launcher_fp8`` (torch's order:
+    data A, data B, then their scales). Passed by name, so that a reordered signature fails here
+    as a TypeError instead of a dtype refusal on the GPU; its checks all run before any GPU is
+    needed (a CPU test calls this)."""
+    return grouped.launcher_fp8(As=qA, Bs=qB, SAs=SA, SBs=SB, Cs=Cs, **opts)
+
+
 def import_deepgemm():
     """(module, "") or (None, why not): DeepGEMM as ``tools/deepgemm_kit.py build`` left it,
     with the environment its JIT needs (CUDA home, a writable cache)."""
@@ -265,7 +273,7 @@ def shape_cases(name, dg, cases, errors, notes, course_rows=(COURSE,)):
     Cs = [c[s:s + m] for s, m in zip(starts, rows)]
     for label in course_rows:
         opts = peers.COURSE_FP8[label]
-        add(label, lambda opts=opts: grouped.launcher_fp8(qA, SA, qB, SB, Cs, **opts), c, ref8)
+        add(label, lambda opts=opts: course_launcher(qA, SA, qB, SB, Cs, opts), c, ref8)
     dense_ref = fp8b.scaled_mm_reference(a, sfa, qB[0], SB[0])
     fn, how = blockwise_twin(a, sfa, qB[0], SB[0], dense_ref)
     notes[TWIN] = how

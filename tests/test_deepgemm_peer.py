@@ -42,6 +42,23 @@ def test_packing_computes_each_groups_product():
     assert (wrong - ref).abs().max() / ref.abs().max() > 1e-1
 
 
+@pytest.mark.parametrize("label", ["course fp8", "course fp8 128x192 2x1"])
+def test_course_rows_pass_every_argument_check_of_the_public_launcher(label):
+    """The course's rows go through ``grouped.launcher_fp8`` in its current operand order: on the
+    CPU every dtype, shape and scale check passes and the first refusal is the missing GPU."""
+    from cutecourse.errors import CourseError, DeviceError
+
+    rows = [256, 128]
+    qA, SA, qB, SB = _groups(rows)
+    Cs = [torch.empty(m, 256, dtype=torch.bfloat16) for m in rows]
+    with pytest.raises(DeviceError, match="launches a Hopper"):
+        deepgemm_peer.course_launcher(qA, SA, qB, SB, Cs, deepgemm_peer.peers.COURSE_FP8[label])
+    # the checks are real: A's scales given for B's are refused before the GPU is asked for
+    with pytest.raises(CourseError) as refused:
+        deepgemm_peer.course_launcher(qA, SB, qB, SA, Cs, deepgemm_peer.peers.COURSE_FP8[label])
+    assert not isinstance(refused.value, DeviceError) and "sa" in str(refused.value)
+
+
 def test_cpu_check_prints_the_plan(capsys):
     assert deepgemm_peer.cpu_check(deepgemm_peer.SHAPES) == 0
     out = capsys.readouterr().out
