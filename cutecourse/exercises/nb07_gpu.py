@@ -1,0 +1,123 @@
+"""Notebook 07's kernel exercises on an H100: the runners ``kernel_check.run_on_gpu`` calls in its
+child process (a search that never ends hangs the GPU; the parent's timeout stops it).
+
+Each takes ``(kernel, baseline)``: the learner's kernel (a ``nb07_kernels`` hook class) and the
+course's, runs the learner's against torch on grouped problems with empty groups, and, if it is
+right, times both. Returns ``{"ok", "message", ...}`` in the learner's terms.
+"""
+
+from __future__ import annotations
+
+#: Experts of the grouped problems: mixed sizes, two empty, one shorter than a tile.
+ROWS = (512, 0, 1000, 128, 37, 0, 2048, 700)
+N, K = 4096, 2048
+
+
+def _time(fn) -> float:
+    """Median microseconds per launch of ``fn``."""
+    from .. import bench
+
+    return sorted(bench.time_us(bench.Case("kernel", fn), repeats=3))[1]
+
+
+def _speed(flops: float, mine: float, theirs: float | None) -> str:
+    text = f"{flops / mine / 1e6:.0f} TFLOP/s"
+    if theirs is not None:
+        text += f", {theirs / mine:.2f}x the course kernel's speed ({flops / theirs / 1e6:.0f} TFLOP/s)"
+    return text
+
+
+def search_runner(kernel, baseline=None) -> dict:
+    """The packed bf16 problem of notebook 07 (``torch._grouped_mm`` as the reference), and each
+    CTA's items and groups entered against ``models.group_scheduler``."""
+    import torch
+
+    from ..kernels import grouped
+    from ..models import group_scheduler as gs
+
+    torch.manual_seed(0)
+    rows = torch.tensor(ROWS)
+    offs = torch.cumsum(rows, 0).to(torch.int32).cuda()
+    a = torch.randn(int(rows.sum()), K, device="cuda").bfloat16()
+    w = torch.randn(len(ROWS), N, K, device="cuda").bfloat16()
+    ref = torch._grouped_mm(a, w.transpose(-2, -1), offs=offs).float()
+
+    def launch(k):
+        c = torch.full((a.shape[0], N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        meta = grouped.packed_metadata(k, a, w.transpose(-2, -1), c, offs)
+        fn = grouped.launch_closure(k, (a, w[0], c), meta, "sm_90a")
+        fn()
+        torch.cuda.synchronize()
+        return fn, c
+
+    fn, c = launch(kernel)
+    err = ((c.float() - ref).abs() / ref.abs().max()).nan_to_num(float("inf"))
+    if not bool((err < 2e-2).all()):
+        bad = (err >= 2e-2).any(dim=1).nonzero().flatten()
+        ends = offs.cpu().tolist()
+        g = next(i for i, e in enumerate(ends) if int(bad[0]) < e)
+        return {"ok": False, "message": f"wrong result: {len(bad)} rows of C differ from "
+                f"torch._grouped_mm, the first row {int(bad[0])} (group {g}): its tiles went to "
+                "another group, or were never computed"}
+    model = gs.schedule(gs.GroupedProblem([(int(m), N, K) for m in ROWS]), fn.ctas)
+    ups = gs.tensormap_updates(model).per_cta
+    got = fn.trace[:fn.ctas].tolist()
+    want = [[len(s), u] for s, u in zip(model, ups)]
+    if got != want:
+        cta = next(i for i, (x, y) in enumerate(zip(got, want)) if x != y)
+        return {"ok": False, "message": f"C is right, but CTA {cta} took {got[cta][0]} items and "
+                f"entered {got[cta][1]} groups; the model: {want[cta][0]} items, {want[cta][1]} "
+                "groups (tensor-map rewrites)"}
+    flops = 2 * N * K * sum(ROWS)
+    mine = _time(fn)
+    theirs = _time(launch(baseline)[0]) if baseline is not None else None
+    return {"ok": True, "message": f"your search matches torch._grouped_mm on {len(ROWS)} experts "
+            f"(two empty) and every CTA's items and rewrites match the model; {_speed(flops, mine, theirs)}",
+            "us": mine}
+
+
+def fp8_runner(kernel, baseline=None, check_only: bool = False) -> dict:
+    """The FP8 kernel ``kernel`` on grouped FP8 problems against ``scaled_mm_reference``; timed
+    beside ``baseline``."""
+    import torch
+
+    from ..kernels import grouped
+    from ..models import blockwise_fp8 as fp8b
+
+    torch.manual_seed(0)
+    As = [torch.randn(m, K, device="cuda") for m in ROWS]
+    Ws = [torch.randn(N, K, device="cuda") for _ in ROWS]
+    qA, SA, qW, SW = grouped.quantize_fp8(As, Ws)
+    sas = [grouped.checks.m_major(sa) for sa in SA]
+
+    def launch(k):
+        Cs = [torch.full((a.shape[0], N), float("nan"), device="cuda", dtype=torch.bfloat16) for a in qA]
+        fn = grouped.list_closure(k, qA, qW, Cs, extra=[(sas, [sa.stride(1) for sa in sas]),
+                                                        (SW, [sb.stride(0) for sb in SW])])
+        fn()
+        torch.cuda.synchronize()
+        return fn, Cs
+
+    fn, Cs = launch(kernel)
+    for g, (c, q) in enumerate(zip(Cs, zip(qA, SA, qW, SW))):
+        if c.shape[0] == 0:
+            continue
+        ref = fp8b.scaled_mm_reference(*q)
+        err = ((c.float() - ref).abs().max() / ref.abs().max()).nan_to_num(float("inf")).item()
+        if err > 1e-2:
+            return {"ok": False, "message": f"wrong result: expert {g} (M = {c.shape[0]}) is "
+                    f"{err:.1e} of its largest value away from the recipe's reference "
+                    "(fp8b.scaled_mm_reference): check the scales you multiply by"}
+    flops = 2 * N * K * sum(ROWS)
+    mine = _time(fn)
+    theirs = _time(launch(baseline)[0]) if baseline is not None else None
+    return {"ok": True, "message": f"matches the recipe's reference on {len(ROWS)} experts (two "
+            f"empty), N = {N}, K = {K}; {_speed(flops, mine, theirs)}", "us": mine}
+
+
+def promote_runner(kernel, baseline=None) -> dict:
+    """Exercise 10 on the GPU: the FP8 kernel with the learner's promotion."""
+    out = fp8_runner(kernel, baseline)
+    if out["ok"]:
+        out["message"] = "your promotion " + out["message"]
+    return out
