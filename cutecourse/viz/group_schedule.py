@@ -234,7 +234,8 @@ class ScheduleWidget:
             return
         ups, bal = gs.tensormap_updates(sched), gs.balance(sched)
         self.problem, self.error, self.message.value = problem, None, ""
-        self.text = (f"{plural(problem.total, 'work item')} on {plural(len(sched), 'CTA')}; "
+        launched = plural(len(sched), "CTA") + (f" (of {ctas}: no more items than that)" if len(sched) < ctas else "")
+        self.text = (f"{plural(problem.total, 'work item')} on {launched}; "
                      f"{plural(ups.total, 'tensor-map rewrite')}; k-tile load max/mean {bal.ratio:.2f}{note}")
         self.info.value = f"<p>{self.text}</p>"
         self.png = stacked_png([self.fig_groups, self.fig_sched], dpi=66)
