@@ -127,6 +127,14 @@ def test_instruction_descriptor_says_which_scales(reports, cfg):
 
 
 # -- the plan -----------------------------------------------------------------------------------
+def test_an_epilogue_op_runs_on_every_accumulator_of_the_tmem_epilogue():
+    # 128 epilogue threads, a 128x128 tile: 128 accumulators each, one add of bias[n] per
+    # accumulator, one bias load per column the thread holds; no op, no such code
+    r = inspect.compile_report(TARGET, arch="sm_100a", epilogue_op="AddBias")
+    assert r.ptx.count("add.f32") == 128 and r.ptx.count("ld.global.b32") >= 128
+    assert r.spill_bytes == 0
+
+
 def test_plan_fits_smem_and_tmem():
     p = bp.plan("nvfp4", (128, 128))
     assert (p.tile_mnk, p.ab_stages, p.acc_stages, p.c_stages) == ((128, 128, 256), 5, 2, 4)

@@ -45,6 +45,14 @@ def test_epilogue_operands_are_counted_before_the_launch():
         registry.entry("persistent").launcher(a, a, c, epilogue_op=AddBias())
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_every_kernel_compiles_a_named_epilogue_op(name):
+    from cutecourse.inspect import compile_report
+
+    r = compile_report(registry.target(name), epilogue_op="Relu")
+    assert r.ptx.count("max.f32") + r.ptx.count("selp.f32") >= 64 and r.spill_bytes == 0
+
+
 def test_the_compile_key_is_the_constructor_arguments():
     from cutecourse.kernels.epilogue_op import AddBias, Relu
     from cutecourse.kernels.hopper_gemm_persistent import PersistentHopperGemm

@@ -87,7 +87,7 @@ class BlackwellGroupedBlockScaledGemm(Configured):
     MAPS = MAPS
 
     def __init__(self, fmt: str = "nvfp4", *, tile_mn=(128, 128), cluster_mn=(1, 1), sms: int = B200_SMS,
-                 out_dtype: str = "float16"):
+                 out_dtype: str = "float16", epilogue_op=None):
         self.format = check_format(fmt)
         self.tile_mn = check_tile(tile_mn)
         self.cluster_mn = check_cluster(cluster_mn)
@@ -102,12 +102,14 @@ class BlackwellGroupedBlockScaledGemm(Configured):
         data, scale = self.format.cutlass_types
         self.data_dtype, self.sf_dtype = getattr(cutlass, data), getattr(cutlass, scale)
         self.sf_vec = self.format.block
+        self.epilogue_op = epilogue_op  # applied to each accumulator before C (epilogue_op.py)
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit
     def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, sfa: cute.Tensor,
                  sfb: cute.Tensor, shapes: cute.Tensor, ptrs: cute.Tensor, strides: cute.Tensor,
-                 map_workspace: cute.Tensor, trace: cute.Tensor, work_bound: cutlass.Int32, stream):
+                 map_workspace: cute.Tensor, trace: cute.Tensor, work_bound: cutlass.Int32, stream,
+                 *epilogue_args):
         """``a`` (M, K), ``b`` (N, K), ``c`` (M, N), ``sfa``, ``sfb`` (1-D, any 1-byte type): the
         templates of the tensor maps (dtype, majorness; sizes and addresses are patched per group).
         ``shapes`` (G, 4) int32 [M, N, K, 1], ``ptrs``, ``strides`` (G, 5) int64 (``group_walk``'s
@@ -148,7 +150,7 @@ class BlackwellGroupedBlockScaledGemm(Configured):
         (tma_a, mA), (tma_b, mB), (tma_sfa, mSFA), (tma_sfb, mSFB) = loads
         self.kernel(mma, tma_a, mA, tma_b, mB, tma_sfa, mSFA, tma_sfb, mSFB, tma_c, mC, smem.a, smem.b,
                     smem.sfa, smem.sfb, smem.c, cluster_vmnk, shapes, ptrs, strides, map_workspace,
-                    trace).launch(grid=(cm, cn, clusters), block=[THREADS, 1, 1],
+                    trace, epilogue_args).launch(grid=(cm, cn, clusters), block=[THREADS, 1, 1],
                                       cluster=(cm, cn, 1), min_blocks_per_mp=1, stream=stream)
 
     # -- device side -------------------------------------------------------------------------
@@ -159,7 +161,7 @@ class BlackwellGroupedBlockScaledGemm(Configured):
                sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout, sSFA_layout: cute.Layout,
                sSFB_layout: cute.Layout, sC_layout: cute.ComposedLayout, cluster_vmnk: cute.Layout,
                shapes: cute.Tensor, ptrs: cute.Tensor, strides: cute.Tensor, map_workspace: cute.Tensor,
-               trace: cute.Tensor):
+               trace: cute.Tensor, epilogue_args):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         atoms = (tma_a, tma_b, tma_sfa, tma_sfb)  # the loads, in LOADED order
@@ -238,7 +240,7 @@ class BlackwellGroupedBlockScaledGemm(Configured):
                            storage.tmem_address.ptr)
         if warp_idx < MMA_WARP:
             self._epilogue_warps(accs, groups, tma_c, sC, gC, acc_layout, storage.tmem_address.ptr,
-                                 tidx, warp_idx)
+                                 epilogue_args, tidx, warp_idx)
 
     # -- warp 5: tensor maps A/B/SFA/SFB, TMA -----------------------------------------------
     @cute.jit
@@ -315,7 +317,8 @@ class BlackwellGroupedBlockScaledGemm(Configured):
 
     # -- warps 0-3: TMEM allocation, C's tensor map, epilogue -------------------------------
     @cute.jit
-    def _epilogue_warps(self, accs, groups, tma_c, sC, gC, acc_layout, tmem_address, tidx, warp_idx):
+    def _epilogue_warps(self, accs, groups, tma_c, sC, gC, acc_layout, tmem_address, epilogue_args, tidx,
+                        warp_idx):
         store_warp = EPILOGUE_WARPS[0]
         tensor_maps.init_maps(groups.maps, (tma_c,), (C,), store_warp)
         sm100.tmem_alloc(tmem_address, warp_idx, store_warp)
@@ -323,7 +326,8 @@ class BlackwellGroupedBlockScaledGemm(Configured):
         tmem = sm100.tmem_pointer(tmem_address)
         acc = cute.make_tensor(tmem, acc_layout)
         epi = sm100.make_epilogue(tidx, acc, sC, tma_c, self.mma_tiler, self.c_dtype, EPI_TILE,
-                                  self.plan.c_stages, EPILOGUE_THREADS, store_warp)
+                                  self.plan.c_stages, EPILOGUE_THREADS, store_warp, self.epilogue_op,
+                                  epilogue_args)
         c_desc = tensor_maps.map_pointer(groups.maps, C)
         drain = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.plan.acc_stages)
         walk = groups.start()  # this warp's own walk
@@ -335,7 +339,8 @@ class BlackwellGroupedBlockScaledGemm(Configured):
                 if warp_idx == store_warp:
                     tensor_maps.acquire_maps(groups.maps, (C,))
             accs.consumer_wait(drain)
-            sm100.store_tile(epi, drain.index, gC[(None, None, tile.tile_m, tile.tile_n)], warp_idx, c_desc)
+            sm100.store_tile(epi, drain.index, gC[(None, None, tile.tile_m, tile.tile_n)], warp_idx, c_desc,
+                             origin=(tile.tile_m * self.tile_mn[0], tile.tile_n * self.tile_mn[1]))
             with cute.arch.elect_one():
                 accs.consumer_release(drain)  # every tcgen05.ld of this stage has completed
             drain.advance()

@@ -242,12 +242,16 @@ class Entry:
                               "pass only the keyword arguments the kernel's constructor takes") from None
 
     def compile_target(self, in_dtype: str = "float16", out_dtype: str = "float16", **params):
-        """(kernel, fake arguments) for ``cutecourse.inspect.compile_report``: symbolic M, N, K."""
+        """(kernel, fake arguments) for ``cutecourse.inspect.compile_report``: symbolic M, N, K.
+        ``epilogue_op`` may be a class name of ``epilogue_op.py`` (JSON-able), e.g. "AddBias"."""
         import cuda.bindings.driver as cuda
 
+        if isinstance(params.get("epilogue_op"), str):
+            params["epilogue_op"] = named_epilogue_op(params["epilogue_op"])
         kernel = self.kernel(**params)
         kernel.plan(in_dtype, out_dtype)  # clear errors before tracing
-        return kernel, (*fake_operands(in_dtype, out_dtype), *fake_scratch(kernel), cuda.CUstream(0))
+        return kernel, (*fake_operands(in_dtype, out_dtype), *fake_scratch(kernel), cuda.CUstream(0),
+                        *fake_epilogue_operands(kernel.epilogue_op))
 
     def validate(self, a, b, out_dtype=None, c=None, **params):
         """Check torch operands on any machine; return the kernel's smem plan."""
@@ -294,6 +298,27 @@ class Entry:
                       tail=tuple(epilogue_args))
         fn.__dict__.update(scratch)
         return fn
+
+
+def named_epilogue_op(name: str):
+    """An op of ``epilogue_op.py`` by class name (compile targets take JSON-able arguments)."""
+    from . import epilogue_op
+
+    op = getattr(epilogue_op, name, None)
+    if not (isinstance(op, type) and issubclass(op, epilogue_op.EpilogueOp)):
+        raise CourseError(f"epilogue_op={name!r} is not an op of cutecourse/kernels/epilogue_op.py",
+                          "pass an EpilogueOp object, or the name of one defined there, e.g. 'Relu'")
+    return op()
+
+
+def fake_epilogue_operands(op) -> tuple:
+    """Fake float32 vectors (symbolic length) for the tensors an epilogue op reads."""
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_tensor
+
+    names = op.operands if op is not None else ()
+    return tuple(make_fake_tensor(cutlass.Float32, (cute.sym_int(symbol=n),), (1,), assumed_align=4) for n in names)
 
 
 def _torch_dtypes(kernel):

@@ -64,16 +64,18 @@ def hopper_fp8(tile=(128, 128), out_dtype: str = "bfloat16", sms: int = 132, sta
 
 
 def blackwell(fmt: str = "nvfp4", tile=(128, 128), cluster=(1, 1), out_dtype: str = "float16",
-              sms: int = B200_SMS):
+              sms: int = B200_SMS, epilogue_op: str | None = None):
     """(jit_fn, fake_args) of the Blackwell grouped block-scaled GEMM for
-    ``compile_report(..., arch="sm_100a")``: symbolic sizes, strides and group count G."""
+    ``compile_report(..., arch="sm_100a")``: symbolic sizes, strides and group count G.
+    ``epilogue_op``: the name of an op of ``epilogue_op.py`` (e.g. "AddBias")."""
     import cuda.bindings.driver as cuda
     import cutlass
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_tensor
 
+    op = gemm_launch.named_epilogue_op(epilogue_op) if epilogue_op else None
     kernel = BlackwellGroupedBlockScaledGemm(fmt, tile_mn=tuple(tile), cluster_mn=tuple(cluster), sms=sms,
-                                             out_dtype=out_dtype)
+                                             out_dtype=out_dtype, epilogue_op=op)
     per_16b = 128 // kernel.data_dtype.width  # elements in 16 bytes: TMA's row alignment (32 fp4, 16 fp8)
     m, n = cute.sym_int(symbol="M"), cute.sym_int(symbol="N")
     k = cute.sym_int(divisibility=per_16b, symbol="K")
@@ -86,4 +88,4 @@ def blackwell(fmt: str = "nvfp4", tile=(128, 128), cluster=(1, 1), out_dtype: st
     sfa, sfb = (make_fake_tensor(cutlass.Uint8, (cute.sym_int(symbol=s),), (1,), assumed_align=16)
                 for s in ("SFA", "SFB"))
     return kernel, (a, b, c, sfa, sfb, *_fake_metadata(len(OPERANDS), kernel.sms, kernel.MAPS),
-                    cutlass.Int32(kernel.sms), cuda.CUstream(0))
+                    cutlass.Int32(kernel.sms), cuda.CUstream(0), *gemm_launch.fake_epilogue_operands(op))

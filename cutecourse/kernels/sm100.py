@@ -198,11 +198,15 @@ class Epilogue:
     threads: int  # epilogue threads (the barrier count)
     store_warp: int
     pipe: object  # PipelineTmaStore: at most c_stages - 1 TMA stores in flight
+    op: object = None  # the elementwise epilogue op (``epilogue_op.py``), None: none
+    operands: tuple = ()  # the tensors it reads
+    tTR_cC: object = None  # with an op: each register's (row, column) in its sub-tile
 
 
 def make_epilogue(tidx, acc, sC, tma_c, cta_tile, c_dtype, epi_tile, c_stages: int,
-                  threads: int, store_warp: int) -> Epilogue:
-    """The copies the epilogue warps use, built once per CTA for thread ``tidx`` (0..127)."""
+                  threads: int, store_warp: int, op=None, operands=()) -> Epilogue:
+    """The copies the epilogue warps use, built once per CTA for thread ``tidx`` (0..127);
+    ``op``: an elementwise op on each fp32 accumulator (``epilogue_op.py``), reading ``operands``."""
     acc_epi = cute.flat_divide(acc[((None, None), 0, 0, None)], epi_tile)
     t2r_atom = sm100_utils.get_tmem_load_op(cta_tile, C_LAYOUT, c_dtype, cutlass.Float32, epi_tile,
                                             False)
@@ -217,14 +221,17 @@ def make_epilogue(tidx, acc, sC, tma_c, cta_tile, c_dtype, epi_tile, c_stages: i
     tRS_sC = r2s.get_slice(tidx).partition_D(sC)
     pipe = pipeline.PipelineTmaStore.create(
         num_stages=c_stages, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, threads))
+    tTR_cC = thr_t2r.partition_D(sub_tile) if op is not None else None
     return Epilogue(t2r, tTR_tAcc, tTR_rAcc, r2s, tRS_rC, tRS_sC, tma_c, sC, c_dtype, c_stages,
-                    epi_tile, threads, store_warp, pipe)
+                    epi_tile, threads, store_warp, pipe, op, tuple(operands), tTR_cC)
 
 
 @cute.jit
-def store_tile(epi: Epilogue, acc_stage, gC_tile, warp_idx, c_map):
+def store_tile(epi: Epilogue, acc_stage, gC_tile, warp_idx, c_map, origin=(0, 0)):
     """Write accumulator stage ``acc_stage`` to the C tile ``gC_tile`` (TMA store with the
-    tensor map ``c_map``), sub-tile by sub-tile; the caller releases the accumulator after."""
+    tensor map ``c_map``), sub-tile by sub-tile, through the epilogue op if there is one (it is
+    told each value's row and column: ``origin``, the tile's first, plus its place in the tile);
+    the caller releases the accumulator after."""
     gC_epi = cute.flat_divide(gC_tile, epi.epi_tile)  # (EPI_M, EPI_N, sub_m, sub_n)
     bSG_sC, bSG_gC = cpasync.tma_partition(epi.tma_c, 0, cute.make_layout(1),
                                            cute.group_modes(epi.sC, 0, 2),
@@ -236,6 +243,13 @@ def store_tile(epi: Epilogue, acc_stage, gC_tile, warp_idx, c_map):
     for e in cutlass.range_constexpr(cute.size(tAcc, mode=[3])):
         cute.copy(epi.t2r, tAcc[(None, None, None, e)], rAcc)  # tcgen05.ld (asynchronous)
         cute.arch.fence_view_async_tmem_load()  # tcgen05.wait::ld: the registers are now valid
+        if cutlass.const_expr(epi.op is not None):
+            sub_m = cute.size(gC_epi, mode=[2])  # sub-tile e is (e % sub_m, e // sub_m) of the tile
+            m0 = origin[0] + (e % sub_m) * cute.size(gC_epi, mode=[0])
+            n0 = origin[1] + (e // sub_m) * cute.size(gC_epi, mode=[1])
+            for v in cutlass.range_constexpr(cute.size(rAcc)):
+                m, n = epi.tTR_cC[v]
+                rAcc[v] = epi.op.apply(rAcc[v], m0 + m, n0 + n, *epi.operands)
         rC.store(epi.r2s.retile(rAcc).load().to(epi.c_dtype))
         buf = e % epi.c_stages  # sub-tiles per tile is a multiple of c_stages (see plan())
         cute.copy(epi.r2s, rC, epi.tRS_sC[(None, None, None, buf)])
