@@ -123,12 +123,18 @@ def _learner_message(code: LearnerCode, exc: BaseException) -> str:
 
 # -- 1 and 2: compiling ------------------------------------------------------------------------
 def gemm_args(kernel, in_dtype: str = "float16", out_dtype: str = "float16"):
-    """Compile arguments of a dense course GEMM: fake A (M, K), B (N, K), C (M, N), a stream."""
+    """Compile arguments of a dense course GEMM, as ``gemm_launch`` passes them: fake A (M, K),
+    B (N, K), C (M, N), the kernel's scratch tensors (if it has any), a stream, and the operands
+    of its epilogue op (if it has one)."""
     import cuda.bindings.driver as cuda
 
     from ..kernels import gemm_launch
 
-    return (*gemm_launch.fake_operands(in_dtype, out_dtype), cuda.CUstream(0))
+    scratch = gemm_launch.fake_scratch(kernel) if hasattr(kernel, "scratch") else ()
+    op = getattr(kernel, "epilogue_op", None)
+    epilogue = (gemm_launch.fake_epilogue_operands(op)
+                if op is not None and hasattr(gemm_launch, "fake_epilogue_operands") else ())
+    return (*gemm_launch.fake_operands(in_dtype, out_dtype), *scratch, cuda.CUstream(0), *epilogue)
 
 
 def _resolve(target: str):
