@@ -191,5 +191,5 @@ def test_a_wrong_search_is_caught_on_the_gpu_without_hanging():
     fn = learner("ex9-code", "find_group", (LOOP, "    group = group + 0\n"))
     run = kc.run_on_gpu(LearnerCode(fn), "__import__('cutecourse.exercises.nb07_kernels', fromlist=['x'])"
                         ".with_search(find_group)", runner="cutecourse.exercises.nb07_gpu:search_runner",
-                        timeout=120)
+                        timeout=60)
     assert not run.ok and ("wrong result" in run.message or "did not finish" in run.message), run.message
