@@ -17,137 +17,27 @@ says the format, and the format the architecture: no suffix and ``_fp8`` run on 
 
 Under them, for benchmarks and tests: launch closures (``launcher``, ``packed_launcher``,
 ``launcher_fp8``, ``packed_launcher_fp8``, ``launcher_blockscaled``: checked and compiled once,
-``fn()`` launches), the device metadata they build (:class:`Metadata`: one row per group, one
-column per operand in ``group_walk.OPERANDS`` order; ``metadata_blockscaled``). The compile targets that
+``fn()`` launches) and the device metadata they build (``grouped_launch.py``: :class:`Metadata`,
+one row per group, one column per operand in ``group_walk.OPERANDS`` order; ``metadata_blockscaled``). The compile targets that
 ``cutecourse.inspect`` compiles without a GPU are ``grouped_targets.py``; the input checks
 ``grouped_checks.py``.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-from ..errors import DeviceError, ShapeError
+from ..errors import ShapeError
 from ..models import block_scaling
 from ..models import blockwise_fp8
 from ..models.blackwell_plan import B200_SMS, check_format
-from . import gemm_launch, grouped_checks as checks
+from . import grouped_checks as checks
 from .blackwell_grouped_gemm import BlackwellGroupedBlockScaledGemm
 from .group_walk import OPERANDS
 from .hopper_grouped_gemm import GROUP_M, GroupedHopperGemm
 from .hopper_grouped_gemm_fp8 import BLOCK, CLUSTER, BlockScaledGroupedHopperGemm, GROUP_M as FP8_GROUP_M
 from .hopper_grouped_gemm_fp8_onepart import OnePartBlockScaledGroupedHopperGemm
-from .tensor_maps import MAP_BYTES, MAP_WORDS
+from .grouped_launch import Metadata, _nothing_to_do, _sms, launch_closure, list_metadata, packed_metadata  # noqa: F401
 
 QuantizedGroup = checks.QuantizedGroup
-
-
-class Metadata(NamedTuple):
-    """What a grouped kernel takes besides the templates (torch tensors, on the groups' device)."""
-
-    shapes: object  # (G, 4) int32: M, N, K, 1
-    ptrs: object  # (G, operands) int64: addresses, in group_walk.OPERANDS order
-    strides: object  # (G, operands) int64: each operand's stride (A, B, C: rows, in elements)
-    work_bound: int  # >= the work items (cluster tiles) of all groups: it sizes the grid
-    sizes: list | None  # [(M, N, K), ...] when known on the host (the list forms)
-
-
-def cluster_tile(kernel) -> tuple[int, int]:
-    """The block of C one work item covers: the CTA tile times the cluster shape."""
-    return kernel.tile_mn[0] * kernel.cluster_mn[0], kernel.tile_mn[1] * kernel.cluster_mn[1]
-
-
-def list_metadata(kernel, sizes, columns, device) -> Metadata:
-    """The list forms' metadata: ``sizes`` [(M, N, K)] per group, ``columns`` one (tensors,
-    strides) pair per operand in OPERANDS order (each group's tensor and its stride)."""
-    import torch
-
-    bm, bn = cluster_tile(kernel)
-    groups = range(len(sizes))
-    return Metadata(
-        torch.tensor([[m, n, k, 1] for m, n, k in sizes], dtype=torch.int32, device=device),
-        torch.tensor([[ts[g].data_ptr() for ts, _ in columns] for g in groups], dtype=torch.int64, device=device),
-        torch.tensor([[st[g] for _, st in columns] for g in groups], dtype=torch.int64, device=device),
-        sum(-(-m // bm) * -(-n // bn) for m, n, _ in sizes), list(sizes))
-
-
-def packed_metadata(kernel, a, b, c, offs, scales=None) -> Metadata:
-    """The packed form's metadata, computed on the GPU from ``offs`` (no host sync): group g is
-    rows ``offs[g-1]:offs[g]`` of A and C, and B = b[g] (K, N) read as its transpose (N, K).
-    ``scales``: (sa, sb) of the FP8 kernel, sa M-major (sum M, K/128), sb (G, N/128, K/128)."""
-    import torch
-
-    ends = offs.to(torch.int64)
-    starts = torch.cat([ends.new_zeros(1), ends[:-1]])
-    groups, k, n = b.shape
-    rows = ends - starts
-    shapes = torch.stack([rows, torch.full_like(rows, n), torch.full_like(rows, k), torch.ones_like(rows)],
-                         dim=1).to(torch.int32)
-    g = torch.arange(groups, device=offs.device, dtype=torch.int64)
-    ptrs = [a.data_ptr() + starts * a.stride(0) * a.element_size(),
-            b.data_ptr() + g * b.stride(0) * b.element_size(),
-            c.data_ptr() + starts * c.stride(0) * c.element_size()]
-    strides = [a.stride(0), b.stride(2), c.stride(0)]
-    if scales is not None:
-        sa, sb = scales
-        ptrs += [sa.data_ptr() + starts * 4, sb.data_ptr() + g * sb.stride(0) * 4]
-        strides += [sa.stride(1), sb.stride(1)]
-    # Without reading offs on the host: the tiles of all groups are at most ceil(sum M / BM) + G
-    # rows (each group wastes less than one) times ceil(N / BN) columns.
-    bm, bn = cluster_tile(kernel)
-    return Metadata(shapes, torch.stack(ptrs, dim=1),
-                    torch.tensor(strides, dtype=torch.int64, device=offs.device).expand(groups, len(strides))
-                    .contiguous(), (-(-a.shape[0] // bm) + groups) * -(-n // bn), None)
-
-
-# -- compile once, launch many times --------------------------------------------------------------
-def launch_closure(kernel, templates, meta: Metadata, arch: str, keep=()):
-    """``fn()`` launching ``kernel`` on ``meta``: compiled once per configuration and template
-    dtypes (G and every size are run-time values). ``templates``: the tensors the host builds the
-    TMA atoms from (a non-empty group's operands). ``fn.trace`` (CTAs, 2): per CTA its work items
-    and groups entered in the last launch; ``fn.ctas``: the grid; ``fn.metadata``."""
-    import cuda.bindings.driver as cuda
-    import cutlass
-    import torch
-    from cutlass.cute.runtime import from_dlpack
-
-    from ..modes import require_gpu
-
-    require_gpu(arch)
-    device = meta.shapes.device
-    if device.type != "cuda":
-        raise DeviceError(f"the operands are on {device}", "move them to the GPU with .cuda()")
-    map_workspace = torch.empty((kernel.sms, kernel.MAPS, MAP_WORDS), dtype=torch.int64, device=device)
-    trace = torch.zeros((kernel.sms, 2), dtype=torch.int32, device=device)
-    # 2-D templates are row-major (K-major operands, N-major C); 1-D ones are scale-factor bytes
-    args = [from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=1) if t.dim() == 2
-            else from_dlpack(t.view(torch.uint8), assumed_align=16).mark_layout_dynamic() for t in templates]
-    args += [from_dlpack(t, assumed_align=align).mark_layout_dynamic(leading_dim=t.dim() - 1)
-             for t, align in ((meta.shapes, 16), (meta.ptrs, 8), (meta.strides, 8), (map_workspace, MAP_BYTES),
-                              (trace, 8))]
-    stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    bound = cutlass.Int32(max(1, meta.work_bound))
-    compiled = gemm_launch.compile_once(kernel, (*args, bound, stream), key=tuple(t.dtype for t in templates))
-
-    def fn():
-        compiled(*args, bound, stream)
-
-    cs = kernel.cluster_mn[0] * kernel.cluster_mn[1]
-    fn.trace, fn.ctas, fn.metadata = trace, min(max(1, meta.work_bound), kernel.sms // cs) * cs, meta
-    fn.keep_alive = (templates, meta, map_workspace, keep)
-    return fn
-
-
-def _nothing_to_do(meta=None):
-    fn = lambda: None  # noqa: E731  (every group empty)
-    fn.trace, fn.ctas, fn.metadata = None, 0, meta
-    return fn
-
-
-def _sms(arch: str, sms):
-    from ..modes import require_gpu
-
-    return require_gpu(arch).sm_count if sms is None else sms
 
 
 # -- Hopper, fp16 / bf16 --------------------------------------------------------------------------
@@ -166,11 +56,17 @@ def list_closure(kernel, As, Bs, Cs, extra=()):
     return launch_closure(kernel, (As[live], Bs[live], Cs[live]), meta, "sm_90a", keep=[ts for ts, _ in extra])
 
 
-def launcher(As, Bs, Cs, tile=(128, 256), sms: int | None = None, stages: int | None = None,
-             group_m: int = GROUP_M, cluster=(1, 1)):
-    """Validated, compiled launch closure: ``fn()`` writes ``A_g @ B_g.T`` into every ``Cs[g]``."""
+def launcher(As, Bs, Cs, **config):
+    """Validated, compiled launch closure: ``fn()`` writes ``A_g @ B_g.T`` into every ``Cs[g]``.
+    ``config``: tile, sms (default: every SM), stages, group_m, cluster."""
     checks.check_groups(As, Bs, Cs[0].dtype if Cs else None)
     checks.check_outputs(As, Bs, Cs)
+    return _launcher(As, Bs, Cs, **config)
+
+
+def _launcher(As, Bs, Cs, tile=(128, 256), sms: int | None = None, stages: int | None = None,
+              group_m: int = GROUP_M, cluster=(1, 1)):
+    """``launcher`` for checked operands (the checks run once per call)."""
     kernel = GroupedHopperGemm(tuple(tile), cluster_mn=tuple(cluster), sms=_sms("sm_90a", sms), group_m=group_m,
                                stages=stages)
     return list_closure(kernel, As, Bs, Cs)
@@ -184,15 +80,20 @@ def grouped_gemm(As, Bs, out_dtype=None, **config):
     checks.check_groups(As, Bs, out_dtype)  # before touching the GPU
     dtype = out_dtype or As[0].dtype
     Cs = [torch.empty((a.shape[0], b.shape[0]), dtype=dtype, device=a.device) for a, b in zip(As, Bs)]
-    launcher(As, Bs, Cs, **config)()
+    _launcher(As, Bs, Cs, **config)()
     return Cs
 
 
-def packed_launcher(a, b, offs, c, tile=(128, 256), sms: int | None = None, stages: int | None = None,
-                    group_m: int = GROUP_M, cluster=(1, 1)):
+def packed_launcher(a, b, offs, c, **config):
     """Launch closure for the packed form: ``fn()`` writes ``a[rows_g] @ b[g]`` into ``c[rows_g]``."""
     checks.check_packed(a, b, offs, c.dtype)
     checks.check_packed_output(a, b, c)
+    return _packed_launcher(a, b, offs, c, **config)
+
+
+def _packed_launcher(a, b, offs, c, tile=(128, 256), sms: int | None = None, stages: int | None = None,
+                     group_m: int = GROUP_M, cluster=(1, 1)):
+    """``packed_launcher`` for checked operands."""
     kernel = GroupedHopperGemm(tuple(tile), cluster_mn=tuple(cluster), sms=_sms("sm_90a", sms), group_m=group_m,
                                stages=stages)
     meta = packed_metadata(kernel, a, b, c, offs)
@@ -218,7 +119,7 @@ def grouped_mm(a, b, offs, out_dtype=None, **config):
     c = _packed_output(a, b, offs, out_dtype or a.dtype)
     if a.shape[0] == 0 or a.shape[1] == 0:
         return c.zero_()
-    packed_launcher(a, b, offs, c, **config)()
+    _packed_launcher(a, b, offs, c, **config)()
     return c
 
 
@@ -278,6 +179,11 @@ def launcher_fp8(As, Bs, SAs, SBs, Cs, **config):
     checks.check_groups(As, Bs, Cs[0].dtype if Cs else None, in_dtypes=(torch.float8_e4m3fn,))
     checks.check_scales(As, SAs, Bs, SBs)
     checks.check_outputs(As, Bs, Cs)
+    return _launcher_fp8(As, Bs, SAs, SBs, Cs, **config)
+
+
+def _launcher_fp8(As, Bs, SAs, SBs, Cs, **config):
+    """``launcher_fp8`` for checked operands."""
     config.setdefault("cluster", fp8_cluster(sum(a.shape[0] for a in As), len(As)))
     kernel = fp8_kernel(**config)
     sas = [checks.m_major(sa) for sa in SAs]
@@ -298,7 +204,7 @@ def grouped_gemm_fp8(As, Bs, SAs, SBs, out_dtype=None, **config):
     checks.check_groups(As, Bs, dtype, in_dtypes=(torch.float8_e4m3fn,))
     checks.check_scales(As, SAs, Bs, SBs)
     Cs = [torch.empty((a.shape[0], b.shape[0]), dtype=dtype, device=a.device) for a, b in zip(As, Bs)]
-    launcher_fp8(As, Bs, SAs, SBs, Cs, **config)()
+    _launcher_fp8(As, Bs, SAs, SBs, Cs, **config)()
     return Cs
 
 
@@ -310,6 +216,11 @@ def packed_launcher_fp8(a, b, sa, sb, offs, c, **config):
     checks.check_packed(a, b, offs, c.dtype, in_dtypes=(torch.float8_e4m3fn,))
     checks.check_packed_scales(a, sa, b, sb)
     checks.check_packed_output(a, b, c)
+    return _packed_launcher_fp8(a, b, sa, sb, offs, c, **config)
+
+
+def _packed_launcher_fp8(a, b, sa, sb, offs, c, **config):
+    """``packed_launcher_fp8`` for checked operands."""
     config.setdefault("cluster", fp8_cluster(a.shape[0], b.shape[0]))
     kernel = fp8_kernel(**config)
     sa = checks.m_major(sa)
@@ -329,7 +240,7 @@ def grouped_mm_fp8(a, b, sa, sb, offs, out_dtype=None, **config):
     c = _packed_output(a, b, offs, out_dtype)
     if a.shape[0] == 0 or a.shape[1] == 0:
         return c.zero_()
-    packed_launcher_fp8(a, b, sa, sb, offs, c, **config)()
+    _packed_launcher_fp8(a, b, sa, sb, offs, c, **config)()
     return c
 
 
