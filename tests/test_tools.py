@@ -144,3 +144,20 @@ def test_check_reports_sizes_against_the_limit(tmp_path):
     assert over.returncode == 1 and "OVER" in over.stdout and "outputs 3 KB (limit 2)" in over.stdout
     ok = _execute("--check", str(nb))
     assert ok.returncode == 0 and ok.stdout.startswith("ok ")
+
+
+# -- tools/ptx_fingerprints.py ---------------------------------------------------------------------
+def test_fingerprints_cover_every_registry_kernel_and_the_committed_file():
+    import importlib.util
+
+    from cutecourse.kernels import registry
+
+    spec = importlib.util.spec_from_file_location("ptx_fingerprints", ROOT / "tools" / "ptx_fingerprints.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    configs = tool.configurations()
+    targets = {target for target, _ in configs.values()}
+    assert {registry.target(name) for name in registry.DENSE} <= targets
+    committed = json.loads((ROOT / "tools" / "ptx_fingerprints.json").read_text())
+    assert set(committed) == set(configs)  # a new configuration comes with its fingerprint
+    assert not [n for n, h in committed.items() if h.startswith("error")]
