@@ -178,6 +178,7 @@ PROBE = "DEEPGEMM_PROBE"
 def probe_child(shapes) -> int:
     """In the child (``--probe-deepgemm``): DeepGEMM's first calls on each shape's inputs, checked
     as the timed row will be; one ``DEEPGEMM_PROBE {json}`` line per shape."""
+    deepgemm_kit.install_crash_handler()  # a crash in DeepGEMM then prints its native stack
     import torch
 
     dg, why_not = import_deepgemm()
@@ -212,12 +213,18 @@ def probe_deepgemm(shapes, timeout: float, log_dirs=(), cmd=None) -> dict[str, s
     """Run ``probe_child`` in a fresh process (or ``cmd``, in tests); shape -> "" where DeepGEMM ran
     and checked there, else why not (its error, or how the child died and on which shape). The
     child's output is echoed and kept as ``deepgemm_probe.log`` in ``log_dirs``."""
+    env = dict(os.environ)
+    if cmd is None:
+        handler, _ = deepgemm_kit.crash_handler(deepgemm_kit.DEST.parent / "deepgemm_diag")
+        if handler is not None:
+            env["DG_DIAG_CRASH_HANDLER"] = str(handler)
     cmd = cmd or [sys.executable, "-X", "faulthandler", str(Path(__file__).resolve()), "--probe-deepgemm",
                   "--shapes", ",".join(shapes)]
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        rc, out = proc.returncode, proc.stdout + proc.stderr
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
+                              env=env)
+        rc, out = proc.returncode, proc.stdout
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
         rc = None

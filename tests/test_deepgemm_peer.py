@@ -234,10 +234,7 @@ def test_a_crash_in_the_probe_costs_only_deepgemms_rows(tmp_path, capsys):
 
 
 def test_diagnose_names_the_first_step_that_crashes_and_runs_the_rest(tmp_path, monkeypatch, capsys):
-    import shutil
-
-    monkeypatch.setattr(shutil, "which", lambda name: None)  # no gdb re-run here
-    monkeypatch.delenv("OUT", raising=False)
+    monkeypatch.setenv("OUT", str(tmp_path))
     (tmp_path / "deepgemm" / "deep_gemm").mkdir(parents=True)
     (tmp_path / "deepgemm" / "deep_gemm" / "_C.so").write_bytes(b"")
     table = (("fine", "a step that works", "print('fine here')"),
@@ -249,6 +246,8 @@ def test_diagnose_names_the_first_step_that_crashes_and_runs_the_rest(tmp_path, 
     assert "DIAG fine: ok" in out and "DIAG crash: FAILED (killed by SIGSEGV)" in out and "about to crash" in out
     assert "DIAG skipped: skipped" in out and "DIAG after: ok" in out and "still ran" in out
     assert out.strip().splitlines()[-1] == "DEEPGEMM_DIAG failed: first failing step crash (FAILED (killed by SIGSEGV))"
+    assert "DIAG environment of every step:" in out and "DG_JIT_CACHE_DIR=" in out
+    assert "about to crash" in (tmp_path / "deepgemm_diag_crash.log").read_text()  # each step's whole output
     assert [n for n, _, _ in deepgemm_kit.DIAG_STEPS] == ["toolchain", "import", "tensor-no-jit", "jit-transpose",
                                                          "jit-after-course", "grouped-gemm"]
 
@@ -301,3 +300,58 @@ def test_main_after_a_crashed_probe_times_and_saves_the_other_rows(monkeypatch, 
     assert body["notes"][shapes[1]][deepgemm_peer.DEEPGEMM] == "probe killed by SIGSEGV"
     assert "partial" not in body  # the final save replaces the per-shape ones
     assert "DEEPGEMM_PEER incomplete" in capsys.readouterr().out
+
+
+needs_cc = pytest.mark.skipif(not all(__import__("shutil").which(t) for t in ("cc", "g++", "readelf", "nm")),
+                              reason="needs cc, g++, readelf and nm")
+
+
+@needs_cc
+def test_a_native_crash_prints_its_stack_with_the_static_functions_named(tmp_path, monkeypatch, capsys):
+    """The crash handler on a real fault inside a ``static`` C function of an object under the kit's
+    folder (as DeepGEMM's are): the fault address, the stack, the function named from ``nm``; and
+    C ``printf`` output written just before the crash is not lost in a buffer."""
+    import subprocess
+
+    monkeypatch.delenv("OUT", raising=False)
+    dest = tmp_path / "deepgemm"
+    (dest / "deep_gemm").mkdir(parents=True)
+    (dest / "deep_gemm" / "_C.so").write_bytes(b"")
+    (tmp_path / "faulty.c").write_text(
+        "#include <stdio.h>\n"
+        "static int __attribute__((noinline)) read_through_null(volatile int *p) { return *p + 1; }\n"
+        "int faulty_entry(void) { printf(\"printf before the fault\\n\"); return read_through_null(0); }\n")
+    lib = dest / "libfaulty.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O0", "-o", str(lib), str(tmp_path / "faulty.c")], check=True)
+    table = (("native", "a fault in C", f"import ctypes; ctypes.CDLL({str(lib)!r}).faulty_entry()"),)
+    assert deepgemm_kit.diagnose(dest, 60, table=table) == 1
+    out = capsys.readouterr().out
+    assert "DIAG crash handler: built with" in out
+    assert "printf before the fault" in out
+    assert "DGCRASH signal 11" in out and "fault address (nil)" in out
+    named = [line for line in out.splitlines() if "libfaulty.so(+0x" in line]
+    assert named and "= read_through_null+0x" in named[0]  # the innermost frame of the library, by name
+    assert "DIAG native: FAILED (killed by SIGSEGV)" in out  # handed on: the process still dies of it
+
+
+@needs_cc
+def test_libstdcxx_link_tells_a_shared_library_from_an_exported_private_copy(tmp_path):
+    """The build's check on the extension: linked against libstdc++.so.6, carrying its own exported
+    copy (``-static-libstdc++``, what crashed DeepGEMM's JIT), or a copy kept private."""
+    import subprocess
+
+    (tmp_path / "x.cpp").write_text("#include <sstream>\n#include <string>\n"
+                                    "std::string show(int i) { std::ostringstream o; o << i; return o.str(); }\n")
+    kinds = {"shared": [], "private copy": ["-static-libstdc++"],
+             "hidden or none": ["-static-libstdc++", "-Wl,--exclude-libs,ALL"]}
+    for want, flags in kinds.items():
+        so = tmp_path / f"lib{len(flags)}.so"
+        subprocess.run(["g++", "-shared", "-fPIC", "-o", str(so), str(tmp_path / "x.cpp"), *flags], check=True)
+        assert deepgemm_kit.libstdcxx_link(so) == want, flags
+
+
+def test_the_build_binds_the_shared_cxx_library():
+    """The recipe names libstdc++ and hides any archive's symbols (``BUILD_SCRIPT``'s comment says why)."""
+    script = deepgemm_kit.BUILD_SCRIPT.format(cutlass="/c", fmt="/f")
+    assert "'stdc++'" in script and "-Wl,--exclude-libs,ALL" in script
+    compile(script, "build_ext.py", "exec")

@@ -23,8 +23,11 @@ holds the variables a later process needs (``benchmarks/deepgemm_peer.py`` sets 
 ``diagnose`` (on the GPU machine, after ``build``) walks DeepGEMM's first use one step at a time,
 each in its own process with a timeout and DeepGEMM's JIT tracing on: the toolchain facts, the
 import, a tensor through its binding without the JIT, its JIT's first kernel (alone, then beside
-the CuTe DSL), one tiny grouped FP8 GEMM against an emulation. A crash kills only its step; the
-last line, ``DEEPGEMM_DIAG ok|failed: first failing step ...``, says where it breaks.
+the CuTe DSL), one tiny grouped FP8 GEMM against an emulation. A crash kills only its step and
+prints its native stack (a signal handler compiled there, loaded before torch: the machine has no
+gdb); the JIT's own output is unbuffered, its cache folder listed after each JIT step, and the
+environment the steps see printed first. The last line, ``DEEPGEMM_DIAG ok|failed: first failing
+step ...``, says where it breaks.
 """
 
 from __future__ import annotations
@@ -167,6 +170,15 @@ def pack(kit: Path, mirrors: Path) -> dict:
 #: * Absolute include paths: ninja compiles from a build folder, where relative ones miss.
 #: * rpath: torch's CUDA libraries (its wheels') first, then the toolkit's, so that the extension
 #:   binds the same libcudart/libnvrtc/libcublasLt that torch has loaded, even when imported alone.
+#: * ``-lstdc++`` named, and ``--exclude-libs,ALL``: the GPU machine's ``g++`` (a wrapper around
+#:   ``g++-real``) linked libstdc++ statically, by every sign: its extension had no ``NEEDED
+#:   libstdc++.so.6``, which a ``-static-libstdc++`` link reproduces here exactly. That private copy's
+#:   exported data (locale facet ids, the classic locale) is then bound to the copy torch loaded,
+#:   a newer one, while its functions stay its own (Python links with ``-Bsymbolic-functions``):
+#:   the first ``std::regex`` or stream in DeepGEMM's JIT (its include hasher) mixes the two. Here
+#:   that reproduced as ``std::bad_cast`` from the JIT's first call; there it was a SIGSEGV. Naming
+#:   ``-lstdc++`` before the driver's own binds the shared library torch uses; ``--exclude-libs``
+#:   keeps any archive's symbols private if a wrapper still adds one.
 BUILD_SCRIPT = """
 import json, torch
 from setuptools import setup
@@ -181,8 +193,8 @@ print('DEEPGEMM_BUILD_FLAGS', json.dumps({{'torch': torch.__version__, 'cuda': t
 setup(name='deep_gemm', ext_modules=[CUDAExtension(
     'deep_gemm._C', ['csrc/python_api.cpp'],
     include_dirs=[f'{{CUDA_HOME}}/include', f'{{CUDA_HOME}}/include/cccl', '{cutlass}', '{fmt}'],
-    libraries=['cudart', 'nvrtc'], library_dirs=[f'{{CUDA_HOME}}/lib64'], extra_compile_args=flags,
-    extra_link_args=[f'-Wl,-rpath,{{d}}' for d in rpath])],
+    libraries=['cudart', 'nvrtc', 'stdc++'], library_dirs=[f'{{CUDA_HOME}}/lib64'], extra_compile_args=flags,
+    extra_link_args=['-Wl,--exclude-libs,ALL', *[f'-Wl,-rpath,{{d}}' for d in rpath]])],
     cmdclass={{'build_ext': BuildExtension}}, script_args=['build_ext', '--inplace'])
 """
 
@@ -259,6 +271,24 @@ def _built(kit: Path, dest: Path) -> bool:
         return False
 
 
+def libstdcxx_link(so: Path) -> str:
+    """How the shared object ``so`` holds the C++ library: "shared" (``NEEDED libstdc++.so.6``: the
+    copy torch uses), "private copy" (none needed, yet it exports the library's own functions, as a
+    plain ``-static-libstdc++`` link leaves them: the crash), "hidden or none" (a static copy whose
+    symbols ``--exclude-libs`` hid, safe, or no C++ library) or "unknown" (no readelf here)."""
+    import shutil
+
+    if not shutil.which("readelf"):
+        return "unknown"
+    dyn = subprocess.run(["readelf", "-d", str(so)], capture_output=True, text=True).stdout
+    if "[libstdc++.so" in dyn:
+        return "shared"
+    syms = subprocess.run(["readelf", "--dyn-syms", "-W", str(so)], capture_output=True, text=True).stdout
+    # std::locale's constructor: defined only in libstdc++ itself, never a template left in a user's object
+    own = any(" FUNC " in line and " UND " not in line and "_ZNSt6localeC" in line for line in syms.splitlines())
+    return "private copy" if own else "hidden or none"
+
+
 def _import_check(dest: Path, env: dict, t_build: float) -> int:
     """``import deep_gemm`` in a fresh process (it initializes on the GPU), then ``env.sh``."""
     check = subprocess.run([sys.executable, "-c", "import deep_gemm, torch; print(deep_gemm.__version__, "
@@ -268,14 +298,22 @@ def _import_check(dest: Path, env: dict, t_build: float) -> int:
         print((check.stdout + check.stderr)[-3000:], flush=True)
         return _say(False, "built, but `import deep_gemm` failed (above)")
     (dest / "env.sh").write_text("".join(f"export {k}={v}\n" for k, v in env.items()))
-    return _say(True, f"deep_gemm {check.stdout.strip()} in {dest} ({t_build:.0f} s); source {dest / 'env.sh'}")
+    so = next(dest.glob("deep_gemm/_C*.so"))
+    link = libstdcxx_link(so)
+    if link == "private copy":  # the JIT's first std::regex would mix two C++ libraries (BUILD_SCRIPT)
+        return _say(False, f"{so.name} carries its own copy of libstdc++ (the compiler {os.environ.get('CXX', 'c++')} "
+                           "links it statically despite -lstdc++); DeepGEMM's JIT would crash: build with a g++ "
+                           "that links libstdc++.so.6 (CXX=/path/to/g++)")
+    return _say(True, f"deep_gemm {check.stdout.strip()} in {dest} ({t_build:.0f} s; libstdc++: {link}); "
+                      f"source {dest / 'env.sh'}")
 
 
 # --- diagnose: each step of DeepGEMM's first use in its own process, so that a crash names its step ---
 
 #: (name, what it exercises, Python source). Each runs in a fresh ``python -X faulthandler`` with
 #: ``env_for(dest)`` plus DeepGEMM's JIT tracing (``DG_JIT_DEBUG``: code, nvcc command, cubin load,
-#: launch); the text ``{dest}`` and ``{root}`` is replaced by the paths. Exit status 3 means "skipped" (printed why).
+#: launch) and the crash handler (``CRASH_HANDLER_C``); the text ``{dest}`` and ``{root}`` is
+#: replaced by the paths. Exit status 3 means "skipped" (printed why).
 DIAG_STEPS = (
     ("toolchain", "torch, CUDA, compiler, driver and the extension's link facts (no deep_gemm)", r"""
 import json, shutil, subprocess, sys, torch
@@ -298,10 +336,20 @@ print(json.dumps(info, indent=1))
 for line in (Path('{dest}') / 'build.log').read_text().splitlines() if (Path('{dest}') / 'build.log').exists() else []:
     if line.startswith('DEEPGEMM_BUILD_FLAGS'):
         print(line)
+sys.path.insert(0, '{root}/tools')
+import deepgemm_kit
 for so in Path('{dest}', 'deep_gemm').glob('_C*.so'):
     if shutil.which('readelf'):
         print('\n'.join(l.strip() for l in subprocess.run(['readelf', '-d', str(so)], capture_output=True,
               text=True).stdout.splitlines() if 'NEEDED' in l or 'PATH' in l))
+    print('libstdc++ in the extension:', deepgemm_kit.libstdcxx_link(so))
+for cxx in dict.fromkeys(c for c in (os.environ.get('CXX'), 'c++', 'g++') if c):
+    path = shutil.which(cxx)
+    head = Path(path).read_bytes()[:3000] if path else b''
+    if head.startswith(b'#!'):  # a wrapper: the flags it adds to every link
+        print(f'{cxx}: {path} is a script:', head.decode(errors='replace'), sep='\n')
+    elif path:
+        print(f'{cxx}: {path} -> {os.path.realpath(path)}')
 """),
     ("import", "import deep_gemm (its init), get_num_sms (cudaGetDeviceProperties, cuBLASLt), the libraries mapped", r"""
 import deep_gemm as dg
@@ -394,13 +442,201 @@ def _describe(rc: int) -> str:
     return f"exit status {rc}"
 
 
-def diagnose(dest: Path, timeout: float, steps: list[str] | None = None, table=DIAG_STEPS) -> int:
-    """Run ``DIAG_STEPS`` (or the named ones) in order, each in its own process; print each one's
-    outcome and output tail, then ``DEEPGEMM_DIAG ok`` or the first step that failed and how. A
-    step killed by a signal is re-run under gdb, where the machine has it, for the native stack."""
+#: A fatal-signal handler for the steps, built with the machine's C compiler when ``diagnose`` starts
+#: (there is no gdb there) and loaded with ctypes before torch. It makes C ``stdout`` unbuffered, so
+#: that the JIT's own ``printf`` lines (its code, nvcc command, cubin load) reach the pipe before a
+#: crash instead of dying in the buffer, and on SIGSEGV/SIGBUS/SIGILL/SIGFPE/SIGABRT writes the
+#: faulting address, the instruction's object and offset, and glibc's ``backtrace`` of the native
+#: stack; then it hands the signal to the handler it replaced (Python's faulthandler: the Python
+#: stack), and the process dies of the same signal, so the exit status still says how.
+CRASH_HANDLER_C = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+static char alt_stack[1 << 16];  /* a stack overflow leaves no room on the thread's own stack */
+static struct sigaction previous[65];
+
+static void say(const char *text) { ssize_t rc = write(2, text, strlen(text)); (void)rc; }
+
+static void where(const char *what, void *addr) {
+    char line[768];
+    Dl_info info;
+    if (dladdr(addr, &info) && info.dli_fname)
+        snprintf(line, sizeof line, "%s %p: %s(%s+0x%lx)\n", what, addr, info.dli_fname,
+                 info.dli_sname ? info.dli_sname : "",
+                 (unsigned long)((char *)addr - (char *)(info.dli_sname ? info.dli_saddr : info.dli_fbase)));
+    else
+        snprintf(line, sizeof line, "%s %p: in no loaded object\n", what, addr);
+    say(line);
+}
+
+static void on_fatal(int sig, siginfo_t *info, void *context) {
+    char line[256];
+    void *frames[64];
+    fflush(stdout);  /* not async-signal-safe, but the process is dying and these lines matter */
+    snprintf(line, sizeof line, "\nDGCRASH signal %d (%s), fault address %p\n", sig, strsignal(sig), info->si_addr);
+    say(line);
+#if defined(__x86_64__)
+    where("DGCRASH instruction", (void *)((ucontext_t *)context)->uc_mcontext.gregs[REG_RIP]);
+#endif
+    say("DGCRASH native stack, innermost first:\n");
+    backtrace_symbols_fd(frames, backtrace(frames, 64), 2);
+    say("DGCRASH end\n");
+    sigaction(sig, &previous[sig], NULL);
+    if (info->si_code <= 0)  /* sent by raise or kill: send it again, to the previous handler */
+        raise(sig);
+    /* a fault: returning runs the faulting instruction again, and the previous handler gets it */
+}
+
+int dg_diag_install(void) {
+    static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+    struct sigaction action;
+    stack_t stack;
+    void *warm[2];
+    setvbuf(stdout, NULL, _IONBF, 0);
+    stack.ss_sp = alt_stack;
+    stack.ss_size = sizeof alt_stack;
+    stack.ss_flags = 0;
+    sigaltstack(&stack, NULL);
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = on_fatal;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&action.sa_mask);
+    for (unsigned i = 0; i < sizeof sigs / sizeof sigs[0]; ++i)
+        sigaction(sigs[i], &action, &previous[sigs[i]]);
+    backtrace(warm, 2);  /* its first call loads libgcc_s (malloc, dlopen): do that now, not in the handler */
+    return 0;
+}
+"""
+
+#: Run first in every step (started with ``-X faulthandler``): the crash handler on top of
+#: faulthandler's, so that it sees the fault itself and then passes it on for the Python stack.
+STEP_PRELUDE = """import os, sys
+if os.environ.get('DG_DIAG_CRASH_HANDLER'):
+    import ctypes
+    ctypes.CDLL(os.environ['DG_DIAG_CRASH_HANDLER']).dg_diag_install()
+sys.path.insert(0, {dest!r})
+import torch
+"""
+#: The steps that go through DeepGEMM's JIT: the cache folder is listed after each.
+JIT_STEPS = ("jit-transpose", "jit-after-course", "grouped-gemm")
+#: What a step's environment is shown with (the variables DeepGEMM and its nvcc read).
+ENV_KEYS = ("HOME", "CUDA_HOME", "CUDA_PATH", "PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "CC", "CXX",
+            "TMPDIR")
+
+
+def install_crash_handler() -> bool:
+    """In a process started with ``DG_DIAG_CRASH_HANDLER`` naming a built ``crash_handler``: load it
+    (``deepgemm_peer.py``'s probe child does, so that its crash, too, comes with a native stack)."""
+    lib = os.environ.get("DG_DIAG_CRASH_HANDLER")
+    if not lib or not Path(lib).exists():
+        return False
+    import ctypes
+
+    ctypes.CDLL(lib).dg_diag_install()
+    return True
+
+
+def crash_handler(work: Path) -> tuple[Path | None, str]:
+    """(path, compiler) of ``CRASH_HANDLER_C`` built as a shared library in ``work``, or (None, why)."""
     import shutil
 
+    work.mkdir(parents=True, exist_ok=True)
+    src, lib = work / "dg_diag_crash.c", work / "libdg_diag_crash.so"
+    src.write_text(CRASH_HANDLER_C)
+    tried = []
+    for cc in dict.fromkeys(c for c in (os.environ.get("CC"), "cc", "gcc", os.environ.get("CXX"), "g++") if c):
+        if not shutil.which(cc):
+            continue
+        proc = subprocess.run([cc, "-x", "c", "-shared", "-fPIC", "-O1", "-o", str(lib), str(src)],
+                              capture_output=True, text=True)
+        if proc.returncode == 0:
+            return lib, cc
+        tried.append(f"{cc}: {(proc.stderr.strip().splitlines() or ['?'])[-1][:200]}")
+    return None, "; ".join(tried) or "no C compiler on PATH"
+
+
+def symbolize(lines: list[str], dest: Path) -> list[str]:
+    """The crash handler's frames, with names: a frame of the extension (or of any object under
+    ``dest``) given as ``obj(+0xOFFSET)`` gets the nearest symbol below from ``nm`` (DeepGEMM's
+    functions are ``static``, so they are only in the symbol table); mangled names demangled."""
+    import bisect
+    import shutil
+
+    frame = re.compile(r"^(?P<obj>/\S+?)\((?P<sym>[^()+]*)\+0x(?P<off>[0-9a-f]+)\)")
+    tables: dict[str, tuple[list[int], list[str]]] = {}
+    out = []
+    for line in lines:
+        text = line.split(": ", 1)[1] if line.startswith("DGCRASH instruction") else line
+        m = frame.match(text)
+        if m and not m["sym"] and m["obj"].startswith(str(dest)) and shutil.which("nm"):
+            if m["obj"] not in tables:
+                addrs, names = [], []
+                nm = subprocess.run(["nm", "-n", "-C", "--defined-only", m["obj"]], capture_output=True, text=True)
+                for entry in nm.stdout.splitlines():
+                    parts = entry.split(" ", 2)
+                    if len(parts) == 3 and parts[1].lower() in "tw":
+                        addrs.append(int(parts[0], 16))
+                        names.append(parts[2])
+                tables[m["obj"]] = (addrs, names)
+            addrs, names = tables[m["obj"]]
+            i = bisect.bisect_right(addrs, int(m["off"], 16)) - 1
+            if i >= 0:
+                line += f"  = {names[i][:200]}+0x{int(m['off'], 16) - addrs[i]:x}"
+        elif m and m["sym"].startswith("_Z") and shutil.which("c++filt"):
+            line += "  = " + subprocess.run(["c++filt", m["sym"]], capture_output=True, text=True).stdout.strip()[:200]
+        out.append(line)
+    return out
+
+
+def cache_listing(cache: Path, limit: int = 40) -> list[str]:
+    """The files in DeepGEMM's JIT cache folder (sizes), and each compile folder that holds a
+    ``kernel.cu`` but no ``kernel.cubin`` (nvcc did not finish there)."""
+    if not cache.exists():
+        return [f"{cache}: does not exist (the JIT never wrote its cache folder)"]
+    files = sorted(p for p in cache.rglob("*") if p.is_file())
+    out = [f"{cache}: {len(files)} files"]
+    out += [f"  {p.relative_to(cache)} ({p.stat().st_size} B)" for p in files[:limit]]
+    if len(files) > limit:
+        out.append(f"  ... {len(files) - limit} more")
+    for cu in cache.rglob("kernel.cu"):
+        if not (cu.parent / "kernel.cubin").exists():
+            out.append(f"  no cubin beside {cu.relative_to(cache)}: nvcc did not finish there")
+    return out
+
+
+def env_report(env: dict[str, str], dest: Path) -> list[str]:
+    """What DeepGEMM's JIT will find: the variables it and nvcc read, the tools and folders at the
+    paths it builds from them (``CUDA_HOME``/bin/nvcc and cuobjdump, the include root it is given as
+    ``deep_gemm/include``, the cache folder it writes)."""
+    out = [f"{k}={env[k]}" for k in ENV_KEYS if k in env] + [f"{k} unset" for k in ENV_KEYS if k not in env]
+    out += [f"{k}={v}" for k, v in sorted(env.items()) if k.startswith("DG_")]
+    cuda = Path(env.get("CUDA_HOME", "/usr/local/cuda"))
+    cache = Path(env.get("DG_JIT_CACHE_DIR") or Path(env.get("HOME", "")) / ".deep_gemm")
+    for what, path in (("nvcc", cuda / "bin" / "nvcc"), ("cuobjdump", cuda / "bin" / "cuobjdump"),
+                       ("include root", dest / "deep_gemm" / "include" / "deep_gemm"),
+                       ("cute headers", dest / "deep_gemm" / "include" / "cute"),
+                       ("cutlass headers", dest / "deep_gemm" / "include" / "cutlass")):
+        out.append(f"{what}: {path} {'present' if path.exists() else 'MISSING'}")
+    cache.mkdir(parents=True, exist_ok=True)
+    out.append(f"JIT cache {cache}: {'writable' if os.access(cache, os.W_OK) else 'NOT WRITABLE'}")
+    return out
+
+
+def diagnose(dest: Path, timeout: float, steps: list[str] | None = None, table=DIAG_STEPS) -> int:
+    """Run ``DIAG_STEPS`` (or the named ones) in order, each in its own process; print each one's
+    outcome and output tail, then ``DEEPGEMM_DIAG ok`` or the first step that failed and how. Every
+    step runs with ``CRASH_HANDLER_C`` loaded (a crash prints its native stack, the JIT's output is
+    unbuffered); each JIT step is followed by the cache folder's listing; the environment comes
+    first. A step's whole output goes to ``$OUT/deepgemm_diag_<step>.log`` when OUT is set."""
     log = []
+    out_dir = Path(os.environ["OUT"]) if os.environ.get("OUT") else None
 
     def say(text: str = "") -> None:
         print(text, flush=True)
@@ -410,39 +646,49 @@ def diagnose(dest: Path, timeout: float, steps: list[str] | None = None, table=D
         say(f"DEEPGEMM_DIAG failed: no extension in {dest}: run `python tools/deepgemm_kit.py build` first")
         return 1
     env, first_failure, outcome = _step_env(dest), None, {}
-    prelude = f"import os, sys\nsys.path.insert(0, {str(dest)!r})\nimport torch\n"
+    handler, how = crash_handler(dest.parent / "deepgemm_diag")
+    if handler is not None:
+        env["DG_DIAG_CRASH_HANDLER"] = str(handler)
+    say(f"DIAG crash handler: {'built with ' + how if handler else 'NOT built (' + how + ')'}")
+    say("DIAG environment of every step:")
+    for line in env_report(env, dest):
+        say(f"    {line}")
+    cache = Path(env.get("DG_JIT_CACHE_DIR") or Path(env.get("HOME", "")) / ".deep_gemm")
+    prelude = STEP_PRELUDE.format(dest=str(dest))
     for name, what, body in table:
         if steps and name not in steps:
             continue
         code = prelude + body.replace("{dest}", str(dest)).replace("{root}", str(ROOT))
         t0 = time.perf_counter()
         try:
-            proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True,
-                                  text=True, env=env, timeout=timeout, cwd=dest.parent)
-            rc, out = proc.returncode, proc.stdout + proc.stderr
+            proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, env=env, timeout=timeout, cwd=dest.parent)
+            rc, out = proc.returncode, proc.stdout
         except subprocess.TimeoutExpired as e:
             rc, out = None, ((e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else
                              (e.stdout or "")) + f"\n(timed out after {timeout:.0f} s)"
         dt = time.perf_counter() - t0
+        if out_dir is not None:
+            (out_dir / f"deepgemm_diag_{name}.log").write_text(out)
         status = "ok" if rc == 0 else "skipped" if rc == 3 else "timed out" if rc is None else f"FAILED ({_describe(rc)})"
         outcome[name] = status
         say(f"DIAG {name}: {status} ({dt:.0f} s) - {what}")
         lines = out.strip().splitlines()
-        for line in lines[-(60 if rc not in (0, 3) else 25):]:
+        crash_at = next((i for i, line in enumerate(lines) if line.startswith("DGCRASH signal")), len(lines))
+        for line in lines[:crash_at][-(60 if rc not in (0, 3) else 25):]:
             say(f"    {line[:400]}")
-        if rc is not None and rc < 0 and shutil.which("gdb"):
-            gdb = subprocess.run(["gdb", "-batch", "-ex", "run", "-ex", "bt 40", "--args", sys.executable, "-c", code],
-                                 capture_output=True, text=True, env=env, timeout=timeout, cwd=dest.parent)
-            say("    native stack (gdb):")
-            for line in [l for l in gdb.stdout.splitlines() if l.startswith("#")][:40]:
-                say(f"      {line[:300]}")
+        for line in symbolize(lines[crash_at:crash_at + 80], dest):
+            say(f"    {line[:500]}")
+        if name in JIT_STEPS:
+            for line in cache_listing(cache):
+                say(f"    cache: {line}")
         if rc not in (0, 3) and first_failure is None:
             first_failure = f"{name} ({status})"
     verdict = f"DEEPGEMM_DIAG {'ok' if first_failure is None else 'failed: first failing step ' + first_failure}"
     say(verdict)
-    if os.environ.get("OUT"):  # the device tool brings back what is under $OUT
-        (Path(os.environ["OUT"]) / "deepgemm_diagnose.log").write_text("\n".join(log) + "\n")
-        (Path(os.environ["OUT"]) / "deepgemm_diagnose.json").write_text(json.dumps(outcome, indent=1))
+    if out_dir is not None:  # the device tool brings back what is under $OUT
+        (out_dir / "deepgemm_diagnose.log").write_text("\n".join(log) + "\n")
+        (out_dir / "deepgemm_diagnose.json").write_text(json.dumps(outcome, indent=1))
     return 0 if first_failure is None else 1
 
 
