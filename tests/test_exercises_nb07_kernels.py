@@ -118,6 +118,7 @@ SUM = "acc[i] = acc[i] + part[i] * (sa[i] * sb)"
     ([(SUM, "acc[i] = acc[i] + part[i]")], "without its scales"),
     ([(SUM, "acc[i] = acc[i] + part[i] * sa[i]")], "forgets sb"),
     ([(SUM, "acc[i] = part[i] * (sa[i] * sb)")], "overwrites acc"),
+    ([(SUM, "acc[i] = acc[i] + part[i] * (sa[0] * sb)")], "first row's sa[0]"),
     ([("    ring.consumer_release(release)  # its wgmmas are done: the producer may refill the stage\n", "")],
      "never frees the k-tile's ring stage"),
     ([("    ring.consumer_release(release)  #", "    ring.consumer_release(release)\n    ring.consumer_release(release)  #")],

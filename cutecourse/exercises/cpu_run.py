@@ -241,6 +241,8 @@ def run_promote(code: LearnerCode, name: str) -> str | None:
                 "tile's 128 columns for this k-block"),
                ([a + p * sb for a, p in zip(acc0, part)], "forgets sa[i], A's scale of register "
                 "i's row (1x128 blocks: one per row and k-block)"),
+               ([a + p * sa[0] * sb for a, p in zip(acc0, part)], "scales every register by the "
+                "first row's sa[0]: register i belongs to its own row, whose scale is sa[i]"),
                ([p * s * sb for p, s in zip(part, sa)], "overwrites acc with this k-tile's "
                 "product: acc[i] = acc[i] + ..., the sum over all k-tiles"),
                (list(acc0), "leaves acc unchanged: write the sum back into acc[i]")]
