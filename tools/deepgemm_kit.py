@@ -624,8 +624,11 @@ def env_report(env: dict[str, str], dest: Path) -> list[str]:
                        ("cute headers", dest / "deep_gemm" / "include" / "cute"),
                        ("cutlass headers", dest / "deep_gemm" / "include" / "cutlass")):
         out.append(f"{what}: {path} {'present' if path.exists() else 'MISSING'}")
-    cache.mkdir(parents=True, exist_ok=True)
-    out.append(f"JIT cache {cache}: {'writable' if os.access(cache, os.W_OK) else 'NOT WRITABLE'}")
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        out.append(f"JIT cache {cache}: {'writable' if os.access(cache, os.W_OK) else 'NOT WRITABLE'}")
+    except OSError as e:
+        out.append(f"JIT cache {cache}: cannot be made ({e})")
     return out
 
 
