@@ -148,12 +148,14 @@ def early_exit(code) -> str | None:
     return None
 
 
-def _gpu(code, expr: str, runner: str, title: str, message: str, baseline: str) -> Result:
+def _gpu(code, expr: str, runner: str, title: str, message: str, baseline: str, hang: str = "") -> Result:
     if not kc.gpu_here("sm_90a"):
         return passed(title, message + " (no H100 here: on one, this check also runs your kernel "
                       "against torch and times it beside the course's)")
     run = kc.run_on_gpu(code, expr, baseline=baseline, runner=runner)
     if not run.ok:
+        if hang and "did not finish" in run.message:
+            return failed(title, run.message.split(":")[0] + ": " + hang)
         return failed(title, run.message)
     return passed(title, message + " On the GPU: " + run.message)
 
@@ -192,7 +194,9 @@ def check_search(fn) -> Result:
                f"{course['loops']}) and, on the CPU model, finds every work item's group on "
                "grouped problems with empty groups, resuming where it stopped.")
     return _gpu(code, expr, "cutecourse.exercises.nb07_gpu:search_runner", title, message,
-                f"{_MODULE}.GroupedHopperGemm(tile_mn={BF16_TILE}, cluster_mn=(1, 1), sms={SMS})")
+                f"{_MODULE}.GroupedHopperGemm(tile_mn={BF16_TILE}, cluster_mn=(1, 1), sms={SMS})",
+                hang="the walk ends only when your search returns group = groups.count for an item "
+                     "past the last group; on the GPU it never did")
 
 
 # -- Exercise 10 (kernel): the FP8 promotion step -------------------------------------------------
@@ -252,7 +256,9 @@ def check_promote(fn) -> Result:
                f"{mine['registers']} registers, no spills, and on the CPU model adds part * sa * sb "
                "into acc and frees the ring stage once.")
     return _gpu(code, expr, "cutecourse.exercises.nb07_gpu:promote_runner", title, message,
-                f"{_MODULE}.course_fp8()")
+                f"{_MODULE}.course_fp8()",
+                hang="the producer waits for a stage your promotion never frees: one "
+                     "ring.consumer_release(release) per k-tile")
 
 
 # -- Exercise 11 (lab): one k-tile in flight instead of two ---------------------------------------
