@@ -157,3 +157,12 @@ def test_a_depth_the_learner_chose_survives_a_smaller_ring():
     w.prefetch.value = 8  # the deadlock on purpose, then a smaller ring: it follows
     w.stages.value = 5
     assert w.prefetch.value == 5 and w.trace.deadlock is not None
+
+
+def test_the_readout_says_what_the_depth_means_in_each_loop():
+    w = vp.PipelineWidget("compiler", stages=4, k_tiles=8, prefetch=2, render=False)
+    assert "most loads in flight 3" in w.status.value and "depth + 1 loads in flight" in w.status.value
+    w.variant.value = "naive"
+    assert "does not apply" in w.status.value
+    w.variant.value = "prefetch"
+    assert "prologue" in w.status.value

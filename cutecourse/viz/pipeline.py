@@ -293,7 +293,7 @@ class PipelineWidget:
                      f"{t.deadlock.barrier} (phase {t.deadlock.parity}). {t.deadlock.explanation}</span>"]
         else:
             lines = [f"run: {t.k_tiles} k-tiles, most loads in flight {t.max_loads_in_flight()}, "
-                     f"done at t={t.time:.0f}"]
+                     f"done at t={t.time:.0f}" + _DEPTH_MEANS.get(t.variant, "")]
         lines.append(f"<b>step {self.step.value}/{self.step.max}</b> t={e.time:.0f} · {e.actor}: {e.text}")
         if e.waiting_on:
             color = DEADLOCK_COLOR if e.op == "deadlock" else WAIT_COLOR
@@ -333,6 +333,17 @@ class PipelineWidget:
 
     def _repr_mimebundle_(self, **kwargs) -> dict:
         return widgets.widget_bundle(self.widget, self.png, self.describe_run())
+
+
+#: What the prefetch slider's number means in each loop (the readout says it: it differs).
+_DEPTH_MEANS = {
+    "naive": " (the naive loop loads each k-tile just before reading it: the prefetch slider "
+             "does not apply)",
+    "compiler": " (the compiler's loop issues k-tile k + depth's load before reading k: up to "
+                "depth + 1 loads in flight)",
+    "prefetch": " (the prefetch loop's depth is its prologue: the k-tiles loaded before the "
+                "first MMA; each refill follows a release)",
+}
 
 
 def _min_depth(variant: str) -> int:
