@@ -132,7 +132,7 @@ def run(name: str, out: str, nvidia: str | None = None) -> bench.BenchResult:
     for case, tile, variant, depth, *more in configs:
         stages, cluster = (list(more) + [None, (1, 1)][len(more):])[:2]
         t0 = time.perf_counter()
-        fn = hc.launcher(a, b, c, cluster, tile, variant, prefetch_stages=depth, stages=stages)
+        fn = hc.launcher(a, b, c, cluster=cluster, tile=tile, variant=variant, prefetch_stages=depth, stages=stages)
         compile_s[case] = round(time.perf_counter() - t0, 2)
         cases.append(bench.checked_case(case, fn, c, ref, max_rel_err=1e-2))
     if nvidia and dtype_name == "float16" and n == 8192:

@@ -62,7 +62,7 @@ def check(cluster, shapes, **kernel) -> float:
         a = torch.randn(m, k, device="cuda").half()
         b = torch.randn(n, k, device="cuda").half()
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
-        hc.launcher(a, b, c, cluster, TILE, **kernel)()
+        hc.launcher(a, b, c, cluster=cluster, tile=TILE, **kernel)()
         torch.cuda.synchronize()
         ref = a.float() @ b.float().T
         err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
@@ -85,9 +85,9 @@ NCU_KERNELS = ["cluster 1x1", "cluster 2x1", "128x128 cluster 1x1", "128x128 clu
 def launcher(kernel: str, a, b, c):
     """``fn()`` for a kernel of KERNELS or PERSISTENT on these operands (validated, compiled)."""
     if kernel in PERSISTENT:
-        return hp.launcher(a, b, c, TILE, cluster=PERSISTENT[kernel])
+        return hp.launcher(a, b, c, tile=TILE, cluster=PERSISTENT[kernel])
     tile, stages, cluster = KERNELS[kernel]
-    return hc.launcher(a, b, c, cluster, tile, stages=stages)
+    return hc.launcher(a, b, c, cluster=cluster, tile=tile, stages=stages)
 
 
 def ncu_child(kernel: str, n: int) -> None:
@@ -198,7 +198,7 @@ def main() -> int:
         for h in hc.L2_HINTS:
             case_name = f"{name(cluster)} + L2 hints {h}"
             cases[case_name] = bench.checked_case(
-                case_name, hc.launcher(a, b, c, cluster, TILE, l2_hints=h), c, ref, 1e-2)
+                case_name, hc.launcher(a, b, c, cluster=cluster, tile=TILE, l2_hints=h), c, ref, 1e-2)
     if args.nvidia:
         for cluster in ((1, 1), (2, 1)):
             case_name = f"NVIDIA example {cluster[0]}x{cluster[1]}"
