@@ -56,6 +56,13 @@ class PythonMax(EpilogueOp):
         return max(x + bias[n], 0.0)  # Python's max: fine on floats, not on a GPU value
 
 
+class Relu6(EpilogueOp):  # a cap above: right for every small accumulator, wrong for a large one
+    operands = ("bias",)
+
+    def apply(self, x, m, n, bias):
+        return cutlass.min(cutlass.max(x + bias[n], cutlass.Float32(0.0)), cutlass.Float32(6.0))
+
+
 class Unanswered(EpilogueOp):
     operands = ("bias",)
 
@@ -77,6 +84,11 @@ def test_fused_epilogue_solution_passes_with_its_ptx_facts():
 def test_fused_epilogue_typical_mistakes_are_named(op, words):
     r = nk.check_fused_epilogue(op)
     assert not r and words in r.message, r.message
+
+
+def test_fused_epilogue_cap_above_is_caught_by_a_large_accumulator():
+    r = nk.check_fused_epilogue(Relu6)
+    assert not r and "accumulator 100.0" in r.message and "your op gives 6.0" in r.message, r.message
 
 
 def test_fused_epilogue_compile_error_points_at_the_learners_line():
@@ -104,7 +116,8 @@ def test_pingpong_lab_right_prediction_compiles_both():
 
 
 @pytest.mark.parametrize("args, words", [
-    ((4, 5, 32), "4 fit"), ((4, 4, 16), "= 32 KiB"), ((3, 4, 24), "try 4"),
+    ((4, 5, 32), "4 fit"), ((4, 4, 16), "= 32 KiB"), ((3, 4, 24), "set 4"),
+    ((1, 5, 8), "needs at least 2"),  # the plan fits, the kernel refuses one buffer: said before compiling
 ])
 def test_pingpong_lab_wrong_predictions(args, words):
     r = nk.check_pingpong_lab(*args)
@@ -174,6 +187,16 @@ class PythonMin(tile_scheduler.StaticScheduler):
         return first_row + within % rows, within // rows
 
 
+class CallsBandTile(tile_scheduler.StaticScheduler):  # the course's helper computes the answer
+    def tile_of(self, work):
+        return tile_scheduler.band_tile(work, self.clusters_m, self.clusters_n, self.group_m)
+
+
+class Misspelt(tile_scheduler.StaticScheduler):
+    def tile_of(self, work):
+        return wrok // self.clusters_n, 0  # noqa: F821
+
+
 def test_tile_order_solution_passes():
     r = nk.check_tile_order(Bands)
     assert r and "matches the banded one" in r.message and "16 A and 9 B panels" in r.message, r.message
@@ -186,6 +209,17 @@ def test_tile_order_solution_passes():
 def test_tile_order_typical_mistakes_are_named(cls, words):
     r = nk.check_tile_order(cls)
     assert not r and words in r.message, r.message
+
+
+def test_tile_order_refuses_the_course_helper_by_its_name():
+    r = nk.check_tile_order(CallsBandTile)
+    assert not r and "calls the course's band_tile" in r.message, r.message
+
+
+def test_tile_order_error_on_the_cpu_model_names_the_learners_line():
+    r = nk.check_tile_order(Misspelt)
+    assert not r and "NameError" in r.message and "return wrok // self.clusters_n, 0" in r.message, r.message
+    assert "Traceback" not in r.message
 
 
 def test_tile_order_compile_error_points_at_the_learners_line():

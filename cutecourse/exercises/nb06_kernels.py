@@ -49,7 +49,8 @@ def python_arithmetic():
 
 #: Accumulator values, rows and columns the CPU model tries: negative, zero and positive sums,
 #: and a bias whose entries differ per index, so a bias read by row is told from one by column.
-SAMPLES = [(x, m, n) for x in (-3.0, -0.5, 0.0, 0.75, 2.5) for m, n in ((0, 3), (5, 0), (2, 7))]
+#: 100.0 is above any cap a learner might add (ReLU6 clamps at 6), so only relu(x + b) passes.
+SAMPLES = [(x, m, n) for x in (-3.0, -0.5, 0.0, 0.75, 2.5, 100.0) for m, n in ((0, 3), (5, 0), (2, 7))]
 BIAS = [0.25 * (i + 1) * (-1) ** i for i in range(8)]  # 0.25, -0.5, 0.75, ...
 
 #: What a typical wrong op computes, and how to say it: (name, function of x, m, n, message).
@@ -112,9 +113,9 @@ def epilogue_facts(report) -> dict:
 EXPECTED = {"bias loads": 64, "adds": 128, "compares with 0": 128}
 
 EX9 = ("Exercise 9 (kernel): a fused epilogue, bias + ReLU",
-       "apply(self, x, m, n, bias) returns cutlass.max(x + bias[n], cutlass.Float32(0.0)); the class "
-       "says operands = (\"bias\",). In apply use cutlass.max, not Python's max: x is a value the "
-       "GPU computes, which Python cannot compare while the kernel is being built.")
+       "relu(x + bias[n]): add the column's bias first, then clamp at 0 with cutlass.max. x is a "
+       "value the GPU computes, which Python cannot compare while the kernel is being built: "
+       "Python's max, min, `if v < 0` or `a if c else b` on it do not compile.")
 
 
 @kernel_checker(*EX9)
@@ -217,9 +218,10 @@ def check_pingpong_lab(epi_stages, stages, c_kib) -> Result:
     title = EX10[0]
     epi_stages, stages, c_kib = (answered(v, name) for v, name in
                                  ((epi_stages, "epi_stages"), (stages, "stages"), (c_kib, "c_kib")))
-    if epi_stages not in (1, 2, 4):
-        return failed(title, f"epi_stages = {epi_stages!r}: try 4 (the cooperative kernel's count) "
-                      "or 1 against the default 2 (a tile's 8 epilogue tiles cycle through the buffers)")
+    if epi_stages not in (2, 4):
+        return failed(title, f"epi_stages = {epi_stages!r}: set 4 (the cooperative kernel's count) or "
+                      "the default 2. A tile's 8 epilogue tiles cycle through the buffers, and the "
+                      "kernel needs at least 2, so a TMA store can fly while the next epilogue tile is written")
     plan = hpp.plan_pingpong((64, 256), epi_stages=epi_stages)
     want_c = plan.epi_bytes // 1024
     if c_kib != want_c:
@@ -302,9 +304,10 @@ def panels(order, wave: int = WAVE) -> tuple[int, int]:
     return len({m for m, _ in first}), len({n for _, n in first})
 
 
-def order_verdict(cls) -> str | None:
+def order_verdict(cls, code=None) -> str | None:
     """The CPU model's objection to the learner's tile order, or None (every grid as the kernel's
-    banded order, ``models/tile_order.band_coord``)."""
+    banded order, ``models/tile_order.band_coord``). ``code`` (a ``LearnerCode``) names the
+    learner's line when their ``tile_of`` raises."""
     from ..models.tile_order import band_coord
 
     for tm, tn, g in ORDER_GRIDS:
@@ -314,7 +317,9 @@ def order_verdict(cls) -> str | None:
         except NotImplementedError:
             raise
         except Exception as exc:
-            raise LearnerError(f"your tile_of fails on the CPU model ({tm}x{tn} tiles, group_m={g}): "
+            where = code.locate(exc) if code is not None else None
+            at = f" at {code.describe(*where)}" if where else ""
+            raise LearnerError(f"your tile_of fails on the CPU model ({tm}x{tn} tiles, group_m={g}){at}: "
                                f"{type(exc).__name__}: {exc}") from None
         if got == want:
             continue
@@ -339,9 +344,9 @@ def order_verdict(cls) -> str | None:
 
 
 EX8 = ("Exercise 8 (kernel): the tile order of a scheduler",
-       "band = work // (group_m * clusters_n); first_row = band * group_m; rows = cutlass.min(group_m, "
-       "clusters_m - first_row); within = work - band * group_m * clusters_n; the tile is "
-       "(first_row + within % rows, within // rows). Use cutlass.min, not Python's min.")
+       "a band holds group_m * clusters_n work items; its first row is band * group_m, and it has "
+       "cutlass.min(group_m, clusters_m - first_row) rows; inside it, m runs fastest. work is a value "
+       "the GPU computes: Python's min or an `if` on it does not compile, cutlass.min does.")
 
 #: A shape whose last band of 16 tile-rows is short (2944 = 23 x 128 rows), for the GPU run.
 ORDER_SHAPE = (2944, 4096, 1024)
@@ -355,9 +360,11 @@ def check_tile_order(cls) -> Result:
 
     title = EX8[0]
     code = kc.LearnerCode(cls)
-    if re.search(r"\bband_(coord|tile)\b", "".join(seg.text for seg in code.segments)):
-        return failed(title, "your tile_of calls the course's band_coord: write the arithmetic yourself")
-    objection = order_verdict(cls)
+    called = re.search(r"\bband_(coord|tile)\b", "".join(seg.text for seg in code.segments))
+    if called:
+        return failed(title, f"your tile_of calls the course's {called.group(0)}, which computes the "
+                      "answer: write the band arithmetic yourself")
+    objection = order_verdict(cls, code)
     if objection:
         return failed(title, objection + " (checked on the CPU: your tile_of on Python ints)")
     expr = f"{PERSISTENT}.PersistentHopperGemm(scheduler={cls.__name__})"
