@@ -36,8 +36,9 @@ class EpilogueOp:
         return x
 
     def key(self):
-        """What the compiled code depends on: the op's class and its attributes."""
-        return (type(self), tuple(sorted(vars(self).items())))
+        """What the compiled code depends on: the op's class and its attributes (by ``repr``,
+        so that a list or a dict attribute can be part of the compile cache's key too)."""
+        return (type(self), tuple(sorted((k, repr(v)) for k, v in vars(self).items())))
 
     def __repr__(self):
         fields = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items()))
