@@ -46,7 +46,8 @@ M, N, K = range(3)
 #: Each operand's rows and columns, as ``shapes`` columns: A (M, K), B (N, K), C (M, N).
 EXTENTS = {A: (M, K), B: (N, K), C: (M, N)}
 #: The int32 fields of a tile handed from the producer to the consumers (Hopper): tile_m, tile_n,
-#: k_tiles, group (``count``: no more tiles), new group.
+#: k_tiles, group (``count``: no more tiles), new group. A grouped tile covers all of its group's K
+#: (``k_begin`` = 0), so its ``k_end`` is its k-tile count: the FP8 mainloops use it as such.
 TILE_FIELDS = 5
 
 
