@@ -336,9 +336,9 @@ def test_cluster_shapes_that_cannot_work(cluster, match):
 
 def test_kernel_refuses_a_bad_cluster_before_compiling():
     with pytest.raises(ShapeError, match="not a power of two"):
-        hc.ClusterHopperGemm((128, 256), "prefetch", (3, 1))
+        hc.ClusterHopperGemm((128, 256), variant="prefetch", cluster_mn=(3, 1))
     with pytest.raises(CourseError, match="l2_hints"):
-        hc.ClusterHopperGemm((128, 256), "prefetch", (2, 1), l2_hints="evict")
+        hc.ClusterHopperGemm((128, 256), variant="prefetch", cluster_mn=(2, 1), l2_hints="evict")
 
 
 @pytest.mark.no_gpu("sm_90a")
