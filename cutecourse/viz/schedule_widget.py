@@ -63,8 +63,9 @@ class ScheduleWidget:
             c.observe(self._on_shape, names="value")
         for c in (self.tile, self.schedules, self.view):
             c.observe(self.redraw, names="value")
-        self.widget = w.VBox([w.HBox([self.preset, self.m, self.n, self.k]), w.HBox([self.tile, self.schedules]),
-                              self.view, self.message, self.picture, self.accuracy, self.table])
+        # rows no wider than a notebook's default column (~670 px): shape + tile, then M N K
+        self.widget = w.VBox([w.HBox([self.preset, self.tile]), w.HBox([self.m, self.n, self.k]),
+                              self.schedules, self.view, self.message, self.picture, self.table, self.accuracy])
         self.widget.add_class("cc-schedule-widget")
         self.results: dict = {}
         self._sync_preset()
@@ -132,7 +133,7 @@ class ScheduleWidget:
         mhz = clock_mhz(next(iter(self.results.values())))
         self.table.value = (f"<table><tr><th>schedule</th><th>tile</th><th>µs at {mhz} MHz</th>"
                             f"<th>TFLOP/s at {mhz} MHz</th>"
-                            "<th>waves</th><th colspan=4>per SM, tensor cores waiting (µs) for: epilogue / "
+                            "<th>waves</th><th colspan=4>µs per SM the tensor cores wait for: epilogue / "
                             f"prologue / loads / hand-over</th></tr>{rows}</table>")
         self.accuracy.value = "<br>".join([f"<b>model vs H100</b> (the table above is the model at {mhz} "
                                            "MHz, the H100's boost clock; here the model runs at each "
