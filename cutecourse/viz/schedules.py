@@ -22,9 +22,9 @@ KIND_COLORS = {"load": "#ffd54f", "mma": "#42a5f5", "epilogue": "#ab47bc", "idle
 #: What each picture shows (the title's point).
 POINTS = {
     "one_cta": "every tile pays launch + ring fill, then its epilogue",
-    "cooperative": "next tile's loads hide under the epilogue; the epilogue itself is exposed",
+    "cooperative": "next tile's loads hide under the epilogue, which stays exposed",
     "pingpong": "epilogue hidden under the other warpgroup's MMAs",
-    "two_cta": "two CTAs' mainloops interleave; one's prologue/epilogue hides under the other",
+    "two_cta": "two CTAs interleave; one's prologue/epilogue hides under the other",
 }
 SHAPES = (512, 1024, 2048, 4096, 6144, 8192, 14336, 16384)
 TILES = ((128, 256, 64), (128, 128, 64), (256, 128, 64))
@@ -38,8 +38,8 @@ def clock_mhz(result) -> int:
 
 def tile_owner(result) -> str:
     """What one MMA row of a timeline computes: ``64x256 per warpgroup`` for ping-pong, ``... per
-    CTA`` for 2 CTAs per SM, ``... per CTA (both consumer warpgroups)`` for the others."""
-    who = {"pingpong": "warpgroup", "two_cta": "CTA"}.get(result.schedule, "CTA (both consumer warpgroups)")
+    CTA`` for 2 CTAs per SM, ``... per CTA (2 consumer warpgroups)`` for the others."""
+    who = {"pingpong": "warpgroup", "two_cta": "CTA"}.get(result.schedule, "CTA (2 consumer warpgroups)")
     return f"{result.tile[0]}x{result.tile[1]} per {who}"
 
 
@@ -115,8 +115,9 @@ def draw_timelines(results, sms=(0, 1, 2), window=None, label_tiles: bool = True
             y -= r.lanes + 1.4
         ax.set_yticks(yticks, ylabels, fontsize=7.5)
         ax.set_ylim(y + 0.8, 0.7)
-        ax.set_title(f"{r.name}: {POINTS[r.schedule]}  ({tile_owner(r)}, "
-                     f"{r.total_us:.0f} µs, {r.tflops:.0f} TFLOP/s)", fontsize=9, loc="left")
+        # the figures first: a long title is clipped at the right edge, never its numbers
+        ax.set_title(f"{r.name}, {tile_owner(r)}: {r.total_us:.0f} µs, {r.tflops:.0f} TFLOP/s. "
+                     f"{POINTS[r.schedule]}", fontsize=9, loc="left")
     ax.set_xlim(lo, hi)
     ax.set_xlabel("time (µs)")
     m, n, k = results[0].problem
@@ -241,8 +242,8 @@ def draw_stream_k(tiles: int, ctas: int, k_tiles: int, show: int = 10, fixup: fl
                   min_saved: int | None = None, ax=None):
     """The stream-K schedule of ``models/stream_k``: the first ``show`` CTAs' units over time (x:
     k-tiles of work), whole tiles grey, pieces of split tiles coloured by tile. A piece that ends
-    before its tile's last k-tile writes partial sums (hatched ``save``); the CTA of the tail piece
-    adds them (``add``) and runs the epilogue. ``fixup``: k-tiles charged per save and per add."""
+    before its tile's last k-tile writes partial sums (an open square); the CTA of the tail piece
+    adds them (a filled square) and runs the epilogue. ``fixup``: k-tiles charged per save and per add."""
     import matplotlib.pyplot as plt
 
     from ..models import stream_k
@@ -265,20 +266,24 @@ def draw_stream_k(tiles: int, ctas: int, k_tiles: int, show: int = 10, fixup: fl
                 ax.text(t + (k1 - k0) / 2, cta, f"t{tile} k{k0}-{k1 - 1}", ha="center", va="center",
                         fontsize=6)  # inclusive, as the notebook prints ranges
             t += k1 - k0
+            # A save or an add costs ``fixup`` k-tiles (0 unless asked; a few would be a pixel or
+            # two at this scale), so a square marks where it happens: open a save, filled an add.
             if split and k1 < k_tiles:  # a head or middle piece: its partial sums go to the workspace
-                ax.broken_barh([(t, max(fixup, 0.4))], (cta - 0.4, 0.8), facecolors="white",
-                               edgecolor="#6d4c41", hatch="///")
+                ax.broken_barh([(t, fixup)], (cta - 0.4, 0.8), facecolors="#6d4c41")
+                ax.plot(t + fixup / 2, cta, marker="s", markersize=5, markerfacecolor="white",
+                        markeredgecolor="#6d4c41", linestyle="none")
                 t += fixup
             elif split and k0 > 0:  # a tail: add the others' partial sums, then the epilogue
-                ax.broken_barh([(t, max(fixup, 0.4))], (cta - 0.4, 0.8), facecolors="#6d4c41")
+                ax.broken_barh([(t, fixup)], (cta - 0.4, 0.8), facecolors="#6d4c41")
+                ax.plot(t + fixup / 2, cta, marker="s", markersize=5, color="#6d4c41", linestyle="none")
                 t += fixup
     ax.axvline(whole, color="#e53935", linewidth=1, linestyle="--")
     ax.text(whole, -0.9, "end without the split ", color="#e53935", fontsize=7, va="bottom", ha="right")
     ax.set_xlim(max(0, (dp // ctas - 1) * k_tiles), whole * 1.01)  # the last whole tile, then the split
     ax.set_ylim(min(show, ctas, tiles) - 0.5, -1.2)
     ax.set_ylabel("CTA")
-    ax.set_xlabel("k-tiles of work (grey: whole tiles; colour: pieces of split tiles; hatched: save "
-                  "partial sums; brown: add them)", fontsize=8)
+    ax.set_xlabel("k-tiles of work (grey: whole tiles; colour: pieces of split tiles; open square: save "
+                  "partial sums; filled: add them)", fontsize=8)
     span = stream_k.makespan(tiles, ctas, k_tiles, fixup, min_saved)
     ax.set_title(f"Stream-K, {tiles} tiles on {ctas} CTAs: the partial last wave shared out, "
                  f"{span:.0f} k-tiles of work for the busiest CTA instead of {whole}", fontsize=9)
