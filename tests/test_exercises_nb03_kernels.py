@@ -57,6 +57,16 @@ def test_the_consumer_solution_passes():
     # the current stage released instead of k-1's
     ([("ring.consumer_release(released)\n                released.advance()",
        "ring.consumer_release(cons)\n                released.advance()")], "hangs"),
+    # wait_group(2): k-1's group may still run when its stage is released
+    ([("warpgroup.wait_group(1)", "warpgroup.wait_group(2)")], "a race"),
+    # cons never advances: every wait is on stage 0
+    ([("            cons.advance()\n", "")], "cons.advance()"),
+    # released never advances: every release goes to stage 0
+    ([("                released.advance()\n", "")], "released.advance()"),
+    # k-tile k's own stage released at k = 0 (no `if k > 0`)
+    ([("            if k > 0:  # k-1's stage is no longer read: the producer may refill it\n"
+       "                ring.consumer_release(released)\n                released.advance()",
+       "            ring.consumer_release(released)\n            released.advance()")], "k-tile k-1"),
     # no drain: the epilogue would read accumulators still being written
     ([("        warpgroup.wait_group(0)  # the last", "        # the last")], "wait_group(0) after the loop"),
 ])
@@ -90,6 +100,9 @@ def test_the_prologue_solution_passes():
     ([("                self._load(ring, loads, prod)\n                prod.advance()\n        for k",
        "                self._load(ring, loads, prod)\n        for k")], "hangs"),
     ([("cutlass.min(self.stages - 1, k_tiles)", "cutlass.min(1, k_tiles)")], "hides more TMA latency"),
+    # every warp runs the prologue (no `if is_producer:`)
+    ([("        if is_producer:\n            for _ in", "        if True:\n            for _ in")],
+     "if is_producer:"),
 ])
 def test_prologue_mistakes_are_named(edits, words):
     r = nb03.check_prologue(learner("MyPrologue", *edits))
@@ -104,6 +117,9 @@ def test_a_prologue_compile_error_names_the_line():
 
 def test_the_stages_lab_checks_the_prediction_and_measures():
     assert not nb03.check_stages_lab(2, 128)
+    for wrong in (1, 5, 2.0):
+        r = nb03.check_stages_lab(wrong, 48 * wrong)
+        assert not r and "whole number from 2 to 4" in r.message, r.message
     r = nb03.check_stages_lab(2, 96)
     assert r, r.message
     assert "2 stages" in r.message and "4 stages" in r.message and "registers" in r.message

@@ -54,6 +54,12 @@ def test_the_pipelined_solution_passes():
     ([("pred=producer_only)", ")")], "every warp"),
     # no producer_acquire: nothing arms the full barrier
     ([(ACQUIRE, "")], "hangs"),
+    # producer_acquire moved out of the `if` with the copy: every warp arms the full barrier
+    ([(ACQUIRE, "            ring.producer_acquire(prod)\n")], "producer_acquire in every warp"),
+    # a Boolean for pred=, not a predicate tensor: the DSL's error, with what pred= takes
+    ([("pred=producer_only)", "pred=is_producer)")], "one-element Boolean register tensor"),
+    # the copy before the acquire: the stage is not yet free, its barrier not armed
+    ([(ACQUIRE + COPY, COPY + ACQUIRE)], "before its producer_acquire"),
 ])
 def test_pipelining_mistakes_are_named(edits, words):
     r = nb04.check_pipelined(learner("MyPipelined", *edits))
@@ -73,9 +79,13 @@ def test_the_state_solution_passes():
 
 
 @pytest.mark.parametrize("edits, words", [
-    ([("phase ^ 1)", "phase)")], "producer_acquire waits on empty[0]"),  # same phase for both
-    ([("(k // self.stages) % 2", "0")], "hangs"),  # the phase never flips
+    ([("phase ^ 1)", "phase)")], "your producer state (count, index, phase) is (0, 0, 0)"),  # same phase for both
+    ([("(k // self.stages) % 2", "0")], "at k = 4 your producer state"),  # the phase never flips
     ([("stage, phase = k % self.stages", "stage, phase = k // self.stages")], "stage k % stages"),
+    # the phase flips every iteration, not every lap of the ring
+    ([("(k // self.stages) % 2", "k % 2")], "at k = 1 your producer state"),
+    # the producer's phase never flips
+    ([("phase ^ 1)", "1)")], "at k = 4 your producer state"),
 ])
 def test_state_mistakes_are_named(edits, words):
     r = nb04.check_state_in_kernel(learner("MyState", *edits))
@@ -90,6 +100,10 @@ def test_a_state_compile_error_names_the_line():
 
 def test_the_prefetch_lab():
     assert not nb04.check_prefetch_lab(4, False)
+    for p, hangs, words in [(3.5, False, "whole number"), ("3", False, "whole number"),
+                            (0, False, "whole number"), (3, "no", "predict True")]:
+        r = nb04.check_prefetch_lab(p, hangs)
+        assert not r and words in r.message, r.message
     r = nb04.check_prefetch_lab(3, False)
     assert r and "P=3" in r.message and "P=2" in r.message, r.message
 

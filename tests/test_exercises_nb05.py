@@ -52,6 +52,14 @@ def test_the_masks_solution_passes():
       ("b_mask = ((1 << cm_size) - 1) << (cn * cm_size)",
        "b_mask = sum(1 << (i * cn_size + cn) for i in range(cm_size))")],
      "row-major"),  # the cluster numbered row-major
+    # B's run sized and placed by CN instead of CM: right only in square clusters
+    ([("b_mask = ((1 << cm_size) - 1) << (cn * cm_size)", "b_mask = ((1 << cn_size) - 1) << (cn * cn_size)")],
+     "your B mask"),
+    # A never multicast: only the CTA's own bit
+    ([("            a_mask |= 1 << (cm + j * cm_size)", "            a_mask = 1 << rank")], "your A mask"),
+    # every CTA in both masks, as Python ints: the DSL refuses the mask, the message says why
+    ([("        return a_mask, b_mask", "        return (1 << cm_size * cn_size) - 1, (1 << cm_size * cn_size) - 1")],
+     "cutlass.Int16"),
 ])
 def test_mask_mistakes_are_named(edits, words):
     r = nb05.check_masks_in_kernel(learner("MyMasks", *edits))
@@ -72,7 +80,9 @@ def test_the_loads_solution_passes():
 @pytest.mark.parametrize("edits, words", [
     ([("tma_bar_ptr=bar, mcast_mask=a_mask", "tma_bar_ptr=bar, mcast_mask=b_mask"),
       ("tma_bar_ptr=bar, mcast_mask=b_mask)", "tma_bar_ptr=bar, mcast_mask=a_mask)")], "other operand's mask"),
-    ([("loads.tAsA[(None, state.index)]", "loads.tAsA[(None, state.count)]")], "ring stage state.index"),
+    ([("loads.tAsA[(None, state.index)]", "loads.tAsA[(None, state.count)]")], "stage state.index (1) of A's ring"),
+    ([("loads.tAsA[(None, state.index)]", "loads.tBsB[(None, state.index)]")], "stage 1 of B's ring"),
+    ([("mcast_mask=a_mask)", "mcast_mask=a_mask | b_mask)")], "the copy of A goes to CTAs"),
     ([("loads.tBgB[(None, state.count)]", "loads.tBgB[(None, state.index)]")], "k-tile state.count"),
 ])
 def test_load_mistakes_are_named(edits, words):
@@ -92,6 +102,9 @@ def test_a_loads_compile_error_names_the_line():
 
 def test_the_cluster_lab():
     assert not nb05.check_cluster_lab((2, 1), 4)
+    for cluster, words in [((1, 1), "course kernel itself"), ((3, 1), "refuses this cluster shape")]:
+        r = nb05.check_cluster_lab(cluster, 2)
+        assert not r and words in r.message, r.message
     r = nb05.check_cluster_lab((2, 1), 2)
     assert r and "2x1" in r.message and "1x1" in r.message, r.message
 

@@ -114,7 +114,7 @@ def kernel_checker(title: str, hint: str = ""):
 
 def _learner_message(code: LearnerCode, exc: BaseException) -> str:
     where = code.locate(exc)
-    why = reason(exc)
+    why = _with_hint(reason(exc))
     if where is None:
         return (f"your {code.name} does not compile, and the error is not on one of its lines: "
                 f"{why}. Check the arguments your code passes to the course's functions.")
@@ -294,7 +294,26 @@ COURSE_KERNELS = ("from cutecourse.kernels.hopper_gemm import HopperGemm\n"
                   "from cutecourse.kernels.hopper_gemm_cluster import ClusterHopperGemm\n")
 
 
+#: The DSL's words for a learner's mistake, and what they mean in the learner's terms.
+DSL_HINTS = {
+    "expects a multicast mask to be provided": (
+        "a multicast copy needs mcast_mask= a DSL integer; a mask computed from Python numbers "
+        "alone is a Python int: wrap it where you compute it, e.g. cutlass.Int16(mask)"),
+    "expects Tensor or Layout, but got Boolean": (
+        "a predicate (pred=) is a one-element Boolean register tensor, not a Boolean: "
+        "p = cute.make_rmem_tensor((1,), cutlass.Boolean); p[0] = is_producer"),
+}
+
+
+def _with_hint(text: str) -> str:
+    for key, hint in DSL_HINTS.items():
+        if key in text and hint not in text:
+            return f"{text} ({hint})"
+    return text
+
+
 def _child_error(code: LearnerCode | None, res: dict, what: str) -> str:
+    res = dict(res, error=_with_hint(res["error"]))
     if code is None:
         return f"the kernel {what}: {res['error']}"
     m = re.search(r"name '(\w+)' is not defined", res["error"])

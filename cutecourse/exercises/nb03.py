@@ -120,18 +120,67 @@ def model_verdict(hook, runs=REPLAY_RUNS) -> str | None:
 
     for stages, k_tiles in runs:
         t = replay(hook, stages=stages, k_tiles=k_tiles)
+        stuck = _stuck_state(t, stages)
+        if stuck:
+            return f"with {stages} stages and {k_tiles} k-tile(s) your loop hangs (CPU model): {stuck}"
+        acquired, early = set(), None
+        for e in t.events:
+            if e.op == "producer_acquire":
+                acquired.add(e.k_tile)
+            elif e.op == "tma_load" and e.k_tile not in acquired and early is None:
+                early = e.k_tile
+        if early is not None and early not in acquired:
+            return (f"your loop loads k-tile {early} but never calls producer_acquire for it: "
+                    "nothing arms its full barrier (one arrival plus the bytes), so the "
+                    "consumer_wait for it hangs. Call ring.producer_acquire(prod) (under "
+                    "`if is_producer:`) before self._load.")
+        if early is not None:
+            return (f"your loop issues the TMA load of k-tile {early} before its "
+                    "producer_acquire: the stage may still be read by the tensor cores, and its "
+                    "full barrier is not yet armed with the bytes. producer_acquire first, then "
+                    "self._load.")
         if t.deadlock:
             d = t.deadlock
             return (f"with {stages} stages and {k_tiles} k-tile(s) your loop hangs (CPU model): "
                     f"{d.op} waits on {d.barrier} for phase {d.parity} forever. {d.explanation}")
         if t.hazards:
+            text = t.hazards[0]
+            if text.startswith("consumer_release"):
+                text += (". A wait_group(n) returns while the n newest groups still run: "
+                         "release only the stage of a k-tile whose group is older than those "
+                         "(after wait_group(1), k-tile k-1's)")
             return (f"with {stages} stages and {k_tiles} k-tile(s) your loop races (CPU model): "
-                    f"{t.hazards[0]}")
+                    f"{text}")
         late = sorted({e.k_tile for e in t.events if e.op == "tma_load" and e.k_tile >= k_tiles})
         if late:
             return (f"with {stages} stages and {k_tiles} k-tile(s) your loop loads k-tile(s) "
                     f"{late}, past the last one: those TMA writes may land in the ring after "
                     "the epilogue has reused it for C")
+    return None
+
+
+def _stuck_state(t, stages: int) -> str | None:
+    """A hang whose cause is a pipeline state that never advances, named as such."""
+    if not t.deadlock or stages < 2:
+        return None
+    for what, seen, state in (("consumer_wait", t.wait_stages, "cons"),
+                              ("consumer_release", t.release_stages, "released")):
+        if len(seen) >= 2 and len(set(seen)) == 1:
+            return (f"your {len(seen)} {what} calls all use stage {seen[0]}: the state "
+                    f"they are given never advances. Call {state}.advance() after each {what}.")
+    return None
+
+
+def producer_only(hook) -> str | None:
+    """The objection if warps other than warp 0 (``is_producer`` False) would issue loads."""
+    from .pipeline_replay import replay
+
+    t = replay(hook, stages=4, k_tiles=8, is_producer=False)
+    loads = [e for e in t.events if e.op in ("producer_acquire", "tma_load")]
+    if loads:
+        return (f"your loop runs {loads[0].op} in every warp, not only in warp 0 (is_producer): "
+                "each of the 8 warps would arm the full barrier, which expects one arrival, and "
+                "load the k-tile again. Keep it under `if is_producer:`.")
     return None
 
 
@@ -182,6 +231,11 @@ def check_consumer(cls) -> Result:
     if not depths:
         return failed(title, f"your loop has no wgmma.wait_group ({seq}): nothing tells it when "
                       "a stage's wgmmas are done, so no stage can be released safely")
+    if 1 not in depths and depths[0] > 1:
+        return failed(title, f"your loop waits with wait_group({depths[0]}): that leaves "
+                      f"{depths[0]} groups running, k-tile k-1's among them, so the stage you "
+                      "release next may still be read by the tensor cores (a race). "
+                      "wait_group(1): only k-tile k's group still runs.")
     if 1 not in depths:
         return failed(title, f"your loop waits with wait_group({depths[0]}): each k-tile waits for "
                       "its own wgmmas, so the tensor cores idle while the next k-tile's wait "
@@ -200,7 +254,7 @@ def check_consumer(cls) -> Result:
         return failed(title, "after the loop the last k-tile's wgmmas are still running when the "
                       "epilogue reads the accumulators: warpgroup.wait_group(0) after the loop, "
                       "then release the last stage")
-    objection = model_verdict(cls._mainloop_prefetch)
+    objection = model_verdict(cls._mainloop_prefetch) or producer_only(cls._mainloop_prefetch)
     if objection:
         return failed(title, objection)
     message = (f"your mainloop compiles for sm_90a to {seq} per k-tile, and runs without a hang "
@@ -230,7 +284,7 @@ def check_prologue(cls) -> Result:
                       "prologue should be a cutlass.range loop of producer_acquire, self._load, "
                       "prod.advance() under `if is_producer`")
     before = [lp for lp in kc.loops(report.ptx) if "wgmma" not in lp.ops() and "tma" in lp.ops()]
-    objection = model_verdict(cls._mainloop_prefetch)
+    objection = model_verdict(cls._mainloop_prefetch) or producer_only(cls._mainloop_prefetch)
     if objection:
         return failed(title, objection)
     for stages, k_tiles in REPLAY_RUNS:
@@ -264,18 +318,28 @@ def check_stages_lab(stages, ring_kib) -> Result:
     title = EX6[0]
     stages, ring_kib = answered(stages, "stages"), answered(ring_kib, "ring_kib")
     default = gemm_plan.plan_stages(TILE)
+    if isinstance(stages, bool) or not isinstance(stages, int) or not 2 <= stages <= default.stages:
+        return failed(title, f"stages = {stages!r}: pick a whole number from 2 to "
+                      f"{default.stages}. Fewer than 2 leaves the prefetch loop no stage to load "
+                      f"ahead into; more than {default.stages} stages of 48 KiB do not fit in the "
+                      f"{gemm_plan.SM90_SMEM_BYTES // 1024} KiB of shared memory.")
     mine = gemm_plan.plan_stages(TILE, stages=stages)
     if ring_kib * 1024 != mine.ring_bytes:
         return failed(title, f"you predict {ring_kib} KiB for {stages} stages; the ring takes "
                       f"{mine.ring_bytes // 1024} KiB ({mine.bytes_per_stage // 1024} KiB per stage)")
-    rows = []
+    rows, seen = [], []
     for n in (stages, default.stages):
         rep = compile_here(HopperGemm(tile_mn=TILE, variant="prefetch", stages=n),
                            *kc.gemm_args(None), name=f"{n} stages")
+        loop = kc.compact(kc.mainloop(rep).ops())
+        seen.append((rep.registers, loop))
         rows.append(f"{n} stages: {gemm_plan.plan_stages(TILE, stages=n).smem_bytes // 1024} KiB "
-                    f"smem, {rep.registers} registers, mainloop "
-                    f"{kc.compact(kc.mainloop(rep).ops())}")
-    message = "; ".join(rows) + ". Same code, same registers: only the ring depth changed."
+                    f"smem, {rep.registers} registers, mainloop {loop}")
+    message = "; ".join(rows) + "."
+    if seen[0] == seen[1]:
+        message += " Same code, same registers: only the ring depth changed."
+    else:
+        message += " The depth changed the code too: compare the two lines above."
     if kc.gpu_here("sm_90a"):
         run = kc.run_on_gpu(None, f"HopperGemm(tile_mn={TILE}, stages={stages})",
                             baseline=f"HopperGemm(tile_mn={TILE})")

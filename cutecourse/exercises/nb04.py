@@ -163,7 +163,7 @@ def _compile_pipelined(cls):
     except kc.CompilerCrash:
         # the pipeliner has been seen to crash on a loop whose copy has no barrier armed for
         # it; the CPU model usually names the mistake
-        objection = model_verdict(cls._mainloop_compiler)
+        objection = _state_mismatch(cls._mainloop_compiler) or model_verdict(cls._mainloop_compiler)
         if objection:
             raise kc.LearnerError(objection) from None
         raise
@@ -188,7 +188,7 @@ EX3 = ("Exercise 3 (kernel): a loop the compiler pipelines",
 def check_pipelined(cls) -> Result:
     """``cls``: your subclass of ``HopperGemm`` with its ``_mainloop_compiler`` rewritten."""
     from ..kernels.hopper_gemm_ptx import loop_structure
-    from .nb03 import gpu_verdict, kernel_expr, model_verdict
+    from .nb03 import gpu_verdict, kernel_expr, model_verdict, producer_only
 
     title = EX3[0]
     code, report, calls = _compile_pipelined(cls)
@@ -207,7 +207,7 @@ def check_pipelined(cls) -> Result:
         return failed(title, f"the generated code is not pipelined ({shape}): expected TMA loads "
                       "before the MMA loop and a loop with both loads and wgmmas. Keep "
                       "prefetch_stages= in cutlass.range")
-    objection = model_verdict(cls._mainloop_compiler)
+    objection = model_verdict(cls._mainloop_compiler) or producer_only(cls._mainloop_compiler)
     if objection:
         return failed(title, objection)
     message = (f"no 'pipelining skipped' diagnostic, and the compiler wrote a pipelined loop: "
@@ -222,6 +222,23 @@ EX4 = ("Exercise 4 (kernel): the pipeline state from the loop index",
        "pipeline.PipelineState(stages, count, index, phase).")
 
 
+def _state_mismatch(hook, stages: int = 4, k_tiles: int = 10) -> str | None:
+    """The first state the learner's loop computes that k calls of advance() would not give.
+
+    Phases are compared modulo 2: the barrier wait reads only the parity."""
+    from .pipeline_replay import replay
+
+    t = replay(hook, stages=stages, k_tiles=k_tiles)
+    for who, seen, user in (("consumer", t.wait_states, "consumer"),
+                            ("producer", t.acquire_states, "producer")):
+        for k, got in enumerate(seen):
+            want = pm.state_from_index(k, stages, user).as_tuple()
+            if got[:2] != want[:2] or got[2] % 2 != want[2]:
+                return (f"with {stages} stages, at k = {k} your {who} state (count, index, phase) "
+                        f"is {got}; advancing a fresh state {k} time(s) gives {want}.")
+    return None
+
+
 @kernel_checker(*EX4)
 def check_state_in_kernel(cls) -> Result:
     """``cls``: your subclass of ``HopperGemm`` whose ``_mainloop_compiler`` computes the states."""
@@ -234,7 +251,7 @@ def check_state_in_kernel(cls) -> Result:
         return failed(title, f"the compiler did not pipeline the loop: \"{skipped}\". A state "
                       "carried from one iteration to the next (advance()) cannot be computed "
                       "for iteration k + P ahead of time: compute it from k alone")
-    objection = model_verdict(cls._mainloop_compiler)
+    objection = _state_mismatch(cls._mainloop_compiler) or model_verdict(cls._mainloop_compiler)
     if objection:
         return failed(title, objection + " Check your state for k-tile k: stage k % stages, a "
                       "phase that flips each time k wraps around the ring, the producer's the "
@@ -263,6 +280,12 @@ def check_prefetch_lab(p, hangs, stages: int = 4) -> Result:
 
     title = EX5[0]
     p, hangs = answered(p, "p"), answered(hangs, "hangs")
+    if isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= 2 * stages:
+        return failed(title, f"P = {p!r}: prefetch_stages is a whole number of k-tiles to load "
+                      f"ahead, from 1 to {2 * stages} here (the ring has {stages} stages)")
+    if not isinstance(hangs, bool):
+        return failed(title, f"hangs = {hangs!r}: predict True (the kernel hangs with your P) or "
+                      "False (it runs)")
     truth = pm.simulate("compiler", stages, 3 * stages + 2, p).deadlock
     if bool(hangs) != bool(truth):
         return failed(title, f"you predict prefetch_stages={p} {'hangs' if hangs else 'runs'}; the "
@@ -273,8 +296,9 @@ def check_prefetch_lab(p, hangs, stages: int = 4) -> Result:
         rep = compile_here(HopperGemm(tile_mn=TILE, variant="compiler", prefetch_stages=depth,
                                       stages=stages), *kc.gemm_args(None), name=f"P={depth}")
         shape = loop_structure(rep.ptx)
-        rows.append(f"P={depth}: {rep.registers} registers, {shape.prologue_tma_loads} TMA loads "
-                    f"before the MMA loop, loops {', '.join(shape.kinds())}")
+        rows.append(f"P={depth}: {rep.registers} registers, loops {', '.join(shape.kinds())} "
+                    f"({shape.prologue_tma_loads} TMA load instructions before the MMA loop, "
+                    "run P times)")
     message = "; ".join(rows) + "."
     if kc.gpu_here("sm_90a"):
         run = kc.run_on_gpu(None, f"HopperGemm(tile_mn={TILE}, variant='compiler', "

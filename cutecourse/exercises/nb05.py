@@ -266,6 +266,13 @@ def check_multicast_loads(cls) -> Result:
                 "the PTX has the 4 multicast loads.")
 
 
+def _view(seen, what: str) -> str:
+    """("B's ring", 1) -> "stage 1 of B's ring", for a message; anything else as it is."""
+    if isinstance(seen, tuple) and len(seen) == 2 and isinstance(seen[0], str):
+        return f"{what} {seen[1]} of {seen[0].replace(' k-tiles', '').rstrip(chr(39) + 's')}"
+    return str(seen)
+
+
 def _copy_problem(copies, p, rank, cluster) -> str | None:
     where = f"CTA rank {rank} of a {cluster[0]}x{cluster[1]} cluster"
     atoms = sorted(str(c["atom"]) for c in copies)
@@ -276,11 +283,11 @@ def _copy_problem(copies, p, rank, cluster) -> str | None:
     for c in copies:
         op = str(c["atom"])[0]
         if c["src"] != (f"{op}'s k-tiles", K_TILE):
-            return (f"{where}: the copy of {op} reads {c['src']}; it must read k-tile "
-                    f"state.count ({K_TILE}): loads.t{op}g{op}[(None, state.count)]")
+            return (f"{where}: the copy of {op} reads {_view(c['src'], 'k-tile')}; it must read "
+                    f"k-tile state.count ({K_TILE}) of {op}: loads.t{op}g{op}[(None, state.count)]")
         if c["dst"] != (f"{op}'s ring", STAGE):
-            return (f"{where}: the copy of {op} writes {c['dst']}; it must write ring stage "
-                    f"state.index ({STAGE}): loads.t{op}s{op}[(None, state.index)]")
+            return (f"{where}: the copy of {op} writes {_view(c['dst'], 'stage')}; it must write "
+                    f"stage state.index ({STAGE}) of {op}'s ring: loads.t{op}s{op}[(None, state.index)]")
         if c["bar"] != ("full barrier", STAGE):
             return (f"{where}: the copy of {op} has tma_bar_ptr={c['bar']}: its bytes must "
                     "complete the stage's full barrier (ring.producer_get_barrier(state)), or "
@@ -307,11 +314,19 @@ def check_cluster_lab(cluster, multicast_loads) -> Result:
     """Your ``cluster`` shape and your prediction of its multicast TMA load instructions; the
     kernel is compiled with it beside the 1x1 kernel (registers, loads); timed on an H100."""
     from ..inspect import compile_here
-    from ..kernels.hopper_gemm_cluster import expected_multicast_loads, make_kernel
+    from ..errors import ShapeError
+    from ..kernels.hopper_gemm_cluster import check_cluster, expected_multicast_loads, make_kernel
     from . import kernel_check as kc
 
     title = EX6[0]
-    cluster, guess = tuple(answered(cluster, "cluster")), answered(multicast_loads, "multicast_loads")
+    cluster, guess = answered(cluster, "cluster"), answered(multicast_loads, "multicast_loads")
+    try:
+        cluster = check_cluster(cluster)
+    except ShapeError as e:
+        return failed(title, f"the course kernel refuses this cluster shape: {e.what} ({e.fix})")
+    if cluster == (1, 1):
+        return failed(title, "1x1 is the course kernel itself, the baseline the lab compares "
+                      "with: pick a cluster of 2 or more CTAs, e.g. (2, 1)")
     want = expected_multicast_loads(cluster)
     rows = []
     for shape in dict.fromkeys((cluster, (1, 1))):

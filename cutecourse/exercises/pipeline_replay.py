@@ -11,12 +11,17 @@ generators that *yield* where the hardware would block. So :func:`replay` takes 
   ``wait_group``) into ``yield from`` that call, keeping the learner's line numbers;
 * runs it with the DSL names swapped for the model's: ``cutlass.range`` is ``range``,
   ``pipeline.make_pipeline_state`` the model's state, ``ring`` the model's barriers, ``sm90.issue_mma``
-  a wgmma on the stage the learner names, ``self._load`` a TMA load (its ``pred`` ignored),
-  ``cute.make_rmem_tensor`` a list; ``is_producer`` is True
-  (the course kernel is not warp-specialized: the same program issues loads and MMAs);
+  a wgmma on the stage the learner names, ``self._load`` a TMA load (skipped where its one-element ``pred`` is False),
+  ``cute.make_rmem_tensor`` a list; ``is_producer`` is True by default (the course kernel is
+  not warp-specialized: warp 0 issues loads and MMAs); ``is_producer=False`` runs the program
+  of the other warps, which must issue no load;
 * returns the model's :class:`~cutecourse.models.pipeline.Trace`: ``deadlock`` (which wait, on which
   barrier, and why nothing will arrive) and ``hazards`` (a stage released while its wgmmas still
-  read it, a wgmma on a stage whose bytes have not landed).
+  read it, a wgmma on a stage whose bytes have not landed), with two more lists for messages:
+  ``trace.wait_stages`` and ``trace.release_stages``, the stage index of each ``consumer_wait``
+  and ``consumer_release`` in program order (all the same index: a state that never advances),
+  and ``trace.wait_states`` / ``trace.acquire_states``, the ``(count, index, phase)`` passed to
+  each ``consumer_wait`` / ``producer_acquire``.
 """
 
 from __future__ import annotations
@@ -60,13 +65,20 @@ def _pipeline():
             int(stages), int(count), int(index), int(phase)))
 
 
+def _as_tuple(state) -> tuple[int, int, int]:
+    return (int(state.count), int(state.index), int(state.phase))
+
+
 class _Ring:
     """``PipelineTmaAsync``'s calls on the model; remembers which k-tile each stage was waited for."""
 
     def __init__(self, model: pm.PipelineModel):
         self.model, self.waited, self.mmas = model, {}, 0
+        self.wait_stages, self.release_stages = [], []
+        self.wait_states, self.acquire_states = [], []  # (count, index, phase) as passed
 
     def producer_acquire(self, state, *_, **__):
+        self.acquire_states.append(_as_tuple(state))
         self.model.producer = state
         return self.model.producer_acquire(state)
 
@@ -76,9 +88,12 @@ class _Ring:
     def consumer_wait(self, state, *_, **__):
         self.model.consumer = state
         self.waited[state.index] = state.count
+        self.wait_stages.append(int(state.index))
+        self.wait_states.append(_as_tuple(state))
         return self.model.consumer_wait(state)
 
     def consumer_release(self, state):
+        self.release_stages.append(int(state.index))
         self.model.consumer_release(state)
 
     def producer_get_barrier(self, state):
@@ -115,7 +130,8 @@ def _generator(fn) -> types.FunctionType:
     return compile(tree, seg.filename, "exec"), fdef.name
 
 
-def replay(hook, stages: int = 4, k_tiles: int = 8, names: dict | None = None) -> pm.Trace:
+def replay(hook, stages: int = 4, k_tiles: int = 8, names: dict | None = None,
+           is_producer: bool = True) -> pm.Trace:
     """Run the mainloop ``hook`` (a function or method) on the model; return the Trace.
 
     ``names``: more globals to swap (e.g. a helper the hook calls). Exceptions in the learner's
@@ -136,8 +152,13 @@ def replay(hook, stages: int = 4, k_tiles: int = 8, names: dict | None = None) -
     program = fn_globals[name]
 
     def load(_ring, _loads, state, pred=None, **_):
+        if pred is not None and not pred[0]:  # a predicated copy this warp does not issue
+            return
         model.tma_load(state)
 
     me = _Namespace(stages=stages, prefetch=max(1, stages - 2), _load=load)
     trace = pm.Trace(name, stages, k_tiles, 0)
-    return model.run(program(me, ring, None, None, k_tiles, True), trace)
+    trace = model.run(program(me, ring, None, None, k_tiles, is_producer), trace)
+    trace.wait_stages, trace.release_stages = ring.wait_stages, ring.release_stages
+    trace.wait_states, trace.acquire_states = ring.wait_states, ring.acquire_states
+    return trace
