@@ -50,6 +50,15 @@ def test_the_solution_passes():
      "clamps before it adds"),
     ([("cute.where(s > 0, s, cute.full_like(s, 0))", "cute.where(s < 0, s, cute.full_like(s, 0))")],
      "clamps from above"),
+    # clamped at 1 instead of 0: a max, but not ReLU
+    ([("cute.where(s > 0, s, cute.full_like(s, 0))", "cute.where(s > 1, s, cute.full_like(s, 1))")],
+     "clamps at 1.0, not at zero"),
+    # the difference instead of the sum
+    ([("].load() + gB", "].load() - gB")], "you subtract"),
+    # the condition on one input, not on the sum: a select, not a max
+    ([(SUM + STORE, "        a = gA[(None, (mi, ni))].load()\n        s = a + gB[(None, (mi, ni))].load()\n"
+                    "        gC[(None, (mi, ni))] = cute.where(a > 0, s, cute.full_like(s, 0))\n")],
+     "compare-and-select"),
     ([(SUM + STORE, "        for j in cutlass.range_constexpr(8):  # one element at a time\n"
                     "            gC[((0, j), (mi, ni))] = gA[((0, j), (mi, ni))] + gB[((0, j), (mi, ni))]\n")],
      "global memory traffic"),

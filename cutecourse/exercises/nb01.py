@@ -143,18 +143,44 @@ def relu_runner(kernel, baseline=None, m: int = 4096, n: int = 4096) -> dict:
     return {"ok": True, "message": f"relu(A + B) is exact on {torch.cuda.get_device_name()}"}
 
 
+def _is_zero(value: str) -> bool:
+    """A PTX operand that is the constant 0 (an integer bit pattern or a 0f/0d float)."""
+    v = value.strip().lower()
+    return v in ("0", "0f00000000", "0f80000000", "0d0000000000000000") or v == "0x00000000"
+
+
+def _constant(value: str) -> str:
+    """A PTX constant for a message: a 32-bit pattern of two fp16 halves shown as numbers."""
+    try:
+        bits = int(value, 0) if not value.lower().startswith("0f") else int(value[2:], 16)
+    except ValueError:
+        return f"the value in {value}"
+    import struct
+
+    halves = struct.unpack("<2e", struct.pack("<I", bits & 0xFFFFFFFF))
+    return str(halves[0]) if halves[0] == halves[1] else f"({halves[0]}, {halves[1]})"
+
+
 def _fused_problem(report) -> str | None:
     """What is wrong with the arithmetic and the memory traffic of the compiled kernel."""
     from .kernel_check import compact
 
     lines = report.instructions()
-    kinds = []
+    kinds, consts, bounds = [], {}, []
     for ln in lines:
         op = ln.split()[0]
+        args = [a.strip().strip(";{}").strip() for a in ln[len(op):].split(",")]
+        if op.startswith("mov.b") and len(args) == 2:
+            consts[args[0]] = args[1]
         if op.startswith(("add.f16", "add.rn.f16", "add.f32", "add.rn.f32")):
             kinds.append("add")
+        elif op.startswith(("sub.f16", "sub.rn.f16", "sub.f32", "sub.rn.f32")):
+            kinds.append("sub")
+        elif op.split(".")[0] in ("setp", "selp") and any(t in op for t in ("f16", "f32", "b16")):
+            kinds.append("compare/select")
         elif op.split(".")[0] in ("max", "min") and any(t in op for t in ("f16", "f32")):
             kinds.append(op.split(".")[0])
+            bounds.append([consts.get(a, a) for a in args[1:]])
         elif op.startswith("ld.global"):
             kinds.append("load" if ".v4." in op else "narrow load")
         elif op.startswith("st.global"):
@@ -164,11 +190,23 @@ def _fused_problem(report) -> str | None:
             "narrow store" in kinds:
         return (f"the kernel's global memory traffic is {seq}: keep one 128-bit load of each "
                 "input tile and one 128-bit store (load the whole (1, 8) tile with .load())")
+    if "add" not in kinds:
+        return (f"no addition of the two tiles in the compiled kernel ({seq})"
+                + (": you subtract; " if "sub" in kinds else "; ")
+                + "C = relu(A + B) adds the tiles first")
     if "max" not in kinds:
         if "min" in kinds:
             return (f"your kernel computes a min ({seq}): that clamps from above; ReLU keeps the "
                     "larger of the sum and zero")
+        if "compare/select" in kinds:
+            return (f"your activation compiles to a compare-and-select ({seq}), not to "
+                    "max(A + B, 0): compare the sum itself with zero (s > 0) and pick zero "
+                    "otherwise")
         return f"no max in the compiled kernel ({seq}): it stores A + B without the activation"
+    for operands in bounds:
+        if not any(_is_zero(v) for v in operands):
+            return (f"your kernel clamps at {_constant(operands[-1])}, not at zero ({seq}): "
+                    "ReLU keeps the larger of the sum and 0")
     if kinds.index("max") < kinds.index("add"):
         return (f"your kernel clamps before it adds ({seq}): relu(A) + relu(B) is not "
                 "relu(A + B); add first, then clamp the sum")
