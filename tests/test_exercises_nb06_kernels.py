@@ -2,6 +2,7 @@
 error in the learner's code is one short sentence that points at the learner's line."""
 
 import cutlass
+import cutlass.cute as cute
 import pytest
 
 from cutecourse.exercises import nb06_kernels as nk
@@ -56,6 +57,20 @@ class PythonMax(EpilogueOp):
         return max(x + bias[n], 0.0)  # Python's max: fine on floats, not on a GPU value
 
 
+class ArchFmax(EpilogueOp):  # right too: compiles to max.f32, not setp + selp
+    operands = ("bias",)
+
+    def apply(self, x, m, n, bias):
+        return cute.arch.fmax(x + bias[n], cutlass.Float32(0.0))
+
+
+class CuteMaxFirst(EpilogueOp):  # clamps, then adds, with cute.max: the CPU model must run it
+    operands = ("bias",)
+
+    def apply(self, x, m, n, bias):
+        return cute.max(x, cutlass.Float32(0.0)) + bias[n]
+
+
 class Relu6(EpilogueOp):  # a cap above: right for every small accumulator, wrong for a large one
     operands = ("bias",)
 
@@ -73,17 +88,23 @@ class Unanswered(EpilogueOp):
 def test_fused_epilogue_solution_passes_with_its_ptx_facts():
     r = nk.check_fused_epilogue(BiasRelu)
     assert r, r.message
-    assert "64 bias loads" in r.message and "128 adds" in r.message and "128 compare-selects" in r.message
+    assert "64 bias loads" in r.message and "128 adds" in r.message and "128 clamps at 0" in r.message
 
 
 @pytest.mark.parametrize("op, words", [
     (NoRelu, "never clamps"), (ReluFirst, "clamps before it adds the bias"),
     (BiasByRow, "bias[m], one value per row"), (MinNotMax, "minimum with 0"),
-    (NoOperands, 'operands = ("bias",)'),
+    (NoOperands, 'operands = ("bias",)'), (CuteMaxFirst, "clamps before it adds the bias"),
 ])
 def test_fused_epilogue_typical_mistakes_are_named(op, words):
     r = nk.check_fused_epilogue(op)
     assert not r and words in r.message, r.message
+
+
+def test_fused_epilogue_accepts_another_max():
+    assert nk.op_verdict(ArchFmax()) is None  # the CPU model runs cute.arch.fmax as Python's max
+    r = nk.check_fused_epilogue(ArchFmax)
+    assert r and "128 clamps at 0" in r.message, r.message
 
 
 def test_fused_epilogue_cap_above_is_caught_by_a_large_accumulator():
