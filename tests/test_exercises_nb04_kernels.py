@@ -30,6 +30,20 @@ ACQUIRE = ("            if is_producer:  # barrier bookkeeping may stay under th
            "                ring.producer_acquire(prod)\n")
 
 
+#: MyState with its states made once and advance()d each iteration (a loop-carried state)
+CARRIED = [
+    ("        for k in cutlass.range(k_tiles, prefetch_stages=self.prefetch, unroll=1):\n",
+     "        cons = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)\n"
+     "        prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)\n"
+     "        for k in cutlass.range(k_tiles, prefetch_stages=self.prefetch, unroll=1):\n"),
+    ("            stage, phase = k % self.stages, (k // self.stages) % 2\n"
+     "            cons = pipeline.PipelineState(self.stages, k, stage, phase)\n"
+     "            prod = pipeline.PipelineState(self.stages, k, stage, phase ^ 1)  # empty barriers start free\n", ""),
+    ("            ring.consumer_release(cons)",
+     "            ring.consumer_release(cons)\n            cons.advance()\n            prod.advance()"),
+]
+
+
 def learner(name: str, *edits):
     src = CELLS[name]
     for old, new in edits:
@@ -90,6 +104,25 @@ def test_the_state_solution_passes():
 def test_state_mistakes_are_named(edits, words):
     r = nb04.check_state_in_kernel(learner("MyState", *edits))
     assert not r and words in r.message, r.message
+
+
+def test_a_carried_state_is_not_the_answer():
+    """advance() instead of the state from k: the pipeliner of this DSL takes it (no diagnostic,
+    a pipelined loop), but it is not what the exercise asks for, and the check says so."""
+    r = nb04.check_state_in_kernel(learner("MyState", *CARRIED))
+    assert not r and "carries `cons`" in r.message and "from k alone" in r.message, r.message
+
+
+@pytest.mark.gpu
+def test_a_carried_state_pipelines_correctly_on_the_gpu():
+    """Notebook 04 says 4.8.1's pass also pipelines a state carried by advance(): this runs that
+    loop, pipelined, against torch (in a child with a timeout)."""
+    from cutecourse.exercises import kernel_check as kc
+
+    cls = learner("MyState", *CARRIED)
+    run = kc.run_on_gpu(kc.LearnerCode(cls), "MyState(tile_mn=(128, 256), variant='compiler')",
+                        baseline="HopperGemm(tile_mn=(128, 256), variant='compiler')")
+    assert run.ok and "matches torch" in run.message, run.message
 
 
 def test_a_state_compile_error_names_the_line():
