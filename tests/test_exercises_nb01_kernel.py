@@ -42,6 +42,15 @@ def test_the_solution_passes():
     assert "max.f16x2" in r.message
 
 
+@pytest.mark.parametrize("relu", ["cute.where(s < 0, cute.full_like(s, 0), s)",
+                                  "cute.where(s >= 0, s, cute.full_like(s, 0))"])
+def test_a_relu_the_compiler_keeps_as_a_select_passes(relu):
+    """Forms that keep a NaN cannot become max.f16x2: the PTX has a compare-and-select, and the
+    CPU run of the kernel on numbers shows it is ReLU."""
+    r = nb01.check_fused_kernel(learner(("cute.where(s > 0, s, cute.full_like(s, 0))", relu)))
+    assert r and "compare-and-select" in r.message, r.message
+
+
 @pytest.mark.parametrize("edits, words", [
     ([(STORE, "        gC[(None, (mi, ni))] = s\n")], "without the activation"),
     ([(SUM + STORE, "        a = gA[(None, (mi, ni))].load()\n        b = gB[(None, (mi, ni))].load()\n"
@@ -55,10 +64,10 @@ def test_the_solution_passes():
      "clamps at 1.0, not at zero"),
     # the difference instead of the sum
     ([("].load() + gB", "].load() - gB")], "you subtract"),
-    # the condition on one input, not on the sum: a select, not a max
+    # the condition on one input, not on the sum: a select, and the CPU run shows the wrong value
     ([(SUM + STORE, "        a = gA[(None, (mi, ni))].load()\n        s = a + gB[(None, (mi, ni))].load()\n"
                     "        gC[(None, (mi, ni))] = cute.where(a > 0, s, cute.full_like(s, 0))\n")],
-     "compare-and-select"),
+     "on numbers"),
     ([(SUM + STORE, "        for j in cutlass.range_constexpr(8):  # one element at a time\n"
                     "            gC[((0, j), (mi, ni))] = gA[((0, j), (mi, ni))] + gB[((0, j), (mi, ni))]\n")],
      "global memory traffic"),
