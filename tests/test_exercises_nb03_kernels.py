@@ -67,6 +67,9 @@ def test_the_consumer_solution_passes():
     ([("            if k > 0:  # k-1's stage is no longer read: the producer may refill it\n"
        "                ring.consumer_release(released)\n                released.advance()",
        "            ring.consumer_release(released)\n            released.advance()")], "k-tile k-1"),
+    # the drain's release left out: the last stage is never handed back
+    ([("            ring.consumer_release(released)\n        # END", "            pass\n        # END")],
+     "releases 7 stage(s)"),
     # no drain: the epilogue would read accumulators still being written
     ([("        warpgroup.wait_group(0)  # the last", "        # the last")], "wait_group(0) after the loop"),
 ])

@@ -151,6 +151,11 @@ def model_verdict(hook, runs=REPLAY_RUNS) -> str | None:
                          "(after wait_group(1), k-tile k-1's)")
             return (f"with {stages} stages and {k_tiles} k-tile(s) your loop races (CPU model): "
                     f"{text}")
+        if len(t.release_stages) != k_tiles:
+            return (f"with {stages} stages and {k_tiles} k-tile(s) your loop releases "
+                    f"{len(t.release_stages)} stage(s): each k-tile's stage must be released once, "
+                    "the last one after the loop (after wait_group(0)). A ring left with a stage "
+                    "held hangs its next user: a persistent kernel's next tile, a cluster's peer.")
         late = sorted({e.k_tile for e in t.events if e.op == "tma_load" and e.k_tile >= k_tiles})
         if late:
             return (f"with {stages} stages and {k_tiles} k-tile(s) your loop loads k-tile(s) "
