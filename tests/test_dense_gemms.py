@@ -1,8 +1,15 @@
 """Every dense GEMM of the registry (kernels/registry.py) through the one host layer: refusals on
-any machine, and on an H100 correctness against torch, in one subprocess with a timeout (a broken
-pipeline hangs, it does not fail). A new kernel in the registry needs rows here, nothing else."""
+any machine, and on an H100 correctness against torch, in one subprocess with a time budget per
+case (a broken pipeline hangs, it does not fail: the test names the case that did not finish). A
+new kernel in the registry needs rows here, nothing else."""
 
+import json
+import os
+import queue
+import subprocess
+import sys
 import textwrap
+import threading
 
 import pytest
 import torch
@@ -104,10 +111,11 @@ _GPU_CHECK = textwrap.dedent("""
         if hasattr(fn, "counters") and int(fn.counters.abs().sum()):
             err = float("inf")  # the next launch would start from stale tickets or flags
         out.append([name, m, n, str(ind), str(outd), opts, bool(extra), err])
-        print(out[-1], flush=True)
+        print("FINISHED" + json.dumps(out[-1]), flush=True)  # the parent times each case
     c = registry.entry("persistent").gemm(a, b, scheduler="dynamic")  # the one-call API too
     out.append(["gemm", m, n, str(ind), str(c.dtype), {}, False,
                 ((c.float() - a.float() @ b.float().T).abs().max() / (a.float() @ b.float().T).abs().max()).item()])
+    print("FINISHED" + json.dumps(out[-1]), flush=True)
     print("RESULT" + json.dumps(out))
 """)
 
@@ -188,11 +196,74 @@ GPU_CASES = [
 ]
 
 
+#: Seconds a case may take in the GPU check: the first one imports torch and the DSL and starts
+#: CUDA; each compiles its kernel (seconds) and runs it three times (milliseconds). A case that
+#: takes longer hangs: a pipeline whose waits and arrives do not pair up.
+FIRST_CASE_S, CASE_S = 180, 60
+
+
+def _run_timed(cases, script=_GPU_CHECK, first_case_s=FIRST_CASE_S, case_s=CASE_S):
+    """Run the GPU check ``script`` on ``cases`` in a subprocess and return its rows (one per case,
+    then the one-call gemm's). Fail naming the first case that did not finish within its budget:
+    the child prints a FINISHED line as each one finishes, and the parent waits for each in turn."""
+    proc = subprocess.Popen([sys.executable, "-c", script, json.dumps(cases)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    lines, err = queue.Queue(), []
+
+    def read_stdout():
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)  # the child has exited
+
+    threading.Thread(target=read_stdout, daemon=True).start()
+    threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True).start()
+    labels = [f"{c[0]} case {tuple(c[1:4])} {c[4]} -> {c[5]} {c[6]}" for c in cases] + ["the one-call gemm"]
+    rows, out = [], []
+    try:
+        for i, label in enumerate(labels):
+            budget = first_case_s if i == 0 else case_s
+            while True:
+                try:
+                    line = lines.get(timeout=budget)  # budget per line: cases print one each
+                except queue.Empty:
+                    pytest.fail(f"{label} did not finish in {budget} s: a hang (the {i} case(s) before "
+                                "it finished)")
+                if line is None:
+                    proc.wait()
+                    pytest.fail(f"{label}: the check exited (status {proc.returncode}) before it "
+                                "finished:\n" + "".join(out)[-2000:] + "".join(err)[-3000:])
+                out.append(line)
+                if line.startswith("FINISHED"):
+                    rows.append(json.loads(line[len("FINISHED"):]))
+                    break
+        proc.wait(timeout=case_s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return rows
+
+
+def test_a_case_that_hangs_is_named():
+    """The timing of the GPU check, on the CPU: a child that finishes its first case and then
+    hangs on the second fails the test with the second case's name, within its budget."""
+    fake = textwrap.dedent("""
+        import json, sys, time
+        print("FINISHED" + json.dumps(["pingpong", 1, 2, "a", "b", {}, False, 0.0]), flush=True)
+        time.sleep(60)
+    """)
+    cases = [("pingpong", 64, 256, 8, "float16", "float16", {}),
+             ("pingpong", 4096, 4096, 512, "float16", "float16", {"scheduler": "dynamic"})]
+    with pytest.raises(pytest.fail.Exception, match=r"pingpong case \(4096, 4096, 512\) float16 -> float16 "
+                       r"\{'scheduler': 'dynamic'\} did not finish in 1 s"):
+        _run_timed(cases, script=fake, first_case_s=30, case_s=1)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", NAMES)
-def test_matches_torch_on_the_gpu(name, run_gpu_script):
+def test_matches_torch_on_the_gpu(name):
     cases = [c for c in GPU_CASES if c[0] == name]
-    results = run_gpu_script(_GPU_CHECK, cases, timeout=900)
+    results = _run_timed(cases)
     assert len(results) == len(cases) + 1
     bad = far_from_torch(results)
     assert not bad, "\n".join(map(str, bad))

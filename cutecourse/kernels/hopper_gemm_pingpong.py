@@ -36,8 +36,10 @@ cooperative kernel where the epilogue matters (docs/hopper_gemm.md, "Ping-pong s
 
 The ordered barrier is two named hardware barriers (``Barrier.MMA_TURN`` + w for warpgroup w), each
 completed by 256 threads: the 128 of the waiting warpgroup (``bar.sync``) and the 128 of the
-other (``bar.arrive``). Warpgroup 1 passes warpgroup 0 its first turn at the start; a turn is
-passed on only if the other warpgroup has a next tile, so every arrive meets a wait.
+other (``bar.arrive``). Warpgroup 1 passes warpgroup 0 its first turn at the start; every tile
+passes the turn on (whether the other warpgroup has a next tile is not known yet with a dynamic
+scheduler), and the warpgroup that would own the item after the CTA's last takes that last turn
+before it exits, so every arrive meets a wait.
 """
 
 from __future__ import annotations
@@ -99,7 +101,16 @@ class PingPongHopperGemm(PersistentHopperGemm):
         """Warpgroup w: items w, w + 2, ... of the CTA's, taking turns on the tensor cores. It
         follows every item (the hand-over, if any, needs both warpgroups to read each slot) and
         skips the other's: their k-tiles in the ring (``count``: the ring position of its next
-        k-tile) and their turn."""
+        k-tile) and their turn.
+
+        It reads the next item only *after* its tile: a scheduler that hands items over (dynamic)
+        publishes item t + 1 once the producer has issued every load of item t, and those loads
+        wait for free stages that only this warpgroup's mainloop of item t frees. Reading item
+        t + 1 first (to know whether the other warpgroup has a next tile) deadlocks as soon as a
+        tile has more k-tiles than the ring has stages. So the turn is passed on after every
+        tile, and the walk's end settles the account: the turns alternate item by item, and the
+        warpgroup that would own the item after the last takes the turn that was passed to it,
+        so no arrive is left over at exit."""
         epilogue = sm90.Epilogue(tma_c, sC, mma.tiled_mma, mma.acc, wtid, self.c_dtype,
                                  self.epi_tile, self.epi_stages, 128, store_warp=4 * (PRODUCER_WARPGROUPS + w),
                                  barrier_threads=128, barrier_id=Barrier.EPILOGUE + w,
@@ -110,26 +121,32 @@ class PingPongHopperGemm(PersistentHopperGemm):
         scheduler = scheduler.start(slot)
         slot.advance()
         count = cutlass.Int32(0)
+        walked = cutlass.Int32(0)  # items walked, both warpgroups': item i is warpgroup i % 2's
         if cutlass.const_expr(w == 1):  # the CTA's first item is warpgroup 0's
             if scheduler.active():
                 first = scheduler.work_tile()
                 count = first.k_end - first.k_begin
                 scheduler.advance(first, slot)
                 slot.advance()
+                walked = walked + 1
         while scheduler.active():
             tile = scheduler.work_tile()
             self.enter_tile(scheduler, epilogue, tile, warp_idx)
-            scheduler.advance(tile, slot)  # now at the other warpgroup's next item, if any
-            slot.advance()
             read = pipeline.PipelineState(self.stages, count, count % self.stages, (count // self.stages) % 2)
-            read, _ = self.mainloop(ring, mma, read, read.clone(), scheduler, tile, MmaTurn(w, scheduler.active()))
+            read, _ = self.mainloop(ring, mma, read, read.clone(), scheduler, tile, MmaTurn(w))
             count = read.count
             self.store_tile(scheduler, epilogue, mma, gC, tile, wtid, warp_idx)
+            scheduler.advance(tile, slot)  # now at the other warpgroup's next item, if any
+            slot.advance()
+            walked = walked + 1
             if scheduler.active():  # skip the other warpgroup's item
                 other = scheduler.work_tile()
                 count = count + other.k_end - other.k_begin
                 scheduler.advance(other, slot)
                 slot.advance()
+                walked = walked + 1
+        if walked % 2 == w:  # the item after the last would be mine: take the turn passed to me
+            MmaTurn(w).wait()
         sm90.finish_stores(epilogue, warp_idx)
 
 
