@@ -302,6 +302,12 @@ DSL_HINTS = {
     "expects Tensor or Layout, but got Boolean": (
         "a predicate (pred=) is a one-element Boolean register tensor, not a Boolean: "
         "p = cute.make_rmem_tensor((1,), cutlass.Boolean); p[0] = is_producer"),
+    "an illegal instruction was encountered": (
+        "the kernel crashed: a tile or a load outside the tensors it was given, e.g. a group, "
+        "row or tensor map your code picked wrong; the CPU check above names the first wrong one"),
+    "an illegal memory access was encountered": (
+        "the kernel crashed: it read or wrote outside the tensors it was given, e.g. a tile or "
+        "group your code picked wrong; the CPU check above names the first wrong one"),
 }
 
 
