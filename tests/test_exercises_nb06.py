@@ -116,10 +116,11 @@ def test_launch_loop():
 
 
 def _barrier_ops(w, tiles):
-    """A second way to the answer: from the hand-overs, one per tile (tile t is warpgroup t % 2's
-    turn, on barrier 3 + t % 2, passed by the other warpgroup after tile t - 1)."""
+    """A second way to the answer: from the hand-overs, one per tile and one after the last (turn
+    t is warpgroup t % 2's, on barrier 3 + t % 2, passed by the other warpgroup after tile t - 1;
+    turn `tiles` has no tile, its warpgroup takes it at the end)."""
     ops = []
-    for t in range(tiles):
+    for t in range(tiles + 1):
         if t % 2 == w:
             ops.append(("wait", 3 + w))
         if t % 2 != w:  # the other warpgroup's turn: this one passes it (at the start, or after t - 1)
@@ -132,19 +133,30 @@ def test_barrier_order():
 
     assert all(_barrier_ops(w, t) == ordered_barrier.barrier_ops(w, t) for w in (0, 1) for t in range(1, 9))
     r = nb06.check_barrier_order(_barrier_ops)
-    assert r and "warpgroup 0 waits on barrier 3 first" in r.message
+    assert r and "warpgroup 0 waits on barrier 3 first" in r.message and "taken at the walk's end" in r.message
     # warpgroup 1 forgets warpgroup 0's first turn: both wait forever
     r = nb06.check_barrier_order(lambda w, t: _barrier_ops(w, t)[1:] if w == 1 else _barrier_ops(w, t))
     assert not r and "waits forever on barrier 3" in r.message and "first turn" in r.hint
 
-    def always_pass(w, t):  # passes the turn after every own tile, even the last
+    def always_pass(w, t):  # passes the turn after every own tile, but nobody takes the last one
         ops = [("arrive", 3)] if w == 1 else []
         for _ in range(w, t, 2):
             ops += [("wait", 3 + w), ("arrive", 4 - w)]
         return ops
 
     r = nb06.check_barrier_order(always_pass)
-    assert not r and "no wait completes" in r.message and "next tile" in r.hint
+    assert not r and "no wait completes" in r.message and "item after the last" in r.hint
+
+    def only_if_next(w, t):  # the rule before the dynamic scheduler: pass only if there is a next tile
+        ops = [("arrive", 3)] if w == 1 else []
+        for tile in range(w, t, 2):
+            ops.append(("wait", 3 + w))
+            if tile + 1 < t:
+                ops.append(("arrive", 4 - w))
+        return ops
+
+    r = nb06.check_barrier_order(only_if_next)
+    assert not r and "the last one too" in r.hint and "not known yet" in r.hint
     r = nb06.check_barrier_order(lambda w, t: [(k, 3 + w) for k, _ in _barrier_ops(w, t)])  # own barrier
     assert not r and "you gave" in r.message
     r = nb06.check_barrier_order(lambda w, t: ["wait"])

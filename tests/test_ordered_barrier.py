@@ -34,6 +34,12 @@ def test_every_wait_meets_one_arrive(tiles):
         assert {b for k, b in ob.barrier_ops(w, tiles) if k == "wait"} <= {ob.ORDER_BARRIER + w}
         assert {b for k, b in ob.barrier_ops(w, tiles) if k == "arrive"} <= {ob.ORDER_BARRIER + 1 - w}
     assert ob.barrier_ops(1, tiles)[0] == ("arrive", ob.ORDER_BARRIER)  # WG0 goes first
+    # every own tile passes the turn on; the owner of item `tiles` (the one after the last) ends
+    # with one wait for it, the other ends with its last arrive
+    for w in (0, 1):
+        own = len(range(w, tiles, 2))
+        assert sum(k == "arrive" for k, _ in ob.barrier_ops(w, tiles)) == own + (w == 1)
+        assert ob.barrier_ops(w, tiles)[-1][0] == ("wait" if tiles % 2 == w else "arrive")
     ob.simulate(tiles)  # pairs up: no BarrierError
 
 
@@ -60,7 +66,10 @@ def test_turns_name_the_waiter_the_barrier_and_the_arriver():
     t = ob.turns(4)
     assert t[0] == ob.Turn(0, 0, ob.ORDER_BARRIER, 1, None)
     assert t[3] == ob.Turn(3, 1, ob.ORDER_BARRIER + 1, 0, 2)
+    assert t[4] == ob.Turn(4, 0, ob.ORDER_BARRIER, 1, 3)  # the turn after the last tile, taken at the end
+    assert len(t) == 5 and ob.turns(5)[-1].waiter == 1
     assert "WG1, at its start" in ob.table(4) and "after issuing tile 2's MMAs" in ob.table(4)
+    assert "taken at the walk's end" in ob.table(4).splitlines()[-1]
 
 
 def test_programs_that_do_not_pair_up_are_refused():
@@ -70,6 +79,12 @@ def test_programs_that_do_not_pair_up_are_refused():
     extra = {0: ob.program(0, 3) + [ob.Op(0, "arrive", ob.ORDER_BARRIER + 1, 2)], 1: ob.program(1, 3)}
     with pytest.raises(ob.BarrierError, match="no wait"):
         ob.simulate(3, programs=extra)
+    for tiles in (3, 4):  # the last turn not taken: an arrive left over at exit
+        no_last = {w: ob.program(w, tiles) for w in (0, 1)}
+        assert no_last[tiles % 2].pop().kind == "wait"
+        with pytest.raises(ob.BarrierError, match="left half-full") as e:
+            ob.simulate(tiles, programs=no_last)
+        assert "item after the last" in e.value.fix
     with pytest.raises(CourseError):
         ob.program(2, 4)
     with pytest.raises(CourseError):
@@ -82,4 +97,4 @@ def test_picture():
     assert [t.get_text().split("\n")[0] for t in ax.get_yticklabels()] == ["WG0", "WG1"]
     assert "time" in ax.get_xlabel() and "epilogue" in ax.get_title(loc="left")
     arrows = [t for t in ax.texts if "arrives" in t.get_text()]
-    assert len(arrows) == 5 and arrows[0].get_text().startswith("1: WG1 arrives")
+    assert len(arrows) == 6 and arrows[0].get_text().startswith("1: WG1 arrives")  # 5 tiles + the last turn

@@ -264,17 +264,25 @@ def _barrier_hint(w: int, got: list, want: list) -> str:
     if w == 1 and want[:1] == [("arrive", ordered_barrier.ORDER_BARRIER)] and got[:1] != want[:1]:
         return ("warpgroup 1 starts by arriving on barrier 3: warpgroup 0's first turn, which nobody "
                 "else can give it")
-    if len(got) > len(want) and got[:len(want)] == want:
-        return "a turn is passed on only if the other warpgroup has a next tile (work + stride < total)"
+    if want[-1][0] == "wait" and got == want[:-1]:
+        return ("the turn passed after the last tile goes to the warpgroup that would own the item "
+                "after the last (walked % 2 == w): it waits for it once at the end, or that arrive "
+                "is left over at exit")
+    if sum(k == "arrive" for k, _ in got) < sum(k == "arrive" for k, _ in want):
+        return ("every tile passes the turn on, the last one too (MmaTurn(w)): with a dynamic "
+                "scheduler the next item is read only after the tile, so whether the other "
+                "warpgroup has one is not known yet")
     if any(k == "arrive" and b == ordered_barrier.ORDER_BARRIER + w for k, b in got):
         return f"warpgroup {w} waits on barrier {ordered_barrier.ORDER_BARRIER + w} (its own turn) and " \
                f"arrives on the other's, {ordered_barrier.ORDER_BARRIER + 1 - w}"
-    return "per own tile: wait for my turn, issue the MMAs, pass the turn on, then the epilogue"
+    return ("per own tile: wait for my turn, issue the MMAs, pass the turn on, then the epilogue; "
+            "at the end the owner of the item after the last waits once")
 
 
 @checker("the ordered barrier: who waits and who arrives, on which barrier",
-         hint="read PingPongHopperGemm._warpgroup and sm90.mma_tile: barrier MMA_TURN + w (MmaTurn(w)) "
-              "is warpgroup w's turn (MMA_TURN = 3); warpgroup w computes the CTA's tiles w, w + 2, ...")
+         hint="read PingPongHopperGemm._warpgroup (its loop and its end) and sm90.mma_tile: barrier "
+              "MMA_TURN + w (MmaTurn(w)) is warpgroup w's turn (MMA_TURN = 3); warpgroup w computes "
+              "the CTA's tiles w, w + 2, ...")
 def check_barrier_order(fn) -> Result:
     """``fn(w, tiles) -> [("wait" | "arrive", barrier), ...]``: the barrier operations consumer
     warpgroup ``w`` (0 or 1) of the ping-pong kernel executes, in order, in a CTA that computes
@@ -307,7 +315,8 @@ def check_barrier_order(fn) -> Result:
         return failed(title, f"{tiles} tiles, warpgroup {w}: you gave {got[w]}, the kernel does "
                       f"{want[w]}; {effect}", _barrier_hint(w, got[w], want[w]))
     return passed(title, "1 to 7 tiles agree with the kernel's loop; warpgroup 0 waits on barrier 3 "
-                  "first, and warpgroup 1's one arrive at the start is that turn")
+                  "first, warpgroup 1's one arrive at the start is that turn, and the turn passed "
+                  "after the last tile is taken at the walk's end")
 
 
 # -- stream-K: who finishes a split tile -----------------------------------------------------------

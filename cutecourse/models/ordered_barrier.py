@@ -17,7 +17,13 @@ orders the two epilogues as well):
 So barrier ``ORDER_BARRIER + w`` completes once warpgroup w waits on it and warpgroup 1 - w has
 arrived: "warpgroup w's turn". :func:`program` is the kernel's ``_warpgroup`` loop (with ``sm90.mma_tile``) as a list of
 operations, :func:`simulate` runs the two programs against each other (in time, with an MMA and
-an epilogue duration), and :func:`turns` lists the hand-overs, one per tile. A pair of programs
+an epilogue duration), and :func:`turns` lists the hand-overs, one per tile.
+
+Every tile passes the turn on, the last one too: with a dynamic scheduler a warpgroup learns
+whether there is a next item only after its tile (reading it earlier deadlocks, see the kernel's
+docstring). So one turn is passed to a warpgroup that has no tile for it, the one that would own
+the item after the CTA's last (item ``tiles``: warpgroup ``tiles % 2``); it waits for that turn
+once at the end of its walk, so that no arrive is left over at exit. A pair of programs
 that can never finish (a wait nobody arrives for) or that leaves an arrival without a wait is a
 :class:`BarrierError` that says which operation and why.
 """
@@ -83,7 +89,8 @@ def _check_tiles(tiles) -> None:
 def program(w: int, tiles: int) -> list[Op]:
     """Warpgroup ``w``'s operations for a CTA with ``tiles`` work items, as the kernel runs them:
     warpgroup 1 first passes warpgroup 0 its first turn; then per own tile: wait for my turn,
-    issue the MMAs, pass the turn on if the other warpgroup has a next tile, run the epilogue."""
+    issue the MMAs, pass the turn on, run the epilogue; at the end, the warpgroup that would own
+    item ``tiles`` (the one after the last) waits once for the turn passed to it."""
     _check_tiles(tiles)
     if w not in (0, 1):
         raise CourseError(f"warpgroup {w!r}: the ping-pong kernel has consumer warpgroups 0 and 1",
@@ -92,9 +99,10 @@ def program(w: int, tiles: int) -> list[Op]:
     for tile in range(w, tiles, 2):
         ops.append(Op(w, "wait", ORDER_BARRIER + w, tile))
         ops.append(Op(w, "mma", None, tile))
-        if tile + 1 < tiles:  # the kernel: work + stride < total
-            ops.append(Op(w, "arrive", ORDER_BARRIER + 1 - w, tile))
+        ops.append(Op(w, "arrive", ORDER_BARRIER + 1 - w, tile))  # always: MmaTurn(w)
         ops.append(Op(w, "epilogue", None, tile))
+    if tiles % 2 == w:  # the kernel: walked % 2 == w, the item after the last would be mine
+        ops.append(Op(w, "wait", ORDER_BARRIER + w, tiles))
     return ops
 
 
@@ -156,15 +164,18 @@ def simulate(tiles: int, mma: float = 1.0, epilogue: float = 0.4, programs=None)
         if len(done) > waits.get(b, 0):
             raise BarrierError(f"{len(done) - waits.get(b, 0)} arrive(s) on barrier {b} that no wait "
                                "completes: the barrier is left half-full when the CTA exits",
-                               "pass a turn on only if the other warpgroup has another tile")
+                               "the warpgroup that would own the item after the last must wait "
+                               "once for the turn passed to it before it exits")
     return sorted(events, key=lambda e: (e.start, e.op.warpgroup))
 
 
 def turns(tiles: int) -> list[Turn]:
-    """The hand-overs, one per tile: who waits on which barrier, who arrives, after which tile."""
+    """The hand-overs, one per tile and one more: who waits on which barrier, who arrives, after
+    which tile. The last (``tile`` == ``tiles``) is the turn passed after the last tile, which its
+    waiter takes at the end of its walk, with no tile to compute."""
     _check_tiles(tiles)
     return [Turn(t, t % 2, ORDER_BARRIER + t % 2, 1 - t % 2, None if t == 0 else t - 1)
-            for t in range(tiles)]
+            for t in range(tiles + 1)]
 
 
 def table(tiles: int) -> str:
@@ -172,6 +183,10 @@ def table(tiles: int) -> str:
     lines = [f"{'tile':<6}{'MMAs by':<9}{'bar.sync (waits)':<20}bar.arrive (passes the turn)"]
     for t in turns(tiles):
         when = "at its start" if t.after is None else f"after issuing tile {t.after}'s MMAs"
+        if t.tile == tiles:
+            lines.append(f"{'end':<6}{'none':<9}{'WG%d on barrier %d' % (t.waiter, t.barrier):<20}"
+                         f"WG{t.arriver}, {when} (taken at the walk's end)")
+            continue
         lines.append(f"{t.tile:<6}{'WG%d' % t.waiter:<9}{'WG%d on barrier %d' % (t.waiter, t.barrier):<20}"
                      f"WG{t.arriver}, {when}")
     return "\n".join(lines)
