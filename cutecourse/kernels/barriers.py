@@ -33,12 +33,12 @@ class MmaTurn:
     Warpgroup w waits on barrier ``MMA_TURN + w`` before its first MMA of a tile and passes the
     turn on by arriving on the other's, ``MMA_TURN + 1 - w``, once its MMAs are issued. Each
     barrier completes with 256 threads: the 128 that wait (``bar.sync``) and the 128 that arrive
-    (``bar.arrive``). ``more``: whether the other warpgroup has a tile to take the turn for (a
-    run-time Boolean): an arrive nobody waits for would be left over at exit.
+    (``bar.arrive``). Every tile passes the turn on, the last one too: the warpgroup that would
+    own the item after the CTA's last takes that turn at the end of its walk, so no arrive is
+    left over at exit (``hopper_gemm_pingpong``'s docstring says why).
     """
 
     warpgroup: int
-    more: object = True
 
     def wait(self):
         cute.arch.barrier(barrier_id=Barrier.MMA_TURN + self.warpgroup, number_of_threads=256)

@@ -241,8 +241,7 @@ def mma_tile(ring, mma: Mma, read, release, k_tiles, turn=None):
             release.advance()
         read.advance()
     if cutlass.const_expr(turn is not None):
-        if turn.more:
-            turn.pass_on()
+        turn.pass_on()
     warpgroup.wait_group(0)
     ring.consumer_release(release)
     release.advance()
