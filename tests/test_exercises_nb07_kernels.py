@@ -73,6 +73,16 @@ LOOP = """    searching = group < groups.count
      "past the last group"),
     # `first` not moved on: the next search starts from a wrong first item
     ([("            first = first + items\n", "")], "must move past the items"),
+    # an empty group taken for the owner: stops where items == 0
+    ([("        searching = work >= first + items", "        searching = work >= first + items and items > 0")],
+     "group 0 is empty"),
+    # the group's end returned instead of its first item
+    ([("    return group, first", "    return group, first + group_walk.group_items(groups, group)")],
+     "the end of its items"),
+    # group_items read in the loop's condition and again in its body: right groups, double reads
+    ([(LOOP, "    while group < groups.count and work >= first + group_walk.group_items(groups, group):\n"
+             "        first = first + group_walk.group_items(groups, group)\n        group = group + 1\n")],
+     "more than once per step"),
     # a `break`: fine in Python, refused by the DSL in a run-time loop
     ([(LOOP, "    while group < groups.count:\n        items = group_walk.group_items(groups, group)\n"
              "        if work < first + items:\n            break\n        first = first + items\n"
@@ -119,6 +129,7 @@ SUM = "acc[i] = acc[i] + part[i] * (sa[i] * sb)"
     ([(SUM, "acc[i] = acc[i] + part[i] * sa[i]")], "forgets sb"),
     ([(SUM, "acc[i] = part[i] * (sa[i] * sb)")], "overwrites acc"),
     ([(SUM, "acc[i] = acc[i] + part[i] * (sa[0] * sb)")], "first row's sa[0]"),
+    ([(SUM, "acc[i] = acc[i] + part[i] / (sa[i] * sb)")], "divides by the scales"),
     ([("    ring.consumer_release(release)  # its wgmmas are done: the producer may refill the stage\n", "")],
      "never frees the k-tile's ring stage"),
     ([("    ring.consumer_release(release)  #", "    ring.consumer_release(release)\n    ring.consumer_release(release)  #")],
@@ -136,6 +147,9 @@ def test_promotion_mistakes_are_named_by_the_cpu_model(edits, words):
     # a wait for every wgmma: right numbers, no overlap
     ([("    ring.consumer_release(release)  #",
        "    cute.nvgpu.warpgroup.wait_group(0)\n    ring.consumer_release(release)  #")], "waits for every wgmma"),
+    # the TensorSSA form, left to right: runs on the CPU model, two instructions per register
+    ([("    for i in cutlass.range_constexpr(cute.size(part)):", "    if True:"),
+      (SUM, "acc.store(acc.load() + part.load() * sa.load() * sb)")], "two instructions per register"),
     # a run-time loop over a register array
     ([("cutlass.range_constexpr(cute.size(part))", "cutlass.range(cute.size(part), unroll=1)")],
      "run-time loop"),

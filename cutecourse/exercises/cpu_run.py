@@ -101,6 +101,7 @@ class _Shapes:
 
     def __init__(self, sizes, limit: int):
         self.sizes, self.limit, self.reads = sizes, limit, 0
+        self.floor, self.went_back = 0, False  # a read below the call's `group`: a restart
 
     def __getitem__(self, key):
         g, col = key
@@ -111,6 +112,7 @@ class _Shapes:
                                 "groups.count, the walk's signal that no items are left")
         if col == 0:
             self.reads += 1
+            self.went_back |= g < self.floor
             if self.reads > self.limit:
                 raise CpuModelError("your search does not end on the CPU model: it read group "
                                     f"shapes {self.limit} times for one problem. Each pass of "
@@ -152,6 +154,7 @@ def run_search(code: LearnerCode, name: str) -> str | None:
             groups = _Groups(problem, ctas)
             group, first, calls, work = 0, 0, 0, cta
             while True:
+                groups.shapes.floor = group
                 got = _call(code, fn, groups, work, group, first)
                 if not (isinstance(got, tuple) and len(got) == 2):
                     return f"your search returns {got!r}; return the pair (group, first)"
@@ -169,6 +172,10 @@ def run_search(code: LearnerCode, name: str) -> str | None:
                             f"belongs to group {owner} (its items {problem.offsets[owner]} to "
                             f"{ends[owner] - 1}); your search says group {group}"
                             + _why_group(problem, work, group, owner))
+                if first == ends[owner] and ends[owner] != problem.offsets[owner]:
+                    return (f"item {work}: group {owner} is right, but you return {first}, the "
+                            f"end of its items; return its first item, {problem.offsets[owner]} "
+                            "(the next search resumes from it)")
                 if first != problem.offsets[owner]:
                     return (f"item {work}: group {owner} is right, but its first item is "
                             f"{problem.offsets[owner]}, not {first}: `first` must move past the "
@@ -176,20 +183,25 @@ def run_search(code: LearnerCode, name: str) -> str | None:
                 work += ctas
             allowed = problem.groups + 2 * calls
             if groups.shapes.reads > allowed:
-                return (f"your search finds every group, but on CTA {cta} of {ctas} it read group "
+                head = (f"your search finds every group, but on CTA {cta} of {ctas} it read group "
                         f"shapes {groups.shapes.reads} times for {calls} items ({problem.groups} "
-                        f"groups; resuming, at most {allowed}): it starts again from group 0. A "
-                        "CTA's items only grow: start from `group` and `first`, where the last "
-                        "search stopped")
+                        f"groups; resuming, at most {allowed})")
+                if groups.shapes.went_back:
+                    return (head + ": it starts again from group 0. A CTA's items only grow: "
+                            "start from `group` and `first`, where the last search stopped")
+                return (head + ": it reads a group's items more than once per step (in the "
+                        "loop's condition and again in its body?). Read group_items once per "
+                        "group into a variable, and carry a flag")
     return None
 
 
 def _why_group(problem, work, group, owner) -> str:
+    if 0 <= group < problem.groups and problem.tiles_per_group[group] == 0:
+        return (f": group {group} is empty (M = 0, no items), so no item belongs to it; the "
+                "search must pass over it (work >= first + 0)")
     if group == owner - 1 and work == problem.offsets[owner]:
         return (": it is that group's first item. An item belongs to group g while work < first "
                 "+ items, so move on while work >= first + items (not >)")
-    if 0 <= group < problem.groups and problem.tiles_per_group[group] == 0:
-        return f": group {group} is empty (M = 0, no items); the search must pass over it"
     return ""
 
 
@@ -206,6 +218,19 @@ class _Ring:
         return lambda *args, **kw: self.calls.append((name, args[0] if args else None))
 
 
+class _Fragment(list):
+    """A register fragment on numbers: indexable, and ``load()`` / ``store(v)`` as a whole, as a
+    CuTe tensor's TensorSSA form (``acc.store(acc.load() + ...)``) allows."""
+
+    def load(self):
+        import numpy as np
+
+        return np.array(self, dtype=float)
+
+    def store(self, values):
+        self[:] = [float(v) for v in values]
+
+
 def run_promote(code: LearnerCode, name: str) -> str | None:
     """One promotion of a 64 x 128 warpgroup tile's 64 registers per thread, on numbers: the
     first mistake against ``acc + part * sa[row] * sb`` and one release of the k-tile's stage."""
@@ -216,7 +241,8 @@ def run_promote(code: LearnerCode, name: str) -> str | None:
     sa = [rnd.choice((0.5, 0.25, 3.0, 0.125)) for _ in range(64)]
     sb = 0.0625
     acc, ring, state = list(acc0), _Ring(), "the k-tile's stage"
-    _call(code, fn, ring, state, acc, list(part), list(sa), sb)
+    acc = _Fragment(acc)
+    _call(code, fn, ring, state, acc, _Fragment(part), _Fragment(sa), sb)
     releases = [s for op, s in ring.calls if op == "consumer_release"]
     other = [op for op, _ in ring.calls if op != "consumer_release"]
     if other:
@@ -245,6 +271,8 @@ def run_promote(code: LearnerCode, name: str) -> str | None:
                 "first row's sa[0]: register i belongs to its own row, whose scale is sa[i]"),
                ([p * s * sb for p, s in zip(part, sa)], "overwrites acc with this k-tile's "
                 "product: acc[i] = acc[i] + ..., the sum over all k-tiles"),
+               ([a + p / (s * sb) for a, p, s in zip(acc0, part, sa)], "divides by the "
+                "scales: the stored values are x / scale, so x = part * scale: multiply"),
                (list(acc0), "leaves acc unchanged: write the sum back into acc[i]")]
     for values, why in guesses:
         if _close(acc, values):

@@ -245,7 +245,7 @@ def check_promote(fn) -> Result:
     if mine["mul"] > course["mul"]:
         return failed(title, f"your promotion costs two instructions per register: {mine['mul']} "
                       f"mul.f32 beside the FFMAs (the course kernel: {course['mul']}). part[i] * "
-                      "sa[i] * sb multiplies left to right; write part[i] * (sa[i] * sb): a row's "
+                      "sa[i] * sb (or part * sa * sb) multiplies left to right; write part[i] * (sa[i] * sb): a row's "
                       "sa[i] * sb is the same for all its registers, and the compiler computes it "
                       "once per row (2 per thread)")
     if mine["spills"]:
