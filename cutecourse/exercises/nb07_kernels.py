@@ -161,10 +161,11 @@ def _gpu(code, expr: str, runner: str, title: str, message: str, baseline: str, 
 
 
 # -- Exercise 9 (kernel): the group search --------------------------------------------------------
+#: The hints nudge, never hand over the code: a learner sees them on an untouched stub too.
 EX9 = ("Exercise 9 (kernel): the group search",
-       "start at `group` (its items start at `first`); while group < groups.count and work >= "
-       "first + group_walk.group_items(groups, group): first += those items, group += 1. Return "
-       "(group, first). Carry a flag through a `while` (the DSL has no `break` in a run-time loop).")
+       "resume from `group` and `first`; an item belongs to group g while work < first + its "
+       "items, so pass over every group it lies beyond (empty ones too), and stop at "
+       "groups.count. The DSL has no `break` in a run-time loop: carry a flag in the `while`.")
 
 
 @kc.kernel_checker(*EX9)
@@ -201,9 +202,9 @@ def check_search(fn) -> Result:
 
 # -- Exercise 10 (kernel): the FP8 promotion step -------------------------------------------------
 EX10 = ("Exercise 10 (kernel): the FP8 promotion step",
-        "free the k-tile's ring stage (ring.consumer_release(release)), then for each register i "
-        "(cutlass.range_constexpr(cute.size(part))): acc[i] = acc[i] + part[i] * (sa[i] * sb). "
-        "The parentheses let the compiler multiply each row's two scales once.")
+        "free the stage once (the wgmmas that read it are done), then give each register one "
+        "fused multiply-add; registers take constant indices only (cutlass.range_constexpr). "
+        "Which product is the same for every register of a row?")
 
 
 @kc.kernel_checker(*EX10)
