@@ -360,7 +360,7 @@ def describe_block(x: torch.Tensor, fmt: str, row: int, kblock: int) -> str:
         gs = used.global_scale
         rule = (f"per-tensor scale gs = amax(x) / (448 x 6) = {gs:.4g}; amax / (6 gs) = {amax / (6 * gs):.4g}, "
                 f"rounded to the nearest e4m3 -> {_fmt_scale(stored, f.scale)}; the MMA multiplies by "
-                f"{stored:.4g} x gs = {stored * gs:.4g}")
+                f"{_fmt_scale(stored, f.scale)}, the epilogue by gs (in alpha): {stored * gs:.4g} in all")
     elif f.scale == "e4m3":
         rule = f"amax/{f.data_max:g} = {amax / f.data_max:.4g}, nearest e4m3 -> {_fmt_scale(stored, f.scale)}"
     else:
