@@ -83,6 +83,9 @@ LOOP = """    searching = group < groups.count
     ([(LOOP, "    while group < groups.count and work >= first + group_walk.group_items(groups, group):\n"
              "        first = first + group_walk.group_items(groups, group)\n        group = group + 1\n")],
      "more than once per step"),
+    # a misspelt field: named on the kernel's `groups`, not on the CPU model's stand-in
+    ([("    searching = group < groups.count\n    while", "    searching = group < groups.cout\n    while")],
+     "`groups` (its fields: count, shapes, cluster_tile) has no attribute 'cout'"),
     # a `break`: fine in Python, refused by the DSL in a run-time loop
     ([(LOOP, "    while group < groups.count:\n        items = group_walk.group_items(groups, group)\n"
              "        if work < first + items:\n            break\n        first = first + items\n"

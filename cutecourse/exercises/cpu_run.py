@@ -92,7 +92,15 @@ def _call(code: LearnerCode, fn, *args):
             raise CpuModelSkipped(reason(exc)) from None
         where = code.locate(exc)
         at = f" at {code.describe(*where)}" if where else ""
-        raise CpuModelError(f"your {code.name} fails on the CPU model{at}: {reason(exc)}") from None
+        why = reason(exc)
+        for fake, real in _FAKES.items():  # name the kernel's object, not the model's stand-in
+            why = why.replace(f"'{fake}' object", real)
+        raise CpuModelError(f"your {code.name} fails on the CPU model{at}: {why}") from None
+
+
+#: The CPU model's stand-ins, by the names a learner knows them by (in error messages).
+_FAKES = {"_Groups": "`groups` (its fields: count, shapes, cluster_tile)",
+          "_Ring": "`ring`", "_Fragment": "a register fragment"}
 
 
 # -- the group search -----------------------------------------------------------------------------
