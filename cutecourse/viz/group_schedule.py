@@ -139,8 +139,11 @@ def draw_schedule(problem: gs.GroupedProblem, ctas: int, show_updates: bool = Tr
                   linewidth=2 if rows <= 40 else 1)
     ax.set_xlim(0, steps)
     ax.set_ylim(rows, 0)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps and CTAs are whole numbers
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    # Cell (cta, i) spans [i, i + 1]: label steps and CTAs at the cells' centres, whole numbers
+    # only (at the edges, 1 CTA would show a tick "1" for a CTA that does not exist).
+    for axis, count in ((ax.xaxis, steps), (ax.yaxis, rows)):
+        ticks = [t for t in MaxNLocator(integer=True).tick_values(0, count - 1) if 0 <= t < count]
+        axis.set_ticks([t + 0.5 for t in ticks], labels=[str(int(t)) for t in ticks])
     ax.set_xlabel("step (the CTA's 1st, 2nd, ... work item)")
     ax.set_ylabel("CTA (one per SM)")
     handles = [Rectangle((0, 0), 1, 1, facecolor=color_of(g)) for g in range(problem.groups)
