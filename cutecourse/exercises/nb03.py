@@ -317,8 +317,8 @@ def check_stages_lab(stages, ring_kib) -> Result:
     """Compile the course kernel with ``stages`` beside the default; your ``ring_kib`` prediction
     (the ring's shared memory in KiB) is checked against the kernel's own plan."""
     from . import kernel_check as kc
-    from ..inspect import compile_here
-    from ..kernels.hopper_gemm import HopperGemm
+    from ..inspect import compile_report
+    from ..kernels import registry
 
     title = EX6[0]
     stages, ring_kib = answered(stages, "stages"), answered(ring_kib, "ring_kib")
@@ -334,8 +334,9 @@ def check_stages_lab(stages, ring_kib) -> Result:
                       f"{mine.ring_bytes // 1024} KiB ({mine.bytes_per_stage // 1024} KiB per stage)")
     rows, seen = [], []
     for n in (stages, default.stages):
-        rep = compile_here(HopperGemm(tile_mn=TILE, variant="prefetch", stages=n),
-                           *kc.gemm_args(None), name=f"{n} stages")
+        # in a fresh process, as the course's other compile cells: nothing this notebook (or a
+        # learner's cell) traced earlier can change what the course kernel compiles to
+        rep = compile_report(registry.target("one"), tile=TILE, variant="prefetch", stages=n)
         loop = kc.compact(kc.mainloop(rep).ops())
         seen.append((rep.registers, loop))
         rows.append(f"{n} stages: {gemm_plan.plan_stages(TILE, stages=n).smem_bytes // 1024} KiB "
