@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -350,7 +349,7 @@ def exercises_sentence(est: Estimate, name: str) -> str:
     return f"About {est.file_min(name)} minutes."
 
 
-if __name__ == "__main__":  # the command lives in cutecourse.generate, which imports this module
-    from cutecourse.generate import main
+if __name__ == "__main__":  # the command lives in cutecourse.generate (which imports this module):
+    import runpy  # run it as a script, so that this module imports nothing that imports it back
 
-    sys.exit(main())
+    runpy.run_module("cutecourse.generate", run_name="__main__", alter_sys=True)

@@ -206,7 +206,7 @@ def test_the_default_2x1_cluster_multicasts_b():
     assert report.spill_bytes == 0
 
 
-# -- the one-part variants (issue 24; docs/notes/grouped_speed.md) -----------------------------
+# -- the one-part variants (docs/grouped_fp8_speed.md) ------------------------------------------
 VARIANTS = {"1part": dict(parts=1), "128x192": dict(tile=[128, 192], parts=1),
             "128x256": dict(tile=[128, 256], parts=1),
             "128x192 done": dict(tile=[128, 192], parts=1, turns="done"),

@@ -1,11 +1,10 @@
 """Kernel exercises of notebook 06: a tile order for the persistent kernel, a fused epilogue, and a
 lab that gives ping-pong its fourth C buffer back.
 
-Each checker follows ``kernel_check``'s manual: the learner's code is compiled for sm_90a here (in
-a child process), facts are read from the PTX, the learner's logic runs on a CPU model where one
-exists (the tile order on ``models/tile_order``'s grid, the epilogue op on Python floats), and on
-an H100 the learner's kernel runs against torch in a child with a timeout, timed beside the
-course's kernel.
+Each checker follows ``kernel_check``'s manual: compiled for sm_90a here (a child process), facts
+read from the PTX, the learner's logic on a CPU model (the tile order on ``models/tile_order``'s
+grid, the epilogue op on Python floats); on an H100 run against torch in a child with a timeout,
+timed beside the course's kernel.
 """
 
 from __future__ import annotations
@@ -40,7 +39,6 @@ def python_arithmetic():
     """``cutlass.max`` / ``min`` / ``Float32`` (and ``cute.max`` / ``min``, ``cute.arch.fmax``) as
     Python's, so an op's ``apply`` or a ``tile_of`` runs on Python numbers: the CPU model."""
     import cutlass
-
     import cutlass.cute as cute
 
     def two(fn):  # cute.max(x, y, propagate_nan=..., ...) and cute.arch.fmax(a, b): on two floats
@@ -79,10 +77,6 @@ WRONG_OPS = [
 ]
 
 
-def _reference(x, m, n):
-    return max(x + BIAS[n], 0.0)
-
-
 def op_verdict(op) -> str | None:
     """The CPU model's objection to the learner's op (``apply`` on Python floats), or None. An op
     whose ``apply`` cannot run on floats (a DSL-only call) is left to the PTX and the GPU."""
@@ -96,7 +90,7 @@ def op_verdict(op) -> str | None:
         raise
     except Exception:  # not plain arithmetic: the compile and the GPU judge it
         return None
-    want = [_reference(*s) for s in SAMPLES]
+    want = [max(x + BIAS[n], 0.0) for x, m, n in SAMPLES]  # relu(x + bias[n])
     if all(abs(g - w) < 1e-6 for g, w in zip(got, want)):
         return None
     for _, fn, message in WRONG_OPS:
