@@ -1,41 +1,13 @@
 """Notebook 03's kernel exercises: the solutions (read from the solution notebook) pass; typical
 wrong mainloops are rejected with a message that names the mistake; a compile error names the line."""
 
-import re
-from pathlib import Path
-
-import nbformat
 import pytest
 
 from cutecourse.exercises import nb03
-from cutecourse.exercises.learner_code import as_cell
+from solution_cells import SolutionCells
 
-SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions" / "03_hopper_gemm_prefetch.ipynb"
-
-
-def _cells() -> dict[str, str]:
-    nb = nbformat.read(SOLUTIONS, as_version=4)
-    code = [c.source for c in nb.cells if c.cell_type == "code"]
-    head = next(s for s in code if s.startswith("import cutlass"))
-    out = {"head": head}
-    for name in ("MyConsumer", "MyPrologue"):
-        src = next(s for s in code if s.startswith(f"class {name}"))
-        out[name] = re.sub(r"[ \t]*# (BEGIN|END) SOLUTION\n|[ \t]*# EXERCISE:.*\n", "", src)
-    return out
-
-
-CELLS = _cells()
-
-
-def learner(name: str, *edits):
-    """The solution's class ``name`` with ``edits`` ((old, new) text replacements) applied."""
-    src = CELLS[name]
-    for old, new in edits:
-        assert old in src, old
-        src = src.replace(old, new)
-    ns = as_cell(CELLS["head"])
-    as_cell(src, ns)
-    return ns[name]
+CELLS = SolutionCells("03_hopper_gemm_prefetch.ipynb", ("MyConsumer", "MyPrologue"))
+learner = CELLS.learner
 
 
 def test_the_consumer_solution_passes():

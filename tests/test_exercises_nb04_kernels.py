@@ -2,29 +2,15 @@
 typical wrong loops are rejected with a message that names the mistake; a compile error names the
 learner's line."""
 
-import re
-from pathlib import Path
-
-import nbformat
 import pytest
 
 from cutecourse.exercises import nb04
-from cutecourse.exercises.learner_code import as_cell
+from solution_cells import SolutionCells
 
-SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions" / "04_compiler_pipelining.ipynb"
-
-
-def _cells() -> dict[str, str]:
-    nb = nbformat.read(SOLUTIONS, as_version=4)
-    code = [c.source for c in nb.cells if c.cell_type == "code"]
-    out = {"head": next(s for s in code if s.startswith("import cutlass"))}
-    for name in ("MyPipelined", "MyState"):
-        src = next(s for s in code if s.startswith(f"class {name}"))
-        out[name] = re.sub(r"[ \t]*# (BEGIN|END) SOLUTION\n|[ \t]*# EXERCISE:.*\n", "", src)
-    return out
+CELLS = SolutionCells("04_compiler_pipelining.ipynb", ("MyPipelined", "MyState"))
+learner = CELLS.learner
 
 
-CELLS = _cells()
 COPY = "            self._load(ring, loads, prod, pred=producer_only)  # the copy at the top level\n"
 ACQUIRE = ("            if is_producer:  # barrier bookkeeping may stay under the if\n"
            "                ring.producer_acquire(prod)\n")
@@ -43,15 +29,6 @@ CARRIED = [
      "            ring.consumer_release(cons)\n            cons.advance()\n            prod.advance()"),
 ]
 
-
-def learner(name: str, *edits):
-    src = CELLS[name]
-    for old, new in edits:
-        assert old in src, old
-        src = src.replace(old, new)
-    ns = as_cell(CELLS["head"])
-    as_cell(src, ns)
-    return ns[name]
 
 
 def test_the_pipelined_solution_passes():

@@ -2,39 +2,13 @@
 typical wrong masks and loads are rejected with a message that names the mistake; a compile error
 names the learner's line."""
 
-import re
-from pathlib import Path
-
-import nbformat
 import pytest
 
 from cutecourse.exercises import nb05
-from cutecourse.exercises.learner_code import as_cell
+from solution_cells import SolutionCells
 
-SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions" / "05_tma_multicast.ipynb"
-
-
-def _cells() -> dict[str, str]:
-    nb = nbformat.read(SOLUTIONS, as_version=4)
-    code = [c.source for c in nb.cells if c.cell_type == "code"]
-    out = {"head": next(s for s in code if s.startswith("import cutlass"))}
-    for name in ("MyMasks", "MyLoads"):
-        src = next(s for s in code if s.startswith(f"class {name}"))
-        out[name] = re.sub(r"[ \t]*# (BEGIN|END) SOLUTION\n|[ \t]*# EXERCISE:.*\n", "", src)
-    return out
-
-
-CELLS = _cells()
-
-
-def learner(name: str, *edits):
-    src = CELLS[name]
-    for old, new in edits:
-        assert old in src, old
-        src = src.replace(old, new)
-    ns = as_cell(CELLS["head"])
-    as_cell(src, ns)
-    return ns[name]
+CELLS = SolutionCells("05_tma_multicast.ipynb", ("MyMasks", "MyLoads"))
+learner = CELLS.learner
 
 
 def test_the_masks_solution_passes():
