@@ -144,6 +144,41 @@ def test_without_deepgemm_the_reason_says_how_to_build_it(monkeypatch, tmp_path)
     assert dg is None and "deepgemm_kit.py build" in why
 
 
+class QuietMonitor:
+    """``bench.GpuMonitor`` without a GPU: no clocks, no power."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def window(self, name):
+        return self
+
+    def summary(self, name):
+        return None, None
+
+
+@pytest.fixture
+def stand_in_shapes(monkeypatch):
+    """Each shape's cases as stand-ins (the course rows and cuBLAS's twin, 100 us each, no
+    DeepGEMM row of their own); returns {shape: the DeepGEMM module the shape was given}."""
+    from cutecourse import bench
+
+    seen = {}
+
+    def fake_cases(name, dg, cases, errors, notes, course_rows):
+        seen[name] = dg
+        cases.extend(bench.Case(label, lambda: None) for label in (*course_rows, deepgemm_peer.TWIN))
+        return 2 * 1024 * 256 * 512, [512, 512], 256, 512
+
+    monkeypatch.setattr(deepgemm_peer, "shape_cases", fake_cases)
+    monkeypatch.setattr(bench, "time_us", lambda case, *a, **k: [100.0] * 2)
+    monkeypatch.setattr(bench, "GpuMonitor", QuietMonitor)
+    return seen
+
+
 def test_run_times_every_row_and_saves_a_result_set(monkeypatch, tmp_path):
     """``run``, ``summary`` and ``save`` on stand-in cases (no GPU): what the H100 run writes."""
     from cutecourse import bench
@@ -158,22 +193,9 @@ def test_run_times_every_row_and_saves_a_result_set(monkeypatch, tmp_path):
         errors.update({c.name: 1e-3 for c in cases})
         return 2 * 1024 * 256 * 512, [512, 512], 256, 512
 
-    class Monitor:
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return None
-
-        def window(self, name):
-            return self
-
-        def summary(self, name):
-            return None, None
-
     monkeypatch.setattr(deepgemm_peer, "shape_cases", fake_cases)
     monkeypatch.setattr(bench, "time_us", lambda case, *a, **k: [speeds[case.name]] * 2)
-    monkeypatch.setattr(bench, "GpuMonitor", Monitor)
+    monkeypatch.setattr(bench, "GpuMonitor", QuietMonitor)
     results, notes = deepgemm_peer.run(deepgemm_peer.SHAPES[:3], deepgemm_peer.SMOKE, object(), "")
     assert "out of memory" in notes[deepgemm_peer.SHAPES[2]]["failed"] and deepgemm_peer.SHAPES[2] not in results
     table = deepgemm_peer.summary(results)
@@ -186,32 +208,8 @@ def test_run_times_every_row_and_saves_a_result_set(monkeypatch, tmp_path):
     assert loaded[deepgemm_peer.SHAPES[0]].baseline == deepgemm_peer.TWIN
 
 
-def test_run_leaves_deepgemm_out_where_the_probe_failed_and_saves_each_shape(monkeypatch):
-    from cutecourse import bench
-
-    seen, saved = {}, []
-
-    def fake_cases(name, dg, cases, errors, notes, course_rows):
-        seen[name] = dg
-        cases.extend(bench.Case(label, lambda: None) for label in (*course_rows, deepgemm_peer.TWIN))
-        return 2 * 1024 * 256 * 512, [512, 512], 256, 512
-
-    class Monitor:
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return None
-
-        def window(self, name):
-            return self
-
-        def summary(self, name):
-            return None, None
-
-    monkeypatch.setattr(deepgemm_peer, "shape_cases", fake_cases)
-    monkeypatch.setattr(bench, "time_us", lambda case, *a, **k: [100.0] * 2)
-    monkeypatch.setattr(bench, "GpuMonitor", Monitor)
+def test_run_leaves_deepgemm_out_where_the_probe_failed_and_saves_each_shape(stand_in_shapes):
+    seen, saved = stand_in_shapes, []
     dg, shapes = object(), deepgemm_peer.SHAPES[:2]
     _, notes = deepgemm_peer.run(shapes, deepgemm_peer.SMOKE, dg, "", skip={shapes[1]: "killed by SIGSEGV"},
                                  on_shape=lambda results, notes: saved.append(list(results)))
@@ -252,7 +250,8 @@ def test_diagnose_names_the_first_step_that_crashes_and_runs_the_rest(tmp_path, 
                                                          "jit-after-course", "grouped-gemm"]
 
 
-def test_main_after_a_crashed_probe_times_and_saves_the_other_rows(monkeypatch, tmp_path, capsys):
+def test_main_after_a_crashed_probe_times_and_saves_the_other_rows(monkeypatch, tmp_path, capsys,
+                                                                    stand_in_shapes):
     """The whole ``main`` on stand-ins: the probe child died on the second shape; DeepGEMM is loaded
     for the first shape only, every shape is timed and the result set is saved (no GPU here)."""
     import cutecourse
@@ -260,34 +259,12 @@ def test_main_after_a_crashed_probe_times_and_saves_the_other_rows(monkeypatch, 
 
     shapes = deepgemm_peer.SHAPES[:2]
     dg = type("dg", (), {"__version__": "stand-in"})()
-    seen = {}
-
-    def fake_cases(name, dg_here, cases, errors, notes, course_rows):
-        seen[name] = dg_here
-        cases.extend(bench.Case(label, lambda: None) for label in (*course_rows, deepgemm_peer.TWIN))
-        return 2 * 1024 * 256 * 512, [512, 512], 256, 512
-
-    class Monitor:
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return None
-
-        def window(self, name):
-            return self
-
-        def summary(self, name):
-            return None, None
-
+    seen = stand_in_shapes
     monkeypatch.setattr(cutecourse.modes, "require_gpu", lambda target: None)
     monkeypatch.setattr(deepgemm_peer, "probe_deepgemm",
                         lambda s, timeout, logs: {shapes[0]: "", shapes[1]: "probe killed by SIGSEGV"})
     monkeypatch.setattr(deepgemm_peer, "import_deepgemm", lambda: (dg, ""))
-    monkeypatch.setattr(deepgemm_peer, "shape_cases", fake_cases)
     monkeypatch.setattr(deepgemm_peer, "provenance", lambda d: {"deep_gemm": d.__version__})
-    monkeypatch.setattr(bench, "time_us", lambda case, *a, **k: [100.0] * 2)
-    monkeypatch.setattr(bench, "GpuMonitor", Monitor)
     monkeypatch.delenv("OUT", raising=False)
     monkeypatch.setattr(sys, "argv", ["deepgemm_peer.py", "--smoke", "--out", str(tmp_path), "--shapes", ",".join(shapes)])
     assert deepgemm_peer.main() == 1  # DeepGEMM is missing on one shape
