@@ -83,12 +83,12 @@ import tempfile
 from dataclasses import dataclass, field
 
 from ..errors import CompileError
-from . import checker, failed
+from . import Result, checker, failed, passed
 from .learner_code import LearnerCode, map_line, reason
 from .ptx_facts import OPS, Loop, compact, first, loops, mainloop, ops, wait_group_depths  # noqa: F401
 
 __all__ = ["CompilerCrash", "LearnerCode", "LearnerError", "Loop", "GpuRun", "compact", "compile_kernel", "first",
-           "gemm_args", "gpu_here", "kernel_checker", "loops", "mainloop", "ops",
+           "gemm_args", "gpu_here", "gpu_verdict", "kernel_checker", "loops", "mainloop", "ops",
            "run_on_gpu", "spy", "wait_group_depths"]
 
 
@@ -365,3 +365,19 @@ def run_on_gpu(code: LearnerCode | None, kernel: str, baseline: str | None = Non
     if "error" in res:
         return GpuRun(False, _child_error(code, res, "failed on the GPU"), {"log": log[-2000:]})
     return GpuRun(bool(res.get("ok")), res.get("message", ""), res)
+
+
+def gpu_verdict(code: LearnerCode | None, kernel: str, title: str, message: str, elsewhere: str,
+                hang: str = "", **run_params) -> Result:
+    """A kernel check's last step: ``message`` (what the CPU proved) passes, and on an H100 the
+    learner's kernel also runs against torch (``run_on_gpu(code, kernel, **run_params)``) and what it
+    measured is added; without one, ``elsewhere`` says what an H100 would add. ``hang``: what a
+    hang means in this exercise, said in place of the general guess."""
+    if not gpu_here("sm_90a"):
+        return passed(title, f"{message} ({elsewhere})")
+    run = run_on_gpu(code, kernel, **run_params)
+    if not run.ok:
+        if hang and "did not finish" in run.message:
+            return failed(title, run.message.split(":")[0] + ": " + hang)
+        return failed(title, run.message)
+    return passed(title, message + " On the GPU: " + run.message)

@@ -193,13 +193,8 @@ def gpu_verdict(code, expr: str, title: str, message: str, baseline: str) -> Res
     """On an H100: the learner's kernel against torch, timed beside ``baseline``."""
     from . import kernel_check as kc
 
-    if not kc.gpu_here("sm_90a"):
-        return passed(title, message + " (no H100 here: run this notebook on one to see it run "
-                      "against torch and timed)")
-    run = kc.run_on_gpu(code, expr, baseline=baseline)
-    if not run.ok:
-        return failed(title, run.message)
-    return passed(title, message + " On the GPU: " + run.message)
+    return kc.gpu_verdict(code, expr, title, message, "no H100 here: run this notebook on one to see "
+                          "it run against torch and timed", baseline=baseline)
 
 
 def _loop_ops(report, what: str):

@@ -151,14 +151,10 @@ def check_fused_epilogue(op_cls) -> Result:
                f"loads (one per column it holds), {facts['adds']} adds and {facts['clamps at 0']} "
                f"clamps at 0 (compare-selects or max.f32), then the conversion to fp16; registers "
                f"{report.registers} (the same as without it).")
-    if not kc.gpu_here("sm_90a"):
-        return passed(title, message + " (no H100 here: run this notebook on one to see it against "
-                      "torch and timed beside a GEMM followed by torch's bias and ReLU)")
-    run = kc.run_on_gpu(code, expr, baseline=f"{PERSISTENT}.PersistentHopperGemm()",
-                        runner="cutecourse.exercises.nb06_kernels:fused_runner", timeout=300)
-    if not run.ok:
-        return failed(title, run.message)
-    return passed(title, message + " On the GPU: " + run.message)
+    return kc.gpu_verdict(code, expr, title, message, "no H100 here: run this notebook on one to see "
+                          "it against torch and timed beside a GEMM followed by torch's bias and ReLU",
+                          baseline=f"{PERSISTENT}.PersistentHopperGemm()",
+                          runner="cutecourse.exercises.nb06_kernels:fused_runner", timeout=300)
 
 
 def fused_runner(kernel, baseline=None, m: int = 4096, n: int = 4096, k: int = 1024) -> dict:
@@ -379,16 +375,12 @@ def check_tile_order(cls) -> Result:
                f"included, and compiles into the persistent kernel ({report.registers} registers). "
                f"At 8192^3 in 128x256 tiles the first {WAVE} tiles read {mine[0]} A and {mine[1]} B "
                f"panels; row by row they would read {rows[0]} and {rows[1]}.")
-    if not kc.gpu_here("sm_90a"):
-        return passed(title, message + " (no H100 here: run this notebook on one to see it against "
-                      "torch and timed beside the course's kernel)")
     m, n, k = ORDER_SHAPE
-    run = kc.run_on_gpu(code, expr, baseline=f"{PERSISTENT}.PersistentHopperGemm()",
-                        runner="cutecourse.exercises.nb06_kernels:persistent_runner", m=m, n=n, k=k,
-                        timeout=300)
-    if not run.ok:
-        return failed(title, run.message)
-    return passed(title, message + " On the GPU: " + run.message)
+    return kc.gpu_verdict(code, expr, title, message, "no H100 here: run this notebook on one to see "
+                          "it against torch and timed beside the course's kernel",
+                          baseline=f"{PERSISTENT}.PersistentHopperGemm()",
+                          runner="cutecourse.exercises.nb06_kernels:persistent_runner", m=m, n=n, k=k,
+                          timeout=300)
 
 
 def persistent_args(kernel):

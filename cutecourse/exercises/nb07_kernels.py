@@ -149,15 +149,9 @@ def early_exit(code) -> str | None:
 
 
 def _gpu(code, expr: str, runner: str, title: str, message: str, baseline: str, hang: str = "") -> Result:
-    if not kc.gpu_here("sm_90a"):
-        return passed(title, message + " (no H100 here: on one, this check also runs your kernel "
-                      "against torch and times it beside the course's)")
-    run = kc.run_on_gpu(code, expr, baseline=baseline, runner=runner)
-    if not run.ok:
-        if hang and "did not finish" in run.message:
-            return failed(title, run.message.split(":")[0] + ": " + hang)
-        return failed(title, run.message)
-    return passed(title, message + " On the GPU: " + run.message)
+    return kc.gpu_verdict(code, expr, title, message, "no H100 here: on one, this check also runs "
+                          "your kernel against torch and times it beside the course's",
+                          hang=hang, baseline=baseline, runner=runner)
 
 
 # -- Exercise 9 (kernel): the group search --------------------------------------------------------
