@@ -48,11 +48,6 @@ def pytest_collection_modifyitems(config, items):
                            f"({mode(running[0]).reason})"))
 
 
-def gpu_for(target: str):
-    """The ``gpu`` marker for ``target``, as a decorator: same as ``@pytest.mark.gpu(target)``."""
-    return pytest.mark.gpu(target)
-
-
 def far_from_torch(results):
     """The rows of a dense GEMM's GPU check (columns: ..., A dtype, C dtype, ..., max relative error
     against torch) above their bound: 2e-2 where bf16 is an input or the output, else 5e-3."""

@@ -22,7 +22,6 @@ from cutecourse.models import blackwell_plan as bp
 from cutecourse.models import block_scaling as bs
 from cutecourse.models.group_scheduler import GroupedProblem, schedule, tensormap_updates
 
-from conftest import gpu_for
 
 TARGET = "cutecourse.kernels.grouped_targets:blackwell"
 CONFIGS = list(itertools.product(bp.FORMATS, bp.TILES, bp.CLUSTERS))
@@ -250,8 +249,7 @@ def test_kernel_group_walk_is_the_cpu_model(monkeypatch):
 
 
 # -- on a B200 -----------------------------------------------------------------------------------
-@pytest.mark.gpu
-@gpu_for("sm_100a")
+@pytest.mark.gpu("sm_100a")
 @pytest.mark.parametrize("fmt", bp.FORMATS)
 @pytest.mark.parametrize("cluster", [(1, 1), (2, 1)])
 def test_matches_the_reference_on_a_b200(fmt, cluster):
