@@ -67,7 +67,13 @@ COURSE_FP8 = {
     "course fp8 128x192 2x1": dict(tile=(128, 192), parts=1, cluster=(2, 1)),
     "course fp8 128x192 done 2x1": dict(tile=(128, 192), parts=1, turns="done", cluster=(2, 1)),
     "course fp8 128x192 free 2x1": dict(tile=(128, 192), parts=1, turns=None, cluster=(2, 1)),
+    # the one-part kernels load a k-tile's scales during the previous k-tile's wgmmas (``ahead``);
+    # "top": at the k-tile's own top, the load then sits between the full barrier and the wgmmas
+    "course fp8 128x192 free top 2x1": dict(tile=(128, 192), parts=1, turns=None, ahead=False, cluster=(2, 1)),
+    "course fp8 1part free 2x1": dict(parts=1, turns=None, cluster=(2, 1)),
     "course fp8 128x256 2x1": dict(tile=(128, 256), parts=1, cluster=(2, 1)),
+    "course fp8 128x256 1x1": dict(tile=(128, 256), parts=1, cluster=(1, 1)),
+    "course fp8 128x192 1x1": dict(tile=(128, 192), parts=1, cluster=(1, 1)),
     # Tile order inside a group: today's bands of 8 cluster rows (``fp8.GROUP_M``)
     # against the first FP8 kernel's whole columns (m fastest, 1 << 12) and narrower bands.
     # grouped_peers_bands.json measured these when "course fp8 2x1" was still m fastest.

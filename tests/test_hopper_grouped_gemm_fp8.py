@@ -15,6 +15,7 @@ from cutecourse.inspect import compile_report
 from cutecourse.kernels import grouped
 from cutecourse.kernels import grouped_checks as checks
 from cutecourse.kernels import hopper_grouped_gemm_fp8 as fp8
+from cutecourse.kernels.hopper_grouped_gemm_fp8_onepart import OnePartBlockScaledGroupedHopperGemm
 from cutecourse.models import blockwise_fp8 as fp8b
 from cutecourse.models import gemm_plan
 
@@ -78,12 +79,17 @@ def test_two_parts_need_the_128x128_tile():
         grouped.fp8_kernel((256, 128), parts=1, sms=132)
     with pytest.raises(ShapeError, match="turns"):
         grouped.fp8_kernel(parts=1, turns="always", sms=132)
-    assert type(grouped.fp8_kernel(sms=132)) is fp8.BlockScaledGroupedHopperGemm  # the default
-    wide = grouped.fp8_kernel((128, 256), parts=1, sms=132)
+    # the launchers' default: one part at 128x256, turns passed when issued, scales a k-tile ahead
+    wide = grouped.fp8_kernel(sms=132)
+    assert type(wide) is OnePartBlockScaledGroupedHopperGemm and wide.tile_mn == (128, 256)
+    assert (wide.turns, wide.ahead) == ("issue", True)
     assert wide.WGMMA_N == 128 and wide.part_n == 128 and wide.epi_stages == 4
+    two = grouped.fp8_kernel(parts=2, sms=132)  # the kernel notebook 07 teaches
+    assert type(two) is fp8.BlockScaledGroupedHopperGemm and two.tile_mn == (128, 128)
     # the promotion variants are different compiled kernels
     assert len({grouped.fp8_kernel(parts=p, turns=t, sms=132).key()
                 for p, t in ((2, "issue"), (1, "issue"), (1, "done"), (1, None))}) == 4
+    assert grouped.fp8_kernel(ahead=False, sms=132).key() != wide.key()
 
 
 def test_errors():
@@ -209,7 +215,8 @@ def test_the_default_2x1_cluster_multicasts_b():
 VARIANTS = {"1part": dict(parts=1), "128x192": dict(tile=[128, 192], parts=1),
             "128x256": dict(tile=[128, 256], parts=1),
             "128x192 done": dict(tile=[128, 192], parts=1, turns="done"),
-            "128x192 free": dict(tile=[128, 192], parts=1, turns=None)}
+            "128x192 free": dict(tile=[128, 192], parts=1, turns=None),
+            "128x192 top": dict(tile=[128, 192], parts=1, ahead=False)}
 
 
 @pytest.fixture(scope="module")
@@ -233,14 +240,16 @@ def _max_register(report) -> int:
 
 #: One batch of a one-part k-tile taking turns: my turn (a named barrier), the wgmmas, the other
 #: warpgroup's turn, then wait for my own wgmmas (wait_group 0: nothing else in flight).
-TURN = "1 turn, 1 fence, 4 wgmma, 1 commit, 1 pass, 1 wait 0"
+TURN_ISSUE = "1 turn, 1 fence, 4 wgmma, 1 commit, 1 pass"
+TURN = f"{TURN_ISSUE}, 1 wait 0"
 
 
 def test_one_part_128x128_takes_turns(variant):
     report = variant("1part")
     assert report.count(r"^wgmma\.mma_async\.sync\.aligned\.m64n128k32\.f32\.e4m3\.e4m3") == 4
-    # scales, stage, turn, wgmmas, wait, free the stage, one promotion of 64 FFMAs; no wait_group 1
-    assert f"3 sa/sb load, 1 wait stage, {TURN}, 1 release, 64 ffma" in _runs(report)
+    # stage, turn, wgmmas, the next k-tile's scales (loaded while the wgmmas run), wait, free the
+    # stage, one promotion of 64 FFMAs; no wait_group 1
+    assert f"1 wait stage, {TURN_ISSUE}, 3 sa/sb load, 1 wait 0, 1 release, 64 ffma" in _runs(report)
     assert report.count(r"^wgmma\.wait_group\.sync\.aligned\s+1") == 0
     assert report.count(r"^fma\.rn\.f32") == 64 and report.spill_bytes == 0
 
@@ -249,7 +258,7 @@ def test_one_part_128x192_two_blocks_of_b_scales(variant):
     report = variant("128x192")
     assert report.count(r"^wgmma\.mma_async\.sync\.aligned\.m64n192k32\.f32\.e4m3\.e4m3") == 4
     # 4 scales per k-tile: sa of the thread's 2 rows, sb of the 2 blocks the tile's columns span
-    assert f"4 sa/sb load, 1 wait stage, {TURN}, 1 release, 96 ffma" in _runs(report)
+    assert f"1 wait stage, {TURN_ISSUE}, 4 sa/sb load, 1 wait 0, 1 release, 96 ffma" in _runs(report)
     # the even/odd-tile promotions (block boundary at column 128 or 64) became one promotion: the
     # compiler picks the middle columns' scale product with a select; 4 products sa[row] * sb[block]
     assert report.count(r"^fma\.rn\.f32") == 96 and report.count(r"^mul\.f32") == 4
@@ -262,17 +271,23 @@ def test_one_part_128x256_two_batches_per_k_tile(variant):
     # two batches of m64n128 wgmmas into one 64-register part, each promoted into its half of acc;
     # the stage is freed after the second
     assert report.count(r"^wgmma\.mma_async\.sync\.aligned\.m64n128k32\.f32\.e4m3\.e4m3") == 8
-    assert f"4 sa/sb load, 1 wait stage, {TURN}, 64 ffma, {TURN}, 1 release, 64 ffma" in _runs(report)
+    assert f"1 wait stage, {TURN_ISSUE}, 4 sa/sb load, 1 wait 0, 64 ffma, {TURN}, 1 release, 64 ffma" in _runs(report)
     assert report.spill_bytes == 0 and _max_register(report) < 232
 
 
 def test_turns_passed_when_done_or_never(variant):
     # "done": the other warpgroup may issue only once my wgmmas have finished (strict alternation)
-    done = "4 sa/sb load, 1 wait stage, 1 turn, 1 fence, 4 wgmma, 1 commit, 1 wait 0, 1 pass, 1 release, 96 ffma"
+    done = "1 wait stage, 1 turn, 1 fence, 4 wgmma, 1 commit, 4 sa/sb load, 1 wait 0, 1 pass, 1 release, 96 ffma"
     assert done in _runs(variant("128x192 done"))
     free = variant("128x192 free")
-    assert "4 sa/sb load, 1 wait stage, 1 fence, 4 wgmma, 1 commit, 1 wait 0, 1 release, 96 ffma" in _runs(free)
+    assert "1 wait stage, 1 fence, 4 wgmma, 1 commit, 4 sa/sb load, 1 wait 0, 1 release, 96 ffma" in _runs(free)
     assert free.count(r"^bar\.arrive") == 0
+
+
+def test_scales_at_the_top_of_the_k_tile(variant):
+    # ahead=False, the first version: each k-tile's scales are loaded at its own top, so the
+    # products sa * sb the promotion needs wait for a global load right before the wgmmas
+    assert f"4 sa/sb load, 1 wait stage, {TURN}, 1 release, 96 ffma" in _runs(variant("128x192 top"))
 
 
 def test_wide_tile_2x1_multicasts_b():
@@ -293,7 +308,7 @@ _GPU_CHECK = textwrap.dedent("""
     for name, sizes, sms, options in cases:
         options = {key: tuple(v) if isinstance(v, list) else v for key, v in options.items()}
         # the launchers' default cluster follows the groups' mean height (grouped.fp8_cluster)
-        tile = options.get("tile", (128, 128))
+        tile = grouped.fp8_kernel(sms=sms, **options).tile_mn  # the launchers' default tile if none is named
         cluster = options.get("cluster", grouped.fp8_cluster(sum(m for m, _, _ in sizes), len(sizes)))
         As = [torch.randn(m, k, device="cuda") for m, n, k in sizes]
         Bs = [torch.randn(n, k, device="cuda") for m, n, k in sizes]
@@ -359,6 +374,7 @@ VARIANT_CASES = [
     ("128x192 2x1, mixed", [(m, 1536, 1024) for m, _, _ in MIXED], 132, {**W192, "cluster": (2, 1)}),
     ("128x192 turns when done, few SMs", WIDE, 7, {**W192, **ONE, "turns": "done"}),
     ("128x192 no turns 2x1, ragged", WIDE, 132, {**W192, "turns": None, "cluster": (2, 1)}),
+    ("128x192 scales at the top, ragged", WIDE, 132, {**W192, **ONE, "ahead": False}),
     ("128x256, ragged", WIDE, 132, {**W256, **ONE}),
     ("128x256 2x1, few SMs", WIDE, 10, {**W256, "cluster": (2, 1)}),
     ("128x128 one part 1x2, ragged", RAGGED, 10, dict(parts=1, cluster=(1, 2))),

@@ -136,13 +136,18 @@ def quantize_fp8(As, Bs):
     return out
 
 
-def fp8_kernel(tile=(128, 128), cluster=CLUSTER, sms: int | None = None, stages: int | None = None,
-               group_m: int = FP8_GROUP_M, parts: int = 2, turns: str | None = "issue"):
+def fp8_kernel(tile=None, cluster=CLUSTER, sms: int | None = None, stages: int | None = None,
+               group_m: int = FP8_GROUP_M, parts: int = 1, turns: str | None = "issue", ahead: bool = True):
     """The FP8 kernel of a configuration, what ``launcher_fp8`` and ``packed_launcher_fp8``
-    launch: ``parts=2`` (default) keeps two k-tiles' products in flight per warpgroup
-    (``BlockScaledGroupedHopperGemm``, 128x128 tiles), ``parts=1`` one
-    (``OnePartBlockScaledGroupedHopperGemm``: 128x128, 128x192 or 128x256 tiles; ``turns``).
-    ``sms``: default every SM of the GPU."""
+    launch. ``parts=1`` (default): one k-tile's product in flight per warpgroup
+    (``OnePartBlockScaledGroupedHopperGemm``: 128x128, 128x192 or 128x256 tiles; ``turns``;
+    ``ahead``: its scales loaded a k-tile ahead); ``parts=2``: two
+    (``BlockScaledGroupedHopperGemm``, 128x128 tiles only: the kernel notebook 07 teaches).
+    ``tile`` by default 128x256 for one part, 128x128 for two.
+    The default, one part at 128x256 with turns, ran 1.10-1.13x the two-part kernel on an H100
+    on DeepGEMM's shapes, the down projection and the fine-grained MoE
+    (``docs/grouped_measured.md``, "DeepGEMM on the same H100"). ``sms``: default every SM."""
+    tile = tile or ((128, 256) if parts == 1 else (128, 128))
     if parts not in (1, 2) or (parts == 2 and tuple(tile) != (128, 128)):
         raise ShapeError(f"parts={parts} with a {tile[0]}x{tile[1]} tile: two parts hold two k-tiles' "
                          f"products next to the fp32 sum (3 x {tile[1] // 2} registers per thread); only "
@@ -151,8 +156,7 @@ def fp8_kernel(tile=(128, 128), cluster=CLUSTER, sms: int | None = None, stages:
     if parts == 2:
         return BlockScaledGroupedHopperGemm(tuple(tile), cluster_mn=tuple(cluster), sms=_sms("sm_90a", sms), **common)
     return OnePartBlockScaledGroupedHopperGemm(tuple(tile), cluster_mn=tuple(cluster), sms=_sms("sm_90a", sms),
-                                               turns=turns,
-                                               **common)
+                                               turns=turns, ahead=ahead, **common)
 
 
 #: Fewer rows than this per group on average, and the FP8 launchers take 1x1 clusters instead of

@@ -43,8 +43,7 @@ from ..errors import ShapeError
 from ..models.gemm_plan import EPI_TILE, FP8_TILES
 from .barriers import Barrier
 from .hopper_gemm_persistent import PRODUCER_WARPGROUPS
-from .hopper_grouped_gemm_fp8 import (BLOCK, CLUSTER, GROUP_M, BlockScaledGroupedHopperGemm, _group_scales,
-                                      _load_scales)
+from .hopper_grouped_gemm_fp8 import BLOCK, CLUSTER, GROUP_M, BlockScaledGroupedHopperGemm, _group_scales
 
 #: When a warpgroup passes the turn on: never (no turns), when its wgmmas are issued, or done.
 TURNS = (None, "issue", "done")
@@ -58,13 +57,15 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
     TILES = FP8_TILES
 
     def __init__(self, tile_mn=(128, 128), *, cluster_mn=CLUSTER, sms: int = 132, group_m: int = GROUP_M,
-                 stages: int | None = None, epi_tile=EPI_TILE, turns: str | None = "issue", epilogue_op=None):
+                 stages: int | None = None, epi_tile=EPI_TILE, turns: str | None = "issue", ahead: bool = True,
+                 epilogue_op=None):
         if turns not in TURNS:
             raise ShapeError(f"turns={turns!r} is not one of {TURNS}",
                              "None (the warpgroups run freely), 'issue' or 'done'")
         super().__init__(tile_mn, cluster_mn=cluster_mn, sms=sms, group_m=group_m, stages=stages, epi_tile=epi_tile,
                          epilogue_op=epilogue_op)
         self.turns = turns
+        self.ahead = ahead
         # the part's columns: 128x256 tiles issue two batches of N = 128 (see the module docstring)
         self.WGMMA_N = BLOCK if self.tile_mn[1] > 192 else None
         self.part_n = self.WGMMA_N or self.tile_mn[1]
@@ -81,23 +82,27 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
         part_mn = (self.tile_mn[0], self.part_n)
         thr = mma.tiled_mma.get_slice(tidx - 128 * PRODUCER_WARPGROUPS)
         rows = thr.partition_C(cute.make_identity_tensor(part_mn))  # each part register's row
-        # thread 0's columns: each register's 8-column group, a compile-time number (every thread's
-        # column is that plus 0..7, never across a block boundary)
-        cols = mma.tiled_mma.get_slice(0).partition_C(cute.make_identity_tensor(part_mn))
+        # thread 0's (row, column) of each register, compile-time numbers: every thread's registers
+        # lie on the same two rows 8 apart, offset by its first row, and in the same 8-column groups
+        # (its column is thread 0's plus 0..7, never across a block boundary)
+        at0 = mma.tiled_mma.get_slice(0).partition_C(cute.make_identity_tensor(part_mn))
         n0 = tile.tile_n * self.tile_mn[1]  # the tile's first column: its first block of B's scales,
         scales = (sfa, sfb, rows, tile.tile_m * self.tile_mn[0], m_rows, cutlass.min(n0 // BLOCK, n_blocks - 1))
         second = cutlass.min(n0 // BLOCK + 1, n_blocks - 1)  # and the next (a CTA past N reads the last)
         part = cute.make_rmem_tensor(rows.shape, self.acc_dtype)
-        sa = cute.make_rmem_tensor(rows.shape, self.acc_dtype)  # sa of each register's row
         tiled_mma, tCrA, tCrB, acc = mma.tiled_mma, mma.tCrA, mma.tCrB, mma.acc
         batches = cute.size(tCrB, mode=[1])  # 1, or 2 for 128x256
         acc.fill(0.0)
         if cutlass.const_expr(self.turns is not None):
             if wg == 1:  # warpgroup 0 issues first
                 cute.arch.barrier_arrive(barrier_id=Barrier.MMA_TURN, number_of_threads=256)
+        # ahead: the next k-tile's scales are loaded while this k-tile's wgmmas run (two rows of A
+        # per thread: ``lo``, ``hi``), so no global load sits between the full barrier and the
+        # wgmmas; otherwise each k-tile's loads are issued at its top (the first version)
+        lo, hi, sb0, sb1 = _row_scales(scales, second, rows, at0, 0)
         for k in cutlass.range(tile.k_end, unroll=1):
-            sb0 = _load_scales(scales, sa, k)
-            sb1 = sfb[(second, k)]
+            if cutlass.const_expr(not self.ahead):
+                lo, hi, sb0, sb1 = _row_scales(scales, second, rows, at0, k)
             ring.consumer_wait(read)
             for h in cutlass.range_constexpr(batches):
                 if cutlass.const_expr(self.turns is not None):
@@ -105,18 +110,24 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
                 tiled_mma = _issue_batch(tiled_mma, tCrA, tCrB, read.index, h, batches, part)
                 if cutlass.const_expr(self.turns == "issue"):
                     _pass_turn(wg, k + 1 < tile.k_end or h + 1 < batches)
+                if cutlass.const_expr(self.ahead and h == 0):  # under the wgmmas just issued
+                    nlo, nhi, nb0, nb1 = _row_scales(scales, second, rows, at0,
+                                                     cutlass.min(k + 1, tile.k_end - 1))
                 warpgroup.wait_group(0)
                 if cutlass.const_expr(self.turns == "done"):
                     _pass_turn(wg, k + 1 < tile.k_end or h + 1 < batches)
                 if cutlass.const_expr(h == batches - 1):
                     ring.consumer_release(release)
                 acc_h = acc[(None, 0, h)]
+                sab = (lo, hi, sb0, sb1)
                 if cutlass.const_expr(self.tile_mn[1] % BLOCK == 0):  # each batch in one block
-                    _promote_columns(acc_h, part, sa, sb0, sb1, cols, h * part_mn[1])
+                    _promote_columns(acc_h, part, sab, at0, h * part_mn[1])
                 elif n0 % BLOCK == 0:  # 128x192, even tiles: the second block from column 128
-                    _promote_columns(acc_h, part, sa, sb0, sb1, cols, 0)
+                    _promote_columns(acc_h, part, sab, at0, 0)
                 else:  # odd tiles start 64 columns into a block: the second from column 64
-                    _promote_columns(acc_h, part, sa, sb0, sb1, cols, self.tile_mn[1] % BLOCK)
+                    _promote_columns(acc_h, part, sab, at0, self.tile_mn[1] % BLOCK)
+            if cutlass.const_expr(self.ahead):
+                lo, hi, sb0, sb1 = nlo, nhi, nb0, nb1
             read.advance()
             release.advance()
         return read, release
@@ -146,10 +157,25 @@ def _issue_batch(tiled_mma, tCrA, tCrB, stage, h: cutlass.Constexpr, batches: cu
 
 
 @cute.jit
-def _promote_columns(acc, part, sa, sb0, sb1, cols, first: cutlass.Constexpr):
-    """acc += part * sa[row] * sb, with sb the scale of B's block of each register's column: the
+def _row_scales(scales, second, rows, at0, k):
+    """(sa of this thread's first row, sa of its second row, sb of the tile's first block of B's
+    scales, sb of the next block) at k-tile ``k``. A thread's registers lie on two rows of the
+    part, 8 apart (``at0``: thread 0's, compile-time numbers; ``rows``: this thread's)."""
+    sfa, sfb, _, first_row, m_rows, first_block = scales
+    hi_i = next(i for i in range(cute.size(at0)) if at0[i][0] != at0[0][0])
+    lo = sfa[(cutlass.min(first_row + rows[0][0], m_rows - 1), k)]
+    hi = sfa[(cutlass.min(first_row + rows[hi_i][0], m_rows - 1), k)]
+    return lo, hi, sfb[(first_block, k)], sfb[(second, k)]
+
+
+@cute.jit
+def _promote_columns(acc, part, sab, at0, first: cutlass.Constexpr):
+    """acc += part * sa[row] * sb, with sa the scale of each register's row (``lo`` or ``hi``,
+    chosen at compile time from thread 0's rows) and sb the scale of B's block of its column: the
     first block up to column 128 - ``first`` of the part, the second after it (``first``: the
-    part's offset past a block boundary). The choice is made at compile time, per register."""
+    part's offset past a block boundary), also chosen at compile time, per register."""
+    lo, hi, sb0, sb1 = sab
     for i in cutlass.range_constexpr(cute.size(part)):
-        sb = sb0 if first + cols[i][1] < BLOCK else sb1
-        acc[i] = acc[i] + part[i] * (sa[i] * sb)
+        sa = lo if at0[i][0] == at0[0][0] else hi
+        sb = sb0 if first + at0[i][1] < BLOCK else sb1
+        acc[i] = acc[i] + part[i] * (sa * sb)
