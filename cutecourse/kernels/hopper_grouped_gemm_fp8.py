@@ -34,8 +34,9 @@ choices:
   ``(1, M)``, as DeepGEMM and ``torch._scaled_mm`` store it), so neighbouring threads read
   neighbouring addresses.
 
-Variants with one fresh accumulator per warpgroup and wider tiles (DeepGEMM's promotion,
-measured in ``docs/grouped_fp8_speed.md``): ``hopper_grouped_gemm_fp8_onepart``. The host side (``grouped_gemm_fp8``, ``grouped_mm_fp8``,
+Variants with one fresh accumulator per warpgroup and wider tiles (DeepGEMM's promotion):
+``hopper_grouped_gemm_fp8_onepart``. Its 128x256 kernel, which loads the scales a k-tile ahead,
+is the launchers' default: 1.10-1.13x this kernel on an H100 (``docs/grouped_measured.md``). The host side (``grouped_gemm_fp8``, ``grouped_mm_fp8``,
 ``quantize_fp8``, the checks of the scales) is in ``grouped.py``.
 """
 

@@ -27,10 +27,19 @@ more columns), the suspect for the 128x128 tile's shortfall against cuBLAS's FP8
 * 128x256 (acc 128 registers): one 64 x 256 part would leave no registers, so each k-tile is two
   batches of m64n128 wgmmas into a 64 x 128 part (``WGMMA_N = 128``), each promoted into its half
   of ``acc`` (its 128 columns are one block of B's scales); the stage is freed after the second;
-* 128x128: the same tile as the default kernel, to compare the promotions alone.
+* 128x128: the same tile as the two-part kernel, to compare the promotions alone.
 
-The producer, the group walk, the tensor maps, the epilogue and the scales' layout and loads are
-the default kernel's (``BlockScaledGroupedHopperGemm``, whose ``mainloop`` hook this one replaces).
+**The scales a k-tile ahead** (``ahead=True``, default). Each thread needs four scales per k-tile:
+sa of its two rows, sb of the tile's (at most) two blocks of B. Loaded at the top of the k-tile,
+the products ``sa * sb`` the promotion uses are computed before the first wgmma is issued (the
+compiler hoists them there), so every k-tile's wgmmas wait for a round trip to L2 or DRAM.
+Loaded right after this k-tile's wgmmas are issued, for the next k-tile, they arrive while the
+tensor cores work. On an H100 that alone took the 128x192 kernel from 0.75x to 0.83x cuBLAS's
+blockwise twin at K = 7168; with turns and 128x256 tiles, 0.97-1.02x: the launchers' default
+(``grouped.fp8_kernel``; ``docs/grouped_measured.md``, "DeepGEMM on the same H100").
+
+The producer, the group walk, the tensor maps, the epilogue and the scales' layout are the
+two-part kernel's (``BlockScaledGroupedHopperGemm``, whose ``mainloop`` hook this one replaces).
 """
 
 from __future__ import annotations
