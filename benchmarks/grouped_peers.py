@@ -76,15 +76,6 @@ COURSE_FP8 = {
     "course fp8 1part free 2x1": dict(parts=1, turns=None, cluster=(2, 1)),
     "course fp8 128x256 2x1": dict(tile=(128, 256), parts=1, cluster=(2, 1)),
     "course fp8 128x256 1x1": dict(tile=(128, 256), parts=1, cluster=(1, 1)),
-    # experiments on the default: probe the next stage before promoting, unroll the k loop twice,
-    # other bands; 128x192 with the probe
-    "course fp8 128x256 peek 2x1": dict(tile=(128, 256), parts=1, peek=True, cluster=(2, 1)),
-    "course fp8 128x256 unroll2 2x1": dict(tile=(128, 256), parts=1, unroll=2, cluster=(2, 1)),
-    "course fp8 128x256 2x1 bands 4": dict(tile=(128, 256), parts=1, cluster=(2, 1), group_m=4),
-    "course fp8 128x256 2x1 bands 16": dict(tile=(128, 256), parts=1, cluster=(2, 1), group_m=16),
-    "course fp8 128x192 peek 2x1": dict(tile=(128, 192), parts=1, peek=True, cluster=(2, 1)),
-    "course fp8 128x256 ahead2 2x1": dict(tile=(128, 256), parts=1, ahead=2, cluster=(2, 1)),
-    "course fp8 128x256 ahead2 1x1": dict(tile=(128, 256), parts=1, ahead=2, cluster=(1, 1)),
     "course fp8 128x192 1x1": dict(tile=(128, 192), parts=1, cluster=(1, 1)),
     # Tile order inside a group: today's bands of 8 cluster rows (``fp8.GROUP_M``)
     # against the first FP8 kernel's whole columns (m fastest, 1 << 12) and narrower bands.

@@ -137,12 +137,11 @@ def quantize_fp8(As, Bs):
 
 
 def fp8_kernel(tile=None, cluster=CLUSTER, sms: int | None = None, stages: int | None = None,
-               group_m: int = FP8_GROUP_M, parts: int = 1, turns: str | None = "issue", ahead: bool = True,
-               **experiment):
+               group_m: int = FP8_GROUP_M, parts: int = 1, turns: str | None = "issue", ahead: bool = True):
     """The FP8 kernel of a configuration, what ``launcher_fp8`` and ``packed_launcher_fp8``
     launch. ``parts=1`` (default): one k-tile's product in flight per warpgroup
     (``OnePartBlockScaledGroupedHopperGemm``: 128x128, 128x192 or 128x256 tiles; ``turns``;
-    ``ahead``: its scales loaded a k-tile ahead; ``experiment``: ``peek``, ``unroll``); ``parts=2``: two
+    ``ahead``: its scales loaded a k-tile ahead); ``parts=2``: two
     (``BlockScaledGroupedHopperGemm``, 128x128 tiles only: the kernel notebook 07 teaches).
     ``tile`` by default 128x256 for one part, 128x128 for two.
     The default, one part at 128x256 with turns, ran 1.10-1.13x the two-part kernel on an H100
@@ -157,7 +156,7 @@ def fp8_kernel(tile=None, cluster=CLUSTER, sms: int | None = None, stages: int |
     if parts == 2:
         return BlockScaledGroupedHopperGemm(tuple(tile), cluster_mn=tuple(cluster), sms=_sms("sm_90a", sms), **common)
     return OnePartBlockScaledGroupedHopperGemm(tuple(tile), cluster_mn=tuple(cluster), sms=_sms("sm_90a", sms),
-                                               turns=turns, ahead=ahead, **experiment, **common)
+                                               turns=turns, ahead=ahead, **common)
 
 
 #: Fewer rows than this per group on average, and the FP8 launchers take 1x1 clusters instead of

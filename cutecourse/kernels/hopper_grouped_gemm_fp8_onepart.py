@@ -66,16 +66,15 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
     TILES = FP8_TILES
 
     def __init__(self, tile_mn=(128, 128), *, cluster_mn=CLUSTER, sms: int = 132, group_m: int = GROUP_M,
-                 stages: int | None = None, epi_tile=EPI_TILE, turns: str | None = "issue", ahead: int = 1,
-                 peek: bool = False, unroll: int = 1, epilogue_op=None):
+                 stages: int | None = None, epi_tile=EPI_TILE, turns: str | None = "issue", ahead: bool = True,
+                 epilogue_op=None):
         if turns not in TURNS:
             raise ShapeError(f"turns={turns!r} is not one of {TURNS}",
                              "None (the warpgroups run freely), 'issue' or 'done'")
         super().__init__(tile_mn, cluster_mn=cluster_mn, sms=sms, group_m=group_m, stages=stages, epi_tile=epi_tile,
                          epilogue_op=epilogue_op)
         self.turns = turns
-        self.ahead = int(ahead)  # k-tiles: 0 (at the k-tile's top), 1 or 2
-        self.peek, self.unroll = peek, unroll  # experiments (docs/grouped_measured.md)
+        self.ahead = ahead
         # the part's columns: 128x256 tiles issue two batches of N = 128 (see the module docstring)
         self.WGMMA_N = BLOCK if self.tile_mn[1] > 192 else None
         self.part_n = self.WGMMA_N or self.tile_mn[1]
@@ -110,33 +109,19 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
         # per thread: ``lo``, ``hi``), so no global load sits between the full barrier and the
         # wgmmas; otherwise each k-tile's loads are issued at its top (the first version)
         lo, hi, sb0, sb1 = _row_scales(scales, second, rows, at0, 0)
-        if cutlass.const_expr(self.ahead == 2):  # and k-tile 1's, held for a k-tile more
-            lo2, hi2, sb02, sb12 = _row_scales(scales, second, rows, at0, cutlass.min(1, tile.k_end - 1))
-        # peek: probe the next stage's full barrier before promoting (try_wait), so the next
-        # k-tile's wait skips the barrier when the probe already saw it full (DeepGEMM's order)
-        token = cutlass.Boolean(False)
-        for k in cutlass.range(tile.k_end, unroll=self.unroll):
-            if cutlass.const_expr(self.ahead == 0):
+        for k in cutlass.range(tile.k_end, unroll=1):
+            if cutlass.const_expr(not self.ahead):
                 lo, hi, sb0, sb1 = _row_scales(scales, second, rows, at0, k)
-            if cutlass.const_expr(self.peek):
-                ring.consumer_wait(read, token)
-            else:
-                ring.consumer_wait(read)
+            ring.consumer_wait(read)
             for h in cutlass.range_constexpr(batches):
                 if cutlass.const_expr(self.turns is not None):
                     cute.arch.barrier(barrier_id=Barrier.MMA_TURN + wg, number_of_threads=256)  # my turn
                 tiled_mma = _issue_batch(tiled_mma, tCrA, tCrB, read.index, h, batches, part)
                 if cutlass.const_expr(self.turns == "issue"):
                     _pass_turn(wg, k + 1 < tile.k_end or h + 1 < batches)
-                if cutlass.const_expr(self.ahead > 0 and h == 0):  # under the wgmmas just issued
+                if cutlass.const_expr(self.ahead and h == 0):  # under the wgmmas just issued
                     nlo, nhi, nb0, nb1 = _row_scales(scales, second, rows, at0,
-                                                     cutlass.min(k + self.ahead, tile.k_end - 1))
-                if cutlass.const_expr(self.peek and h == batches - 1):
-                    token = cutlass.Boolean(False)
-                    if k + 1 < tile.k_end:
-                        nxt = read.clone()
-                        nxt.advance()
-                        token = ring.consumer_try_wait(nxt)
+                                                     cutlass.min(k + 1, tile.k_end - 1))
                 warpgroup.wait_group(0)
                 if cutlass.const_expr(self.turns == "done"):
                     _pass_turn(wg, k + 1 < tile.k_end or h + 1 < batches)
@@ -150,11 +135,8 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
                     _promote_columns(acc_h, part, sab, at0, 0)
                 else:  # odd tiles start 64 columns into a block: the second from column 64
                     _promote_columns(acc_h, part, sab, at0, self.tile_mn[1] % BLOCK)
-            if cutlass.const_expr(self.ahead == 1):
+            if cutlass.const_expr(self.ahead):
                 lo, hi, sb0, sb1 = nlo, nhi, nb0, nb1
-            if cutlass.const_expr(self.ahead == 2):
-                lo, hi, sb0, sb1 = lo2, hi2, sb02, sb12
-                lo2, hi2, sb02, sb12 = nlo, nhi, nb0, nb1
             read.advance()
             release.advance()
         return read, release
