@@ -156,7 +156,9 @@ def main() -> int:
     names = json.loads(next((ln.split(" ", 1)[1] for ln in proc.stdout.splitlines() if ln.startswith("CHILD_DONE")),
                             "[]"))
     recs = [summarise(r) for r in records(proc.stdout)]
-    result = {"shape": args.shape, "cases": names, "kernels": recs, "ncu": " ".join(cmd[:12]) + " ...",
+    from cutecourse import bench
+
+    result = {"environment": {**bench.environment(), "command": " ".join(sys.argv)}, "shape": args.shape, "cases": names, "kernels": recs, "ncu": " ".join(cmd[:12]) + " ...",
               "clock": "ncu's default clock control (base clock)"}
     Path(args.out, "experiment_fp8_deepgemm_ncu.json").write_text(json.dumps(result, indent=1))
     rep = Path(args.out, "fp8_deepgemm_ncu.ncu-rep")
