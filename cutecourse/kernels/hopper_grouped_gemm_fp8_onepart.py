@@ -108,10 +108,10 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
         # ahead: the next k-tile's scales are loaded while this k-tile's wgmmas run (two rows of A
         # per thread: ``lo``, ``hi``), so no global load sits between the full barrier and the
         # wgmmas; otherwise each k-tile's loads are issued at its top (the first version)
-        lo, hi, sb0, sb1 = _row_scales(scales, second, rows, at0, 0)
+        lo, hi, sb0, sb1 = _row_scales(scales, second, at0, 0)
         for k in cutlass.range(tile.k_end, unroll=1):
             if cutlass.const_expr(not self.ahead):
-                lo, hi, sb0, sb1 = _row_scales(scales, second, rows, at0, k)
+                lo, hi, sb0, sb1 = _row_scales(scales, second, at0, k)
             ring.consumer_wait(read)
             for h in cutlass.range_constexpr(batches):
                 if cutlass.const_expr(self.turns is not None):
@@ -120,7 +120,7 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
                 if cutlass.const_expr(self.turns == "issue"):
                     _pass_turn(wg, k + 1 < tile.k_end or h + 1 < batches)
                 if cutlass.const_expr(self.ahead and h == 0):  # under the wgmmas just issued
-                    nlo, nhi, nb0, nb1 = _row_scales(scales, second, rows, at0,
+                    nlo, nhi, nb0, nb1 = _row_scales(scales, second, at0,
                                                      cutlass.min(k + 1, tile.k_end - 1))
                 warpgroup.wait_group(0)
                 if cutlass.const_expr(self.turns == "done"):
@@ -166,11 +166,11 @@ def _issue_batch(tiled_mma, tCrA, tCrB, stage, h: cutlass.Constexpr, batches: cu
 
 
 @cute.jit
-def _row_scales(scales, second, rows, at0, k):
+def _row_scales(scales, second, at0, k):
     """(sa of this thread's first row, sa of its second row, sb of the tile's first block of B's
     scales, sb of the next block) at k-tile ``k``. A thread's registers lie on two rows of the
     part, 8 apart (``at0``: thread 0's, compile-time numbers; ``rows``: this thread's)."""
-    sfa, sfb, _, first_row, m_rows, first_block = scales
+    sfa, sfb, rows, first_row, m_rows, first_block = scales
     hi_i = next(i for i in range(cute.size(at0)) if at0[i][0] != at0[0][0])
     lo = sfa[(cutlass.min(first_row + rows[0][0], m_rows - 1), k)]
     hi = sfa[(cutlass.min(first_row + rows[hi_i][0], m_rows - 1), k)]
