@@ -59,21 +59,22 @@ PROBLEMS = {
 #: ("1part"), the warpgroups passing the turn to issue when their wgmmas are issued (the default),
 #: done ("done") or never taking turns ("free"); and the wider tiles one part makes room for.
 COURSE_FP8 = {
-    "course fp8": dict(),  # the launchers' defaults: 2x1 unless the groups are short (grouped.fp8_cluster)
-    # the two-part kernel notebook 07 teaches (the launchers' default until one part at 128x256 won;
-    # "course fp8" in results written before 2026-11-27 is this kernel)
-    "course fp8 two parts": dict(parts=2),
+    # the launchers' defaults: one part at 128x256 since 2026-11-27 (before: the two-part kernel, so in
+    # older results "course fp8", "course fp8 1x1", "2x1", the bands and "1x2" rows are two parts);
+    # 2x1 unless the groups are short (grouped.fp8_cluster)
+    "course fp8": dict(),
+    "course fp8 two parts": dict(parts=2),  # the kernel notebook 07 teaches
     "course fp8 1x1": dict(cluster=(1, 1)),
     "course fp8 2x1": dict(cluster=(2, 1)),
-    "course fp8 1part 2x1": dict(parts=1, cluster=(2, 1)),
-    "course fp8 1part done 2x1": dict(parts=1, turns="done", cluster=(2, 1)),
+    "course fp8 1part 2x1": dict(tile=(128, 128), parts=1, cluster=(2, 1)),
+    "course fp8 1part done 2x1": dict(tile=(128, 128), parts=1, turns="done", cluster=(2, 1)),
     "course fp8 128x192 2x1": dict(tile=(128, 192), parts=1, cluster=(2, 1)),
     "course fp8 128x192 done 2x1": dict(tile=(128, 192), parts=1, turns="done", cluster=(2, 1)),
     "course fp8 128x192 free 2x1": dict(tile=(128, 192), parts=1, turns=None, cluster=(2, 1)),
     # the one-part kernels load a k-tile's scales during the previous k-tile's wgmmas (``ahead``);
     # "top": at the k-tile's own top, the load then sits between the full barrier and the wgmmas
     "course fp8 128x192 free top 2x1": dict(tile=(128, 192), parts=1, turns=None, ahead=False, cluster=(2, 1)),
-    "course fp8 1part free 2x1": dict(parts=1, turns=None, cluster=(2, 1)),
+    "course fp8 1part free 2x1": dict(tile=(128, 128), parts=1, turns=None, cluster=(2, 1)),
     "course fp8 128x256 2x1": dict(tile=(128, 256), parts=1, cluster=(2, 1)),
     "course fp8 128x256 1x1": dict(tile=(128, 256), parts=1, cluster=(1, 1)),
     "course fp8 128x192 1x1": dict(tile=(128, 192), parts=1, cluster=(1, 1)),

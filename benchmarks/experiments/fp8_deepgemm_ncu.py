@@ -32,9 +32,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 sys.path.insert(0, str(HERE.parent))
 
+from cutecourse import bench  # noqa: E402
+
 SECTIONS = ("SpeedOfLight", "ComputeWorkloadAnalysis", "SchedulerStats", "WarpStateStats", "LaunchStats")
 METRICS = ("gpu__time_duration.sum", "sm__cycles_elapsed.avg.per_second",
-           "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
+           "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+           "sm__inst_executed_pipe_uniform.avg.pct_of_peak_sustained_active",
            "smsp__issue_active.avg.pct_of_peak_sustained_active", "smsp__inst_executed.sum",
            "dram__bytes_read.sum", "lts__t_bytes.sum")
 STALL = re.compile(r"^smsp__average_warps?_issue_stalled_(\w+?)_per_issue_active\.ratio$")
@@ -87,13 +90,14 @@ def records(text: str) -> list[dict]:
 
 def summarise(rec: dict) -> dict:
     stalls = {STALL.match(k).group(1): round(v, 3) for k, v in rec.items() if STALL.match(k) and v >= 0.05}
-    get = lambda k: rec.get(k)  # noqa: E731
-    return {"kernel": rec["kernel"], "us": get("gpu__time_duration.sum") and get("gpu__time_duration.sum") / 1e3,
-            "sm_mhz": get("sm__cycles_elapsed.avg.per_second") and get("sm__cycles_elapsed.avg.per_second") / 1e6,
-            "tensor_pct": get("sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active"),
+    get = rec.get
+    return {"kernel": rec["kernel"], "us": get("gpu__time_duration.sum", 0) / 1e3,
+            "sm_mhz": get("sm__cycles_elapsed.avg.per_second", 0) / 1e6,
+            "tensor_pct": get("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
+            "uniform_pct": get("sm__inst_executed_pipe_uniform.avg.pct_of_peak_sustained_active"),
             "issue_pct": get("smsp__issue_active.avg.pct_of_peak_sustained_active"),
-            "warp_instructions": get("smsp__inst_executed.sum"), "dram_read_gb": (get("dram__bytes_read.sum") or 0) / 1e9,
-            "l2_gb": (get("lts__t_bytes.sum") or 0) / 1e9, "registers": get("launch__registers_per_thread"),
+            "warp_instructions": get("smsp__inst_executed.sum"), "dram_read_gb": get("dram__bytes_read.sum", 0) / 1e9,
+            "l2_gb": get("lts__t_bytes.sum", 0) / 1e9, "registers": get("launch__registers_per_thread"),
             "stalls_per_issue": dict(sorted(stalls.items(), key=lambda kv: -kv[1]))}
 
 
@@ -117,7 +121,8 @@ def source_summary(text: str, top: int = 12) -> list[dict]:
             d["executed"] += num(r, "Instructions Executed")
             d["samples"] += num(r, "Warp Stall Sampling (All Samples)")
             stalls = sorted(((num(r, h), h[6:]) for h in stall_cols), reverse=True)[:3]
-            hot.append((num(r, "Warp Stall Sampling (All Samples)"), sass[:70], [f"{n} {v:.0f}" for v, n in stalls if v]))
+            hot.append((num(r, "Warp Stall Sampling (All Samples)"), sass[:70],
+                        [f"{n} {v:.0f}" for v, n in stalls if v]))
         total_x = sum(d["executed"] for d in by_op.values()) or 1
         total_s = sum(d["samples"] for d in by_op.values()) or 1
         ops = sorted(by_op.items(), key=lambda kv: -kv[1]["executed"])[:16]
@@ -156,9 +161,8 @@ def main() -> int:
     names = json.loads(next((ln.split(" ", 1)[1] for ln in proc.stdout.splitlines() if ln.startswith("CHILD_DONE")),
                             "[]"))
     recs = [summarise(r) for r in records(proc.stdout)]
-    from cutecourse import bench
-
-    result = {"environment": {**bench.environment(), "command": " ".join(sys.argv)}, "shape": args.shape, "cases": names, "kernels": recs, "ncu": " ".join(cmd[:12]) + " ...",
+    result = {"environment": {**bench.environment(), "command": " ".join(sys.argv)}, "shape": args.shape,
+              "cases": names, "kernels": recs, "ncu": " ".join(cmd[:12]) + " ...",
               "clock": "ncu's default clock control (base clock)"}
     Path(args.out, "experiment_fp8_deepgemm_ncu.json").write_text(json.dumps(result, indent=1))
     rep = Path(args.out, "fp8_deepgemm_ncu.ncu-rep")

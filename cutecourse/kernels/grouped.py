@@ -176,7 +176,7 @@ def fp8_cluster(rows: int, groups: int) -> tuple[int, int]:
 
 def launcher_fp8(As, Bs, SAs, SBs, Cs, **config):
     """Validated, compiled launch closure: ``fn()`` writes group g's scaled product into ``Cs[g]``.
-    ``config``: ``fp8_kernel``'s keywords (tile, cluster, sms, stages, group_m, parts, turns); the
+    ``config``: ``fp8_kernel``'s keywords (tile, cluster, sms, stages, group_m, parts, turns, ahead); the
     cluster by default from the groups' mean height (``fp8_cluster``)."""
     import torch
 

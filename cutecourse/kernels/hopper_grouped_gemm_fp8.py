@@ -36,8 +36,9 @@ choices:
 
 Variants with one fresh accumulator per warpgroup and wider tiles (DeepGEMM's promotion):
 ``hopper_grouped_gemm_fp8_onepart``. Its 128x256 kernel, which loads the scales a k-tile ahead,
-is the launchers' default: 1.10-1.13x this kernel on an H100 (``docs/grouped_measured.md``). The host side (``grouped_gemm_fp8``, ``grouped_mm_fp8``,
-``quantize_fp8``, the checks of the scales) is in ``grouped.py``.
+is the launchers' default: 1.10-1.13x this kernel on an H100 (``docs/grouped_measured.md``).
+The host side (``grouped_gemm_fp8``, ``grouped_mm_fp8``, ``quantize_fp8``, the checks of the
+scales) is in ``grouped.py``.
 """
 
 from __future__ import annotations
