@@ -123,6 +123,17 @@ def test_compiles_warp_specialized_without_spills(report):
     assert report.count("UTMALDG", "sass") == 2
 
 
+def test_a_warpgroup_past_its_groups_rows_skips_its_wgmmas(report):
+    # skip_empty (the default): a second path through a tile, with its own wait and release of each
+    # stage and no wgmma; the group's M is read to choose it. The wgmmas themselves are not copied.
+    plain = compile_report(TARGET, arch="sm_90a", skip_empty=False)
+    assert report.count(r"^mbarrier\.try_wait") == plain.count(r"^mbarrier\.try_wait") + 1
+    assert report.count(r"^mbarrier\.arrive") == plain.count(r"^mbarrier\.arrive") + 1
+    assert report.count(r"^ld\.global") == plain.count(r"^ld\.global") + 1
+    assert report.count("wgmma") == plain.count("wgmma") == 4
+    assert report.spill_bytes == plain.spill_bytes == 0
+
+
 # -- on an H100 -------------------------------------------------------------------------------
 _GPU_CHECK = textwrap.dedent("""
     import json, sys, torch
@@ -165,6 +176,7 @@ _GPU_CHECK = textwrap.dedent("""
 MIXED = [(m, 1024, 1024) for m in (256, 4096, 512, 1024, 2048, 768, 3072, 1536)]
 RAGGED = [(0, 256, 64), (1, 256, 64), (7, 264, 72), (300, 512, 1000), (0, 512, 8), (129, 256, 0),
           (128, 256, 8), (130, 768, 64)]
+EDGES = [(m, 256, 192) for m in (1, 63, 64, 65, 127, 128, 129, 191, 192, 193, 255, 256, 257, 320, 321)]
 GPU_CASES = [
     # name, sizes [(M, N, K)], dtype, tile, sms, cluster
     ("one group = dense", [(1000, 520, 4104)], "float16", (128, 256), 132, (1, 1)),
@@ -178,6 +190,10 @@ GPU_CASES = [
     ("2x1 clusters, mixed", MIXED, "bfloat16", (128, 256), 132, (2, 1)),
     ("2x1 clusters, ragged", RAGGED, "float16", (128, 256), 10, (2, 1)),
     ("1x2 clusters, ragged", RAGGED, "bfloat16", (128, 128), 132, (1, 2)),
+    # rows around the warpgroups' 64-row halves: one or both halves of a group's last tile empty
+    ("rows around 64 (skip_empty)", EDGES, "bfloat16", (128, 256), 132, (1, 1)),
+    ("rows around 64, 2x1 clusters", EDGES, "float16", (128, 256), 132, (2, 1)),
+    ("tall 256x128 tile, ragged", RAGGED + EDGES, "bfloat16", (256, 128), 132, (1, 1)),
     ("8 mixed M again: no recompile", [(m, 1024, 512) for m in (64, 128, 4000, 8, 512, 96, 1, 2048)],
      "bfloat16", (128, 256), 132, (1, 1)),
 ]

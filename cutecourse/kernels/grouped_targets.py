@@ -47,10 +47,11 @@ def _hopper_arguments(kernel, in_dtype: str, out_dtype: str, columns: int) -> tu
 
 
 def hopper(tile=(128, 256), in_dtype: str = "float16", out_dtype: str = "float16", sms: int = 132,
-           stages: int | None = None, cluster=(1, 1)):
+           stages: int | None = None, cluster=(1, 1), skip_empty: bool = True):
     """(jit_fn, fake_args) of the Hopper grouped GEMM for ``cutecourse.inspect.compile_report``."""
     plan_persistent(tuple(tile), in_dtype, out_dtype, stages=stages)  # clear errors before tracing
-    kernel = GroupedHopperGemm(tuple(tile), cluster_mn=tuple(cluster), sms=sms, stages=stages)
+    kernel = GroupedHopperGemm(tuple(tile), cluster_mn=tuple(cluster), sms=sms, stages=stages,
+                               skip_empty=skip_empty)
     return kernel, _hopper_arguments(kernel, in_dtype, out_dtype, 3)
 
 

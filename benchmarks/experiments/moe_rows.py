@@ -1,0 +1,231 @@
+"""Experiment (issue 33, item 3): the fine-grained bf16 MoE against its floors, with and without the
+grouped kernel's skip of empty warpgroup rows.
+
+    python benchmarks/experiments/moe_rows.py [--rounds 3] [--out DIR] [--tag _x]
+
+The problem is ``grouped_peers``' "moe 128 n1536 k2048": 128 experts of 0 to 505 tokens (29498 in
+all, three experts empty), N 1536, K 2048, bf16. Its dense twin (all rows times one weight, the
+same flops) runs at the GEMM's compute speed; the MoE cannot, for two reasons that each row below
+isolates:
+
+* **Padding.** wgmma computes 64 rows per warpgroup, so a tile's rows past its expert's M are work
+  too: the rows padded to 128 per expert are 1.24x the real ones, padded to 64 1.13x. The course
+  kernel's consumer warpgroups skip their wgmmas when all their 64 rows lie past the group's M
+  (``skip_empty``, ``hopper_grouped_gemm.mainloop``), so its compute follows the 64-row padding;
+  ``skip_empty=False`` is the kernel before that change. "torch.matmul, rows padded to 64/128":
+  cuBLAS on a dense A of that many rows, the compute floor of each padding (one weight: no DRAM cost).
+* **Bytes.** 128 weights of 6 MB are 805 MB that must come from DRAM once; with A (121 MB) and C
+  (91 MB, written) that is the DRAM floor: "read A and the weights" (``torch.sum`` of each) and
+  "... and write C" (plus ``zero_`` of a C-sized tensor), timed as one case each. The grouped GEMM
+  can finish no sooner than the second.
+
+Rows: the course kernel (1x1 and 2x1, 128x256 and 128x128, with and without the skip; "one weight
+for all": every expert multiplies by the same weight, so only the padding and the per-group
+work remain), ``torch._grouped_mm``, the dense twin (baseline), the padded matmuls and the two DRAM
+floors. Every GEMM row is checked against the exact product first; sustained protocol
+(``benchmarks/gemm.py``), shuffled rounds. Writes ``experiment_moe_rows<tag>.json`` (a result set).
+
+``--ncu``: the same rows, each launched once under Nsight Compute (base clock; the helpers of
+``fp8_deepgemm_ncu.py``): duration, DRAM and L2 throughput against their peaks, bytes read from DRAM
+and from L2 by the SMs, tensor pipe. Writes ``experiment_moe_rows_ncu.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import cutecourse  # noqa: E402
+from cutecourse.kernels import grouped  # noqa: E402
+
+import grouped_peers as gp  # noqa: E402
+
+MOE = "moe 128 n1536 k2048"
+#: The course's rows: label -> ``grouped.packed_launcher`` keywords.
+COURSE = {
+    "course bf16 1x1": dict(tile=(128, 256)),
+    "course bf16 1x1 no skip": dict(tile=(128, 256), skip_empty=False),
+    "course bf16 2x1": dict(tile=(128, 256), cluster=(2, 1)),
+    "course bf16 2x1 no skip": dict(tile=(128, 256), cluster=(2, 1), skip_empty=False),
+    "course bf16 128x128 1x1": dict(tile=(128, 128)),
+    "course bf16 128x128 1x1 no skip": dict(tile=(128, 128), skip_empty=False),
+}
+
+
+def padded(rows, height: int) -> int:
+    """Rows once each expert is padded to a multiple of ``height``."""
+    return sum(-(-m // height) * height for m in rows)
+
+
+def cases(errors: dict):
+    """(cases, flops, baseline, params) of the MoE problem."""
+    import torch
+
+    from cutecourse import bench
+
+    rows, n, k, _, x, w, offs, c = gp.problem_data(MOE)
+    a16, w16 = x.bfloat16(), w.bfloat16()
+    del x, w
+    exact = torch.cat([a @ b.T for a, b in zip(a16.split(rows), w16)]).float()
+    b16 = w16.transpose(-2, -1)
+    out = []
+    for label, opts in COURSE.items():
+        out.append(bench.checked_case(label, grouped.packed_launcher(a16, b16, offs, c, **opts), c, exact, 1e-2))
+        errors[label] = gp._err(c, exact)
+    # every expert multiplies by w16[0]: only the padding and the per-group work remain
+    dense_ref = (a16 @ w16[0].T).float()
+    for label, skip in (("course bf16 1x1, one weight for all", True),
+                        ("course bf16 1x1 no skip, one weight for all", False)):
+        out.append(bench.checked_case(label, grouped.launcher(
+            list(a16.split(rows)), [w16[0]] * len(rows), list(c.split(rows)), tile=(128, 256), skip_empty=skip),
+            c, dense_ref, 1e-2))
+    ref = torch._grouped_mm(a16, b16, offs=offs)
+    errors["torch._grouped_mm"] = gp._err(ref, exact)
+    out.append(bench.Case("torch._grouped_mm", lambda: torch._grouped_mm(a16, b16, offs=offs)))
+    dense = torch.empty_like(c)
+    out.append(bench.checked_case("dense twin torch.matmul", lambda: torch.matmul(a16, w16[0].T, out=dense),
+                                  dense, dense_ref, 1e-2))
+    for height in (128, 64):
+        a_pad = torch.randn(padded(rows, height), k, device="cuda").bfloat16()
+        c_pad = torch.empty(a_pad.shape[0], n, device="cuda", dtype=torch.bfloat16)
+        out.append(bench.Case(f"torch.matmul, rows padded to {height}",
+                              lambda a_pad=a_pad, c_pad=c_pad: torch.matmul(a_pad, w16[0].T, out=c_pad)))
+    c_floor = torch.empty_like(c)
+    out.append(bench.Case("DRAM floor: read A and the weights", lambda: (a16.sum(), w16.sum())))
+    out.append(bench.Case("DRAM floor: read A and the weights, write C",
+                          lambda: (a16.sum(), w16.sum(), c_floor.zero_())))
+    params = {"groups": len(rows), "rows": rows, "n": n, "k": k,
+              "bytes read (A, weights)": (a16.numel() + w16.numel()) * 2, "bytes written (C)": c.numel() * 2,
+              **{f"rows padded to {h}": padded(rows, h) for h in (128, 64)}}
+    return out, 2 * sum(rows) * n * k, "dense twin torch.matmul", params
+
+
+#: ``--halves``: experts of exactly ``rows`` tokens each, one weight for all (no DRAM cost): with 64
+#: every tile's second warpgroup has nothing to compute, with 128 none is empty.
+HALVES = {"64 rows": 64, "128 rows": 128}
+
+
+def halves(errors: dict):
+    """(cases, flops, baseline, params) of the ``--halves`` probe: does a tile whose second
+    warpgroup skips its wgmmas finish sooner? 256 experts, N 1536, K 2048, one weight."""
+    import torch
+
+    from cutecourse import bench
+
+    n, k, g = 1536, 2048, 256
+    w = torch.randn(n, k, device="cuda").bfloat16()
+    out, flops = [], None
+    for name, rows in HALVES.items():
+        a = torch.randn(g * rows, k, device="cuda").bfloat16()
+        c = torch.empty(g * rows, n, device="cuda", dtype=torch.bfloat16)
+        ref = (a @ w.T).float()
+        for skip in (True, False):
+            label = f"{name}, course bf16 1x1" + ("" if skip else " no skip")
+            out.append(bench.checked_case(label, grouped.launcher(
+                list(a.split(rows)), [w] * g, list(c.split(rows)), tile=(128, 256), skip_empty=skip),
+                c, ref, 1e-2))
+            errors[label] = gp._err(c, ref)
+            # each row's time is compared as is: the 64-row rows do half the flops of the 128-row ones
+        dense = torch.empty_like(c)
+        out.append(bench.Case(f"{name}, dense torch.matmul",
+                              lambda a=a, dense=dense: torch.matmul(a, w.T, out=dense)))
+    return out, 2 * g * 64 * n * k, "64 rows, dense torch.matmul", {"groups": g, "n": n, "k": k,
+                                                                   "rows per group": list(HALVES.values())}
+
+
+#: What ``--ncu`` asks for besides ``fp8_deepgemm_ncu.METRICS``.
+NCU_METRICS = ("dram__bytes_write.sum", "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+               "lts__throughput.avg.pct_of_peak_sustained_elapsed", "lts__t_sectors_srcunit_tex_op_read.sum")
+
+
+def ncu_child() -> int:
+    """Under ncu: build and check every case, warm each up, launch each once while profiling."""
+    import torch
+
+    rows, *_ = cases({})
+    for c in rows:
+        for _ in range(3):
+            c.fn()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    for c in rows:
+        c.fn()
+        torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+    print("CHILD_DONE", json.dumps([c.name for c in rows]), flush=True)
+    return 0
+
+
+def ncu(out: str) -> int:
+    """Every case once under ncu; per kernel launch its duration, throughputs and bytes."""
+    import fp8_deepgemm_ncu as fn
+
+    from cutecourse import bench
+
+    cmd = ["ncu", "--profile-from-start", "off", "--csv", "--page", "raw", "--target-processes", "all",
+           "--metrics", ",".join(fn.METRICS + NCU_METRICS), sys.executable, __file__, "--ncu-child"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=540)
+    print(proc.stderr[-3000:], flush=True)
+    names = json.loads(next((ln.split(" ", 1)[1] for ln in proc.stdout.splitlines() if ln.startswith("CHILD_DONE")),
+                            "[]"))
+    kernels = []
+    for rec in fn.records(proc.stdout):
+        row = fn.summarise(rec)
+        del row["stalls_per_issue"]  # not asked for: no WarpStateStats section
+        row.update(dram_write_gb=rec.get("dram__bytes_write.sum", 0) / 1e9,
+                   dram_pct=rec.get("dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+                   l2_pct=rec.get("lts__throughput.avg.pct_of_peak_sustained_elapsed"),
+                   l2_read_by_sms_gb=rec.get("lts__t_sectors_srcunit_tex_op_read.sum", 0) * 32 / 1e9)
+        kernels.append(row)
+        print(json.dumps(row), flush=True)
+    result = {"environment": {**bench.environment(), "command": " ".join(sys.argv)}, "problem": MOE,
+              "cases": names, "kernels": kernels, "ncu": " ".join(cmd[:9]) + " ...",
+              "clock": "ncu's default clock control (base clock)"}
+    Path(out, "experiment_moe_rows_ncu.json").write_text(json.dumps(result, indent=1))
+    return 0 if kernels else 1
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--out", default=None)
+    p.add_argument("--tag", default="")
+    p.add_argument("--halves", action="store_true", help="the skip probe (HALVES) instead of the MoE")
+    p.add_argument("--ncu", action="store_true", help="each MoE row once under Nsight Compute")
+    p.add_argument("--ncu-child", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.ncu_child:
+        return ncu_child()
+    if args.ncu:
+        return ncu(args.out or os.environ.get("OUT", "."))
+    cutecourse.modes.require_gpu("sm_90a")
+    import torch
+
+    import gemm
+    from cutecourse import bench
+
+    torch.manual_seed(0)
+    errors: dict = {}
+    rows, flops, baseline, params = (halves if args.halves else cases)(errors)
+    print(f"checked; errors {errors}", flush=True)
+    with bench.GpuMonitor() as monitor:
+        title = "skip probe: experts of 64 or 128 rows, one weight" if args.halves else f"fine-grained MoE rows and floors, {MOE}"
+        res = bench.compare(f"{title}, normal data, sustained", rows,
+                            bench.Work(flops=flops), baseline=baseline, monitor=monitor, progress=False,
+                            **{**gemm.PROTOCOLS["sustained"], "rounds": args.rounds},
+                            params={**params, "relative errors vs the exact product": errors})
+    print(res.table(), flush=True)
+    path = bench.save_set(f"experiment_moe_rows{args.tag}", {"halves" if args.halves else MOE: res}, args.out or str(bench.RESULTS_DIR))
+    print(f"wrote {path}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
