@@ -1,33 +1,34 @@
-"""Experiment (issue 33, item 3): the fine-grained bf16 MoE against its floors, with and without the
-grouped kernel's skip of empty warpgroup rows.
+"""Experiment (issue 33, item 3): the fine-grained bf16 MoE against its floors.
 
-    python benchmarks/experiments/moe_rows.py [--rounds 3] [--out DIR] [--tag _x]
+    python benchmarks/experiments/moe_rows.py [--rounds 3] [--out DIR] [--tag _x] [--ncu]
 
 The problem is ``grouped_peers``' "moe 128 n1536 k2048": 128 experts of 0 to 505 tokens (29498 in
 all, three experts empty), N 1536, K 2048, bf16. Its dense twin (all rows times one weight, the
-same flops) runs at the GEMM's compute speed; the MoE cannot, for two reasons that each row below
-isolates:
+same flops) runs at the GEMM's compute speed; the MoE cannot, for two reasons that the rows
+isolate:
 
 * **Padding.** wgmma computes 64 rows per warpgroup, so a tile's rows past its expert's M are work
-  too: the rows padded to 128 per expert are 1.24x the real ones, padded to 64 1.13x. The course
-  kernel's consumer warpgroups skip their wgmmas when all their 64 rows lie past the group's M
-  (``skip_empty``, ``hopper_grouped_gemm.mainloop``), so its compute follows the 64-row padding;
-  ``skip_empty=False`` is the kernel before that change. "torch.matmul, rows padded to 64/128":
-  cuBLAS on a dense A of that many rows, the compute floor of each padding (one weight: no DRAM cost).
+  too: the rows padded to 128 per expert are 1.24x the real ones, padded to 64 1.13x.
+  "torch.matmul, rows padded to 64/128": cuBLAS on a dense A of that many rows, times one weight
+  (no DRAM cost), the compute floor of each padding. "course bf16 1x1, one weight for all": the
+  course kernel with every expert multiplying by the same weight, so only its padding and its
+  per-group work remain.
 * **Bytes.** 128 weights of 6 MB are 805 MB that must come from DRAM once; with A (121 MB) and C
   (91 MB, written) that is the DRAM floor: "read A and the weights" (``torch.sum`` of each) and
-  "... and write C" (plus ``zero_`` of a C-sized tensor), timed as one case each. The grouped GEMM
-  can finish no sooner than the second.
+  "... and write C" (plus ``zero_`` of a C-sized tensor), timed as one case each. No grouped GEMM
+  can finish sooner than the second.
 
-Rows: the course kernel (1x1 and 2x1, 128x256 and 128x128, with and without the skip; "one weight
-for all": every expert multiplies by the same weight, so only the padding and the per-group
-work remain), ``torch._grouped_mm``, the dense twin (baseline), the padded matmuls and the two DRAM
-floors. Every GEMM row is checked against the exact product first; sustained protocol
-(``benchmarks/gemm.py``), shuffled rounds. Writes ``experiment_moe_rows<tag>.json`` (a result set).
+Rows: the course kernel (1x1, 2x1, 128x128), ``torch._grouped_mm``, the dense twin (baseline), the
+padded matmuls and the two DRAM floors. Every GEMM row is checked against the exact product first;
+sustained protocol (``benchmarks/gemm.py``), shuffled rounds. Writes ``experiment_moe_rows<tag>.json``
+(a result set). ``--ncu``: the same rows, each launched once under Nsight Compute (base clock; the
+helpers of ``fp8_deepgemm_ncu.py``): duration, DRAM and L2 throughput against their peaks, bytes
+read from DRAM and by the SMs from L2, tensor pipe. Writes ``experiment_moe_rows_ncu.json``.
 
-``--ncu``: the same rows, each launched once under Nsight Compute (base clock; the helpers of
-``fp8_deepgemm_ncu.py``): duration, DRAM and L2 throughput against their peaks, bytes read from DRAM
-and from L2 by the SMs, tensor pipe. Writes ``experiment_moe_rows_ncu.json``.
+The first version of this script (commit 2a014ca) also timed a kernel variant whose consumer
+warpgroups skipped their wgmmas when all their 64 rows lay past the group's M (``skip_empty``), and
+a probe of experts of exactly 64 rows (``--halves``); the variant was not faster and left the
+kernel (``docs/grouped_measured.md``, "The fine-grained bf16 MoE against its floors").
 """
 
 from __future__ import annotations
@@ -51,11 +52,8 @@ MOE = "moe 128 n1536 k2048"
 #: The course's rows: label -> ``grouped.packed_launcher`` keywords.
 COURSE = {
     "course bf16 1x1": dict(tile=(128, 256)),
-    "course bf16 1x1 no skip": dict(tile=(128, 256), skip_empty=False),
     "course bf16 2x1": dict(tile=(128, 256), cluster=(2, 1)),
-    "course bf16 2x1 no skip": dict(tile=(128, 256), cluster=(2, 1), skip_empty=False),
     "course bf16 128x128 1x1": dict(tile=(128, 128)),
-    "course bf16 128x128 1x1 no skip": dict(tile=(128, 128), skip_empty=False),
 }
 
 
@@ -81,11 +79,8 @@ def cases(errors: dict):
         errors[label] = gp._err(c, exact)
     # every expert multiplies by w16[0]: only the padding and the per-group work remain
     dense_ref = (a16 @ w16[0].T).float()
-    for label, skip in (("course bf16 1x1, one weight for all", True),
-                        ("course bf16 1x1 no skip, one weight for all", False)):
-        out.append(bench.checked_case(label, grouped.launcher(
-            list(a16.split(rows)), [w16[0]] * len(rows), list(c.split(rows)), tile=(128, 256), skip_empty=skip),
-            c, dense_ref, 1e-2))
+    out.append(bench.checked_case("course bf16 1x1, one weight for all", grouped.launcher(
+        list(a16.split(rows)), [w16[0]] * len(rows), list(c.split(rows)), tile=(128, 256)), c, dense_ref, 1e-2))
     ref = torch._grouped_mm(a16, b16, offs=offs)
     errors["torch._grouped_mm"] = gp._err(ref, exact)
     out.append(bench.Case("torch._grouped_mm", lambda: torch._grouped_mm(a16, b16, offs=offs)))
@@ -105,39 +100,6 @@ def cases(errors: dict):
               "bytes read (A, weights)": (a16.numel() + w16.numel()) * 2, "bytes written (C)": c.numel() * 2,
               **{f"rows padded to {h}": padded(rows, h) for h in (128, 64)}}
     return out, 2 * sum(rows) * n * k, "dense twin torch.matmul", params
-
-
-#: ``--halves``: experts of exactly ``rows`` tokens each, one weight for all (no DRAM cost): with 64
-#: every tile's second warpgroup has nothing to compute, with 128 none is empty.
-HALVES = {"64 rows": 64, "128 rows": 128}
-
-
-def halves(errors: dict):
-    """(cases, flops, baseline, params) of the ``--halves`` probe: does a tile whose second
-    warpgroup skips its wgmmas finish sooner? 256 experts, N 1536, K 2048, one weight."""
-    import torch
-
-    from cutecourse import bench
-
-    n, k, g = 1536, 2048, 256
-    w = torch.randn(n, k, device="cuda").bfloat16()
-    out, flops = [], None
-    for name, rows in HALVES.items():
-        a = torch.randn(g * rows, k, device="cuda").bfloat16()
-        c = torch.empty(g * rows, n, device="cuda", dtype=torch.bfloat16)
-        ref = (a @ w.T).float()
-        for skip in (True, False):
-            label = f"{name}, course bf16 1x1" + ("" if skip else " no skip")
-            out.append(bench.checked_case(label, grouped.launcher(
-                list(a.split(rows)), [w] * g, list(c.split(rows)), tile=(128, 256), skip_empty=skip),
-                c, ref, 1e-2))
-            errors[label] = gp._err(c, ref)
-            # each row's time is compared as is: the 64-row rows do half the flops of the 128-row ones
-        dense = torch.empty_like(c)
-        out.append(bench.Case(f"{name}, dense torch.matmul",
-                              lambda a=a, dense=dense: torch.matmul(a, w.T, out=dense)))
-    return out, 2 * g * 64 * n * k, "64 rows, dense torch.matmul", {"groups": g, "n": n, "k": k,
-                                                                   "rows per group": list(HALVES.values())}
 
 
 #: What ``--ncu`` asks for besides ``fp8_deepgemm_ncu.METRICS``.
@@ -197,7 +159,6 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--out", default=None)
     p.add_argument("--tag", default="")
-    p.add_argument("--halves", action="store_true", help="the skip probe (HALVES) instead of the MoE")
     p.add_argument("--ncu", action="store_true", help="each MoE row once under Nsight Compute")
     p.add_argument("--ncu-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -213,16 +174,15 @@ def main() -> int:
 
     torch.manual_seed(0)
     errors: dict = {}
-    rows, flops, baseline, params = (halves if args.halves else cases)(errors)
+    rows, flops, baseline, params = cases(errors)
     print(f"checked; errors {errors}", flush=True)
     with bench.GpuMonitor() as monitor:
-        title = "skip probe: experts of 64 or 128 rows, one weight" if args.halves else f"fine-grained MoE rows and floors, {MOE}"
-        res = bench.compare(f"{title}, normal data, sustained", rows,
+        res = bench.compare(f"fine-grained MoE rows and floors, {MOE}, normal data, sustained", rows,
                             bench.Work(flops=flops), baseline=baseline, monitor=monitor, progress=False,
                             **{**gemm.PROTOCOLS["sustained"], "rounds": args.rounds},
                             params={**params, "relative errors vs the exact product": errors})
     print(res.table(), flush=True)
-    path = bench.save_set(f"experiment_moe_rows{args.tag}", {"halves" if args.halves else MOE: res}, args.out or str(bench.RESULTS_DIR))
+    path = bench.save_set(f"experiment_moe_rows{args.tag}", {MOE: res}, args.out or str(bench.RESULTS_DIR))
     print(f"wrote {path}", flush=True)
     return 0
 

@@ -58,18 +58,17 @@ def list_closure(kernel, As, Bs, Cs, extra=()):
 
 def launcher(As, Bs, Cs, **config):
     """Validated, compiled launch closure: ``fn()`` writes ``A_g @ B_g.T`` into every ``Cs[g]``.
-    ``config``: tile, sms (default: every SM), stages, group_m, cluster, skip_empty (a consumer
-    warpgroup whose 64 rows are past its group's M skips its wgmmas; default True)."""
+    ``config``: tile, sms (default: every SM), stages, group_m, cluster."""
     checks.check_groups(As, Bs, Cs[0].dtype if Cs else None)
     checks.check_outputs(As, Bs, Cs)
     return _launcher(As, Bs, Cs, **config)
 
 
 def _launcher(As, Bs, Cs, tile=(128, 256), sms: int | None = None, stages: int | None = None,
-              group_m: int = GROUP_M, cluster=(1, 1), skip_empty: bool = True):
+              group_m: int = GROUP_M, cluster=(1, 1)):
     """``launcher`` for checked operands (the checks run once per call)."""
     kernel = GroupedHopperGemm(tuple(tile), cluster_mn=tuple(cluster), sms=_sms("sm_90a", sms), group_m=group_m,
-                               stages=stages, skip_empty=skip_empty)
+                               stages=stages)
     return list_closure(kernel, As, Bs, Cs)
 
 
@@ -93,10 +92,10 @@ def packed_launcher(a, b, offs, c, **config):
 
 
 def _packed_launcher(a, b, offs, c, tile=(128, 256), sms: int | None = None, stages: int | None = None,
-                     group_m: int = GROUP_M, cluster=(1, 1), skip_empty: bool = True):
+                     group_m: int = GROUP_M, cluster=(1, 1)):
     """``packed_launcher`` for checked operands."""
     kernel = GroupedHopperGemm(tuple(tile), cluster_mn=tuple(cluster), sms=_sms("sm_90a", sms), group_m=group_m,
-                               stages=stages, skip_empty=skip_empty)
+                               stages=stages)
     meta = packed_metadata(kernel, a, b, c, offs)
     return launch_closure(kernel, (a, b[0].transpose(0, 1), c), meta, "sm_90a")
 

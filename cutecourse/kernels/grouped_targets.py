@@ -47,11 +47,10 @@ def _hopper_arguments(kernel, in_dtype: str, out_dtype: str, columns: int) -> tu
 
 
 def hopper(tile=(128, 256), in_dtype: str = "float16", out_dtype: str = "float16", sms: int = 132,
-           stages: int | None = None, cluster=(1, 1), skip_empty: bool = True):
+           stages: int | None = None, cluster=(1, 1)):
     """(jit_fn, fake_args) of the Hopper grouped GEMM for ``cutecourse.inspect.compile_report``."""
     plan_persistent(tuple(tile), in_dtype, out_dtype, stages=stages)  # clear errors before tracing
-    kernel = GroupedHopperGemm(tuple(tile), cluster_mn=tuple(cluster), sms=sms, stages=stages,
-                               skip_empty=skip_empty)
+    kernel = GroupedHopperGemm(tuple(tile), cluster_mn=tuple(cluster), sms=sms, stages=stages)
     return kernel, _hopper_arguments(kernel, in_dtype, out_dtype, 3)
 
 

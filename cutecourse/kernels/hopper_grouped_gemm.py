@@ -33,10 +33,9 @@ import cutlass
 import cutlass.cute as cute
 
 from ..models.gemm_plan import EPI_STAGES, EPI_TILE
-from . import group_walk, sm90, tensor_maps
-from .group_walk import A, B, C, M, GroupScheduler, operand_tensor
-from .hopper_gemm_persistent import (EPILOGUE_STORE_WARP, PRODUCER_WARP, PRODUCER_WARPGROUPS,
-                                     PersistentHopperGemm)
+from . import group_walk, tensor_maps
+from .group_walk import A, B, C, GroupScheduler, operand_tensor
+from .hopper_gemm_persistent import EPILOGUE_STORE_WARP, PRODUCER_WARP, PersistentHopperGemm
 
 #: Order inside a group: bands of GROUP_M cluster-tile rows (``models/tile_order.py``). One band
 #: taller than a group (4096 rows of tiles: M up to 524288) = m fastest, the order of the CPU
@@ -60,11 +59,9 @@ class GroupedHopperGemm(PersistentHopperGemm):
     MAPS = 3  # A, B, C
 
     def __init__(self, tile_mn=(128, 256), *, cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
-                 stages: int | None = None, epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES, epilogue_op=None,
-                 skip_empty: bool = True):
+                 stages: int | None = None, epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES, epilogue_op=None):
         super().__init__(tile_mn, cluster_mn=cluster_mn, sms=sms, group_m=group_m, stages=stages,
                          scheduler=GroupScheduler, epi_tile=epi_tile, epi_stages=epi_stages, epilogue_op=epilogue_op)
-        self.skip_empty = skip_empty  # the mainloop hook: see ``mainloop``
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit
@@ -109,26 +106,6 @@ class GroupedHopperGemm(PersistentHopperGemm):
             tensor_maps.acquire_maps(groups.maps, (A, B))
         tile_loads, _ = PersistentHopperGemm.tile_loads(self, groups, loads, tile)
         return tile_loads, (tensor_maps.map_pointer(groups.maps, A), tensor_maps.map_pointer(groups.maps, B))
-
-    @cute.jit
-    def mainloop(self, ring, mma, read, release, groups, tile, turn=None):
-        """A group's last row of tiles is often partly empty: a MoE expert of 200 tokens fills a
-        128-row tile and 72 rows of the next. Each consumer warpgroup owns 64 rows of the tile, so
-        one whose rows all lie past the group's M (here rows 256-319 of that expert's second tile)
-        has nothing to compute: it skips its wgmmas (``sm90.skip_tile``) and the other warpgroup
-        has the tensor cores to itself. The compute then follows the groups' rows in steps of 64,
-        not 128. (``skip_empty=False``: both always compute, as the dense kernel does.)"""
-        k_tiles = tile.k_end - tile.k_begin
-        if cutlass.const_expr(self.skip_empty):
-            consumer = cute.arch.make_warp_uniform(cute.arch.thread_idx()[0] // 128) - PRODUCER_WARPGROUPS
-            first_row = tile.tile_m * self.tile_mn[0] + consumer * 64  # the lowest row it owns
-            if first_row < groups.shapes[(tile.group, M)]:
-                read, release = sm90.mma_tile(ring, mma, read, release, k_tiles)
-            else:
-                read, release = sm90.skip_tile(ring, mma, read, release, k_tiles)
-        else:
-            read, release = sm90.mma_tile(ring, mma, read, release, k_tiles)
-        return read, release
 
     @cute.jit
     def enter_tile(self, groups, epilogue, tile, warp_idx):

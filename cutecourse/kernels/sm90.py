@@ -248,21 +248,6 @@ def mma_tile(ring, mma: Mma, read, release, k_tiles, turn=None):
     return read, release
 
 
-@cute.jit
-def skip_tile(ring, mma: Mma, read, release, k_tiles):
-    """``mma_tile`` for a warpgroup whose rows all lie past the edge of C (a grouped GEMM's short
-    group): acc = 0 and no wgmma. It still takes each of the tile's stages in turn and releases it
-    at once (its arrive is one of those the stage's empty barrier counts, and the other warpgroup
-    may be computing from it), so the ring's phases stay in step. Returns (read, release) advanced."""
-    mma.acc.fill(0.0)
-    for k in cutlass.range(k_tiles, unroll=1):
-        ring.consumer_wait(read)
-        ring.consumer_release(release)
-        read.advance()
-        release.advance()
-    return read, release
-
-
 # -- device side: the epilogue -----------------------------------------------------------------
 class Epilogue:
     """fp32 accumulators -> C dtype -> smem (stmatrix) -> TMA store, one ``epi_tile`` at a time.
