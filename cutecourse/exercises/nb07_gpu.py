@@ -20,11 +20,17 @@ def _time(fn) -> float:
     return sorted(bench.time_us(bench.Case("kernel", fn), repeats=3))[1]
 
 
-def _speed(flops: float, mine: float, theirs: float | None) -> str:
-    text = f"{flops / mine / 1e6:.0f} TFLOP/s"
-    if theirs is not None:
+def _passed(fn, launch, baseline, lead: str) -> dict:
+    """The result of a right kernel: ``lead`` (what was checked), then its speed on the problem
+    (``fn``: the learner's launch closure) and, with a ``baseline``, the course kernel's, launched
+    through the same ``launch``."""
+    flops = 2 * N * K * sum(ROWS)
+    mine = _time(fn)
+    text = f"{lead}; {flops / mine / 1e6:.0f} TFLOP/s"
+    if baseline is not None:
+        theirs = _time(launch(baseline)[0])
         text += f", {theirs / mine:.2f}x the course kernel's speed ({flops / theirs / 1e6:.0f} TFLOP/s)"
-    return text
+    return {"ok": True, "message": text, "us": mine}
 
 
 def search_runner(kernel, baseline=None) -> dict:
@@ -68,15 +74,11 @@ def search_runner(kernel, baseline=None) -> dict:
         return {"ok": False, "message": f"C is right, but CTA {cta} took {got[cta][0]} items and "
                 f"entered {got[cta][1]} groups; the model: {want[cta][0]} items, {want[cta][1]} "
                 "groups (tensor-map rewrites)"}
-    flops = 2 * N * K * sum(ROWS)
-    mine = _time(fn)
-    theirs = _time(launch(baseline)[0]) if baseline is not None else None
-    return {"ok": True, "message": f"your search matches torch._grouped_mm on {len(ROWS)} experts "
-            f"(two empty) and every CTA's items and rewrites match the model; {_speed(flops, mine, theirs)}",
-            "us": mine}
+    return _passed(fn, launch, baseline, f"your search matches torch._grouped_mm on {len(ROWS)} experts "
+                   "(two empty) and every CTA's items and rewrites match the model")
 
 
-def fp8_runner(kernel, baseline=None, check_only: bool = False) -> dict:
+def fp8_runner(kernel, baseline=None) -> dict:
     """The FP8 kernel ``kernel`` on grouped FP8 problems against ``scaled_mm_reference``; timed
     beside ``baseline``."""
     import torch
@@ -108,11 +110,8 @@ def fp8_runner(kernel, baseline=None, check_only: bool = False) -> dict:
             return {"ok": False, "message": f"wrong result: expert {g} (M = {c.shape[0]}) is "
                     f"{err:.1e} of its largest value away from the recipe's reference "
                     "(fp8b.scaled_mm_reference): check the scales you multiply by"}
-    flops = 2 * N * K * sum(ROWS)
-    mine = _time(fn)
-    theirs = _time(launch(baseline)[0]) if baseline is not None else None
-    return {"ok": True, "message": f"matches the recipe's reference on {len(ROWS)} experts (two "
-            f"empty), N = {N}, K = {K}; {_speed(flops, mine, theirs)}", "us": mine}
+    return _passed(fn, launch, baseline, f"matches the recipe's reference on {len(ROWS)} experts (two "
+                   f"empty), N = {N}, K = {K}")
 
 
 def promote_runner(kernel, baseline=None) -> dict:
