@@ -44,8 +44,6 @@ STALL = re.compile(r"^smsp__average_warps?_issue_stalled_(\w+?)_per_issue_active
 
 
 def child(shape: str, kernels: list[str]) -> int:
-    import torch
-
     import deepgemm_peer as dp
 
     dg, why = dp.import_deepgemm()
@@ -55,17 +53,31 @@ def child(shape: str, kernels: list[str]) -> int:
     dp.shape_cases(shape, dg, cases, errors, notes, course_rows=kernels)
     keep = [c for c in cases if c.name in ([dp.DEEPGEMM] + kernels + [dp.TWIN])]
     print("profiled, in order:", [c.name for c in keep], "errors", errors, notes, flush=True)
-    for c in keep:
+    return profile_once(keep)
+
+
+def profile_once(cases) -> int:
+    """The child's side of an ncu run: warm each case up, then launch each once between
+    ``cudaProfilerStart`` and ``Stop`` (ncu runs with ``--profile-from-start off``); prints the
+    cases' names, in order, after ``CHILD_DONE`` for ``profiled_names``."""
+    import torch
+
+    for c in cases:
         for _ in range(3):
             c.fn()
     torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStart()
-    for c in keep:
+    for c in cases:
         c.fn()
         torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStop()
-    print("CHILD_DONE", json.dumps([c.name for c in keep]), flush=True)
+    print("CHILD_DONE", json.dumps([c.name for c in cases]), flush=True)
     return 0
+
+
+def profiled_names(stdout: str) -> list[str]:
+    """The cases ``profile_once`` profiled, from the child's output."""
+    return json.loads(next((ln.split(" ", 1)[1] for ln in stdout.splitlines() if ln.startswith("CHILD_DONE")), "[]"))
 
 
 def records(text: str) -> list[dict]:
@@ -158,8 +170,7 @@ def main() -> int:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=540)
     Path(args.out, "fp8_deepgemm_ncu.csv").write_text(proc.stdout)
     print(proc.stderr[-3000:], flush=True)
-    names = json.loads(next((ln.split(" ", 1)[1] for ln in proc.stdout.splitlines() if ln.startswith("CHILD_DONE")),
-                            "[]"))
+    names = profiled_names(proc.stdout)
     recs = [summarise(r) for r in records(proc.stdout)]
     result = {"environment": {**bench.environment(), "command": " ".join(sys.argv)}, "shape": args.shape,
               "cases": names, "kernels": recs, "ncu": " ".join(cmd[:12]) + " ...",

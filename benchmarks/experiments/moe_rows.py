@@ -108,21 +108,11 @@ NCU_METRICS = ("dram__bytes_write.sum", "dram__throughput.avg.pct_of_peak_sustai
 
 
 def ncu_child() -> int:
-    """Under ncu: build and check every case, warm each up, launch each once while profiling."""
-    import torch
+    """Under ncu: build and check every case, then launch each once while profiling."""
+    import fp8_deepgemm_ncu as fn
 
     rows, *_ = cases({})
-    for c in rows:
-        for _ in range(3):
-            c.fn()
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStart()
-    for c in rows:
-        c.fn()
-        torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStop()
-    print("CHILD_DONE", json.dumps([c.name for c in rows]), flush=True)
-    return 0
+    return fn.profile_once(rows)
 
 
 def ncu(out: str) -> int:
@@ -135,8 +125,7 @@ def ncu(out: str) -> int:
            "--metrics", ",".join(fn.METRICS + NCU_METRICS), sys.executable, __file__, "--ncu-child"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=540)
     print(proc.stderr[-3000:], flush=True)
-    names = json.loads(next((ln.split(" ", 1)[1] for ln in proc.stdout.splitlines() if ln.startswith("CHILD_DONE")),
-                            "[]"))
+    names = fn.profiled_names(proc.stdout)
     kernels = []
     for rec in fn.records(proc.stdout):
         row = fn.summarise(rec)
