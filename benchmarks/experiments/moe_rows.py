@@ -81,9 +81,7 @@ def cases(errors: dict):
     dense_ref = (a16 @ w16[0].T).float()
     out.append(bench.checked_case("course bf16 1x1, one weight for all", grouped.launcher(
         list(a16.split(rows)), [w16[0]] * len(rows), list(c.split(rows)), tile=(128, 256)), c, dense_ref, 1e-2))
-    ref = torch._grouped_mm(a16, b16, offs=offs)
-    errors["torch._grouped_mm"] = gp._err(ref, exact)
-    out.append(bench.Case("torch._grouped_mm", lambda: torch._grouped_mm(a16, b16, offs=offs)))
+    gp._torch_case(out, errors, "torch._grouped_mm", exact, lambda: torch._grouped_mm(a16, b16, offs=offs), 1e-2)
     dense = torch.empty_like(c)
     out.append(bench.checked_case("dense twin torch.matmul", lambda: torch.matmul(a16, w16[0].T, out=dense),
                                   dense, dense_ref, 1e-2))
