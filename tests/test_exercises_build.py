@@ -26,3 +26,16 @@ def test_every_solution_has_an_exercise_without_answers():
         assert ex.exists(), ex
         text = "".join("".join(c["source"]) for c in json.loads(ex.read_text())["cells"])
         assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text
+
+
+def test_solution_only_cells_stay_out_of_the_exercise(tmp_path):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("Exercise 1: write it."),
+                nbformat.v4.new_markdown_cell("Why it works: the answer.",
+                                              metadata={"tags": [build.SOLUTION_ONLY]})]
+    path = tmp_path / "99_x.ipynb"
+    nbformat.write(nb, path)
+    sources = [c.source for c in build.exercise_notebook(path).cells]
+    assert sources == ["Exercise 1: write it."]

@@ -4,7 +4,8 @@ In a solution notebook, a code cell's answer sits between ``# BEGIN SOLUTION`` a
 ``# END SOLUTION``; the exercise keeps everything else and puts, in place of the region,
 the line after ``# BEGIN SOLUTION`` if it is a ``# EXERCISE: ...`` comment (a stub the learner
 edits, e.g. ``# EXERCISE: tiler = ...``) or ``raise NotImplementedError  # your code here``.
-Outputs are cleared. Run: ``python -m cutecourse.exercises.build`` (``--check`` to verify only).
+A cell tagged ``solution-only`` (the "why" after an exercise, read once the learner has tried)
+is left out of the exercise. Outputs are cleared. Run: ``python -m cutecourse.exercises.build`` (``--check`` to verify only).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 _REGION = re.compile(r"^([ \t]*)# BEGIN SOLUTION[^\n]*\n(.*?)^[ \t]*# END SOLUTION[^\n]*(\n|$)",
                      re.MULTILINE | re.DOTALL)
+
+SOLUTION_ONLY = "solution-only"  # cell tag: kept in solutions/, dropped from exercises/
 
 
 def blank(source: str) -> str:
@@ -33,6 +36,7 @@ def exercise_notebook(solution_path: Path):
     import nbformat
 
     nb = nbformat.read(solution_path, as_version=4)
+    nb.cells = [c for c in nb.cells if SOLUTION_ONLY not in c.get("metadata", {}).get("tags", [])]
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.source = blank(cell.source).rstrip("\n")
