@@ -28,8 +28,7 @@ row, which is free of bank conflicts already.
 Run on a GPU (H100):
     python benchmarks/experiments/elementwise_bulk.py [--out DIR] [--configs 0,1,...] [--name _run2]
 Writes ``experiment_elementwise_bulk_<size><name>.json``. The committed ``..._run1.json``
-(``--configs 0,1,2,3,4,5``) came from an earlier version of this script whose row names lack the
-view ("2d"/"flat"); ``..._run2.json`` is ``--name _run2 --configs 3,6,7,8,9,10,11``.
+(``--configs 0,1,2,3,4,5``) has row names without the view ("2d"/"flat"); ``..._run2.json`` is ``--name _run2 --configs 3,6,7,8,9,10,11``.
 Inspect without one:
     cutecourse.inspect.compile_report(
         "benchmarks.experiments.elementwise_bulk:compile_target", "sm_90a", rows=32, stages=4)

@@ -3,10 +3,10 @@
 Each variant is the vectorized kernel with one change. Run on a GPU:
     python benchmarks/experiments/elementwise_hints.py [--out DIR]
 
-Writes ``experiment_elementwise_hints_<size>.json``. The three committed runs were renamed
-``..._run1.json``, ``..._run2.json``, ``..._run3.json`` by hand; ``VARIANTS`` and ``ILP`` were edited
-between them (the comment above ``VARIANTS`` lists runs 1 and 2; the lists as they stand are
-run 3's).
+Writes ``experiment_elementwise_hints_<size>.json``. The three committed files,
+``..._run1.json``, ``..._run2.json``, ``..._run3.json`` (renamed by hand), each ran other
+``VARIANTS`` and ``ILP`` lists (the comment above ``VARIANTS`` lists those of ``_run1`` and
+``_run2``; the lists as they stand are ``_run3``'s).
 """
 
 from __future__ import annotations
@@ -99,11 +99,11 @@ def compile_target(elems=8, threads=256, hint="none", m=1024, n=1024):
     return hinted_add, (t, t, t), {"elems": elems, "threads": threads, "hint": hint}
 
 
-# (elems, threads, cache hint) -- first run (_run1.json): 4x512 none 3112 GB/s (1.014x torch.add),
+# (elems, threads, cache hint) -- _run1.json: 4x512 none 3112 GB/s (1.014x torch.add),
 # 8x256 none 3061, and the streaming / no-allocate hints cost 3% (2972).
-# Second run (_run2.json): 8x512 3052, 4x1024 3055, 2x1024 2547; grid-stride ILP (2 or 4 tiles
+# _run2.json: 8x512 3052, 4x1024 3055, 2x1024 2547; grid-stride ILP (2 or 4 tiles
 # per thread, loads before stores) 3027-3049: none beat 4x512.
-# Third run (_run3.json, the lists below): 4x384 3107, 4x768 2917; L2-prefetch, evict-last and
+# _run3.json (the lists below): 4x384 3107, 4x768 2917; L2-prefetch, evict-last and
 # streaming-store hints on 4x512 3104-3112 against its 3111 without: a tie at best.
 VARIANTS = [(4, 512, "none"), (4, 384, "none"), (4, 768, "none"), (4, 512, "l2pf256"),
             (4, 512, "l2pf128"), (8, 256, "l2pf256"), (4, 512, "st_cs"), (4, 512, "last")]

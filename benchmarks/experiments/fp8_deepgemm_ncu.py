@@ -1,9 +1,9 @@
-"""Experiment (issue 33): DeepGEMM against the course's FP8 grouped kernel under Nsight Compute.
+"""Experiment: DeepGEMM against the course's FP8 grouped kernel under Nsight Compute.
 
     python benchmarks/experiments/fp8_deepgemm_ncu.py [--shape "dg 8x4096 n4096 k7168"]
                                                       [--kernels "course fp8"] [--out DIR]
 
-The course's default FP8 kernel (one part, 128x256, turns) runs 0.92-0.94x DeepGEMM on the same
+The course's default FP8 kernel (one part, 128x256, turns) runs 0.90-0.94x DeepGEMM on the same
 H100 in the sustained protocol (``docs/grouped_measured.md``). Where do the cycles go? A child
 process builds and checks DeepGEMM, the course rows named in ``--kernels`` (``grouped_peers
 .COURSE_FP8``) and cuBLAS's blockwise dense twin on one shape (``deepgemm_peer.shape_cases``),

@@ -1,4 +1,4 @@
-"""Experiment (issue 33, item 3): the fine-grained bf16 MoE against its floors.
+"""Experiment: the fine-grained bf16 MoE against its floors.
 
     python benchmarks/experiments/moe_rows.py [--rounds 3] [--out DIR] [--tag _x] [--ncu]
 
@@ -13,10 +13,11 @@ isolate:
   (no DRAM cost), the compute floor of each padding. "course bf16 1x1, one weight for all": the
   course kernel with every expert multiplying by the same weight, so only its padding and its
   per-group work remain.
-* **Bytes.** 128 weights of 6 MB are 805 MB that must come from DRAM once; with A (121 MB) and C
+* **Bytes.** 128 weights of 6 MB are 805 MB that come from DRAM once; with A (121 MB) and C
   (91 MB, written) that is the DRAM floor: "read A and the weights" (``torch.sum`` of each) and
-  "... and write C" (plus ``zero_`` of a C-sized tensor), timed as one case each. No grouped GEMM
-  can finish sooner than the second.
+  "... and write C" (plus ``zero_`` of a C-sized tensor), timed as one case each. The floor reads
+  all 128 weights; a grouped GEMM skips the three empty experts' 19 MB (2% of the bytes), so its
+  own floor is about 2% below the second.
 
 Rows: the course kernel (1x1, 2x1, 128x128), ``torch._grouped_mm``, the dense twin (baseline), the
 padded matmuls and the two DRAM floors. Every GEMM row is checked against the exact product first;
@@ -25,10 +26,11 @@ sustained protocol (``benchmarks/gemm.py``), shuffled rounds. Writes ``experimen
 helpers of ``fp8_deepgemm_ncu.py``): duration, DRAM and L2 throughput against their peaks, bytes
 read from DRAM and by the SMs from L2, tensor pipe. Writes ``experiment_moe_rows_ncu.json``.
 
-The first version of this script (commit 2a014ca) also timed a kernel variant whose consumer
-warpgroups skipped their wgmmas when all their 64 rows lay past the group's M (``skip_empty``), and
-a probe of experts of exactly 64 rows (``--halves``); the variant was not faster and left the
-kernel (``docs/grouped_measured.md``, "The fine-grained bf16 MoE against its floors").
+``experiment_moe_rows_skip*.json`` come from this script at commit 2a014ca, which also timed a
+kernel variant whose consumer warpgroups skipped their wgmmas when all their 64 rows lay past the
+group's M (``skip_empty``), and a probe of experts of exactly 64 rows (``--halves``); the variant
+was not faster and is not in the kernel (``docs/grouped_measured.md``, "The fine-grained bf16 MoE
+against its floors").
 """
 
 from __future__ import annotations

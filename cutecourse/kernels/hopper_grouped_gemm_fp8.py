@@ -61,8 +61,9 @@ CLUSTER = (2, 1)
 #: Order inside a group: bands of 8 cluster-tile rows (2048 rows of A at 2x1), not the bf16
 #: kernel's whole columns. At K = 7168 a 128-row panel of A is 0.9 MB, so a column of a 4096-row
 #: group is 29 MB of A, which each wave of 132 CTAs streamed through L2 again: 1.73 GB read from
-#: DRAM for 0.47 GB of operands; bands of 8 read 1.05 GB and ran 1.03-1.11x faster at K 7168 and
-#: 14336, the same at K 2048 (grouped_peers_bands.json, experiment_grouped_fp8_ncu_bands.json).
+#: DRAM for 0.47 GB of operands; bands of 8 read 1.05 GB and ran 1.02-1.11x faster at K 7168 and
+#: 14336, the same at K 2048 (grouped_peers_bands.json, grouped_peers_final.json,
+#: experiment_grouped_fp8_ncu_bands.json).
 GROUP_M = 8
 
 
