@@ -58,9 +58,9 @@ _TMEM_MISTAKES = [
      "quarters: 4 columns per atom, not 1"),
     (lambda *c: _columns_variant(*c, sf_per_stage=True),
      "there is one set of scale-factor columns, for the k-tile the MMA warp is reading; only the "
-     "accumulator has stages (tcgen05.cp and tcgen05.mma issued by one thread run in the order "
-     "issued, so the next k-tile's copy cannot overwrite scales an earlier MMA still reads; the "
-     "accumulator is read by other warps, the epilogue, and needs its own stages)"),
+     "accumulator has stages (the MMA warp's next tcgen05.cp overwrites the columns in place, as "
+     "in NVIDIA's block-scaled example: PTX orders a copy before later MMAs of the same thread; "
+     "the accumulator is read by other warps, the epilogue, and needs its own stages)"),
     (lambda *c: _columns_variant(*c, tile_k=256),
      "a k-tile is 4 MMAs deep: 4 x 64 = 256 of K for NVFP4 but 4 x 32 = 128 for MXFP8, and an atom "
      "covers 4 blocks (64 of K for NVFP4, 128 for MXFP8): MXFP8 has 1 k-atom per k-tile"),

@@ -2,9 +2,10 @@
 
 In ``kernels/hopper_gemm_pingpong.py`` two consumer warpgroups share the tensor cores: warpgroup
 w computes the CTA's work items w, w + 2, w + 4 ... and they take turns on the MMAs, so that one
-runs its epilogue while the other multiplies. Without the turns both would issue MMAs whenever
-their stages are full, finish together and run their epilogues together: the cooperative kernel
-again. The course's kernel hands the turns over with two *named barriers*, hardware barriers
+runs its epilogue while the other multiplies. Without the turns the two warpgroups' MMAs would
+interleave wherever their tiles overlap (the one ring loads their k-tiles in order, so that is
+near every hand-over), and each tile, its MMAs slowed by the other's, would finish and start its
+epilogue later (CUTLASS's comment: one warpgroup's MMAs after the other's "helps hide Epilogue"). The course's kernel hands the turns over with two *named barriers*, hardware barriers
 numbered 0-15 per CTA, each completed when a given number of threads has reached it (CUTLASS's
 ``OrderedSequenceBarrier`` builds the same idea from a ring of mbarriers in shared memory, and
 orders the two epilogues as well):
