@@ -285,7 +285,7 @@ def test_turns_passed_when_done_or_never(variant):
 
 
 def test_scales_at_the_top_of_the_k_tile(variant):
-    # ahead=False, the first version: each k-tile's scales are loaded at its own top, so the
+    # ahead=False: each k-tile's scales are loaded at its own top, so the
     # products sa * sb the promotion needs wait for a global load right before the wgmmas
     assert f"4 sa/sb load, 1 wait stage, {TURN}, 1 release, 96 ffma" in _runs(variant("128x192 top"))
 
@@ -396,5 +396,5 @@ def test_matches_the_reference_and_the_scheduler_model_on_the_gpu(run_gpu_script
 @pytest.mark.gpu
 def test_variants_match_the_reference_on_the_gpu(run_gpu_script):
     # the packed MoE form (16 experts, N 384: two 128x192 tiles, the second odd) on the 128x192 variant
-    # a deadlock (a turn never passed) ends here in 150 s, not in the session's time limit
+    # a deadlock (a turn never passed) ends here in 150 s, not at the device's time limit
     _check(run_gpu_script(_GPU_CHECK, [VARIANT_CASES, W192], timeout=150), VARIANT_CASES)

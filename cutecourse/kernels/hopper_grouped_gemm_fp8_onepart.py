@@ -107,7 +107,7 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
                 cute.arch.barrier_arrive(barrier_id=Barrier.MMA_TURN, number_of_threads=256)
         # ahead: the next k-tile's scales are loaded while this k-tile's wgmmas run (two rows of A
         # per thread: ``lo``, ``hi``), so no global load sits between the full barrier and the
-        # wgmmas; otherwise each k-tile's loads are issued at its top (the first version)
+        # wgmmas; otherwise (ahead=False) each k-tile's loads are issued at its top
         lo, hi, sb0, sb1 = _row_scales(scales, second, at0, 0)
         for k in cutlass.range(tile.k_end, unroll=1):
             if cutlass.const_expr(not self.ahead):

@@ -31,9 +31,9 @@ all CTAs cost the same; SMs with the same work behave alike, so one per class is
 **Calibrated on the H100** (:class:`Machine`; the derivations are code in
 :mod:`cutecourse.models.schedule_calibration`, checked by ``tests/test_schedules.py``): the load
 port, the load latency, the epilogue and the ping-pong hand-over come from the committed
-fixed-clock measurements, not from guesses. The first version of this model assumed 80 B/ns of
-L2 bandwidth per SM (44 bytes per clock at 1.83 GHz) and predicted the 64x256 ping-pong at 0.61x
-the cooperative kernel; the H100 delivers at least 77 bytes per clock into every SM at once (the
+fixed-clock measurements, not from guesses. A guess of 80 B/ns of L2 bandwidth per SM (44 bytes
+per clock at 1.83 GHz) would predict the 64x256 ping-pong at 0.61x the cooperative kernel; the
+H100 delivers at least 77 bytes per clock into every SM at once (the
 5-stage ping-pong's k-tiles measure that), and ping-pong runs level with the cooperative kernel
 at a fixed clock. ``benchmarks/experiments/tma_load_rate.py`` measures the port directly.
 
