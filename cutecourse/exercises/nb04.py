@@ -262,9 +262,9 @@ def check_state_in_kernel(cls) -> Result:
     code, report, _ = _compile_pipelined(cls)
     skipped = _skipped(report)
     if skipped:
-        return failed(title, f"the compiler did not pipeline the loop: \"{skipped}\". A state "
-                      "carried from one iteration to the next (advance()) cannot be computed "
-                      "for iteration k + P ahead of time: compute it from k alone")
+        return failed(title, f"the compiler did not pipeline the loop: \"{skipped}\". Keep the "
+                      "given loop's predicated TMA copy and its wait at the top level of the "
+                      "body, and compute each state from k alone")
     from ..kernels.hopper_gemm_ptx import loop_structure
 
     shape = loop_structure(report.ptx)
