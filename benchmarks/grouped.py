@@ -61,9 +61,8 @@ PROBLEMS = {
     "moe 64": [m for m, _, _ in gs.moe_sizes(64, N, K, (64, 1024), seed=0)],
 }
 #: course rows: launcher keywords. group_m: the order inside a group (m fastest, the default, or
-#: bands of 16 tile-rows as in the dense persistent kernel). The committed grouped_bfloat16.json
-#: was measured when bands of 16 were the default: its rows "course 128x256" and "... 2x1" are
-#: the banded ones, "... m fastest" today's default.
+#: bands of 16 tile-rows as in the dense persistent kernel). In grouped_bfloat16.json the rows
+#: "course 128x256" and "... 2x1" are the banded ones, "... m fastest" the default.
 KERNELS = {"course 128x256": dict(tile=(128, 256), group_m=16),
            "course 128x256 m fastest": dict(tile=(128, 256)),
            "course 128x256 2x1": dict(tile=(128, 256), cluster=(2, 1), group_m=16),

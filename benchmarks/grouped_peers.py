@@ -15,7 +15,7 @@ Two families of problems:
   (``torch.matmul`` of the packed A by one weight) and the course's FP8 kernel on the same data.
   Baseline: the dense twin.
 
-The course's rows are configurations of its kernels (``COURSE_FP8``, ``COURSE_BF16``): today's
+The course's rows are configurations of its kernels (``COURSE_FP8``, ``COURSE_BF16``): the
 defaults and the candidates the FP8 speed investigation tried (``docs/grouped_fp8_speed.md``);
 ``--kernels`` picks some of them (torch's rows always run: they are the peers and the baselines).
 
@@ -78,9 +78,9 @@ COURSE_FP8 = {
     "course fp8 128x256 2x1": dict(tile=(128, 256), parts=1, cluster=(2, 1)),
     "course fp8 128x256 1x1": dict(tile=(128, 256), parts=1, cluster=(1, 1)),
     "course fp8 128x192 1x1": dict(tile=(128, 192), parts=1, cluster=(1, 1)),
-    # Tile order inside a group: today's bands of 8 cluster rows (``fp8.GROUP_M``)
-    # against the first FP8 kernel's whole columns (m fastest, 1 << 12) and narrower bands.
-    # grouped_peers_bands.json measured these when "course fp8 2x1" was still m fastest.
+    # Tile order inside a group: the default bands of 8 cluster rows (``fp8.GROUP_M``)
+    # against whole columns (m fastest, 1 << 12) and narrower bands.
+    # In grouped_peers_bands.json "course fp8 2x1" is the m-fastest kernel.
     "course fp8 2x1 m fastest": dict(cluster=(2, 1), group_m=1 << 12),
     "course fp8 2x1 bands 2": dict(cluster=(2, 1), group_m=2),
     "course fp8 2x1 bands 4": dict(cluster=(2, 1), group_m=4),

@@ -45,7 +45,7 @@ fill e4m3's range and never clip; ``x ~ q * sf * gs``. In a GEMM the two tensors
 scales multiply the result once: the epilogue's ``alpha = gs_a * gs_b`` (TE computes it as
 ``amax_A * amax_B / (6 * 6 * 448 * 448)``). :func:`quantize_as_used` and :func:`round_trip`
 model NVFP4 this way; ``quantize(x, "nvfp4")`` without ``global_scale`` gives the block scales
-alone, the bytes the course's Blackwell kernel takes today: its epilogue has no ``alpha`` yet.
+alone, the bytes the course's Blackwell kernel takes: its epilogue has no ``alpha``.
 
 **Hopper (DeepSeek-V3 / DeepGEMM).** No block-scaled MMA on sm_90: e4m3 data, fp32 scales per
 1x128 (activations A) or 128x128 (weights B) block, and the kernel applies them itself to fp32
@@ -254,7 +254,7 @@ def grouped_reference(groups, fmt: str = "nvfp4", global_scale: bool = False) ->
     :func:`quantize` on the same inputs feeds the kernel exactly the bytes this reference used.
     ``global_scale``: NVFP4 as used, with its per-tensor scale (the product is then computed as the
     kernel would with ``alpha = gs_a * gs_b``). The default, False, is what the course's Blackwell
-    kernel computes today: it has no ``alpha`` yet, so its tests quantize without the per-tensor
+    kernel computes: it has no ``alpha``, so its tests quantize without the per-tensor
     scale.
     """
     out = []
