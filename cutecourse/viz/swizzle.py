@@ -5,9 +5,10 @@ A K-major fp16 tile 64 elements deep stores each row's 64 x 2 B = 128 B contiguo
 swizzle, chunk ``c`` of every row lands on the same four banks, so reading one chunk column of
 8 rows (a wgmma operand read, an ``stmatrix`` of the epilogue) hits the same banks eight times
 over: an 8-way conflict. The 128-byte swizzle stores chunk ``c`` of row ``r`` at slot
-``c XOR (r % 8)``: the same column of 8 rows now covers all 32 banks once. CuTe writes it as the
-functor ``Swizzle<3,4,3>`` on byte addresses (bits 4-6 XOR bits 7-9; ``S<3,3,3>`` on fp16 element
-offsets); TMA writes a tile in that pattern and the wgmma descriptor names it, so both agree. The pattern repeats every 8 rows x 128 B = 1024 B, which is why a swizzled smem
+``c XOR (r % 8)``: the same column of 8 rows now covers all 32 banks once. CuTe prints the course
+kernel's A ring as ``S<3,4,3> o 0 o ((8,16),(64,1),(1,4)):...``: the functor ``Swizzle<3,4,3>``
+(bits 4-6 of the byte address XOR bits 7-9) composed with the plain layout. TMA writes a tile in
+that pattern and the wgmma descriptor names it, so both agree. The pattern repeats every 8 rows x 128 B = 1024 B, which is why a swizzled smem
 buffer is 1024-byte aligned.
 
 ``swizzled_slot`` is that address arithmetic; ``draw_swizzle`` draws the tile both ways.
