@@ -37,6 +37,13 @@ def test_waves_and_ctas(m, n, tile):
     assert 0 < p.wave_efficiency <= 1
     if p.ctas % 132 == 0:
         assert p.wave_efficiency == 1
+    # the last wave's fill: the CTAs left over after the full waves (all 132 when none are)
+    assert p.last_wave_fill * 132 == pytest.approx(p.ctas % 132 or 132)
+
+
+def test_last_wave_fill_is_not_the_wave_efficiency():
+    p = gp.plan(8192, 8192, 8192, (128, 256))  # 2048 CTAs: 15 full waves and 68 CTAs
+    assert p.last_wave_fill == pytest.approx(68 / 132) and p.wave_efficiency == pytest.approx(2048 / 2112)
 
 
 def test_k_tiles_round_up_for_ragged_k():

@@ -6,16 +6,25 @@ Without running a notebook: its import statements are executed in a fresh namesp
 call's arguments are evaluated there and handed to ``viz.source.snippet`` (which raises where a
 marker moved). So a refactor that renames a hook or moves a comment fails here in seconds, not
 after a whole nbval run, and names the notebook and the call.
+
+And the listings a notebook *stores* are the package's current code: a reader of the static
+site, or of a notebook not run yet, sees the stored outputs, and nbval does not compare these
+cells (``# NBVAL_IGNORE_OUTPUT``: their HTML is not text output). Each stored ``show_source`` /
+``show_diff`` output is compared, as text (file, line numbers, code), with what the same call
+displays now.
 """
 
 from __future__ import annotations
 
 import ast
+import html
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from cutecourse.viz import source as viz_source
 from cutecourse.viz.source import snippet
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,3 +104,75 @@ def test_shown_code_exists(nb, index):
         else:
             for fn in args[:2]:
                 snippet(fn)
+
+
+# -- the stored listings are the current code ----------------------------------------------------
+def _text(html_text: str) -> str:
+    """What a reader sees of a listing's HTML: the text, tags dropped, blank edges trimmed."""
+    return "\n".join(ln.rstrip() for ln in html.unescape(re.sub(r"<[^>]+>", "", html_text)).strip().splitlines())
+
+
+def _stored_listings(cell) -> list[str]:
+    """The show_source / show_diff outputs a code cell stores: HTML that starts with its header."""
+    out = []
+    for o in cell.get("outputs", []):
+        h = o.get("data", {}).get("text/html")
+        if h is not None:
+            h = "".join(h)
+            if h.startswith(("<b>", "<code>")):
+                out.append(h)
+    return out
+
+
+def shown_cells(nb_path: Path) -> list[tuple[int, str]]:
+    """(index, source) of every executed code cell that calls show_source / show_diff."""
+    cells = json.loads(nb_path.read_text())["cells"]
+    return [(i, "".join(c["source"])) for i, c in enumerate(cells)
+            if c["cell_type"] == "code" and c.get("outputs")
+            and (tree := _parse("".join(c["source"]))) is not None
+            and any(_is_show(n) for n in ast.walk(tree))]
+
+
+STORED = [(nb, i) for nb in NOTEBOOKS for i, _ in shown_cells(nb)]
+
+
+@pytest.mark.parametrize("nb, cell", STORED, ids=[f"{nb.stem}-cell{i}" for nb, i in STORED])
+def test_stored_listing_is_current(nb, cell, monkeypatch):
+    imports, _ = shown_calls(nb)
+    namespace: dict = {}
+    for statement in imports:
+        exec(statement, namespace)  # noqa: S102  (the notebook's own imports)
+    shown: list[str] = []
+    monkeypatch.setattr(viz_source, "_display", lambda html_text, plain: shown.append(html_text))
+    namespace.update(show_source=viz_source.show_source, show_diff=viz_source.show_diff)
+    tree = _parse(dict(shown_cells(nb))[cell])
+    calls = []
+
+    def visit(node, loops):  # the cell's show calls in display order, loops unrolled
+        if _is_show(node):
+            calls.append((node, loops))
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name):
+            loops = [*loops, (node.target.id, ast.unparse(node.iter))]
+        for child in ast.iter_child_nodes(node):
+            visit(child, loops)
+
+    visit(tree, [])
+    for call, loops in calls:
+        bindings = [{}]
+        for var, iterable in loops:
+            bindings = [{**b, var: v} for b in bindings for v in eval(iterable, namespace, b)]  # noqa: S307
+        for b in bindings:
+            fn = call.func.id if isinstance(call.func, ast.Name) else call.func.attr
+            scope = {**namespace, **b}
+            args = [eval(ast.unparse(a), scope) for a in call.args]  # noqa: S307
+            kwargs = {k.arg: eval(ast.unparse(k.value), scope) for k in call.keywords}  # noqa: S307
+            getattr(viz_source, fn)(*args, **kwargs)
+    stored = _stored_listings(json.loads(nb.read_text())["cells"][cell])
+    fix = f"python tools/execute_notebooks.py {nb.relative_to(ROOT)}"
+    assert len(stored) == len(shown), (
+        f"{nb.name} cell {cell} stores {len(stored)} listing(s), its calls show {len(shown)} now: {fix}")
+    where = lambda h: html.unescape(re.search(r"<code>(.*?)</code>", h).group(1))  # noqa: E731
+    for old, new in zip(stored, shown):
+        assert _text(old) == _text(new), (
+            f"{nb.name} cell {cell}: the stored listing of {where(old)} is not the package's code "
+            f"any more (now {where(new)}): {fix}")

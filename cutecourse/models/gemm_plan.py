@@ -241,6 +241,12 @@ class GemmPlan:
         return self.ctas / (math.ceil(self.waves) * self.sms)
 
     @property
+    def last_wave_fill(self) -> float:
+        """The SMs the last wave keeps busy, as a fraction of all: 2048 CTAs on 132 SMs leave
+        68 for the 16th wave (52%); 1.0 when the CTAs are a whole number of waves."""
+        return (self.ctas - (math.ceil(self.waves) - 1) * self.sms) / self.sms
+
+    @property
     def acc_registers_per_thread(self) -> int:
         """fp32 accumulators each thread holds: tile_m * tile_n / threads (of 255 registers)."""
         return self.tile_mn[0] * self.tile_mn[1] // self.threads
@@ -258,7 +264,8 @@ class GemmPlan:
             "k-tiles": self.k_tiles,
             "CTAs": self.ctas,
             "waves": self.waves,
-            "last-wave use": self.wave_efficiency,
+            "last wave full": self.last_wave_fill,
+            "SM-slots busy": self.wave_efficiency,
             "acc regs/thread": self.acc_registers_per_thread,
         }
 
@@ -296,12 +303,13 @@ def table(m: int, n: int, k: int, in_dtype: str = "float16", out_dtype: str = "f
     """The plans of :func:`plans` as a fixed-width table."""
     ps = plans(m, n, k, in_dtype, out_dtype, sms)
     head = (f"{'tile':<12}{'KiB/stage':>10}{'stages':>7}{'smem KiB':>9}{'k-tiles':>8}{'CTAs':>7}"
-            f"{'waves':>7}{'last wave':>10}{'acc regs':>9}")
+            f"{'waves':>7}{'last wave':>10}{'busy':>6}{'acc regs':>9}")
     lines = [f"M={m} N={n} K={k} {in_dtype} -> {out_dtype}, {sms} SMs, "
              f"{ps[0].capacity // 1024} KiB smem/CTA", head]
     for r in (p.row() for p in ps):
         lines.append(f"{r['tile']:<12}{r['KiB/stage']:>10.0f}{r['stages']:>7}{r['smem KiB']:>9.1f}"
-                     f"{r['k-tiles']:>8}{r['CTAs']:>7}{r['waves']:>7.2f}{r['last-wave use']:>10.0%}"
+                     f"{r['k-tiles']:>8}{r['CTAs']:>7}{r['waves']:>7.2f}{r['last wave full']:>10.0%}"
+                     f"{r['SM-slots busy']:>6.0%}"
                      f"{r['acc regs/thread']:>9}")
     return "\n".join(lines)
 
