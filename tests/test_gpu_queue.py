@@ -261,3 +261,24 @@ def test_the_teacher_sees_the_queue(queue, capsys):
     out = capsys.readouterr().out
     assert gpu_queue.learner() in out and "'GEMM fp16'" in out
     assert gpu_queue.main([str(queue / "missing")]) == 1
+
+
+@pytest.mark.gpu("any")
+def test_four_learners_time_a_course_kernel_through_the_queue(tmp_path):
+    """Four learner processes on one GPU each check notebook 01's add against torch and time it
+    with bench.compare: no two timed regions overlap, and each learner's time is within 3 % of
+    the same run alone (benchmarks/gpu_queue_room.py, which the lead runs for the record)."""
+    out = tmp_path / "room.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_queue_room.py"),
+                           "--learners", "4", "--kernel", "add", "--out", str(out)],
+                          capture_output=True, text=True, timeout=900,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    summary = data["summary"]
+    assert len(data["room"]) == 4 and all("matches torch" in r["verified"] for r in data["room"])
+    assert all(len(r["spans"]) >= 2 for r in data["room"]), "each learner timed both cases"
+    assert summary["overlaps"] == [], summary
+    assert summary["max_abs_deviation"] <= 0.03, summary
+    assert sorted(summary["waits_s"])[-1] > 0.5, "the last learner waited for the others"
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
