@@ -117,9 +117,14 @@ def run_learners(names: list[str], args, queue: str, scratch: Path) -> list[dict
 
 
 def overlaps(results: list[dict]) -> list[str]:
-    spans = sorted((s, e, r["name"]) for r in results for s, e in r["spans"])
-    return [f"{a[2]} {a[0]:.3f}-{a[1]:.3f} and {b[2]} {b[0]:.3f}-{b[1]:.3f}"
-            for a, b in zip(spans, spans[1:]) if b[0] < a[1] and a[2] != b[2]]
+    """Every timed region that starts before an earlier one of another learner has ended."""
+    found, last = [], None  # last: the region that ends latest so far
+    for span in sorted((s, e, r["name"]) for r in results for s, e in r["spans"]):
+        if last and span[0] < last[1] and span[2] != last[2]:
+            found.append(f"{last[2]} {last[0]:.3f}-{last[1]:.3f} and {span[2]} {span[0]:.3f}-{span[1]:.3f}")
+        if last is None or span[1] > last[1]:
+            last = span
+    return found
 
 
 def main() -> int:
