@@ -102,19 +102,26 @@ def _check_folder(path: Path) -> None:
 
 
 def _open_shared(path: Path) -> int:
-    """Open (creating if needed) a file that every learner can open and lock. A file another
-    user created in a sticky folder must be opened without O_CREAT (fs.protected_regular refuses
-    it), so try the plain open first; read-only is enough for flock."""
+    """Open (creating if needed) the lock file, which every learner must be able to open and
+    lock. A file another user created in a sticky folder must be opened without O_CREAT
+    (fs.protected_regular refuses it), so the plain open comes first. Read-write, because an
+    exclusive flock over NFS needs it; read-only where the file's mode allows no more."""
     while True:
         try:
-            return os.open(path, os.O_RDONLY)
+            try:
+                return os.open(path, os.O_RDWR)
+            except PermissionError:
+                return os.open(path, os.O_RDONLY)
+        except PermissionError:
+            raise DeviceError(f"{path} cannot be opened by {learner()}",
+                              f"the teacher makes it readable for every learner: chmod 666 {path}")
         except FileNotFoundError:
             pass
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
         except FileExistsError:
             continue  # someone else created it between the two opens
-        os.fchmod(fd, 0o644)  # a learner's umask 077 must not lock the others out
+        os.fchmod(fd, 0o666)  # a learner's umask 077 must not lock the others out
         return fd
 
 

@@ -230,7 +230,7 @@ def test_the_lock_file_opens_for_every_learner_whatever_the_umask(queue):
     code = "import os; os.umask(0o077); from cutecourse import gpu_queue as q; from pathlib import Path; " \
            f"os.close(q._open_shared(Path({str(queue)!r}) / q.LOCK_NAME))"
     subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    assert (queue / gpu_queue.LOCK_NAME).stat().st_mode & 0o777 == 0o644
+    assert (queue / gpu_queue.LOCK_NAME).stat().st_mode & 0o777 == 0o666
 
 
 def test_the_status_line_refreshes_in_place_where_it_can():
