@@ -260,7 +260,8 @@ def test_an_nvidia_smi_line_without_a_comma_is_a_warning_not_a_traceback(monkeyp
     assert lines["GPU"].status == "info", "a message is not a GPU name"
     assert lines["driver"].status == "warn" and smi[0][:40] in lines["driver"].detail
     assert "nvidia-smi should list the GPU" in lines["driver"].fix
-    monkeypatch.setattr(check, "check_torch", lambda: check.Line("torch", "fail", "no torch", check.SETUP_FIX))
+    no_torch = check.Line("torch", "fail", "no torch", check.SETUP_FIX)
+    monkeypatch.setattr(check, "check_torch", lambda: no_torch)
     monkeypatch.setattr(check, "check_compiles", lambda dsl_ok: [])
     assert "CPU build" in _by_label(check.collect())["driver"].detail
 

@@ -104,7 +104,8 @@ def test_the_exercises_counted_are_the_checkers_the_exercise_notebooks_call():
         defined |= {progress.exercise_key(path.stem, fn.__name__) for name, fn in vars(mod).items()
                     if name.startswith("check_") and getattr(fn, "__module__", "") == mod.__name__
                     and hasattr(fn, "__wrapped__")}
-    assert defined == called, f"checkers no exercise calls: {defined - called}; calls without a checker: {called - defined}"
+    assert defined == called, (f"checkers no exercise calls: {defined - called}; "
+                               f"calls without a checker: {called - defined}")
 
 
 def test_two_notebooks_of_one_learner_checking_at_once_lose_no_verdict(tmp_path):
