@@ -14,6 +14,10 @@ of its operands (``cold_l2_sets``): the harness cycles through them, so each lau
 inputs outside the L2 cache. (Operands far larger than the L2, like notebook 01's 2 GiB
 tensors, are cold anyway.)
 
+On a GPU shared by a room (``CUTECOURSE_GPU_QUEUE``), every timing waits for its turn
+(``cutecourse.gpu_queue``): ``compare`` holds the GPU across all its cases, ``time_us`` on its
+own. Checks of correctness (``checked_case``) never wait.
+
 Throughput: ``Work(bytes=...)`` for memory-bound kernels (GB/s, bytes read + written, 1 GB =
 1e9 B), ``Work(flops=...)`` for GEMMs (TFLOP/s, 2·M·N·K).
 """
@@ -30,6 +34,8 @@ import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
+
+from . import gpu_queue
 
 # The result files and their classes live in cutecourse.results (readers need no harness); the
 # harness writes them, and its users reach them through here as bench.load, bench.Work, ...
@@ -119,11 +125,13 @@ def time_us(case: Case, warmup: int = 10, iterations: int = 100, repeats: int = 
         return JitArguments(*sets[next(it)])
 
     out = []
-    for i in range(repeats):
-        it = iter(range(len(sets)))
-        out.append(float(benchmark(case.fn, workspace_generator=workspace, workspace_count=len(sets),
-                                   warmup_iterations=warmup if i == 0 else max(1, warmup // 4),
-                                   iterations=iterations)))
+    with gpu_queue.turn(f"'{case.name}'"):  # on a shared GPU: one timing at a time
+        for i in range(repeats):
+            it = iter(range(len(sets)))
+            out.append(float(benchmark(case.fn, workspace_generator=workspace,
+                                       workspace_count=len(sets),
+                                       warmup_iterations=warmup if i == 0 else max(1, warmup // 4),
+                                       iterations=iterations)))
     return out
 
 
@@ -157,30 +165,32 @@ def compare(title: str, cases: Sequence[Case], work: Work, baseline: str,
     reps: dict[str, list[float]] = {c.name: [] for c in cases}
     per_round: list[dict[str, float]] = []
     launch_us: dict[str, float] = {}
-    for r in range(rounds):
-        order = list(cases)
-        if r:
-            random.Random(r).shuffle(order)
-        this_round = {}
-        for c in order:
-            w = warmup if r == 0 and not idle_s else max(1, warmup // 4)
-            if settle_s:
-                if c.name not in launch_us:  # a rough launch time, to turn seconds into launches
-                    launch_us[c.name] = time_us(c, 1, 3, 1)[0]
-                w = max(w, int(settle_s * 1e6 / max(launch_us[c.name], 1.0)))
-            if idle_s:
-                time.sleep(idle_s)
-            if monitor is not None:
-                with monitor.window(c.name):
+    # one turn for the whole comparison: its ratios need every case timed on a quiet GPU
+    with gpu_queue.turn(f"'{title}'"):
+        for r in range(rounds):
+            order = list(cases)
+            if r:
+                random.Random(r).shuffle(order)
+            this_round = {}
+            for c in order:
+                w = warmup if r == 0 and not idle_s else max(1, warmup // 4)
+                if settle_s:
+                    if c.name not in launch_us:  # a rough launch time, to turn seconds into launches
+                        launch_us[c.name] = time_us(c, 1, 3, 1)[0]
+                    w = max(w, int(settle_s * 1e6 / max(launch_us[c.name], 1.0)))
+                if idle_s:
+                    time.sleep(idle_s)
+                if monitor is not None:
+                    with monitor.window(c.name):
+                        times = time_us(c, w, iterations, repeats)
+                else:
                     times = time_us(c, w, iterations, repeats)
-            else:
-                times = time_us(c, w, iterations, repeats)
-            reps[c.name] += times
-            this_round[c.name] = statistics.median(times)
-            if progress:
-                tag = f"round {r + 1}/{rounds} " if rounds > 1 else ""
-                print(f"  {tag}{c.name:<28} {this_round[c.name]:10.1f} us", flush=True)
-        per_round.append(this_round)
+                reps[c.name] += times
+                this_round[c.name] = statistics.median(times)
+                if progress:
+                    tag = f"round {r + 1}/{rounds} " if rounds > 1 else ""
+                    print(f"  {tag}{c.name:<28} {this_round[c.name]:10.1f} us", flush=True)
+            per_round.append(this_round)
     base_work = cases[names.index(baseline)].work or work
     rows = []
     for c in cases:

@@ -12,9 +12,14 @@ Everything missing says what and how to fix it, and the exit code is 1 when the 
 follow the course (a ``fail`` line), 0 otherwise. The module imports only the standard library at
 the top, so it also runs on a bare Python before ``.venv`` exists, and says to set it up.
 ``--notebooks`` also runs every notebook top to bottom under nbval (minutes; on a GPU seat the
-kernels run too). ``--json`` prints the same findings as one JSON object, which a teacher collects
-from every seat and tabulates: ``python -m cutecourse.check --tabulate seats/*.json``
-(``cutecourse.room``).
+kernels run too). ``--json`` prints the same findings as one JSON object, with the learner's
+name and exercise progress (``cutecourse.progress``); every run also keeps that object in the
+learner's ``~/.cutecourse/seat.json``. A teacher tabulates a room by learner:
+``python -m cutecourse.room seats/*.json`` or ``python -m cutecourse.room /home/*/.cutecourse``
+(``python -m cutecourse.check --tabulate ...`` is the same).
+
+The time it reports is the whole command's, from the moment the process started (imports,
+torch and the compiles included), not only the checks', and the command ends when it reports.
 """
 
 from __future__ import annotations
@@ -30,9 +35,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import DSL_VERSION, course, modes, torch_build
+from . import DSL_VERSION, course, modes, room, torch_build
 
 ROOT = Path(__file__).resolve().parent.parent
+_IMPORTED = time.monotonic()  # elapsed()'s fallback where /proc cannot say when the process began
 SETUP_FIX = "./course.sh lab sets up .venv with everything (or: conda env create -f environment.yml)"
 MIN_PYTHON = (3, 10)
 
@@ -61,6 +67,21 @@ class Line:
     status: str
     detail: str
     fix: str = ""
+
+
+def elapsed() -> float:
+    """Seconds since this process started: Python's start-up and the imports (torch's take
+    seconds) count, as the person waiting for the check sees them. ``course.sh`` execs Python,
+    so its own start counts too. Linux: the process's start time in /proc against the boot
+    clock; elsewhere, or if that reads wrong, since this module was imported."""
+    since_import = time.monotonic() - _IMPORTED
+    try:
+        fields = Path("/proc/self/stat").read_text().rpartition(")")[2].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: start, in clock ticks
+        seconds = time.clock_gettime(time.CLOCK_BOOTTIME) - started
+    except (OSError, ValueError, IndexError, AttributeError):
+        return since_import
+    return seconds if since_import <= seconds < since_import + 3600 else since_import
 
 
 def _version(dist: str) -> str | None:
@@ -119,6 +140,13 @@ def check_packages() -> list[Line]:
     return lines
 
 
+def _smi_fields(line: str) -> tuple[str, str | None]:
+    """``"NVIDIA H100 80GB HBM3, 550.54.15"`` -> (name, driver); a line without a comma (a
+    message such as "No devices were found") -> (the line, None)."""
+    name, comma, driver = line.partition(",")
+    return (name.strip(), driver.split(",")[0].strip() or None) if comma else (line.strip(), None)
+
+
 def _nvidia_smi() -> list[str] | None:
     """``"name, driver version"`` per GPU from nvidia-smi; None without it, [] if it fails."""
     exe = shutil.which("nvidia-smi")
@@ -133,24 +161,32 @@ def _nvidia_smi() -> list[str] | None:
 
 
 def check_gpu() -> list[Line]:
-    """The GPU torch sees (its architecture decides the mode) and the driver nvidia-smi reports."""
+    """The GPU torch sees (its architecture decides the mode) and the driver nvidia-smi reports.
+    In compile mode torch is not asked (that would put a CUDA context on a shared GPU)."""
     smi = _nvidia_smi()
-    g = modes.gpu()
+    name, driver = _smi_fields(smi[0]) if smi else (None, None)
     lines = []
-    if g is not None:
+    if modes.forced_compile():
+        seen = f" (nvidia-smi sees {name})" if driver else ""
+        lines.append(Line("GPU", "info", "not touched: CUTECOURSE_MODE=compile is set, so every "
+                          f"kernel is compiled and inspected, none launched{seen}"))
+    elif (g := modes.gpu()) is not None:
         lines.append(Line("GPU", "ok", f"{g.name}: {g.arch} (compute capability "
                           f"{g.capability[0]}.{g.capability[1]}), {g.sm_count} SMs"))
-    elif smi:
-        lines.append(Line("GPU", "warn", f"nvidia-smi sees {smi[0].split(',')[0]}, but torch does not "
+    elif driver:
+        lines.append(Line("GPU", "warn", f"nvidia-smi sees {name}, but torch does not "
                           f"({modes._why_no_gpu()}); the course will compile and inspect only",
-                          mismatch_fix(smi[0].split(",")[1] if "," in smi[0] else None)))
+                          mismatch_fix(driver)))
     else:
         lines.append(Line("GPU", "info", f"none ({modes._why_no_gpu()}): kernels are compiled and "
                           "inspected on the CPU, which is how the course runs without a GPU"))
-    if smi:
-        name, driver = (x.strip() for x in smi[0].split(",")[:2])
+    if driver:
         more = f", +{len(smi) - 1} more GPUs" if len(smi) > 1 else ""
         lines.append(Line("driver", "ok", f"{driver} ({name}{more})"))
+    elif smi:
+        lines.append(Line("driver", "warn", f"nvidia-smi answered {smi[0][:160]!r} instead of a GPU "
+                          "and its driver version",
+                          "check the NVIDIA driver (nvidia-smi should list the GPU)"))
     elif smi == []:
         lines.append(Line("driver", "warn", "nvidia-smi is installed but does not answer",
                           "check the NVIDIA driver (nvidia-smi should list the GPU)"))
@@ -285,7 +321,7 @@ def collect(notebooks: bool = False) -> list[Line]:
         lines += check_gpu()
     elif smi := _nvidia_smi():  # before torch is installed, the driver can still be read
         lines.append(Line("driver", "info", f"{smi[0]}; torch: "
-                          + torch_build.choose(smi[0].split(",")[-1]).note))
+                          + torch_build.choose(_smi_fields(smi[0])[1]).note))
     lines += check_compiles(dsl_ok)
     if torch_ok and dsl_ok:
         ran = check_run()
@@ -317,20 +353,20 @@ def report(lines: list[Line], seconds: float, table: list[tuple[str, str]] | Non
         out.append(f"NOT READY: {', '.join(failed)} failed (fixes above). {seconds:.0f} s.")
     else:
         track = ("GPU track: kernels run here" if table and any("runs" in w for _, w in table)
+                 else "compile mode: every kernel is compiled and inspected here, the GPU left "
+                 "alone" if modes.forced_compile()
                  else "no-GPU track: every kernel is compiled and inspected here")
         out.append(f"READY ({track}). {seconds:.0f} s.")
     return "\n".join(out)
 
 
-USAGE = ("usage: ./course.sh check [--notebooks] [--json]  (a teacher, on the collected JSON: "
-         "python -m cutecourse.check --tabulate seats/*.json)")
+USAGE = ("usage: ./course.sh check [--notebooks] [--json]  (a teacher, on the collected JSON "
+         "files named by learner: python -m cutecourse.room seats/*.json)")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["--tabulate"]:
-        from . import room
-
+    if args[:1] == ["--tabulate"]:  # python -m cutecourse.room, by its older name
         return room.main(args[1:])
     if "-h" in args or "--help" in args:
         print(USAGE)
@@ -339,7 +375,6 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown option {unknown[0]}; {USAGE}", file=sys.stderr)
         return 2
-    t0 = time.perf_counter()
     if "--json" not in args:  # the compiles take a while: say so before the silence
         print("checking this seat: versions, GPU, two kernels compiled for sm_90a and sm_100a "
               "(about 20-30 s)" + (", then every notebook (minutes)" if "--notebooks" in args else "")
@@ -347,14 +382,17 @@ def main(argv: list[str] | None = None) -> int:
     lines = collect(notebooks="--notebooks" in args)
     torch_ok = any(ln.label == "torch" and ln.status == "ok" for ln in lines)
     table = notebook_modes() if torch_ok else None
-    if "--json" in args:
-        from . import room
-
-        print(room.seat_json(lines, time.perf_counter() - t0, table))
-    else:
-        print(report(lines, time.perf_counter() - t0, table))
+    seconds = elapsed()
+    text = room.seat_json(lines, seconds, table, modes.forced_compile())
+    room.save_seat(text)  # the teacher's roll-up of a shared server reads ~/.cutecourse/seat.json
+    print(text if "--json" in args else report(lines, seconds, table))
     return 1 if any(ln.status == "fail" for ln in lines) else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Done: skip the interpreter's teardown of torch and the DSL, which takes seconds (12-25 s on
+    # a loaded 2-core machine), so the time reported is the time the command took.
+    os._exit(code)

@@ -11,7 +11,11 @@ course either
 
 ``mode_for(target)`` makes that decision and says why; ``banner(target)`` prints it as the one
 line at the top of each notebook. Set ``CUTECOURSE_MODE=compile`` to force compile mode on a
-GPU machine (the CPU path is then exercised there too).
+GPU machine (the CPU path is then exercised there too). Compile mode never touches the GPU: the
+variable is read before torch is asked about CUDA, so a room of learners in compile mode puts no
+CUDA context on a shared GPU (``gpu()`` is None then). ``CUDA_VISIBLE_DEVICES=`` (empty) hides
+the GPUs from the process itself, the same mode from outside the course's code. On a machine
+without a GPU the variable changes nothing: that machine compiles already.
 
 This module also fixes the DSL's architecture for the process: the DSL reads ``CUTE_DSL_ARCH``
 once, when ``cutlass`` is first imported (changing it later has no effect; the tests show it),
@@ -61,9 +65,14 @@ class Gpu:
         return _ARCH_OF_CAPABILITY.get(self.capability, f"sm_{major}{minor}")
 
 
-@functools.lru_cache(maxsize=None)
 def gpu() -> Gpu | None:
-    """The GPU if there is a usable one, else ``None`` (no torch CUDA, no driver, no device)."""
+    """The GPU if there is a usable one, else ``None`` (no torch CUDA, no driver, no device, or
+    compile mode forced: then CUDA is not even initialised)."""
+    return None if forced_compile() else _probe_gpu()
+
+
+@functools.lru_cache(maxsize=None)
+def _probe_gpu() -> Gpu | None:
     try:
         import torch
     except ImportError:  # pragma: no cover - torch is a dependency
@@ -84,6 +93,9 @@ def _why_no_gpu() -> str:
         return "torch is not installed"
     if torch.version.cuda is None:
         return f"torch {torch.__version__} is a CPU-only build"
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if hidden is not None and hidden.strip() in ("", "-1"):
+        return f"CUDA_VISIBLE_DEVICES={hidden.strip()!r} hides every GPU from this process"
     return "torch.cuda.is_available() is False (no NVIDIA GPU or driver visible)"
 
 
@@ -110,7 +122,8 @@ class Mode:
                 "inspected; cells that need the GPU say so and skip.")
 
 
-def _forced_compile() -> bool:
+def forced_compile() -> bool:
+    """``CUTECOURSE_MODE=compile``: compile and inspect even where a GPU could run the kernels."""
     return os.environ.get("CUTECOURSE_MODE", "").strip().lower() == "compile"
 
 
@@ -118,13 +131,14 @@ def mode_for(target: str = "any") -> Mode:
     """Decide run or compile for a kernel that targets ``target`` ("sm_90a", "sm_100a", "any")."""
     if target not in ARCH_NAMES:
         raise ValueError(f"unknown target {target!r}; use one of {sorted(ARCH_NAMES)}")
-    g = gpu()
     compile_arch = DEFAULT_ARCH if target == "any" else target
+    if forced_compile():  # decided before torch is asked: compile mode leaves the GPU alone
+        return Mode(target, compile_arch, False, "a GPU, if any, not touched",
+                    "CUTECOURSE_MODE=compile is set")
+    g = gpu()
     if g is None:
         return Mode(target, compile_arch, False, "no GPU", f"no GPU: {_why_no_gpu()}")
     device = f"{g.name}"
-    if _forced_compile():
-        return Mode(target, compile_arch, False, device, "CUTECOURSE_MODE=compile is set")
     if target == "any":
         if g.capability >= (8, 0):
             return Mode(target, g.arch, True, device, "the elementwise kernels run on sm_80 and newer")
@@ -159,8 +173,8 @@ def process_arch() -> str:
     env = os.environ.get("CUTE_DSL_ARCH")
     if env:
         return env
-    g = gpu()
-    if g is not None and not _forced_compile() and g.capability >= (8, 0):
+    g = gpu()  # None in compile mode, without asking CUDA
+    if g is not None and g.capability >= (8, 0):
         return g.arch
     return DEFAULT_ARCH
 

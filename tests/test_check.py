@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import cutecourse
-from cutecourse import check, course, modes
+from cutecourse import check, course, modes, progress
 from cutecourse.errors import CompileError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -210,32 +210,28 @@ def test_json_is_one_object_a_teacher_can_collect(monkeypatch, capsys):
     assert check.main(["--json"]) == 0
     seat = json.loads(capsys.readouterr().out)
     assert seat["ready"] is True and seat["track"] == "no-gpu" and seat["host"]
+    assert seat["learner"] == progress.learner() and seat["progress"] == {}
     assert [ln["label"] for ln in seat["lines"]] == ["Python", "CuTe DSL", "torch", "sm_90a"]
     assert seat["notebooks"] == [{"notebook": "01 Layouts", "here": "compiles for sm_90a and inspects"}]
 
 
-def test_tabulate_puts_the_room_in_one_table(monkeypatch, tmp_path, capsys):
+def test_tabulate_is_the_room_roll_up_keyed_by_learner(monkeypatch, tmp_path, capsys):
+    """``check --tabulate`` is ``python -m cutecourse.room``: two seats of one server (one host
+    name) are two rows, named by their files."""
     import json
 
     from cutecourse import room
 
-    good = json.loads(room.seat_json(_ROOM, 12.0, [("01", "runs its kernels")]))
-    good["host"] = "seat-a"
-    bad = json.loads(room.seat_json(_ROOM[:2] + [check.Line("torch", "fail", "torch is not installed",
-                                                            check.SETUP_FIX)], 3.0, None))
-    bad["host"] = "seat-b"
-    (tmp_path / "a.json").write_text(json.dumps(good))
-    (tmp_path / "b.json").write_text(json.dumps(bad))
-    (tmp_path / "c.json").write_text("Traceback: not json")
-    rc = check.main(["--tabulate", *(str(tmp_path / f) for f in ("a.json", "b.json", "c.json"))])
+    seat = json.loads(room.seat_json(_ROOM, 12.0, [("01", "runs its kernels")]))
+    for name in ("alice", "bob"):
+        (tmp_path / f"{name}.json").write_text(json.dumps(seat))
+    (tmp_path / "carol.json").write_text("Traceback: not json")
+    rc = check.main(["--tabulate", *(str(tmp_path / f"{n}.json") for n in ("alice", "bob", "carol"))])
     out = capsys.readouterr().out
-    assert rc == 1
-    rows = [ln for ln in out.splitlines() if ln.startswith("| seat-")]
-    assert rows[0].startswith("| seat-a | yes | gpu | nvidia-cutlass-dsl 4.8.1 |")
-    assert rows[1].startswith("| seat-b | **NO** |") and "torch is not installed" in rows[1]
-    assert check.SETUP_FIX in rows[1]
-    assert "1 of 2 seats ready; 1 run kernels on a GPU." in out
-    assert "c.json" in out and "not a seat check" in out
+    assert rc == 1  # carol's file cannot be read
+    assert [ln.split(" | ")[0] for ln in out.splitlines() if ln.startswith("| ") and " yes " in ln] \
+        == ["| alice", "| bob"]
+    assert "carol.json" in out and "not read" in out
     assert check.main(["--tabulate"]) == 2
 
 
@@ -252,3 +248,57 @@ def test_before_torch_the_driver_and_the_torch_build_it_needs_are_shown(monkeypa
     monkeypatch.setattr(check, "check_compiles", lambda dsl_ok: [])
     driver = _by_label(check.collect())["driver"]
     assert driver.status == "info" and "550.54.15" in driver.detail and "CUDA 12.8 build" in driver.detail
+
+
+@pytest.mark.parametrize("smi", [["No devices were found"], ["NVIDIA-SMI has failed because it couldn't "
+                                                            "communicate with the NVIDIA driver"]])
+def test_an_nvidia_smi_line_without_a_comma_is_a_warning_not_a_traceback(monkeypatch, smi):
+    monkeypatch.setattr(check, "_nvidia_smi", lambda: smi)
+    monkeypatch.setattr(modes, "gpu", lambda: None)
+    monkeypatch.delenv("CUTECOURSE_MODE", raising=False)
+    lines = _by_label(check.check_gpu())
+    assert lines["GPU"].status == "info", "a message is not a GPU name"
+    assert lines["driver"].status == "warn" and smi[0][:40] in lines["driver"].detail
+    assert "nvidia-smi should list the GPU" in lines["driver"].fix
+    no_torch = check.Line("torch", "fail", "no torch", check.SETUP_FIX)
+    monkeypatch.setattr(check, "check_torch", lambda: no_torch)
+    monkeypatch.setattr(check, "check_compiles", lambda dsl_ok: [])
+    assert "CPU build" in _by_label(check.collect())["driver"].detail
+
+
+def test_compile_mode_reports_the_gpu_without_touching_it(monkeypatch):
+    """CUTECOURSE_MODE=compile on a GPU server: the GPU line comes from nvidia-smi; torch is not
+    asked (modes.gpu would initialise CUDA), and the verdict names compile mode."""
+    monkeypatch.setenv("CUTECOURSE_MODE", "compile")
+    monkeypatch.setattr(check, "_nvidia_smi", lambda: ["NVIDIA H100 80GB HBM3, 570.86.15"])
+    monkeypatch.setattr(modes, "_probe_gpu", lambda: pytest.fail("compile mode asked CUDA for the GPU"))
+    lines = _by_label(check.check_gpu())
+    assert lines["GPU"].status == "info" and "not touched" in lines["GPU"].detail
+    assert "H100" in lines["GPU"].detail and lines["driver"].detail.startswith("570.86.15")
+    assert check.check_run() is None
+    text = check.report(list(lines.values()), 3.0, check.notebook_modes())
+    assert "READY (compile mode" in text and "runs its kernels" not in text
+
+
+def test_the_reported_time_counts_from_the_start_of_the_process():
+    """Imports before the check (torch's take seconds) are part of the wait: a process that
+    sleeps 1.5 s before importing the check reports at least that."""
+    code = "import time; time.sleep(1.5); from cutecourse import check; print(check.elapsed())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert 1.5 <= float(out.stdout.strip()) < 60, out.stdout + out.stderr
+
+
+def test_every_check_is_kept_for_the_room(monkeypatch, tmp_path, capsys):
+    """A plain check also leaves ~/.cutecourse/seat.json beside the progress file, which the
+    roll-up of a shared server reads."""
+    import json
+
+    monkeypatch.setenv("CUTECOURSE_PROGRESS", str(tmp_path / ".cutecourse" / "progress.json"))
+    monkeypatch.setenv("CUTECOURSE_LEARNER", "dana")
+    monkeypatch.setattr(check, "collect", lambda notebooks=False: list(_ROOM))
+    monkeypatch.setattr(check, "notebook_modes", lambda: [])
+    assert check.main([]) == 0
+    assert "READY" in capsys.readouterr().out
+    seat = json.loads((tmp_path / ".cutecourse" / "seat.json").read_text())
+    assert seat["learner"] == "dana" and seat["ready"] is True

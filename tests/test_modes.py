@@ -73,3 +73,69 @@ def test_the_dsl_reads_its_arch_once_per_process():
     env = dict(os.environ, CUTE_DSL_ARCH="sm_90a")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.stdout.strip().splitlines()[-1] == "sm_90a", out.stderr[-2000:]
+
+
+def test_compile_mode_never_asks_cuda(monkeypatch):
+    """On a shared GPU every learner's kernel runs in compile mode: deciding it must not touch
+    CUDA (torch.cuda.get_device_properties would create a context on the GPU)."""
+    import torch
+
+    def touched(*a, **k):
+        raise AssertionError("compile mode asked torch.cuda")
+
+    for name in ("is_available", "get_device_properties", "init", "device_count"):
+        monkeypatch.setattr(torch.cuda, name, touched)
+    monkeypatch.setattr(modes, "_probe_gpu", touched)
+    monkeypatch.setenv("CUTECOURSE_MODE", "compile")
+    monkeypatch.delenv("CUTE_DSL_ARCH", raising=False)
+    for target in modes.ARCH_NAMES:
+        m = modes.mode_for(target)
+        assert not m.run and m.reason == "CUTECOURSE_MODE=compile is set"
+    assert modes.gpu() is None and modes.process_arch() == modes.DEFAULT_ARCH
+    assert modes.banner("sm_90a").banner().startswith("CPU mode: CUTECOURSE_MODE=compile")
+    assert not modes.mode_for("sm_90a").run
+
+
+def test_hidden_gpus_are_named_as_the_reason(monkeypatch):
+    """CUDA_VISIBLE_DEVICES= (empty): the server-side way to the same mode, named in the banner."""
+    import torch
+
+    monkeypatch.setattr(modes, "gpu", lambda: None)
+    monkeypatch.delenv("CUTECOURSE_MODE", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    assert "CUDA_VISIBLE_DEVICES='' hides every GPU" in modes.mode_for("sm_90a").reason
+
+
+_UNTOUCHED = """
+import os, subprocess, sys, torch
+import cutecourse
+from cutecourse import check, modes
+from cutecourse.kernels import elementwise as ew
+from cutecourse.inspect import compile_here
+for target in modes.ARCH_NAMES:
+    modes.banner(target)
+fn, args, kw = ew.compile_target(m=256, n=256)
+report = compile_here(fn, *args, **kw)
+assert report.ptx, "nothing compiled"
+check.check_gpu(), check.notebook_modes()
+apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+                      capture_output=True, text=True).stdout.split()
+print("RESULT", torch.cuda.is_initialized(), str(os.getpid()) in apps)
+"""
+
+
+@pytest.mark.gpu("any")
+def test_compile_mode_leaves_the_gpu_alone():
+    """On a GPU machine, a learner's process in compile mode (banners, a kernel compiled in the
+    process, the seat check's GPU line) initialises no CUDA in torch and holds no context on the
+    GPU (nvidia-smi lists no compute process with its pid)."""
+    env = dict(os.environ, CUTECOURSE_MODE="compile",
+               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env.pop("CUTE_DSL_ARCH", None)
+    out = subprocess.run([sys.executable, "-c", _UNTOUCHED], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert "RESULT" in out.stdout, out.stdout[-2000:] + out.stderr[-3000:]
+    torch_init, listed = out.stdout.split("RESULT")[1].split()
+    assert torch_init == "False", "torch initialised CUDA in compile mode"
+    assert listed == "False", "the compile-mode process holds a CUDA context on the GPU"

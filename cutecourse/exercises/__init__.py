@@ -16,6 +16,8 @@ import html
 from dataclasses import dataclass
 from typing import Callable
 
+from .. import progress
+
 
 @dataclass
 class Result:
@@ -64,11 +66,17 @@ def answered(value, name: str):
 
 
 def checker(title: str, hint: str = "") -> Callable:
-    """Decorate a check so that an exception in the learner's code becomes a red Result."""
+    """Decorate a check so that an exception in the learner's code becomes a red Result, and
+    each verdict is recorded in the learner's progress file (``cutecourse.progress``)."""
 
     def wrap(fn: Callable[..., Result]) -> Callable[..., Result]:
         @functools.wraps(fn)
         def inner(*args, **kwargs) -> Result:
+            result = verdict(*args, **kwargs)
+            progress.record(fn.__module__, fn.__name__, title, bool(result))
+            return result
+
+        def verdict(*args, **kwargs) -> Result:
             unanswered = failed(title, "not answered yet: replace the `...` / NotImplementedError "
                                 "in the exercise cell, run it, then run this check again.", hint)
             if any(a is Ellipsis for a in (*args, *kwargs.values())):
