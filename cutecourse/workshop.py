@@ -2,12 +2,13 @@
 
 A plan is the order of things in a day: the welcome and an opening talk, each notebook's lesson
 (in parts, split at its ``##`` sections, where it is long), its exercises (those that write kernel
-code first: they are the point of a hands-on day), a wrap-up. :func:`lay_out` turns it into clock
-times in *blocks* of at most :data:`BLOCK_MAX` minutes, each ending with a few minutes for
-questions and catching up, with a break between two blocks (lunch, the first break after
-:data:`LUNCH_AFTER`). It stops at the first item that would end after :data:`DAY_END`; what did
-not fit is listed for after the day, so a notebook that grows moves the agenda instead of silently
-overrunning it. ``python -m cutecourse.course --write`` writes the agendas into
+code first: they are the point of a hands-on day; each right after the part that teaches what it
+names), a wrap-up. :func:`lay_out` turns it into clock times in *blocks* of at most
+:data:`BLOCK_MAX` minutes, each ending with a few minutes for questions and catching up, with a
+break between two blocks (lunch, the first break after :data:`LUNCH_AFTER`). A lesson goes on a
+day only with the exercises after it; from the first that would end after :data:`DAY_END`, what
+did not fit is listed for after the day, so a notebook that grows moves the agenda instead of
+silently overrunning it, and the day's last minutes go to the other exercises of what it taught. ``python -m cutecourse.course --write`` writes the agendas into
 ``docs/workshop.md`` between the markers :data:`START` and :data:`END`.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .course import Counts, Estimate, Exercise, rates_text, round_minutes
 
@@ -43,7 +44,8 @@ class Item:
     what: str
     minutes: int
     kind: str = "talk"
-    with_next: bool = False  # the end of a lesson: taught that day only if its exercises fit too
+    with_next: bool = False  # a lesson (part): taught that day only if what follows it fits too
+    optional: bool = False  # practice for a day's last minutes: skipped, not left over, if it does not fit
 
 
 @dataclass(frozen=True)
@@ -79,15 +81,24 @@ def _section_number(title: str) -> str:
     return m.group(1) if m else ""
 
 
-def lesson(est: Estimate) -> list[Item]:
-    """The lesson as one item, or in parts of about equal length split at its ``##`` sections
-    when it is longer than :data:`LESSON_PART_MAX` minutes."""
+def _parts(est: Estimate) -> list[list[tuple[str, Counts]]]:
+    """The lesson's ``##`` sections in parts of at most :data:`LESSON_PART_MAX` minutes (one part
+    where the whole lesson is that short)."""
     if est.lesson_min <= LESSON_PART_MAX or len(est.sections) < 2:
-        return [Item(_link(est), est.lesson_min, "lesson")]
+        return [list(est.sections)]
     for parts_n in range(math.ceil(est.lesson.minutes / LESSON_PART_MAX), len(est.sections) + 1):
         parts = _split(est.sections, parts_n)
         if all(round_minutes(sum((c for _, c in p), Counts()).minutes) <= LESSON_PART_MAX for p in parts):
             break
+    return parts
+
+
+def lesson(est: Estimate) -> list[Item]:
+    """The lesson as one item, or in parts of about equal length split at its ``##`` sections
+    when it is longer than :data:`LESSON_PART_MAX` minutes."""
+    parts = _parts(est)
+    if len(parts) == 1:
+        return [Item(_link(est), est.lesson_min, "lesson")]
     items = []
     for i, part in enumerate(parts, 1):
         nums = [n for n in (_section_number(t) for t, _ in part) if n]
@@ -117,17 +128,19 @@ def _number(ex: Exercise) -> str:
     return m.group(1) if m else "?"
 
 
-def exercises(est: Estimate, which: str = "all", file_prefix: str | None = None) -> list[Item]:
-    """Items for the exercises of the notebook's file (``NN_*``, or ``file_prefix`` e.g. ``01b_``):
-    ``which`` is "all", "day" (the first kernel-writing exercise, or the first lab where there is
-    none, and the first short one) or "rest" (what "day" leaves). Kernel-writing exercises come
-    first; a run longer than :data:`EXERCISE_ITEM_MAX` minutes is split into several items."""
+def _chosen(est: Estimate, which: str, file_prefix: str | None) -> list[Exercise]:
+    """The notebook's exercises (``NN_*``, or ``file_prefix`` e.g. ``01b_``) that ``which`` picks,
+    kernel-writing ones first."""
     prefix = file_prefix or est.notebook.number + "_"
     mine = [e for e in est.exercises if e.file.startswith(prefix)]
     by_kind = {k: [e for e in mine if e.kind == k] for k in ("kernel", "lab", "short")}
     day = (by_kind["kernel"] or by_kind["lab"])[:1] + by_kind["short"][:1]
     chosen = {"all": mine, "day": day, "rest": [e for e in mine if e not in day]}[which]
-    chosen = sorted(chosen, key=lambda e: (e.kind != "kernel", e.kind != "lab", mine.index(e)))
+    return sorted(chosen, key=lambda e: (e.kind != "kernel", e.kind != "lab", mine.index(e)))
+
+
+def _exercise_items(chosen: list[Exercise]) -> list[Item]:
+    """``chosen`` as agenda items; a run longer than :data:`EXERCISE_ITEM_MAX` minutes is split."""
     items, run = [], []
     for ex in chosen + [None]:
         if ex is None or (run and sum(e.minutes for e in run) + ex.minutes > EXERCISE_ITEM_MAX):
@@ -144,55 +157,123 @@ def exercises(est: Estimate, which: str = "all", file_prefix: str | None = None)
     return items
 
 
+def exercises(est: Estimate, which: str = "all", file_prefix: str | None = None) -> list[Item]:
+    """Items for the exercises of the notebook's file (``NN_*``, or ``file_prefix`` e.g. ``01b_``):
+    ``which`` is "all", "day" (the first kernel-writing exercise, or the first lab where there is
+    none, and the first short one) or "rest" (what "day" leaves). Kernel-writing exercises come
+    first; a run longer than :data:`EXERCISE_ITEM_MAX` minutes is split into several items."""
+    return _exercise_items(_chosen(est, which, file_prefix))
+
+
 def taught_with(lesson_items: list[Item], exercise_items: list[Item]) -> list[Item]:
-    """A lesson followed by its exercises: its last part is marked so that :func:`lay_out` puts it
-    on a day only where the first exercise item fits after it."""
-    if exercise_items:
-        last = lesson_items[-1]
-        lesson_items = lesson_items[:-1] + [Item(last.what, last.minutes, last.kind, True)]
-    return lesson_items + exercise_items
+    """A lesson followed by its exercises: every part of it is chained to the next item, so that
+    :func:`lay_out` puts the lesson on a day only where the first exercise item fits after it."""
+    if not exercise_items:
+        return lesson_items
+    return [Item(i.what, i.minutes, i.kind, True) for i in lesson_items] + exercise_items
+
+
+def with_day_exercises(est: Estimate) -> list[Item]:
+    """The lesson with its day's exercises (:func:`exercises` "day"), each right after the part
+    that teaches the last section it names (one that names none needs the whole lesson): a day
+    that cannot hold the whole of a long lesson teaches its first parts and practises them."""
+    parts, items = _parts(est), lesson(est)
+    last_section = [max((int(n) for n in (_section_number(t) for t, _ in p) if n), default=0) for p in parts]
+    after: dict[int, list[Exercise]] = {}
+    for ex in _chosen(est, "day", None):
+        k = next((i for i, s in enumerate(last_section) if ex.needs is not None and s >= ex.needs),
+                 len(parts) - 1)
+        after.setdefault(k, []).append(ex)
+    out, pending = [], []
+    for k, part in enumerate(items):
+        pending.append(part)
+        if k in after:
+            out += taught_with(pending, _exercise_items(after[k]))
+            pending = []
+    return out + pending
 
 
 def lay_out(items: list[Item], start: int = DAY_START, closing: Item | None = None) -> Day:
     """Clock times for ``items`` in order, in blocks of at most :data:`BLOCK_MAX` minutes (the
     last :data:`CATCH_UP_MIN` of each for questions), a break between two; ``closing`` (the
-    wrap-up) always ends the day, and the items from the first that would not fit before it are
-    left over."""
-    clock, rows, block, lunch = start, [], 0, False
-    day_end = DAY_END - (closing.minutes if closing else 0)
+    wrap-up) always ends the day by :data:`DAY_END`. Items chained by ``with_next`` (a lesson and
+    the exercises after it) go on the day together or not at all; from the first that do not fit,
+    the items are left over, and only ``optional`` ones (practice) may still fill the day's last
+    minutes. A break falls only where a block is full, so a lesson whose exercises fit into its
+    block needs none."""
+    clock = _Clock(start)
+    left: list[Item] = []
+    i = 0
+    while i < len(items):
+        j = i + 1
+        while items[j - 1].with_next and j < len(items):
+            j += 1
+        unit = items[i:j]
+        trial = clock.copy()
+        for item in unit:
+            trial.place(item)
+        fits = not left or unit[0].optional
+        if fits and trial.close(closing) <= DAY_END:
+            for item in unit:
+                clock.place(item)
+        elif not unit[0].optional:
+            left += unit
+        i = j
+    clock.close(closing)
+    return Day(tuple(clock.rows), tuple(left))
 
-    def pause() -> Item:
-        return Item("lunch", LUNCH_MIN, "break") if (not lunch and clock + CATCH_UP_MIN >= LUNCH_AFTER) \
-            else Item("break", BREAK_MIN, "break")
 
-    left: tuple[Item, ...] = ()
-    for i, item in enumerate(items):
-        gap = pause() if block and block + item.minutes + CATCH_UP_MIN > BLOCK_MAX else None
-        begins = clock + (CATCH_UP_MIN + gap.minutes if gap else 0)
-        # A lesson's end needs room for the exercises after it (and a break that may fall between).
-        tail = (items[i + 1].minutes + CATCH_UP_MIN + BREAK_MIN
-                if item.with_next and i + 1 < len(items) else 0)
-        if begins + item.minutes + CATCH_UP_MIN + tail > day_end:
-            left = tuple(items[i:])
-            break
-        if gap:
-            rows.append((clock, Item("questions, catching up", CATCH_UP_MIN, "talk")))
-            rows.append((clock + CATCH_UP_MIN, gap))
-            lunch = lunch or gap.what == "lunch"
-            clock, block = begins, 0
-        rows.append((clock, item))
-        clock += item.minutes
-        block += item.minutes
-    if closing and block + closing.minutes <= BLOCK_MAX:  # the wrap-up is the block's questions
-        rows.append((clock, closing))
-    elif block:
-        rows.append((clock, Item("questions, catching up", CATCH_UP_MIN, "talk")))
-        clock += CATCH_UP_MIN
-        if closing:
-            rows += [(clock, pause()), (clock + pause().minutes, closing)]
-    elif closing:
-        rows.append((clock, closing))
-    return Day(tuple(rows), left)
+@dataclass
+class _Clock:
+    """The day so far: the time, the minutes in the open block, whether lunch was had, the rows."""
+
+    time: int
+    block: int = 0
+    lunch: bool = False
+    rows: list = field(default_factory=list)
+
+    def copy(self) -> "_Clock":
+        return _Clock(self.time, self.block, self.lunch, list(self.rows))
+
+    def _pause(self) -> Item:
+        if not self.lunch and self.time + CATCH_UP_MIN >= LUNCH_AFTER:
+            return Item("lunch", LUNCH_MIN, "break")
+        return Item("break", BREAK_MIN, "break")
+
+    def _end_block(self) -> None:
+        """Questions, then a break (lunch, the first after :data:`LUNCH_AFTER`)."""
+        self._add(Item("questions, catching up", CATCH_UP_MIN, "talk"))
+        gap = self._pause()
+        self.lunch = self.lunch or gap.what == "lunch"
+        self._add(gap)
+        self.block = 0
+
+    def _add(self, item: Item) -> None:
+        self.rows.append((self.time, item))
+        self.time += item.minutes
+
+    def place(self, item: Item) -> None:
+        """``item`` in the open block, or after a break where the block has no room for it and
+        its questions."""
+        if self.block and self.block + item.minutes + CATCH_UP_MIN > BLOCK_MAX:
+            self._end_block()
+        self._add(item)
+        self.block += item.minutes
+
+    def close(self, closing: Item | None) -> int:
+        """End the day: the wrap-up as the last block's questions where it fits into the block,
+        else questions, a break and the wrap-up; return the day's end."""
+        if closing and self.block + closing.minutes <= BLOCK_MAX:
+            self._add(closing)
+        elif self.block:
+            if closing:
+                self._end_block()
+                self._add(closing)
+            else:
+                self._add(Item("questions, catching up", CATCH_UP_MIN, "talk"))
+        elif closing:
+            self._add(closing)
+        return self.time
 
 
 def _by_number(ests: list[Estimate]) -> dict[str, Estimate]:
@@ -204,15 +285,68 @@ def _opening() -> list[Item]:
             Item("opening talk: why the CuTe DSL, a Hopper SM in one picture, the plan", TALK_MIN)]
 
 
+def _untaught(day: Day, ests: list[Estimate]) -> tuple[list[str], list[str]]:
+    """The notebooks ``day`` does not teach at all, and those it teaches only in part."""
+    shown = {i.what for _, i in day.rows}
+    none, some = [], []
+    for est in ests:
+        parts = [p.what in shown for p in lesson(est)]
+        if not any(parts):
+            none.append(est.notebook.number)
+        elif not all(parts):
+            some.append(est.notebook.number)
+    return none, some
+
+
+def _numbers(numbers: list[str]) -> str:
+    """"notebook 07", "notebooks 04-07" (a run), "notebooks 04, 06 and 07"."""
+    if len(numbers) == 1:
+        return f"notebook {numbers[0]}"
+    if [int(n) for n in numbers] == list(range(int(numbers[0]), int(numbers[-1]) + 1)):
+        return f"notebooks {numbers[0]}-{numbers[-1]}"
+    return f"notebooks {', '.join(numbers[:-1])} and {numbers[-1]}"
+
+
+def _with_wrap_up(day: Day, ests: list[Estimate], days: list[Day]) -> Day:
+    """``day`` whose last row, the wrap-up, names what ``days`` (the whole workshop) leave for
+    after it: the road the wrap-up points to."""
+    none, some = _untaught(Day(tuple(r for d in days for r in d.rows), ()), ests)
+    what = ([f"the rest of {_numbers(some)}"] if some else []) + ([_numbers(none)] if none else [])
+    verb = "adds" if len(what) == 1 and len(none) + len(some) == 1 else "add"
+    text = (f"wrap-up: what {' and '.join(what)} {verb}, questions, feedback form" if what
+            else "wrap-up, questions, feedback form")
+    start, last = day.rows[-1]
+    return Day(day.rows[:-1] + ((start, Item(text, last.minutes, last.kind)),), day.left_over)
+
+
+def _rest(est: Estimate) -> list[Item]:
+    """The exercises of a notebook that its day leaves (01's second set, 01b, included)."""
+    return exercises(est, "rest") + (exercises(est, file_prefix="01b_") if est.notebook.number == "01" else [])
+
+
+def _practice(ests: list[Estimate], days: list[Day]) -> list[Item]:
+    """The other exercises of the notebooks ``days`` teach whole, the newest notebook first, as
+    optional items: what fills a day's last minutes where the next lesson does not fit."""
+    none, some = _untaught(Day(tuple(r for d in days for r in d.rows), ()), ests)
+    taught = [e for e in ests if e.notebook.number not in none + some]
+    return [Item(i.what, i.minutes, i.kind, optional=True) for e in reversed(taught) for i in _rest(e)]
+
+
+def _day(items: list[Item], ests: list[Estimate], closing: Item, before: list[Day] = ()) -> Day:
+    """``items`` laid out, then the day's last minutes filled with practice (:func:`_practice`)."""
+    first = lay_out(items, closing=closing)
+    return lay_out(items + _practice(ests, [*before, first]), closing=closing)
+
+
 def one_day(ests: list[Estimate]) -> list[Day]:
     """Notebooks 01-05 as far as one day reaches (layouts to a multicast Hopper GEMM), each
     with its first kernel-writing exercise and its first short one."""
     e = _by_number(ests)
     items = _opening()
     for n in ("01", "02", "03", "04", "05"):
-        items += taught_with(lesson(e[n]), exercises(e[n], "day"))
-    return [lay_out(items, closing=Item("wrap-up: what notebooks 06 and 07 add, questions, "
-                                        "feedback form", WRAP_UP_MIN))]
+        items += with_day_exercises(e[n])
+    day = _day(items, ests, Item("wrap-up", WRAP_UP_MIN))
+    return [_with_wrap_up(day, ests, [day])]
 
 
 def two_days(ests: list[Estimate]) -> list[Day]:
@@ -220,15 +354,14 @@ def two_days(ests: list[Estimate]) -> list[Day]:
     one, as far as two days reach: what does not fit into day one opens day two, what does not
     fit into day two is listed for after the days (with the other exercises)."""
     e = _by_number(ests)
-    day1 = _opening()
-    day2 = [Item("recap of day one, questions", RECAP_MIN)]
     items = []
     for n in sorted(e):
-        items += taught_with(lesson(e[n]), exercises(e[n], "day"))
-    first = lay_out(day1 + items, closing=Item("feedback form (day one)", 5))
-    second = lay_out(day2 + list(first.left_over),
-                     closing=Item("wrap-up, questions, feedback form", WRAP_UP_MIN))
-    return [Day(first.rows, ()), second]
+        items += with_day_exercises(e[n])
+    first = _day(_opening() + items, ests, Item("feedback form (day one)", 5))
+    second = _day([Item("recap of day one, questions", RECAP_MIN), *first.left_over], ests,
+                  Item("wrap-up", WRAP_UP_MIN), [first])
+    first = Day(first.rows, ())
+    return [first, _with_wrap_up(second, ests, [first, second])]
 
 
 def _clock(minute: int) -> str:
@@ -249,25 +382,29 @@ def day_markdown(day: Day, title: str, extra_reading: list[str]) -> str:
 def agenda_markdown(ests: list[Estimate]) -> str:
     """Both agendas as markdown, for docs/workshop.md."""
     e = _by_number(ests)
-    after_one = [lesson(e[n])[0].what.split(", part")[0] for n in ("06", "07")]
-    after_one += [x.what for n in ("01", "02", "03", "04", "05") for x in exercises(e[n], "rest")]
-    after_one += [x.what for x in exercises(e["01"], file_prefix="01b_")]
+
+    def after(days: list[Day], lessons: tuple[str, ...] = ()) -> list[str]:
+        done = {i.what for d in days for _, i in d.rows}
+        return ([lesson(e[n])[0].what.split(", part")[0] for n in lessons]
+                + [x.what for n in sorted(e) for x in _rest(e[n]) if x.what not in done])
+
     one = one_day(ests)[0]
     taught = sorted({m for _, i in one.rows if i.kind == "lesson"
                      for m in re.findall(r"^\[(\d\d) · ", i.what)})
+    later = tuple(n for n in sorted(e) if n > "05")  # the one-day plan's notebooks are 01-05
     parts = [f"### One day: notebooks {taught[0]}-{taught[-1]}, as far as one day reaches", "",
-             day_markdown(one, "Day 1", after_one)]
+             day_markdown(one, "Day 1", after([one], later))]
     parts += ["", "### Two days: every notebook, as far as two days reach", ""]
-    after_two = [x.what for n in sorted(e) for x in exercises(e[n], "rest")]
-    after_two += [x.what for x in exercises(e["01"], file_prefix="01b_")]
     two = two_days(ests)
     for i, day in enumerate(two, 1):
-        parts += [day_markdown(day, f"Day {i}", after_two if i == len(two) else []), ""]
+        parts += [day_markdown(day, f"Day {i}", after(two) if i == len(two) else []), ""]
     parts.append(
         rates_text() + f" Blocks of at most {BLOCK_MAX} minutes, each ending with {CATCH_UP_MIN} for "
         f"questions and catching up, with a {BREAK_MIN}-minute break between two and lunch "
         f"({LUNCH_MIN}) at the first break after {_clock(LUNCH_AFTER)}; lessons longer than "
         f"{LESSON_PART_MAX} minutes are taught in parts, split at their sections; exercises marked "
-        "(kernel) write CuTe DSL code in a course kernel and come first. A day ends by "
-        f"{_clock(DAY_END)}; what does not fit is listed for after the day.")
+        "(kernel) write CuTe DSL code in a course kernel and come first, right after the part that "
+        "teaches the sections they name; a lesson is taught on a day only with its exercises. A day "
+        f"ends by {_clock(DAY_END)}; its last minutes go to the other exercises of the notebooks it "
+        "taught; what does not fit is listed for after the day.")
     return "\n".join(parts)
