@@ -3,31 +3,26 @@
 A plan is the order of things in a day: the welcome and an opening talk, each notebook's lesson
 (in parts, split at its ``##`` sections, where it is long), its exercises (those that write kernel
 code first: they are the point of a hands-on day; each right after the part that teaches what it
-names), a wrap-up. :func:`lay_out` turns it into clock times in *blocks* of at most
-:data:`BLOCK_MAX` minutes, each ending with a few minutes for questions and catching up, with a
-break between two blocks (lunch, the first break after :data:`LUNCH_AFTER`). A lesson goes on a
-day only with the exercises after it; from the first that would end after :data:`DAY_END`, what
-did not fit is listed for after the day, so a notebook that grows moves the agenda instead of
-silently overrunning it, and the day's last minutes go to the other exercises of what it taught. ``python -m cutecourse.course --write`` writes the agendas into
-``docs/workshop.md`` between the markers :data:`START` and :data:`END`.
+names), a wrap-up. ``cutecourse.timetable.lay_out`` gives them clock times: blocks, breaks, lunch.
+A lesson goes on a day only with the exercises after it; from the first that would end after
+:data:`DAY_END`, what did not fit is listed for after the day, so a notebook that grows moves the
+agenda instead of silently overrunning it, and the day's last minutes go to the other exercises of
+what it taught. Each day says when to release which notebook's answers. ``python -m
+cutecourse.course --write`` writes the agendas into ``docs/workshop.md`` between the markers
+:data:`START` and :data:`END`.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
 
 from .course import Counts, Estimate, Exercise, rates_text, round_minutes
+from .timetable import (BLOCK_MAX, BREAK_MIN, CATCH_UP_MIN, DAY_END, DAY_START, LUNCH_AFTER,  # noqa: F401
+                        LUNCH_MIN, Day, Item, lay_out)
 
 START, END = "<!-- agenda:start -->", "<!-- agenda:end -->"
 
-DAY_START = 9 * 60  # 09:00
-DAY_END = 17 * 60 + 30  # 17:30
-BLOCK_MAX = 90  # minutes between two breaks, at most (Carpentries and DLI plan 60-90)
-BREAK_MIN, LUNCH_MIN = 15, 60
-LUNCH_AFTER = 11 * 60 + 45  # the first break at or after this time is lunch
-CATCH_UP_MIN = 10  # the end of every block: questions, catching up, a slow seat
 LESSON_PART_MAX = 50  # a longer lesson is taught in parts, split at its sections
 EXERCISE_ITEM_MAX = 45  # a longer run of exercises is split into items (a break may fall between)
 WELCOME_MIN = 15  # welcome; every seat runs ./course.sh check (under a minute) and opens JupyterLab
@@ -35,40 +30,15 @@ TALK_MIN = 15  # the opening talk: why the CuTe DSL, a Hopper SM in one picture,
 RECAP_MIN = 10  # the second morning: yesterday's recaps, questions
 WRAP_UP_MIN = 15  # questions, what to read next, the feedback form
 
-
-@dataclass(frozen=True)
-class Item:
-    """One row of a day: what, for how long (minutes), and its kind (``lesson``, ``kernel``:
-    exercises that include writing kernel code, ``exercises``, ``talk``, ``break``)."""
-
-    what: str
-    minutes: int
-    kind: str = "talk"
-    with_next: bool = False  # a lesson (part): taught that day only if what follows it fits too
-    optional: bool = False  # practice for a day's last minutes: skipped, not left over, if it does not fit
+#: Where the room's feedback goes (``docs/instructor/feedback.md``: the teacher sends the
+#: summary there), and a report of a Blackwell run: a mail address, a form's or an issue tracker's
+#: URL. Fill it in for your course; ``./course.sh handout`` writes the form with it.
+FEEDBACK_TO = ""
 
 
-@dataclass(frozen=True)
-class Day:
-    rows: tuple[tuple[int, Item], ...]  # (start minute of the day, item)
-    left_over: tuple[Item, ...]  # did not fit: for after the day
-
-    @property
-    def end(self) -> int:
-        if not self.rows:
-            return DAY_START
-        start, item = self.rows[-1]
-        return start + item.minutes
-
-    def blocks(self) -> list[list[tuple[int, Item]]]:
-        """The rows between two breaks."""
-        out: list[list[tuple[int, Item]]] = [[]]
-        for row in self.rows:
-            if row[1].kind == "break":
-                out.append([])
-            else:
-                out[-1].append(row)
-        return [b for b in out if b]
+def solutions_zip(number: str) -> str:
+    """The answers to notebook ``number``'s exercises, as ``./course.sh handout`` writes them."""
+    return f"cutecourse-solutions-{number}.zip"
 
 
 def _link(est: Estimate) -> str:  # links are relative to docs/, where the agenda lives
@@ -193,89 +163,6 @@ def with_day_exercises(est: Estimate) -> list[Item]:
     return out + pending
 
 
-def lay_out(items: list[Item], start: int = DAY_START, closing: Item | None = None) -> Day:
-    """Clock times for ``items`` in order, in blocks of at most :data:`BLOCK_MAX` minutes (the
-    last :data:`CATCH_UP_MIN` of each for questions), a break between two; ``closing`` (the
-    wrap-up) always ends the day by :data:`DAY_END`. Items chained by ``with_next`` (a lesson and
-    the exercises after it) go on the day together or not at all; from the first that do not fit,
-    the items are left over, and only ``optional`` ones (practice) may still fill the day's last
-    minutes. A break falls only where a block is full, so a lesson whose exercises fit into its
-    block needs none."""
-    clock = _Clock(start)
-    left: list[Item] = []
-    i = 0
-    while i < len(items):
-        j = i + 1
-        while items[j - 1].with_next and j < len(items):
-            j += 1
-        unit = items[i:j]
-        trial = clock.copy()
-        for item in unit:
-            trial.place(item)
-        fits = not left or unit[0].optional
-        if fits and trial.close(closing) <= DAY_END:
-            for item in unit:
-                clock.place(item)
-        elif not unit[0].optional:
-            left += unit
-        i = j
-    clock.close(closing)
-    return Day(tuple(clock.rows), tuple(left))
-
-
-@dataclass
-class _Clock:
-    """The day so far: the time, the minutes in the open block, whether lunch was had, the rows."""
-
-    time: int
-    block: int = 0
-    lunch: bool = False
-    rows: list = field(default_factory=list)
-
-    def copy(self) -> "_Clock":
-        return _Clock(self.time, self.block, self.lunch, list(self.rows))
-
-    def _pause(self) -> Item:
-        if not self.lunch and self.time + CATCH_UP_MIN >= LUNCH_AFTER:
-            return Item("lunch", LUNCH_MIN, "break")
-        return Item("break", BREAK_MIN, "break")
-
-    def _end_block(self) -> None:
-        """Questions, then a break (lunch, the first after :data:`LUNCH_AFTER`)."""
-        self._add(Item("questions, catching up", CATCH_UP_MIN, "talk"))
-        gap = self._pause()
-        self.lunch = self.lunch or gap.what == "lunch"
-        self._add(gap)
-        self.block = 0
-
-    def _add(self, item: Item) -> None:
-        self.rows.append((self.time, item))
-        self.time += item.minutes
-
-    def place(self, item: Item) -> None:
-        """``item`` in the open block, or after a break where the block has no room for it and
-        its questions."""
-        if self.block and self.block + item.minutes + CATCH_UP_MIN > BLOCK_MAX:
-            self._end_block()
-        self._add(item)
-        self.block += item.minutes
-
-    def close(self, closing: Item | None) -> int:
-        """End the day: the wrap-up as the last block's questions where it fits into the block,
-        else questions, a break and the wrap-up; return the day's end."""
-        if closing and self.block + closing.minutes <= BLOCK_MAX:
-            self._add(closing)
-        elif self.block:
-            if closing:
-                self._end_block()
-                self._add(closing)
-            else:
-                self._add(Item("questions, catching up", CATCH_UP_MIN, "talk"))
-        elif closing:
-            self._add(closing)
-        return self.time
-
-
 def _by_number(ests: list[Estimate]) -> dict[str, Estimate]:
     return {e.notebook.number: e for e in ests}
 
@@ -368,11 +255,37 @@ def _clock(minute: int) -> str:
     return f"{minute // 60:02d}:{minute % 60:02d}"
 
 
-def day_markdown(day: Day, title: str, extra_reading: list[str]) -> str:
+def releases(day: Day, ests: list[Estimate], taught: Day) -> list[tuple[int, str]]:
+    """(minute, notebook) for each notebook whose answers a teacher releases on ``day``: one that
+    ``taught`` (the days so far) teaches whole, after the last of its exercises on ``day``."""
+    none, some = _untaught(taught, ests)
+    done: dict[str, int] = {}
+    for start, item in day.rows:
+        m = re.match(r"\[exercises (\d\d)", item.what)
+        if m and m.group(1) not in none + some:
+            done[m.group(1)] = start + item.minutes
+    return sorted((t, n) for n, t in done.items())
+
+
+def _release_text(day: Day, ests: list[Estimate], days: list[Day], last: bool) -> str:
+    taught = Day(tuple(r for d in days for r in d.rows), ())
+    now = [f"`{solutions_zip(n)}` at {_clock(t)}" for t, n in releases(day, ests, taught)]
+    released = {n for d in days for _, n in releases(d, ests, taught)}
+    later = [f"`{solutions_zip(e.notebook.number)}`" for e in ests if e.notebook.number not in released]
+    text = ("Answers to release (`./course.sh handout` writes one zip per notebook), once the room "
+            "has tried the notebook's exercises: " + (", ".join(now) or "none today"))
+    if last and later:
+        text += f"; {', '.join(later)} after the workshop, for the self-paced exercises"
+    return text + "."
+
+
+def day_markdown(day: Day, title: str, extra_reading: list[str], release: str = "") -> str:
     lines = [f"**{title}**", "", "| time | what | minutes |", "| --- | --- | --- |"]
     for start, item in day.rows:
         what = f"**{item.what}**" if item.kind == "break" else item.what
         lines.append(f"| {_clock(start)}-{_clock(start + item.minutes)} | {what} | {item.minutes} |")
+    if release:
+        lines += ["", release]
     after = [i.what for i in day.left_over] + extra_reading
     if after:
         lines += ["", "After the day (self-paced): " + "; ".join(after) + "."]
@@ -393,11 +306,12 @@ def agenda_markdown(ests: list[Estimate]) -> str:
                      for m in re.findall(r"^\[(\d\d) · ", i.what)})
     later = tuple(n for n in sorted(e) if n > "05")  # the one-day plan's notebooks are 01-05
     parts = [f"### One day: notebooks {taught[0]}-{taught[-1]}, as far as one day reaches", "",
-             day_markdown(one, "Day 1", after([one], later))]
+             day_markdown(one, "Day 1", after([one], later), _release_text(one, ests, [one], True))]
     parts += ["", "### Two days: every notebook, as far as two days reach", ""]
     two = two_days(ests)
     for i, day in enumerate(two, 1):
-        parts += [day_markdown(day, f"Day {i}", after(two) if i == len(two) else []), ""]
+        parts += [day_markdown(day, f"Day {i}", after(two) if i == len(two) else [],
+                               _release_text(day, ests, two[:i], i == len(two))), ""]
     parts.append(
         rates_text() + f" Blocks of at most {BLOCK_MAX} minutes, each ending with {CATCH_UP_MIN} for "
         f"questions and catching up, with a {BREAK_MIN}-minute break between two and lunch "

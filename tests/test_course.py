@@ -276,18 +276,55 @@ def test_agenda_links_resolve_from_docs():
         assert (ROOT / "docs" / target).resolve().exists(), target
 
 
-def test_presenter_notes_name_widgets_the_notebooks_have():
-    """Each notebook's presenter notes name the widget or picture function to drive; it must
-    still be called in that notebook (06 and 07 are rewritten often)."""
+def _presenter_notes():
+    """(notebook, {"Projector": text, "Widget or picture": text, ...}) per presenter-notes block."""
     notes = (ROOT / "docs" / "workshop.md").read_text().split("## Presenter notes")[1]
     blocks = re.split(r"^#### ", notes, flags=re.MULTILINE)[1:]
     assert [b[:2] for b in blocks] == [nb.number for nb in course.NOTEBOOKS]
     for block, nb in zip(blocks, course.NOTEBOOKS):
-        line = next(ln for ln in block.splitlines() if ln.startswith("- **Widget or picture:**"))
-        names = re.findall(r"`(\w+)`", line)
+        items = re.split(r"^- \*\*([^*]+):\*\*", block, flags=re.MULTILINE)[1:]
+        yield nb, {k: " ".join(v.split()) for k, v in zip(items[::2], items[1::2])}
+
+
+def _notebook_sections(nb) -> dict[str, list]:
+    """The notebook's cells by ``## N`` section ("0": before the first numbered one)."""
+    out, sec = {"0": []}, "0"
+    for cell in nbformat.read(nb.path, as_version=4).cells:
+        m = re.search(r"^##\s+(\d+)\b", cell.source, re.MULTILINE) if cell.cell_type == "markdown" else None
+        if m:
+            sec = m.group(1)
+            out.setdefault(sec, [])
+        out[sec].append(cell)
+    return out
+
+
+def test_presenter_notes_name_widgets_the_notebooks_have():
+    """Each notebook's presenter notes name the code to show and the widget or picture function
+    to drive; it must still be called in that notebook (06 and 07 are rewritten often)."""
+    for nb, notes in _presenter_notes():
         code = "\n".join(c.source for c in nbformat.read(nb.path, as_version=4).cells if c.cell_type == "code")
-        for name in names:
-            assert re.search(rf"\b{name}\b", code), f"notebook {nb.number} no longer uses {name}"
+        for key in ("Projector", "Widget or picture"):
+            for name in re.findall(r"`(\w+)`", notes[key]):
+                assert re.search(rf"\b{name}\b", code), f"notebook {nb.number} no longer uses {name}"
+
+
+def test_presenter_notes_cite_the_sections_that_hold_what_they_name():
+    """Every "section N" (or "§N") the notes cite for notebook NN is a ``## N`` heading of NN; a
+    widget or function cited with its section, "(`schedule_widget`, section 5)", is called in
+    that section's code; a prediction cited with its section is asked there."""
+    for nb, notes in _presenter_notes():
+        sections = _notebook_sections(nb)
+        for key, text in notes.items():
+            for n in re.findall(r"(?:[Ss]ection |§\s?)(\d+)", text):
+                assert n in sections, f"{nb.number} {key}: section {n} is not a heading of {nb.file}"
+            for inside, n in re.findall(r"\(([^()]*?)section (\d+)[^()]*\)", text):
+                code = "\n".join(c.source for c in sections[n] if c.cell_type == "code")
+                for name in re.findall(r"`(\w+)`", inside):
+                    assert re.search(rf"\b{name}\b", code), \
+                        f"{nb.number} {key}: {name} is not in section {n}'s code"
+        for n in re.findall(r"section (\d+)", notes["Predict"]):
+            prose = "\n".join(c.source for c in sections[n] if c.cell_type == "markdown")
+            assert "Predict" in prose, f"{nb.number}: no prediction in section {n}"
 
 
 def test_a_lesson_is_not_taught_at_the_end_of_a_day_without_its_exercises():
