@@ -297,9 +297,13 @@ def agenda_markdown(ests: list[Estimate]) -> str:
     e = _by_number(ests)
 
     def after(days: list[Day], lessons: tuple[str, ...] = ()) -> list[str]:
+        """What ``days`` leave besides their left-over items: ``lessons`` (notebooks no day of
+        the plan holds) whole, with all their exercises, and the other exercises not done."""
         done = {i.what for d in days for _, i in d.rows}
-        return ([lesson(e[n])[0].what.split(", part")[0] for n in lessons]
-                + [x.what for n in sorted(e) for x in _rest(e[n]) if x.what not in done])
+        whole = [[lesson(e[n])[0].what.split(", part")[0]] + [x.what for x in exercises(e[n])]
+                 for n in lessons]
+        return ([w for items in whole for w in items]
+                + [x.what for n in sorted(e) if n not in lessons for x in _rest(e[n]) if x.what not in done])
 
     one = one_day(ests)[0]
     taught = sorted({m for _, i in one.rows if i.kind == "lesson"

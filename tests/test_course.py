@@ -416,3 +416,22 @@ def test_the_two_days_fill_their_hours_and_reach_notebook_07s_exercises():
         taught = [i for _, i in day.rows if i.kind in ("lesson", "kernel", "exercises")]
         assert taught[-1].kind != "lesson", f"the day ends on {taught[-1].what} without its exercises"
     assert any(i.what.startswith("[exercises 07]") for _, i in days[-1].rows)
+
+
+def test_every_exercise_is_in_each_plan_once():
+    """On a day or after it, never lost and never twice: each exercise of every notebook appears
+    once in each plan, and each lesson part once (the one-day plan lists 06 and 07 whole)."""
+    ests = course.estimates()
+    one, two = workshop.agenda_markdown(ests).split("### Two days")
+    for name, text in (("one day", one), ("two days", two)):
+        for est in ests:
+            for ex in est.exercises:
+                file = ex.file.split("_")[0]
+                runs = re.findall(rf"\[exercises {file}\]\([^)]*\): ([^|;\n]*)", text)
+                numbers = [n.split(" ")[0] for run in runs for n in run.rstrip(".").split(", ")]
+                assert numbers.count(workshop._number(ex)) == 1, (name, ex.title, numbers)
+            parts = workshop.lesson(est)
+            if len(parts) > 1 and text.count(parts[0].what.split(", part")[0] + ";") == 1:
+                continue  # listed whole for after the day
+            for part in parts:
+                assert text.count(part.what) == 1, (name, part.what)

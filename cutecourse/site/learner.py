@@ -117,7 +117,7 @@ def readme(site: bool = False) -> str:
     learner site's root page, which says where the folder to run comes from."""
     body = re.sub(r"^\*\*Before the day\*\*", "**Start**", HOW_TO_BODY, flags=re.MULTILINE)
     intro = _INTRO.replace(_INTRO.split("\n\n")[-1], _SITE_EDITION) if site else _INTRO
-    return (intro + "\n## How to start\n\n" + body + "\n## The notebooks\n\n"
+    return (intro + "\n## Before you start\n\n" + body + "\n## The notebooks\n\n"
             + generate.readme_table().rstrip() + "\n\n" + _OUTRO)
 
 
