@@ -55,7 +55,7 @@ each command.
 
 **The answers** come from your teacher, one notebook at a time, after the room has tried its
 exercises: `cutecourse-solutions-03.zip` holds notebook 03's. Unzip it in this folder
-(`unzip cutecourse-solutions-03.zip`): each exercise with its answer and the output of its check.
+(`unzip cutecourse-solutions-03.zip`): each exercise with its answer, and its check to run.
 """
 
 HOW_TO = "# cutecourse: how to start\n\nThis folder is the course without its answers.\n\n" + HOW_TO_BODY
