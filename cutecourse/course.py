@@ -49,6 +49,8 @@ _EXERCISE_HEADING = re.compile(r"^(#+)\s*Exercise\s+\d+[a-z]?\s*(?:\((kernel|lab
 _SECTION_HEADING = re.compile(r"^##\s+(\S.*)$", re.MULTILINE)
 _SOLUTION = re.compile(r"# BEGIN SOLUTION[^\n]*\n(.*?)# END SOLUTION", re.DOTALL)
 _KERNEL_CODE = re.compile(r"@cute\.(kernel|jit)\b")
+#: "section 5", "sections 2-3", "notebook 07, section 6": the lesson sections an exercise names.
+_SECTION_NAMED = re.compile(r"(?:notebook\s+(\d\d),?\s+)?\b[Ss]ections?\s+(\d+)(?:\s*[-–]\s*(\d+))?")
 #: The "Time" sentence of a lesson notebook's header, in the spellings the notebooks have used
 #: ("**Time.** About 60 minutes, ...", "**Time**: about 45 minutes.", "**Time:** about ..."), and
 #: an exercises notebook's "About 20 minutes." Both are generated (``cutecourse.generate``).
@@ -177,6 +179,13 @@ class Exercise:
     counts: Counts
     kind: str = "short"  # "kernel", "lab" or "short"
     answer_lines: int = 0  # code lines of the answer in the solution: what the learner writes
+    sections: tuple[int, ...] = ()  # the sections of its own notebook its text names
+
+    @property
+    def needs(self) -> int | None:
+        """The last lesson section the exercise builds on: the highest it names; None (the whole
+        lesson) where it names none."""
+        return max(self.sections) if self.sections else None
 
     @property
     def work_min(self) -> float:
@@ -273,6 +282,18 @@ def _code_lines(code: str) -> int:
     return sum(1 for ln in code.splitlines() if ln.strip() and not ln.strip().startswith("#"))
 
 
+def sections_named(cells, number: str) -> tuple[int, ...]:
+    """The sections of notebook ``number`` that the markdown of ``cells`` names ("section 5",
+    "sections 2-3"; "notebook 03, section 10" names another notebook's, and does not count)."""
+    found = set()
+    for c in cells:
+        if c.cell_type == "markdown":
+            for m in _SECTION_NAMED.finditer(c.source):
+                if m.group(1) in (None, number):
+                    found.update(range(int(m.group(2)), int(m.group(3) or m.group(2)) + 1))
+    return tuple(sorted(found))
+
+
 def _read(path: Path):
     import nbformat
 
@@ -314,7 +335,7 @@ def estimate(nb: Notebook) -> Estimate:
                 counts = sum((_cell_counts(c) for c in cells), Counts())
                 answer, in_kernel = answers.get(title, ("", False))
                 exercises.append(Exercise(path.name, title, counts, exercise_kind(title, in_kernel),
-                                          _code_lines(answer)))
+                                          _code_lines(answer), sections_named(cells, nb.number)))
     return Estimate(nb, lesson, tuple(exercises), tuple(sections))
 
 

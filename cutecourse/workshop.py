@@ -2,31 +2,27 @@
 
 A plan is the order of things in a day: the welcome and an opening talk, each notebook's lesson
 (in parts, split at its ``##`` sections, where it is long), its exercises (those that write kernel
-code first: they are the point of a hands-on day), a wrap-up. :func:`lay_out` turns it into clock
-times in *blocks* of at most :data:`BLOCK_MAX` minutes, each ending with a few minutes for
-questions and catching up, with a break between two blocks (lunch, the first break after
-:data:`LUNCH_AFTER`). It stops at the first item that would end after :data:`DAY_END`; what did
-not fit is listed for after the day, so a notebook that grows moves the agenda instead of silently
-overrunning it. ``python -m cutecourse.course --write`` writes the agendas into
-``docs/workshop.md`` between the markers :data:`START` and :data:`END`.
+code first: they are the point of a hands-on day; each right after the part that teaches what it
+names), a wrap-up. ``cutecourse.timetable.lay_out`` gives them clock times: blocks, breaks, lunch.
+A lesson goes on a day only with the exercises after it; from the first that would end after
+:data:`DAY_END`, what did not fit is listed for after the day, so a notebook that grows moves the
+agenda instead of silently overrunning it, and the day's last minutes go to the other exercises of
+what it taught. Each day says when to release which notebook's answers. ``python -m
+cutecourse.course --write`` writes the agendas into ``docs/workshop.md`` between the markers
+:data:`START` and :data:`END`.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 
 from .course import Counts, Estimate, Exercise, rates_text, round_minutes
+from .timetable import (BLOCK_MAX, BREAK_MIN, CATCH_UP_MIN, DAY_END, DAY_START, LUNCH_AFTER,  # noqa: F401
+                        LUNCH_MIN, Day, Item, lay_out)
 
 START, END = "<!-- agenda:start -->", "<!-- agenda:end -->"
 
-DAY_START = 9 * 60  # 09:00
-DAY_END = 17 * 60 + 30  # 17:30
-BLOCK_MAX = 90  # minutes between two breaks, at most (Carpentries and DLI plan 60-90)
-BREAK_MIN, LUNCH_MIN = 15, 60
-LUNCH_AFTER = 11 * 60 + 45  # the first break at or after this time is lunch
-CATCH_UP_MIN = 10  # the end of every block: questions, catching up, a slow seat
 LESSON_PART_MAX = 50  # a longer lesson is taught in parts, split at its sections
 EXERCISE_ITEM_MAX = 45  # a longer run of exercises is split into items (a break may fall between)
 WELCOME_MIN = 15  # welcome; every seat runs ./course.sh check (under a minute) and opens JupyterLab
@@ -34,39 +30,15 @@ TALK_MIN = 15  # the opening talk: why the CuTe DSL, a Hopper SM in one picture,
 RECAP_MIN = 10  # the second morning: yesterday's recaps, questions
 WRAP_UP_MIN = 15  # questions, what to read next, the feedback form
 
-
-@dataclass(frozen=True)
-class Item:
-    """One row of a day: what, for how long (minutes), and its kind (``lesson``, ``kernel``:
-    exercises that include writing kernel code, ``exercises``, ``talk``, ``break``)."""
-
-    what: str
-    minutes: int
-    kind: str = "talk"
-    with_next: bool = False  # the end of a lesson: taught that day only if its exercises fit too
+#: Where the room's feedback goes (``docs/instructor/feedback.md``: the teacher sends the
+#: summary there), and a report of a Blackwell run: a mail address, a form's or an issue tracker's
+#: URL. Fill it in for your course; ``./course.sh handout`` writes the form with it.
+FEEDBACK_TO = ""
 
 
-@dataclass(frozen=True)
-class Day:
-    rows: tuple[tuple[int, Item], ...]  # (start minute of the day, item)
-    left_over: tuple[Item, ...]  # did not fit: for after the day
-
-    @property
-    def end(self) -> int:
-        if not self.rows:
-            return DAY_START
-        start, item = self.rows[-1]
-        return start + item.minutes
-
-    def blocks(self) -> list[list[tuple[int, Item]]]:
-        """The rows between two breaks."""
-        out: list[list[tuple[int, Item]]] = [[]]
-        for row in self.rows:
-            if row[1].kind == "break":
-                out.append([])
-            else:
-                out[-1].append(row)
-        return [b for b in out if b]
+def solutions_zip(number: str) -> str:
+    """The answers to notebook ``number``'s exercises, as ``./course.sh handout`` writes them."""
+    return f"cutecourse-solutions-{number}.zip"
 
 
 def _link(est: Estimate) -> str:  # links are relative to docs/, where the agenda lives
@@ -79,15 +51,24 @@ def _section_number(title: str) -> str:
     return m.group(1) if m else ""
 
 
-def lesson(est: Estimate) -> list[Item]:
-    """The lesson as one item, or in parts of about equal length split at its ``##`` sections
-    when it is longer than :data:`LESSON_PART_MAX` minutes."""
+def _parts(est: Estimate) -> list[list[tuple[str, Counts]]]:
+    """The lesson's ``##`` sections in parts of at most :data:`LESSON_PART_MAX` minutes (one part
+    where the whole lesson is that short)."""
     if est.lesson_min <= LESSON_PART_MAX or len(est.sections) < 2:
-        return [Item(_link(est), est.lesson_min, "lesson")]
+        return [list(est.sections)]
     for parts_n in range(math.ceil(est.lesson.minutes / LESSON_PART_MAX), len(est.sections) + 1):
         parts = _split(est.sections, parts_n)
         if all(round_minutes(sum((c for _, c in p), Counts()).minutes) <= LESSON_PART_MAX for p in parts):
             break
+    return parts
+
+
+def lesson(est: Estimate) -> list[Item]:
+    """The lesson as one item, or in parts of about equal length split at its ``##`` sections
+    when it is longer than :data:`LESSON_PART_MAX` minutes."""
+    parts = _parts(est)
+    if len(parts) == 1:
+        return [Item(_link(est), est.lesson_min, "lesson")]
     items = []
     for i, part in enumerate(parts, 1):
         nums = [n for n in (_section_number(t) for t, _ in part) if n]
@@ -117,17 +98,19 @@ def _number(ex: Exercise) -> str:
     return m.group(1) if m else "?"
 
 
-def exercises(est: Estimate, which: str = "all", file_prefix: str | None = None) -> list[Item]:
-    """Items for the exercises of the notebook's file (``NN_*``, or ``file_prefix`` e.g. ``01b_``):
-    ``which`` is "all", "day" (the first kernel-writing exercise, or the first lab where there is
-    none, and the first short one) or "rest" (what "day" leaves). Kernel-writing exercises come
-    first; a run longer than :data:`EXERCISE_ITEM_MAX` minutes is split into several items."""
+def _chosen(est: Estimate, which: str, file_prefix: str | None) -> list[Exercise]:
+    """The notebook's exercises (``NN_*``, or ``file_prefix`` e.g. ``01b_``) that ``which`` picks,
+    kernel-writing ones first."""
     prefix = file_prefix or est.notebook.number + "_"
     mine = [e for e in est.exercises if e.file.startswith(prefix)]
     by_kind = {k: [e for e in mine if e.kind == k] for k in ("kernel", "lab", "short")}
     day = (by_kind["kernel"] or by_kind["lab"])[:1] + by_kind["short"][:1]
     chosen = {"all": mine, "day": day, "rest": [e for e in mine if e not in day]}[which]
-    chosen = sorted(chosen, key=lambda e: (e.kind != "kernel", e.kind != "lab", mine.index(e)))
+    return sorted(chosen, key=lambda e: (e.kind != "kernel", e.kind != "lab", mine.index(e)))
+
+
+def _exercise_items(chosen: list[Exercise]) -> list[Item]:
+    """``chosen`` as agenda items; a run longer than :data:`EXERCISE_ITEM_MAX` minutes is split."""
     items, run = [], []
     for ex in chosen + [None]:
         if ex is None or (run and sum(e.minutes for e in run) + ex.minutes > EXERCISE_ITEM_MAX):
@@ -144,55 +127,40 @@ def exercises(est: Estimate, which: str = "all", file_prefix: str | None = None)
     return items
 
 
+def exercises(est: Estimate, which: str = "all", file_prefix: str | None = None) -> list[Item]:
+    """Items for the exercises of the notebook's file (``NN_*``, or ``file_prefix`` e.g. ``01b_``):
+    ``which`` is "all", "day" (the first kernel-writing exercise, or the first lab where there is
+    none, and the first short one) or "rest" (what "day" leaves). Kernel-writing exercises come
+    first; a run longer than :data:`EXERCISE_ITEM_MAX` minutes is split into several items."""
+    return _exercise_items(_chosen(est, which, file_prefix))
+
+
 def taught_with(lesson_items: list[Item], exercise_items: list[Item]) -> list[Item]:
-    """A lesson followed by its exercises: its last part is marked so that :func:`lay_out` puts it
-    on a day only where the first exercise item fits after it."""
-    if exercise_items:
-        last = lesson_items[-1]
-        lesson_items = lesson_items[:-1] + [Item(last.what, last.minutes, last.kind, True)]
-    return lesson_items + exercise_items
+    """A lesson followed by its exercises: every part of it is chained to the next item, so that
+    :func:`lay_out` puts the lesson on a day only where the first exercise item fits after it."""
+    if not exercise_items:
+        return lesson_items
+    return [Item(i.what, i.minutes, i.kind, True) for i in lesson_items] + exercise_items
 
 
-def lay_out(items: list[Item], start: int = DAY_START, closing: Item | None = None) -> Day:
-    """Clock times for ``items`` in order, in blocks of at most :data:`BLOCK_MAX` minutes (the
-    last :data:`CATCH_UP_MIN` of each for questions), a break between two; ``closing`` (the
-    wrap-up) always ends the day, and the items from the first that would not fit before it are
-    left over."""
-    clock, rows, block, lunch = start, [], 0, False
-    day_end = DAY_END - (closing.minutes if closing else 0)
-
-    def pause() -> Item:
-        return Item("lunch", LUNCH_MIN, "break") if (not lunch and clock + CATCH_UP_MIN >= LUNCH_AFTER) \
-            else Item("break", BREAK_MIN, "break")
-
-    left: tuple[Item, ...] = ()
-    for i, item in enumerate(items):
-        gap = pause() if block and block + item.minutes + CATCH_UP_MIN > BLOCK_MAX else None
-        begins = clock + (CATCH_UP_MIN + gap.minutes if gap else 0)
-        # A lesson's end needs room for the exercises after it (and a break that may fall between).
-        tail = (items[i + 1].minutes + CATCH_UP_MIN + BREAK_MIN
-                if item.with_next and i + 1 < len(items) else 0)
-        if begins + item.minutes + CATCH_UP_MIN + tail > day_end:
-            left = tuple(items[i:])
-            break
-        if gap:
-            rows.append((clock, Item("questions, catching up", CATCH_UP_MIN, "talk")))
-            rows.append((clock + CATCH_UP_MIN, gap))
-            lunch = lunch or gap.what == "lunch"
-            clock, block = begins, 0
-        rows.append((clock, item))
-        clock += item.minutes
-        block += item.minutes
-    if closing and block + closing.minutes <= BLOCK_MAX:  # the wrap-up is the block's questions
-        rows.append((clock, closing))
-    elif block:
-        rows.append((clock, Item("questions, catching up", CATCH_UP_MIN, "talk")))
-        clock += CATCH_UP_MIN
-        if closing:
-            rows += [(clock, pause()), (clock + pause().minutes, closing)]
-    elif closing:
-        rows.append((clock, closing))
-    return Day(tuple(rows), left)
+def with_day_exercises(est: Estimate) -> list[Item]:
+    """The lesson with its day's exercises (:func:`exercises` "day"), each right after the part
+    that teaches the last section it names (one that names none needs the whole lesson): a day
+    that cannot hold the whole of a long lesson teaches its first parts and practises them."""
+    parts, items = _parts(est), lesson(est)
+    last_section = [max((int(n) for n in (_section_number(t) for t, _ in p) if n), default=0) for p in parts]
+    after: dict[int, list[Exercise]] = {}
+    for ex in _chosen(est, "day", None):
+        k = next((i for i, s in enumerate(last_section) if ex.needs is not None and s >= ex.needs),
+                 len(parts) - 1)
+        after.setdefault(k, []).append(ex)
+    out, pending = [], []
+    for k, part in enumerate(items):
+        pending.append(part)
+        if k in after:
+            out += taught_with(pending, _exercise_items(after[k]))
+            pending = []
+    return out + pending
 
 
 def _by_number(ests: list[Estimate]) -> dict[str, Estimate]:
@@ -204,15 +172,68 @@ def _opening() -> list[Item]:
             Item("opening talk: why the CuTe DSL, a Hopper SM in one picture, the plan", TALK_MIN)]
 
 
+def _untaught(day: Day, ests: list[Estimate]) -> tuple[list[str], list[str]]:
+    """The notebooks ``day`` does not teach at all, and those it teaches only in part."""
+    shown = {i.what for _, i in day.rows}
+    none, some = [], []
+    for est in ests:
+        parts = [p.what in shown for p in lesson(est)]
+        if not any(parts):
+            none.append(est.notebook.number)
+        elif not all(parts):
+            some.append(est.notebook.number)
+    return none, some
+
+
+def _numbers(numbers: list[str]) -> str:
+    """"notebook 07", "notebooks 04-07" (a run), "notebooks 04, 06 and 07"."""
+    if len(numbers) == 1:
+        return f"notebook {numbers[0]}"
+    if [int(n) for n in numbers] == list(range(int(numbers[0]), int(numbers[-1]) + 1)):
+        return f"notebooks {numbers[0]}-{numbers[-1]}"
+    return f"notebooks {', '.join(numbers[:-1])} and {numbers[-1]}"
+
+
+def _with_wrap_up(day: Day, ests: list[Estimate], days: list[Day]) -> Day:
+    """``day`` whose last row, the wrap-up, names what ``days`` (the whole workshop) leave for
+    after it: the road the wrap-up points to."""
+    none, some = _untaught(Day(tuple(r for d in days for r in d.rows), ()), ests)
+    what = ([f"the rest of {_numbers(some)}"] if some else []) + ([_numbers(none)] if none else [])
+    verb = "adds" if len(what) == 1 and len(none) + len(some) == 1 else "add"
+    text = (f"wrap-up: what {' and '.join(what)} {verb}, questions, feedback form" if what
+            else "wrap-up, questions, feedback form")
+    start, last = day.rows[-1]
+    return Day(day.rows[:-1] + ((start, Item(text, last.minutes, last.kind)),), day.left_over)
+
+
+def _rest(est: Estimate) -> list[Item]:
+    """The exercises of a notebook that its day leaves (01's second set, 01b, included)."""
+    return exercises(est, "rest") + (exercises(est, file_prefix="01b_") if est.notebook.number == "01" else [])
+
+
+def _practice(ests: list[Estimate], days: list[Day]) -> list[Item]:
+    """The other exercises of the notebooks ``days`` teach whole, the newest notebook first, as
+    optional items: what fills a day's last minutes where the next lesson does not fit."""
+    none, some = _untaught(Day(tuple(r for d in days for r in d.rows), ()), ests)
+    taught = [e for e in ests if e.notebook.number not in none + some]
+    return [Item(i.what, i.minutes, i.kind, optional=True) for e in reversed(taught) for i in _rest(e)]
+
+
+def _day(items: list[Item], ests: list[Estimate], closing: Item, before: list[Day] = ()) -> Day:
+    """``items`` laid out, then the day's last minutes filled with practice (:func:`_practice`)."""
+    first = lay_out(items, closing=closing)
+    return lay_out(items + _practice(ests, [*before, first]), closing=closing)
+
+
 def one_day(ests: list[Estimate]) -> list[Day]:
     """Notebooks 01-05 as far as one day reaches (layouts to a multicast Hopper GEMM), each
     with its first kernel-writing exercise and its first short one."""
     e = _by_number(ests)
     items = _opening()
     for n in ("01", "02", "03", "04", "05"):
-        items += taught_with(lesson(e[n]), exercises(e[n], "day"))
-    return [lay_out(items, closing=Item("wrap-up: what notebooks 06 and 07 add, questions, "
-                                        "feedback form", WRAP_UP_MIN))]
+        items += with_day_exercises(e[n])
+    day = _day(items, ests, Item("wrap-up", WRAP_UP_MIN))
+    return [_with_wrap_up(day, ests, [day])]
 
 
 def two_days(ests: list[Estimate]) -> list[Day]:
@@ -220,26 +241,51 @@ def two_days(ests: list[Estimate]) -> list[Day]:
     one, as far as two days reach: what does not fit into day one opens day two, what does not
     fit into day two is listed for after the days (with the other exercises)."""
     e = _by_number(ests)
-    day1 = _opening()
-    day2 = [Item("recap of day one, questions", RECAP_MIN)]
     items = []
     for n in sorted(e):
-        items += taught_with(lesson(e[n]), exercises(e[n], "day"))
-    first = lay_out(day1 + items, closing=Item("feedback form (day one)", 5))
-    second = lay_out(day2 + list(first.left_over),
-                     closing=Item("wrap-up, questions, feedback form", WRAP_UP_MIN))
-    return [Day(first.rows, ()), second]
+        items += with_day_exercises(e[n])
+    first = _day(_opening() + items, ests, Item("feedback form (day one)", 5))
+    second = _day([Item("recap of day one, questions", RECAP_MIN), *first.left_over], ests,
+                  Item("wrap-up", WRAP_UP_MIN), [first])
+    first = Day(first.rows, ())
+    return [first, _with_wrap_up(second, ests, [first, second])]
 
 
 def _clock(minute: int) -> str:
     return f"{minute // 60:02d}:{minute % 60:02d}"
 
 
-def day_markdown(day: Day, title: str, extra_reading: list[str]) -> str:
+def releases(day: Day, ests: list[Estimate], taught: Day) -> list[tuple[int, str]]:
+    """(minute, notebook) for each notebook whose answers a teacher releases on ``day``: one that
+    ``taught`` (the days so far) teaches whole, after the last of its exercises on ``day``."""
+    none, some = _untaught(taught, ests)
+    done: dict[str, int] = {}
+    for start, item in day.rows:
+        m = re.match(r"\[exercises (\d\d)", item.what)
+        if m and m.group(1) not in none + some:
+            done[m.group(1)] = start + item.minutes
+    return sorted((t, n) for n, t in done.items())
+
+
+def _release_text(day: Day, ests: list[Estimate], days: list[Day], last: bool) -> str:
+    taught = Day(tuple(r for d in days for r in d.rows), ())
+    now = [f"`{solutions_zip(n)}` at {_clock(t)}" for t, n in releases(day, ests, taught)]
+    released = {n for d in days for _, n in releases(d, ests, taught)}
+    later = [f"`{solutions_zip(e.notebook.number)}`" for e in ests if e.notebook.number not in released]
+    text = ("Answers to release (`./course.sh handout` writes one zip per notebook), once the room "
+            "has tried the notebook's exercises: " + (", ".join(now) or "none today"))
+    if last and later:
+        text += f"; {', '.join(later)} after the workshop, for the self-paced exercises"
+    return text + "."
+
+
+def day_markdown(day: Day, title: str, extra_reading: list[str], release: str = "") -> str:
     lines = [f"**{title}**", "", "| time | what | minutes |", "| --- | --- | --- |"]
     for start, item in day.rows:
         what = f"**{item.what}**" if item.kind == "break" else item.what
         lines.append(f"| {_clock(start)}-{_clock(start + item.minutes)} | {what} | {item.minutes} |")
+    if release:
+        lines += ["", release]
     after = [i.what for i in day.left_over] + extra_reading
     if after:
         lines += ["", "After the day (self-paced): " + "; ".join(after) + "."]
@@ -249,25 +295,34 @@ def day_markdown(day: Day, title: str, extra_reading: list[str]) -> str:
 def agenda_markdown(ests: list[Estimate]) -> str:
     """Both agendas as markdown, for docs/workshop.md."""
     e = _by_number(ests)
-    after_one = [lesson(e[n])[0].what.split(", part")[0] for n in ("06", "07")]
-    after_one += [x.what for n in ("01", "02", "03", "04", "05") for x in exercises(e[n], "rest")]
-    after_one += [x.what for x in exercises(e["01"], file_prefix="01b_")]
+
+    def after(days: list[Day], lessons: tuple[str, ...] = ()) -> list[str]:
+        """What ``days`` leave besides their left-over items: ``lessons`` (notebooks no day of
+        the plan holds) whole, with all their exercises, and the other exercises not done."""
+        done = {i.what for d in days for _, i in d.rows}
+        whole = [[lesson(e[n])[0].what.split(", part")[0]] + [x.what for x in exercises(e[n])]
+                 for n in lessons]
+        return ([w for items in whole for w in items]
+                + [x.what for n in sorted(e) if n not in lessons for x in _rest(e[n]) if x.what not in done])
+
     one = one_day(ests)[0]
     taught = sorted({m for _, i in one.rows if i.kind == "lesson"
                      for m in re.findall(r"^\[(\d\d) · ", i.what)})
+    later = tuple(n for n in sorted(e) if n > "05")  # the one-day plan's notebooks are 01-05
     parts = [f"### One day: notebooks {taught[0]}-{taught[-1]}, as far as one day reaches", "",
-             day_markdown(one, "Day 1", after_one)]
+             day_markdown(one, "Day 1", after([one], later), _release_text(one, ests, [one], True))]
     parts += ["", "### Two days: every notebook, as far as two days reach", ""]
-    after_two = [x.what for n in sorted(e) for x in exercises(e[n], "rest")]
-    after_two += [x.what for x in exercises(e["01"], file_prefix="01b_")]
     two = two_days(ests)
     for i, day in enumerate(two, 1):
-        parts += [day_markdown(day, f"Day {i}", after_two if i == len(two) else []), ""]
+        parts += [day_markdown(day, f"Day {i}", after(two) if i == len(two) else [],
+                               _release_text(day, ests, two[:i], i == len(two))), ""]
     parts.append(
         rates_text() + f" Blocks of at most {BLOCK_MAX} minutes, each ending with {CATCH_UP_MIN} for "
         f"questions and catching up, with a {BREAK_MIN}-minute break between two and lunch "
         f"({LUNCH_MIN}) at the first break after {_clock(LUNCH_AFTER)}; lessons longer than "
         f"{LESSON_PART_MAX} minutes are taught in parts, split at their sections; exercises marked "
-        "(kernel) write CuTe DSL code in a course kernel and come first. A day ends by "
-        f"{_clock(DAY_END)}; what does not fit is listed for after the day.")
+        "(kernel) write CuTe DSL code in a course kernel and come first, right after the part that "
+        "teaches the sections they name; a lesson is taught on a day only with its exercises. A day "
+        f"ends by {_clock(DAY_END)}; its last minutes go to the other exercises of the notebooks it "
+        "taught; what does not fit is listed for after the day.")
     return "\n".join(parts)

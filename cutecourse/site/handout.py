@@ -1,69 +1,52 @@
 """``./course.sh handout [OUT]``: what a teacher gives a room, and the answers to release later.
 
-Two zip files in ``OUT`` (default ``build/handout``):
+Zip files in ``OUT`` (default ``build/handout``):
 
 * ``cutecourse-learner.zip``: the notebooks, the exercises, the ``cutecourse`` package the
-  notebooks import, the committed benchmark results they show, the background docs, ``course.sh``
-  and ``HANDOUT.md`` (one page: how to start, on Linux, WSL2 or a remote machine). No solutions,
-  no tests, no teacher's notes (they answer the notebooks' predictions), no design notes.
-* ``cutecourse-solutions.zip``: ``solutions/``, to hand out after each block (or at the end).
+  notebooks import, the committed benchmark results they show, the background docs, ``course.sh``,
+  the learner edition's own ``README.md`` and ``HANDOUT.md`` (one page: how to start, on Linux,
+  WSL2 or a remote machine, and how to send the seat check to the teacher;
+  ``cutecourse.site.learner``). No solutions, no tests, no teacher's notes (they answer the
+  notebooks' predictions), no design notes, no developer tools.
+* ``FEEDBACK.md``: the feedback form to print (``docs/instructor/feedback.md``), saying where
+  the teacher sends the room's summary (``cutecourse.workshop.FEEDBACK_TO``).
+* ``cutecourse-solutions-NN.zip``, one per notebook: its ``solutions/NN*.ipynb`` (01's holds 01b
+  too), to release once the room has tried that notebook's exercises. Unzipped in the course
+  folder, it adds them as ``solutions/``.
 
 Files come from ``git ls-files`` where the course is a git checkout (so nothing untracked or
-built leaks in), else from the folders on disk. ``cutecourse.site.stage`` builds the matching
-learner edition of the site (``./course.sh site --learner``).
+built leaks in), else from the folders on disk. Every entry gets the same plain modes (0644, 0755
+for what is executable in the course), whatever the teacher's umask. ``cutecourse.site.stage``
+builds the matching learner edition of the site (``./course.sh site --learner``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
+from .. import workshop
+from . import learner
 from .stage import LEFT_OUT_OF_LEARNER, ROOT
 
 DEFAULT_OUT = ROOT / "build" / "handout"
-#: What learners get: top-level files, and folders (every file under them).
-LEARNER_FILES = ("course.sh", "pyproject.toml", "README.md", "environment.yml", "LICENSE",
-                 "LICENSE-lessons.md")
+#: What learners get: top-level files, and folders (every file under them). README.md is the
+#: learner edition's own (``learner.readme``), not the repository's.
+LEARNER_FILES = ("course.sh", "pyproject.toml", "environment.yml", "LICENSE", "LICENSE-lessons.md")
 LEARNER_DIRS = ("cutecourse/", "notebooks/", "exercises/", "benchmarks/", "docs/")
 #: Never in the learner zip, even under a folder above.
 LEFT_OUT = LEFT_OUT_OF_LEARNER
+LEARNER_ZIP = "cutecourse-learner.zip"
+#: Files whose sentences the learner edition rewords (``learner.REWORDED``).
+REWORDED_SUFFIXES = (".ipynb", ".md")
 
-HOW_TO = """\
-# cutecourse: how to start
 
-This folder is the course without its answers (your teacher releases them after each block).
-
-**You need** a Linux machine (x86-64 or aarch64) with Python 3.10 or newer, or WSL2 on Windows.
-A GPU is optional: without one every kernel is compiled for its real target on your CPU and
-the course shows what the compiler made. On a Mac the course cannot be installed (NVIDIA's CuTe
-DSL has no macOS package): read the site your teacher gives out, and run the notebooks on a
-remote Linux machine (below).
-
-**Start** (the set-up downloads the packages once; afterwards everything works offline):
-
-```bash
-unzip cutecourse-learner.zip -d cutecourse && cd cutecourse
-./course.sh setup    # once: sets up .venv (about 1.8 GB without a GPU)
-./course.sh check    # under a minute: must end with READY
-./course.sh lab      # opens notebook 01 in JupyterLab
-```
-
-**On a remote Linux machine** (a GPU server, a cloud machine):
-run `./course.sh lab --no-browser` there (as root it adds `--allow-root` itself), then on your
-laptop `ssh -L 8888:localhost:8888 user@host` and open the `http://localhost:8888/lab?token=...`
-address it printed. Another port: `./course.sh lab --no-browser --port 9999` and
-`ssh -L 9999:localhost:9999 user@host`.
-
-**Working through it:** read a notebook top to bottom, running each cell; each notebook ends with
-exercises in `exercises/`: fill in the cells marked for you, run them, and run the check cell
-under each, which says what is wrong and gives a hint. `./course.sh COMMAND --help` explains
-each command.
-
-**Licences:** the code is MIT (`LICENSE`), the lesson text CC BY 4.0 (`LICENSE-lessons.md`).
-"""
+solutions_zip = workshop.solutions_zip  # cutecourse-solutions-03.zip: the agendas name them too
 
 
 def _tracked() -> list[str] | None:
@@ -85,44 +68,84 @@ def learner_files(files: list[str]) -> list[str]:
     return sorted(f for f in keep if not f.startswith(LEFT_OUT) and (ROOT / f).is_file())
 
 
-def solution_files(files: list[str]) -> list[str]:
-    return sorted(f for f in files if f.startswith("solutions/") and (ROOT / f).is_file())
+def solution_files(files: list[str]) -> dict[str, list[str]]:
+    """The solution notebooks among ``files``, by notebook number ("01": 01 and 01b)."""
+    out: dict[str, list[str]] = {}
+    for f in sorted(files):
+        if f.startswith("solutions/") and f.endswith(".ipynb") and (ROOT / f).is_file():
+            out.setdefault(Path(f).name[:2], []).append(f)
+    return out
 
 
-def _zip(path: Path, files: list[str], extra: dict[str, str]) -> None:
+def _entry(name: str, executable: bool = False) -> zipfile.ZipInfo:
+    """A zip entry with plain modes: -rw-r--r--, or -rwxr-xr-x for an executable (zipfile's own
+    default, 0600, would leave a file the other users of a shared server cannot read)."""
+    info = zipfile.ZipInfo(name, time.localtime()[:6])
+    info.external_attr = (0o100755 if executable else 0o100644) << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    return info
+
+
+def _zip(path: Path, files: list[str], extra: dict[str, str], reword: bool = False) -> None:
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for f in files:
-            info = zipfile.ZipInfo.from_file(ROOT / f, f)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            z.writestr(info, (ROOT / f).read_bytes())  # keeps course.sh executable
+            data = (ROOT / f).read_bytes()
+            if reword and f.endswith(REWORDED_SUFFIXES):
+                data = learner.reword(data.decode("utf-8")).encode("utf-8")
+            z.writestr(_entry(f, os.access(ROOT / f, os.X_OK)), data)
         for name, text in extra.items():
-            z.writestr(name, text)
+            z.writestr(_entry(name), text)
 
 
-def write(out: Path = DEFAULT_OUT) -> tuple[Path, Path]:
-    """Write both zips (and HANDOUT.md beside them) into ``out``; return the two zip paths."""
+FEEDBACK_FORM = ROOT / "docs" / "instructor" / "feedback.md"
+FEEDBACK_UNSET = ("not set yet: put the course's issue tracker or its maintainers' address in "
+                  "`FEEDBACK_TO` (`cutecourse/workshop.py`) and run `./course.sh handout` again")
+
+
+def feedback_form(send_to: str | None = None) -> str:
+    """The feedback form with, under its title, where the teacher sends the room's summary."""
+    send_to = workshop.FEEDBACK_TO if send_to is None else send_to
+    title, _, rest = FEEDBACK_FORM.read_text(encoding="utf-8").partition("\n")
+    return f"{title}\n\n**The room's summary goes to:** {send_to.strip() or FEEDBACK_UNSET}.\n{rest}"
+
+
+def write(out: Path = DEFAULT_OUT) -> tuple[Path, list[Path]]:
+    """Write the learner zip, one answers zip per notebook, and HANDOUT.md beside them into
+    ``out``; return the learner zip's path and the answers zips' paths."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = _tracked() or _on_disk()
-    learner, answers = out / "cutecourse-learner.zip", out / "cutecourse-solutions.zip"
-    _zip(learner, learner_files(files), {"HANDOUT.md": HOW_TO})
-    _zip(answers, solution_files(files), {})
-    (out / "HANDOUT.md").write_text(HOW_TO)
-    return learner, answers
+    for old in out.glob("cutecourse-solutions*.zip"):  # a notebook renamed since the last run
+        old.unlink()
+    path = out / LEARNER_ZIP
+    _zip(path, learner_files(files), {"README.md": learner.readme(), "HANDOUT.md": learner.HOW_TO},
+         reword=True)
+    answers = []
+    for number, notebooks in solution_files(files).items():
+        answers.append(out / solutions_zip(number))
+        _zip(answers[-1], notebooks, {})
+    (out / "HANDOUT.md").write_text(learner.HOW_TO)
+    if FEEDBACK_FORM.exists():
+        (out / "FEEDBACK.md").write_text(feedback_form())
+    return path, answers
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="./course.sh handout", description=__doc__.split("\n\n")[0])
     ap.add_argument("out", nargs="?", default=str(DEFAULT_OUT), help="output folder (default: %(default)s)")
     args = ap.parse_args(argv)
-    learner, answers = write(Path(args.out))
-    for p in (learner, answers):
+    path, answers = write(Path(args.out))
+    for p in (path, *answers):
         with zipfile.ZipFile(p) as z:
             size = p.stat().st_size
             print(f"handout: {p} ({len(z.namelist())} files, "
                   + (f"{size / 1e6:.1f} MB)" if size >= 1e6 else f"{size / 1e3:.0f} kB)"))
-    print(f"handout: give out {learner.name} (and the learner site: ./course.sh site --learner); "
-          f"release {answers.name} after each block. How to start: {learner.parent / 'HANDOUT.md'}")
+    print(f"handout: give out {path.name} (and the learner site: ./course.sh site --learner); "
+          f"release {solutions_zip('NN')} once the room has tried notebook NN's exercises "
+          f"(docs/workshop.md's agendas say when). How to start: {path.parent / 'HANDOUT.md'}")
+    if not workshop.FEEDBACK_TO.strip():
+        print(f"handout: the feedback form ({path.parent / 'FEEDBACK.md'}) does not say where the "
+              "room's summary goes: set FEEDBACK_TO in cutecourse/workshop.py")
     return 0
 
 

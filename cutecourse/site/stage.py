@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import course
+from . import learner as learner_edition
 from .widgets import make_static
 
 ROOT = course.ROOT
@@ -202,7 +203,7 @@ def _notebook_copy(src: Path, page: str, pages: dict[str, str], staged: Staged):
         if cell.cell_type == "markdown":
             cell.source = linkify(cell.source, page, pages)
             if staged.learner:
-                cell.source = unlink_left_out(cell.source, page)
+                cell.source = learner_edition.reword(unlink_left_out(cell.source, page))
         elif cell.cell_type == "code":
             cell.source = _NBVAL_LINE.sub("", cell.source)
     nb = nbformat.from_dict(nb)  # replaced outputs are plain dicts
@@ -241,10 +242,12 @@ def _first_heading(path: Path) -> str:
 
 
 def _index(staged: Staged, pages: dict[str, str]) -> str:
-    """The root page: the README, then the navigation (hidden toctrees: the theme's sidebar)."""
-    readme = linkify((ROOT / "README.md").read_text(encoding="utf-8"), "index.md", pages)
+    """The root page: the README (the learner edition's own, in that edition), then the
+    navigation (hidden toctrees: the theme's sidebar)."""
     if staged.learner:
-        readme = unlink_left_out(readme, "index.md")
+        readme = unlink_left_out(linkify(learner_edition.readme(site=True), "index.md", pages), "index.md")
+    else:
+        readme = linkify((ROOT / "README.md").read_text(encoding="utf-8"), "index.md", pages)
 
     def toc(caption: str, entries: list[str]) -> str:
         if not entries:
@@ -272,7 +275,7 @@ def _markdown_texts(staged: Staged):
     """The markdown of every page the site copies (notebooks' markdown cells, the docs, README)."""
     import nbformat
 
-    yield (ROOT / "README.md").read_text(encoding="utf-8")
+    yield learner_edition.readme(site=True) if staged.learner else (ROOT / "README.md").read_text(encoding="utf-8")
     for page in staged.notebooks + staged.exercises + staged.solutions:
         for cell in nbformat.read(ROOT / page, as_version=4).cells:
             if cell.cell_type == "markdown":
@@ -322,7 +325,7 @@ def stage(dest: Path, learner: bool = False) -> Staged:
         if answers in pages:
             note += f"The answers, with their checks run: [{answers}](../{answers}) (try first)."
         elif learner:
-            note += "Your teacher gives out the answers after the session."
+            note += "Your teacher gives out the answers after the block."
         nb.cells.insert(1, _markdown_cell(note))
         _save(nb, dest / page)
     for page in staged.solutions:
@@ -334,7 +337,7 @@ def stage(dest: Path, learner: bool = False) -> Staged:
         _save(nb, dest / page)
     for page in staged.docs + staged.notes + staged.other:
         text = linkify((ROOT / page).read_text(encoding="utf-8"), page, pages)
-        _write(dest / page, unlink_left_out(text, page) if learner else text)
+        _write(dest / page, learner_edition.reword(unlink_left_out(text, page)) if learner else text)
     for path in staged.sources:
         _write(dest / source_page(path), source_markdown(path))
     _write(dest / "index.md", _index(staged, pages))
