@@ -112,7 +112,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         ("sm_90a",)),
     Notebook(
         "05", "05_tma_multicast.ipynb", "TMA multicast and clusters",
-        "clusters, multicast masks derived from first principles, L2 traffic",
+        "clusters, multicast masks and when their closed form holds, L2 traffic",
         "Hopper",
         "multicast planner, cluster widget, `multicast::cluster` loads in the PTX",
         ("sm_90a",)),

@@ -104,7 +104,7 @@ def test_every_file_in_the_zips_has_plain_modes(tmp_path):
 
 
 #: Named in the learner README and HANDOUT.md but made later, not shipped: by whom.
-MADE_LATER = {".venv": "./course.sh setup", "seat-YOURNAME.json": "./course.sh check --json > ..."}
+MADE_LATER = {".venv": "./course.sh setup", "YOUR-NAME.json": "./course.sh check --json > ..."}
 #: What the learner README must not send a learner to: the handout has none of it.
 NOT_IN_THE_HANDOUT = ("./course.sh test", "solutions/", "docs/instructor", "tools/", "tests/",
                       "DEVELOPING", "docs/workshop.md", "docs/notes")
