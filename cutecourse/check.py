@@ -305,11 +305,12 @@ def run_notebooks() -> Line:
         return Line("notebooks", "fail", "pytest could not be started", SETUP_FIX)
     except subprocess.TimeoutExpired:
         return Line("notebooks", "fail", "the notebooks did not finish within an hour",
-                    "run ./course.sh test to see which notebook hangs")
+                    "run python -m pytest --nbval-lax --nbval-current-env notebooks/ in .venv "
+                    "to see which notebook hangs")
     summary = (proc.stdout.strip().splitlines() or ["no output"])[-1]
     if proc.returncode != 0:
-        return Line("notebooks", "fail", f"{summary}", "run ./course.sh test for the full report; "
-                    "each failing cell is named there")
+        return Line("notebooks", "fail", f"{summary}", "for the full report run .venv/bin/python -m pytest --nbval-lax "
+                    "--nbval-current-env notebooks/ (each failing cell is named there)")
     return Line("notebooks", "ok", f"every notebook top to bottom under nbval: {summary}")
 
 
