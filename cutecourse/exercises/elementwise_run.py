@@ -17,12 +17,13 @@ have (``NotModelled``) leaves the verdict to the PTX, and the checker says so.
 from __future__ import annotations
 
 import ast
+import re
 import types
 
 import numpy as np
 
 ROWS, COLS, V = 3, 40, 8  # C is 3 x 40 fp16: 3 x 5 tiles of (1, 8), one per thread
-THREADS = 256  # the host function's block; 15 tiles fit in one block
+THREADS = 256  # the host function's block, before its launch sets it
 
 
 class KernelFinding(Exception):
@@ -90,7 +91,7 @@ class Tiled:
                       if t == thread and k == "read")
         if thread >= rows * tiles:
             return (msg + f": thread {thread} has no tile, there are {rows * tiles} tiles for "
-                    f"{THREADS} threads. Keep the guard if i < m * n_tiles")
+                    f"{self.log['grid'] * self.log['bdim']} threads. Keep the guard if i < m * n_tiles")
         if writing and read:
             return msg + f"; it read {' and '.join(read)}: store into the tile it read, the same (mi, ni)"
         if mi >= rows and ni < rows:
@@ -182,21 +183,33 @@ def _flatten(shape):
     return [int(shape)]
 
 
-def kernel_function(code):
-    """(segment, ast) of the learner's ``@cute.kernel`` function, or (None, None)."""
-    seg = next((sg for sg in code.segments if "@cute.kernel" in sg.text), None)
-    if seg is None:
-        return None, None
-    tree = ast.parse(seg.text)
-    return seg, tree
+def _segments(code):
+    """(kernel segment, host segment) of the learner's code, either None if not found: the host
+    is the function given to the checker, the kernel the function its ``.launch`` call names
+    (from the learner's cells, or the module the host's globals name)."""
+    from .learner_code import segment_of
+
+    host = next((sg for sg in code.segments if sg.name == getattr(code.objects[0], "__name__", "")),
+                code.segments[-1])
+    called = re.search(r"(\w+)\s*\([^()]*\)\s*\.launch\b", host.text)
+    if called is None:
+        return None, host
+    name = called.group(1)
+    kernel = next((sg for sg in code.segments if sg.name == name), None)
+    if kernel is None:
+        try:
+            kernel = segment_of(code.globals[name])
+        except (KeyError, OSError, TypeError):
+            kernel = None
+    return kernel, host
 
 
 def unanswered(code) -> bool:
     """The kernel still holds the exercise's ``...`` (or a ``raise NotImplementedError``)."""
-    seg, tree = kernel_function(code)
-    if tree is None:
+    seg, _ = _segments(code)
+    if seg is None:
         return False
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(seg.text)):
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and node.value.value is Ellipsis:
             return True
         if isinstance(node, ast.Raise) and "NotImplementedError" in ast.unparse(node):
@@ -204,44 +217,101 @@ def unanswered(code) -> bool:
     return False
 
 
-def run(code):
-    """Run every thread of the kernel over A, B (:func:`operands`) and C (NaN at first).
-    Returns (a, b, c, log) after the run: ``log["tiles"]`` maps (thread, "read"/"write", operand)
-    to the tiles touched. Raises KernelFinding, NotModelled or NotImplementedError."""
-    from .learner_code import reason
-
-    seg, tree = kernel_function(code)
-    if tree is None:
-        raise NotModelled("no @cute.kernel function")
+def _undecorated(seg):
+    """(code object, function name) of a segment's function without its DSL decorator, at the
+    cell's line numbers (so an error names the learner's line)."""
+    tree = ast.parse(seg.text)
     fn = next(node for node in tree.body if isinstance(node, ast.FunctionDef))
     fn.decorator_list = []
     ast.increment_lineno(tree, seg.first - 1)
+    return compile(tree, seg.filename, "exec"), fn.name
+
+
+class Matrix:
+    """A (3, 40) tensor as the host function receives it; indexed (row, column) if a kernel gets
+    it undivided."""
+
+    def __init__(self, name: str, arr, log: dict):
+        self.name, self.arr, self.log = name, arr, log
+        self.shape = arr.shape
+
+    def _where(self, idx, writing=False):
+        r, col = (int(x) for x in idx)
+        if not (0 <= r < ROWS and 0 <= col < COLS):
+            raise KernelFinding(f"thread {self.log['thread']} {'stores into' if writing else 'reads'} "
+                                f"{self.name}[{r}, {col}], outside its {ROWS} x {COLS} elements (CPU model)")
+        self.log["tiles"].setdefault((self.log["thread"], "write" if writing else "read", self.name),
+                                     set()).add((r, col // V))
+        return r, col
+
+    def __getitem__(self, idx):
+        return self.arr[self._where(idx)]
+
+    def __setitem__(self, idx, x):
+        self.arr[self._where(idx, writing=True)] = x
+
+
+def _zipped_divide(t, tiler):
+    if tuple(int(x) for x in tiler) != (1, V):
+        raise NotModelled(f"zipped_divide by {tuple(tiler)}")
+    return Tiled(t.name, t.arr, t.log)
+
+
+def run(code):
+    """Run the host function's launch, every thread of it, over A, B (:func:`operands`) and C
+    (NaN at first). Returns (a, b, c, log) after the run: ``log["tiles"]`` maps (thread,
+    "read"/"write", operand) to the tiles touched. Raises KernelFinding, NotModelled or
+    NotImplementedError."""
+    from .learner_code import reason
+
+    kseg, hseg = _segments(code)
+    if kseg is None or hseg is None:
+        raise NotModelled("a kernel outside your cells")
     a0, b0 = operands()
     a, b, c = a0.copy(), b0.copy(), np.full((ROWS, COLS), np.nan, np.float16)
-    log = {"thread": 0, "tiles": {}}
-    arch = _Shim(thread_idx=lambda: (log["thread"], 0, 0), block_idx=lambda: (0, 0, 0),
-                 block_dim=lambda: (THREADS, 1, 1), grid_dim=lambda: (1, 1, 1))
-    cute = _Shim(Tensor=object, TensorSSA=Vec, arch=arch, size=_size,
+    log = {"thread": 0, "tiles": {}, "block": 0, "bdim": THREADS, "grid": 1}
+    arch = _Shim(thread_idx=lambda: (log["thread"] - log["block"] * log["bdim"], 0, 0),
+                 block_idx=lambda: (log["block"], 0, 0), block_dim=lambda: (log["bdim"], 1, 1),
+                 grid_dim=lambda: (log["grid"], 1, 1))
+    cute = _Shim(Tensor=object, TensorSSA=Vec, arch=arch, size=_size, zipped_divide=_zipped_divide,
                  where=lambda cond, x, y: _vec(np.where(cond, x, y)),
                  full_like=lambda x, val, *_, **__: _vec(np.full_like(x, val)),
                  zeros_like=lambda x, *_, **__: _vec(np.zeros_like(x)))
     cutlass = _Shim(range_constexpr=range, range=lambda *a, **_: range(*a), const_expr=lambda x: x,
                     Float16=np.float16, Float32=np.float32, Int32=int,
                     max=lambda x, y: _vec(np.maximum(x, y)), min=lambda x, y: _vec(np.minimum(x, y)))
-    names = {**code.globals, "cute": cute, "cutlass": cutlass, "np": np}
+    names = {**code.globals, "cute": cute, "cutlass": cutlass}
     try:
-        exec(compile(tree, seg.filename, "exec"), names)  # noqa: S102  (the learner's kernel)
-        kernel = names[fn.name]
+        (kcode, kname), (hcode, hname) = _undecorated(kseg), _undecorated(hseg)
+        exec(kcode, names)  # noqa: S102  (the learner's kernel)
+        exec(hcode, names)  # noqa: S102  (the learner's host function)
+        kernel_fn, host_fn = names[kname], names[hname]
+
+        class Launch:
+            def __init__(self, *args):
+                self.args = args
+
+            def launch(self, grid, block, **_):
+                log["grid"], log["bdim"] = int(grid[0]), int(block[0])
+                for log["block"] in range(log["grid"]):
+                    for t in range(log["bdim"]):
+                        log["thread"] = log["block"] * log["bdim"] + t
+                        kernel_fn(*self.args)
+
+        names[kname] = Launch  # the host's `kernel(gA, gB, gC).launch(grid=, block=)` runs it
         with np.errstate(all="ignore"):
-            for log["thread"] in range(THREADS):
-                kernel(Tiled("A", a, log), Tiled("B", b, log), Tiled("C", c, log))
+            host_fn(Matrix("A", a, log), Matrix("B", b, log), Matrix("C", c, log))
     except (KernelFinding, NotModelled, NotImplementedError):
         raise
     except Exception as exc:  # the learner's line failed on numbers: a finding, at that line
         where = code.locate(exc)
         at = f" at {code.describe(*where)}" if where else ""
+        why = reason(exc)
+        for fake, real in (("'Tiled' object", "a divided tensor (gA, gB, gC)"),
+                           ("'Vec' object", "a loaded tile (TensorSSA)"), ("'Matrix' object", "a tensor")):
+            why = why.replace(fake, real)
         raise KernelFinding(f"your kernel fails on the CPU model (thread {log['thread']} of a "
-                            f"{ROWS} x {COLS} problem){at}: {reason(exc)}") from None
+                            f"{ROWS} x {COLS} problem){at}: {why}") from None
     return a, b, c, log
 
 
@@ -270,6 +340,10 @@ def verdict(code, want_fn, guesses, what: str) -> str | None:
                     f"store the result into C's tile, gC[(None, (mi, ni))].{never} ({size})")
     reads_a, reads_b, writes_c = (_tiles(log, k, n) for k, n in
                                   (("read", "A"), ("read", "B"), ("write", "C")))
+    for t in sorted(set(reads_a) & set(reads_b)):
+        if reads_a[t] != reads_b[t]:
+            return (f"thread {t} adds A's tile {min(reads_a[t])} to B's tile {min(reads_b[t])}: "
+                    f"both loads take the thread's own tile (mi, ni) ({size})")
     for t in sorted(writes_c):
         got = writes_c[t]
         for name, reads in (("A", reads_a), ("B", reads_b)):
@@ -280,9 +354,6 @@ def verdict(code, want_fn, guesses, what: str) -> str | None:
                 return (f"thread {t} reads {name}'s tile {src} ({_cols(src)}) and stores into C's "
                         f"tile {dst}{near}: store into the tile it read, gC[(None, (mi, ni))] with "
                         f"the same (mi, ni) as the loads ({size})")
-        if t in reads_a and t in reads_b and reads_a[t] != reads_b[t]:
-            return (f"thread {t} adds A's tile {min(reads_a[t])} to B's tile {min(reads_b[t])}: "
-                    f"both loads take the thread's own tile (mi, ni) ({size})")
     unwritten = np.argwhere(np.isnan(c))
     if len(unwritten):
         r, col = (int(x) for x in unwritten[0])

@@ -90,28 +90,34 @@ def _cpu_verdict(host_fn, want, guesses, what):
 
 @checker(*EX3)
 def check_vector_kernel(host_fn, m: int = 256, n: int = 256) -> Result:
-    """Run the learner's kernel on numbers on the CPU (every element of C, A and B untouched),
-    compile the host function for fp16 (m, n): 128-bit loads and stores only; on a GPU, run it."""
+    """Compile the host function for fp16 (m, n); run it on numbers on the CPU (every element
+    of C, A and B untouched); its PTX: 128-bit loads and stores only; on a GPU, run it."""
     import cutlass
     from cutlass.cute.runtime import make_fake_compact_tensor
 
     from ..inspect import compile_here
 
+    from . import elementwise_run as er
+    from .learner_code import LearnerCode
+
     title, hint = EX3
-    _, finding, cpu = _cpu_verdict(host_fn, lambda a, b: a + b, SUM_GUESSES, "A + B")
-    if finding:
-        return failed(title, finding, hint)
+    if er.unanswered(LearnerCode(host_fn)):
+        raise NotImplementedError  # the exercise's `...` is still the kernel's body
     fake = make_fake_compact_tensor(cutlass.Float16, (m, n), stride_order=(1, 0), assumed_align=16)
     try:
         report = compile_here(host_fn, fake, fake, fake)
     except Exception as exc:  # the compiler's first line is the useful part
         return failed(title, f"it does not compile: {str(exc).splitlines()[0]}", hint)
+    _, finding, cpu = _cpu_verdict(host_fn, lambda a, b: a + b, SUM_GUESSES, "A + B")
+    if finding:
+        return failed(title, finding, hint)
     wide = report.count(r"^ld\.global(\.[\w:]+)*\.v4\.b32")
     narrow = report.count("scalar global loads")
     if narrow or wide != 2:
         return failed(title, f"the PTX has {wide} 128-bit and {narrow} narrower global loads per "
                       "thread; one 128-bit load of A and one of B was the goal"
-                      + (": load the whole (1, 8) tile with .load()" if narrow else ""), hint)
+                      + (": load the whole (1, 8) tile with .load()" if narrow else
+                         ": does your sum read the same tile twice?" if wide == 1 else ""), hint)
     if report.count("vector global stores") != 1 or report.count("scalar global stores"):
         return failed(title, "the loads are right but the store is not one 128-bit store: store "
                       "the whole tile at once, gC[(None, (mi, ni))] = a + b", hint)
