@@ -17,6 +17,7 @@ have (``NotModelled``) leaves the verdict to the PTX, and the checker says so.
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 import types
 
@@ -191,17 +192,26 @@ def _segments(code):
 
     host = next((sg for sg in code.segments if sg.name == getattr(code.objects[0], "__name__", "")),
                 code.segments[-1])
-    called = re.search(r"(\w+)\s*\([^()]*\)\s*\.launch\b", host.text)
-    if called is None:
+    name = launched(host)
+    if name is None:
         return None, host
-    name = called.group(1)
     kernel = next((sg for sg in code.segments if sg.name == name), None)
     if kernel is None:
+        host_fn = inspect.unwrap(code.objects[0])
+        free = dict(zip(getattr(getattr(host_fn, "__code__", None), "co_freevars", ()),
+                        getattr(host_fn, "__closure__", None) or ()))  # a kernel the host closes over
         try:
-            kernel = segment_of(code.globals[name])
-        except (KeyError, OSError, TypeError):
+            value = free[name].cell_contents if name in free else code.globals[name]
+            kernel = segment_of(value)
+        except (KeyError, OSError, TypeError, ValueError):
             kernel = None
     return kernel, host
+
+
+def launched(host) -> str | None:
+    """The name the host function launches: ``name(...).launch(...)``."""
+    called = re.search(r"(\w+)\s*\([^()]*\)\s*\.launch\b", host.text)
+    return called.group(1) if called else None
 
 
 def unanswered(code) -> bool:
@@ -298,7 +308,7 @@ def run(code):
                         log["thread"] = log["block"] * log["bdim"] + t
                         kernel_fn(*self.args)
 
-        names[kname] = Launch  # the host's `kernel(gA, gB, gC).launch(grid=, block=)` runs it
+        names[kname] = names[launched(hseg)] = Launch  # `kernel(gA, gB, gC).launch(...)` runs it
         with np.errstate(all="ignore"):
             host_fn(Matrix("A", a, log), Matrix("B", b, log), Matrix("C", c, log))
     except (KernelFinding, NotModelled, NotImplementedError):
