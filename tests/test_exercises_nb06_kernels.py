@@ -161,8 +161,17 @@ def test_the_ptx_counts_are_exact():
     assert "80 bias values" in nk._ptx_problem({**right, "bias loads": 80}, True)
     assert "0 fp32 adds" in nk._ptx_problem({**right, "adds": 0}, True)
     assert "256 fp32 adds" in nk._ptx_problem({**right, "adds": 256}, True)
-    assert "clamps 64 of" in nk._ptx_problem({**right, "clamps at 0": 64}, True)
-    assert "clamps 256 of" in nk._ptx_problem({**right, "clamps at 0": 256}, False)  # no numbers: exact
+    assert "clamps 64 of" in nk._ptx_problem({**right, "clamps at 0": 64}, False)  # no numbers: exact
+    assert "clamps 256 of" in nk._ptx_problem({**right, "clamps at 0": 256}, False)
+    # right on numbers, another form of the sum: x - (-b) subtracts; the count of adds is the same
+    assert nk._ptx_problem({**right, "adds": 0, "subs": 128}, True) is None
+    assert "0 fp32 adds" in nk._ptx_problem({**right, "adds": 0, "subs": 128}, False)
+
+
+def test_fused_epilogue_accepts_a_rearranged_relu():
+    """max(x, -b) + b is relu(x + b): right on every element; it clamps at -b, not at 0, in the PTX."""
+    r = nk.check_fused_epilogue(op_returning("cutlass.max(x, -bias[n]) + bias[n]"))
+    assert r and "numbers checked" in r.message and "exactly 64 bias loads" in r.message, r.message
 
 
 def test_fused_epilogue_cap_above_is_caught_by_a_large_accumulator():

@@ -132,3 +132,51 @@ def run_op(op, code=None) -> tuple[list, list, RecordingBias]:
                                         f"column n = {n}{at}: {why}") from None
                     samples.append((x, m, n))
     return samples, got, bias
+
+
+#: What a typical wrong op computes, and how to say it: (function of x, m, n, bias, message).
+WRONG_OPS = [
+    (lambda x, m, n, b: x + b[n],
+     "your op adds the bias but never clamps: negative outputs stay negative. ReLU is "
+     "cutlass.max(..., cutlass.Float32(0.0)) of the biased value"),
+    (lambda x, m, n, b: max(x, 0.0) + b[n],
+     "your op clamps before it adds the bias, so a negative bias makes outputs negative: "
+     "relu(x + b) is not relu(x) + b. Add bias[n] first, then take the max with 0"),
+    (lambda x, m, n, b: max(x + b[m], 0.0),
+     "your op reads bias[m], one value per row of C. A Linear layer's bias has one value per "
+     "output feature, a column of C: bias[n]"),
+    (lambda x, m, n, b: max(x, 0.0), "your op never adds the bias: add bias[n] before the ReLU"),
+    (lambda x, m, n, b: min(x + b[n], 0.0),
+     "your op takes the minimum with 0, which keeps only the negative part: ReLU is the maximum"),
+    (lambda x, m, n, b: max(x - b[n], 0.0), "your op subtracts the bias: relu(x + bias[n])"),
+    (lambda x, m, n, b: max(b[n] - x, 0.0), "your op computes bias[n] - x: relu(x + bias[n])"),
+    (lambda x, m, n, b: max(x * b[n], 0.0), "your op multiplies by the bias: relu(x + bias[n])"),
+    (lambda x, m, n, b: max(x + b[n], 0.0) + b[n], "your op adds the bias twice (once after the ReLU)"),
+    (lambda x, m, n, b: abs(x + b[n]), "your op stores |x + bias[n]|: ReLU sets negative values "
+     "to 0, it does not flip their sign"),
+] + [(lambda x, m, n, b, k=k: max(x + b[n], k), f"your op clamps at {k}, not at 0: ReLU is "
+      "max(x + bias[n], 0)") for k in (1.0, -1.0, 0.5)]
+
+
+def op_verdict(op, code=None) -> str | None:
+    """The CPU model's objection to the learner's op, or None: ``apply`` on every element of a
+    5 x 24 C. Raises DslOnly where the model cannot run the op."""
+    if tuple(getattr(op, "operands", ())) != ("bias",):
+        return (f"your op declares operands = {tuple(getattr(op, 'operands', ()))!r}: declare "
+                "operands = (\"bias\",), so the kernel passes the bias tensor to apply after m and n")
+    try:
+        samples, got, bias = run_op(op, code)
+    except OpFinding as exc:
+        return str(exc)
+    want = [max(x + BIAS[n], 0.0) for x, m, n in samples]  # relu(x + bias[n])
+    if all(abs(g - w) < 1e-6 for g, w in zip(got, want)):
+        return None
+    for fn, message in WRONG_OPS:
+        if all(abs(g - fn(*s, BIAS)) < 1e-6 for g, s in zip(got, samples)):
+            return message
+    (x, m, n), g, w = next((s, g, w) for s, g, w in zip(samples, got, want) if abs(g - w) >= 1e-6)
+    read = sorted({i for mm, nn, i in bias.reads if (mm, nn) == (m, n)})
+    reads = (f"it read bias{read} there" if read and read != [n] else
+             "it read bias[n] there" if read else "it read no bias there")
+    return (f"for an accumulator {x} at row {m}, column {n}, with bias[{n}] = {BIAS[n]}, your op "
+            f"gives {g}; relu(x + bias[n]) is {w} ({reads})")
