@@ -6,8 +6,11 @@ import cutlass.cute as cute
 import pytest
 
 from cutecourse.exercises import nb06_kernels as nk
+from cutecourse.exercises.kernel_check import gpu_here
 from cutecourse.exercises.learner_code import as_cell
 from cutecourse.kernels.epilogue_op import EpilogueOp
+
+H100 = gpu_here("sm_90a")  # there the checks also run the kernels, and say so instead
 
 
 # -- Exercise 9: the fused epilogue ------------------------------------------------------------------
@@ -91,7 +94,7 @@ def test_fused_epilogue_solution_passes_with_its_ptx_facts():
     assert r, r.message
     assert "exactly 64 bias loads" in r.message and "128 adds" in r.message and "128 clamps at 0" in r.message
     assert "numbers checked on the CPU model" in r.message and "240 (x, m, n) of a 5 x 24 C" in r.message
-    assert "not run on a GPU here" in r.message
+    assert ("not run on a GPU here" in r.message) != H100
 
 
 @pytest.mark.parametrize("op, words", [
@@ -201,7 +204,8 @@ def test_the_cpu_model_of_an_op():
 def test_pingpong_lab_right_prediction_compiles_both():
     r = nk.check_pingpong_lab(4, 4, 32)
     assert r and "epi_stages=4: 4 stages" in r.message and "epi_stages=2: 5 stages" in r.message, r.message
-    assert "Nothing was timed here" in r.message and "beside the cooperative kernel" in r.message
+    assert ("Nothing was timed here" in r.message) != H100
+    assert H100 or "beside the cooperative kernel" in r.message  # what the GPU run would add
 
 
 @pytest.mark.parametrize("args, words", [
@@ -347,7 +351,7 @@ class ColumnsReversed(tile_scheduler.StaticScheduler):  # right to left inside e
 def test_tile_order_solution_passes():
     r = nk.check_tile_order(Bands)
     assert r and "16 A and 9 B panels" in r.message, r.message
-    assert "numbers checked on the CPU model" in r.message and "not run on a GPU here" in r.message
+    assert "numbers checked on the CPU model" in r.message and ("not run on a GPU here" in r.message) != H100
 
 
 @pytest.mark.parametrize("cls, words", [

@@ -124,10 +124,10 @@ def check_vector_kernel(host_fn, m: int = 256, n: int = 256) -> Result:
     message = f"{cpu}; compiled: one 128-bit load of A, one of B and one 128-bit store per thread"
     if not modes.mode_for("any").run:
         return passed(title, message + " (no GPU here: not run on one)")
-    return _run_on_gpu(host_fn, m, n, title, hint)
+    return _run_on_gpu(host_fn, m, n, title, hint, message)
 
 
-def _run_on_gpu(host_fn, m: int, n: int, title: str, hint: str) -> Result:
+def _run_on_gpu(host_fn, m: int, n: int, title: str, hint: str, checked: str) -> Result:
     import cutlass.cute as cute
     import torch
     from cutlass.cute.runtime import from_dlpack
@@ -142,7 +142,7 @@ def _run_on_gpu(host_fn, m: int, n: int, title: str, hint: str) -> Result:
         r, col = bad[0].tolist()
         return failed(title, f"{len(bad)} of {c.numel()} results are wrong, the first at ({r}, {col}): "
                       f"{c[r, col].item()} instead of {(a + b)[r, col].item()}", hint)
-    return passed(title, f"128-bit loads and stores, and A + B is exact on {torch.cuda.get_device_name()}")
+    return passed(title, f"{checked}. On the GPU: A + B is exact on {torch.cuda.get_device_name()}")
 
 
 # ----------------------------------------------------------------------------------------
