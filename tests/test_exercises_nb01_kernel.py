@@ -54,7 +54,7 @@ def adder(*edits):
 def test_the_solution_passes_on_numbers_and_in_the_ptx():
     r = nb01.check_fused_kernel(learner())
     assert r, r.message
-    assert "numbers checked on the CPU model: all 120 elements of C" in r.message
+    assert "numbers checked on the CPU model: all 2360 elements of C" in r.message
     assert "A and B untouched" in r.message and "max.f16x2" in r.message
     assert ("not run on one" in r.message) != cutecourse.modes.mode_for("any").run
 
@@ -139,7 +139,7 @@ ADD_BODY = ("        a = gA[(None, (mi, ni))].load()\n        b = gB[(None, (mi,
 
 def test_vector_kernel_solution_passes_on_numbers():
     r = nb01.check_vector_kernel(adder())
-    assert r and "all 120 elements of C equal A + B" in r.message, r.message
+    assert r and "all 2360 elements of C equal A + B" in r.message, r.message
     assert ("not run on one" in r.message) != cutecourse.modes.mode_for("any").run
 
 
@@ -161,3 +161,9 @@ def test_vector_kernel_unanswered_says_so():
 def test_vector_kernel_mistakes_are_named(edits, words):
     r = nb01.check_vector_kernel(adder(*edits))
     assert not r and words in r.message, r.message
+
+
+def test_a_kernel_that_forgets_the_block_leaves_tiles_unwritten():
+    """295 tiles take two blocks on the CPU model: i = tidx alone covers only the first 256."""
+    r = nb01.check_fused_kernel(learner(("i = bidx * bdim + tidx", "i = tidx")))
+    assert not r and "312 of 2360 elements of C are never written" in r.message, r.message

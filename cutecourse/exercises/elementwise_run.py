@@ -5,9 +5,10 @@ The kernel body is ordinary Python over a few DSL names. Executed again with tho
 for their plain meaning (numpy arrays for the tiles a ``.load()`` returns, ``np.where`` for
 ``cute.where``, ``np.maximum`` for ``cutlass.max``), every thread of the launch runs on fp16 numbers
 and the checker sees what the compiled code computes: every element of C it writes, and whether A
-and B stayed as they were. The problem is 3 rows x 40 columns: a grid of 3 x 5 tiles of (1, 8),
+and B stayed as they were. The problem is 5 rows x 472 columns: a grid of 5 x 59 tiles of (1, 8),
 not square, so tile coordinates swapped, a row/column mix-up or a store to the neighbouring tile
-show up as a wrong or out-of-range tile. The values differ in every row and column.
+show up as a wrong or out-of-range tile; 295 tiles take two blocks of 256 threads, so a kernel
+that forgets the block index leaves tiles unwritten. The values differ in every row and column.
 
 A mistake is a *finding* in the learner's terms (``KernelFinding``): an index outside the tensor,
 a store into an input, the error their line raised on numbers. Only a DSL name the model does not
@@ -23,7 +24,7 @@ import types
 
 import numpy as np
 
-ROWS, COLS, V = 3, 40, 8  # C is 3 x 40 fp16: 3 x 5 tiles of (1, 8), one per thread
+ROWS, COLS, V = 5, 472, 8  # C is 5 x 472 fp16: 5 x 59 tiles of (1, 8), one per thread
 THREADS = 256  # the host function's block, before its launch sets it
 
 
@@ -36,7 +37,7 @@ class NotModelled(Exception):
 
 
 def operands():
-    """fp16 A and B (3 x 40) whose values differ per row and per column (small integers and
+    """fp16 A and B (5 x 472) whose values differ per row and per column (small integers and
     halves: every sum is exact in fp16), with negative, zero and positive sums."""
     r, c = np.meshgrid(np.arange(ROWS), np.arange(COLS), indexing="ij")
     a = ((r * 7 + c * 3) % 13 - 6).astype(np.float16)
@@ -56,7 +57,7 @@ def _vec(x):
 
 
 class Tiled:
-    """``zipped_divide(t, (1, 8))`` of a row-major (3, 40) tensor: ``((1, 8), (3, 5))``. Indexing
+    """``zipped_divide(t, (1, 8))`` of a row-major (5, 472) tensor: ``((1, 8), (5, 59))``. Indexing
     checks the tile coordinate and records, per thread, which tiles the thread read and wrote."""
 
     def __init__(self, name: str, arr, log: dict):
@@ -238,7 +239,7 @@ def _undecorated(seg):
 
 
 class Matrix:
-    """A (3, 40) tensor as the host function receives it; indexed (row, column) if a kernel gets
+    """A (5, 472) tensor as the host function receives it; indexed (row, column) if a kernel gets
     it undivided."""
 
     def __init__(self, name: str, arr, log: dict):
@@ -370,7 +371,8 @@ def verdict(code, want_fn, guesses, what: str) -> str | None:
         tile = (r, col // V)
         return (f"{len(unwritten)} of {c.size} elements of C are never written, the first C[{r}, {col}] "
                 f"in tile {tile} ({_cols(tile)}): every tile (mi, ni) of C, for i < m * n_tiles, needs "
-                f"one thread that stores it ({size})")
+                f"one thread that stores it, and i = bidx * bdim + tidx numbers the threads of "
+                f"every block ({size})")
     want = want_fn(a0, b0)
     if np.array_equal(c, want):
         return None
