@@ -1,11 +1,16 @@
 """Notebook 02's checkers: right answers pass, wrong answers get a hint and say where they differ."""
 
+import re
+from pathlib import Path
+
 import cutlass
 import cutlass.cute as cute
+import nbformat
 import pytest
 
 import cutecourse
 from cutecourse.exercises import nb02
+from cutecourse.exercises.learner_code import as_cell
 
 
 # -- 2.1 a TV layout by hand ----------------------------------------------------------------------
@@ -101,13 +106,60 @@ def test_kernel_right_answer_compiles_to_vectors_and_runs_where_it_can():
 
 
 @pytest.mark.parametrize("kernel,says", [
-    (empty_kernel, "writes nothing to C"),
-    (element_by_element_kernel, "scalar (one-element) global accesses"),
-    (add_kernel, "no fp16 multiply"),
+    (empty_kernel, "not answered yet"),
+    (element_by_element_kernel, "scalar (one-element) global accesses"),  # right on numbers: the PTX
+    (add_kernel, "your kernel adds the values"),
 ])
 def test_kernel_wrong_answers_get_a_hint(kernel, says):
     r = nb02.check_tv_kernel(host_for(kernel))
     assert not r.ok and says in r.message and r.hint == nb02.KERNEL_HINT
+
+
+SOLUTION = re.sub(r"[ \t]*# (BEGIN|END) SOLUTION\n|[ \t]*# EXERCISE:.*\n", "", next(
+    c.source for c in nbformat.read(Path(__file__).resolve().parents[1] / "solutions" / "02_tv_layouts.ipynb",
+                                    as_version=4).cells if c.cell_type == "code" and "def mul_kernel" in c.source))
+
+
+def learner(*edits):
+    """The solution's kernel cell with ``edits`` ((old, new) replacements), defined as a cell."""
+    src = SOLUTION
+    for old, new in edits:
+        assert old in src, old
+        src = src.replace(old, new)
+    ns = as_cell("import cutlass\nimport cutlass.cute as cute\n")
+    as_cell(src, ns)
+    return ns["tv_mul"]
+
+
+def test_kernel_solution_cell_passes_on_numbers():
+    r = nb02.check_tv_kernel(learner())
+    assert r and "all 16384 elements of C equal A * B" in r.message and "A and B untouched" in r.message, r
+
+
+THR_C = "thrC = cute.composition(blkC, tv_layout)[(tidx, None)]"
+THR_B = "thrB = cute.composition(blkB, tv_layout)[(tidx, None)]"
+
+
+@pytest.mark.parametrize("edits, says", [
+    # wrong operand
+    ([("thrA.load() * thrB.load()", "thrA.load() * thrA.load()")], "uses A twice"),
+    ([("thrC.store(", "thrA.store(")], "writes into A"),
+    ([("thrA.load() * thrB.load()", "thrA.load()")], "copies A into C"),
+    # wrong index: the thread, the block, another thread's values
+    ([(THR_C, THR_C.replace("(tidx, None)", "(0, None)"))], "stores into C at others"),
+    ([("gC[((None, None), bidx)]", "gC[((None, None), 0)]")], "block 1's thread 0 reads A"),
+    ([(THR_B, THR_B.replace("(tidx, None)", "((tidx + 1) % 128, None)"))], "reads B at 32 elements"),
+    ([("gA[((None, None), bidx)], gB[((None, None), bidx)], gC[((None, None), bidx)]",
+       "gA[((None, None), bidx)], gB[((None, None), bidx)], gC[((None, None), bidx + 1)]")], "outside its 2 x 2 tiles"),
+    # wrong operation
+    ([("thrA.load() * thrB.load()", "thrA.load() - thrB.load()")], "subtracts"),
+    # a typo: named at the learner's line
+    ([("thrC.store(thrA.load()", "thrC.store(thrA.lod()")], "lod"),
+])
+def test_kernel_mistakes_are_named_from_numbers(edits, says):
+    r = nb02.check_tv_kernel(learner(*edits))
+    assert not r.ok and says in r.message, r.message
+    assert "Traceback" not in r.message and "MLIR" not in r.message
 
 
 def test_kernel_that_does_not_compile_or_is_missing():

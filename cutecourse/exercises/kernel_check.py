@@ -47,7 +47,13 @@ spies=("module:function",))`` records, in the child too (:func:`spy` is the in-p
 
 **4. The CPU model.** ``pipeline_replay.replay(hook_function, stages=, k_tiles=)`` runs a
 learner's mainloop, as written, on ``models/pipeline`` (deadlocks and races, named). Notebook-
-specific models (multicast, schedulers, group walk) are called by the checker directly.
+specific models (multicast, schedulers, group walk) are called by the checker directly. Where the
+learner's code is arithmetic over indices, run it on numbers on every element, on a shape that is
+not symmetric, before compiling: ``elementwise_run`` (notebook 01's kernels, the host's launch and
+every thread), ``tv_run`` (notebook 02's TV kernel), ``epilogue_run`` (an epilogue op's ``apply``
+with a bias that records every index), ``cpu_run`` (notebook 07's hooks). An exception there is a
+finding at the learner's line; only a DSL operation the model cannot run leaves the numbers
+unchecked, and the pass message then says so.
 
 **5. On a matching GPU, run it against torch in a child with a timeout.** ::
 

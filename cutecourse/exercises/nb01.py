@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import layouts, modes
 from . import Result, checker, failed, passed
 from .kernel_check import kernel_checker
@@ -57,35 +59,75 @@ def check_tilers(tiler_bf16, tiler_fp32) -> Result:
     return passed(title, "bf16: (1, 8), fp32: (1, 4): one 16-byte vector per thread each")
 
 
+#: Typical wrong sums, for both kernels' CPU runs: (function of A and B, what the kernel does).
+SUM_GUESSES = [
+    (lambda a, b: a + a, "your sum uses A twice (A + A): the second tile must be B's, gB[(None, (mi, ni))]"),
+    (lambda a, b: b + b, "your sum uses B twice (B + B): the first tile must be A's, gA[(None, (mi, ni))]"),
+    (lambda a, b: a - b, "your kernel subtracts B from A: C = A + B"),
+    (lambda a, b: b - a, "your kernel subtracts A from B: C = A + B"),
+    (lambda a, b: a * b, "your kernel multiplies the tiles: C = A + B"),
+    (lambda a, b: a, "your kernel copies A into C: add B's tile"),
+    (lambda a, b: b, "your kernel copies B into C: add A's tile"),
+]
+
+
+def _cpu_verdict(host_fn, want, guesses, what):
+    """(learner code, the CPU run's finding or None, what it checked or why it could not)."""
+    from . import elementwise_run as er
+    from .learner_code import LearnerCode
+
+    code = LearnerCode(host_fn)
+    if code.unanswered or er.unanswered(code):
+        raise NotImplementedError  # @checker: "not answered yet"
+    try:
+        return code, er.verdict(code, want, guesses, what), er.checked(what)
+    except er.KernelFinding as exc:
+        return code, str(exc), ""
+    except er.NotModelled as exc:
+        return code, None, (f"numbers NOT checked on the CPU: the CPU model does not run `{exc}`, "
+                            "so only the PTX judged your kernel")
+
+
 @checker(*EX3)
 def check_vector_kernel(host_fn, m: int = 256, n: int = 256) -> Result:
-    """Compile the learner's host function for fp16 (m, n): it must issue 128-bit loads and
-    stores only; on a GPU it must also compute A + B exactly."""
+    """Compile the host function for fp16 (m, n); run it on numbers on the CPU (every element
+    of C, A and B untouched); its PTX: 128-bit loads and stores only; on a GPU, run it."""
     import cutlass
     from cutlass.cute.runtime import make_fake_compact_tensor
 
     from ..inspect import compile_here
 
+    from . import elementwise_run as er
+    from .learner_code import LearnerCode
+
     title, hint = EX3
+    if er.unanswered(LearnerCode(host_fn)):
+        raise NotImplementedError  # the exercise's `...` is still the kernel's body
     fake = make_fake_compact_tensor(cutlass.Float16, (m, n), stride_order=(1, 0), assumed_align=16)
     try:
         report = compile_here(host_fn, fake, fake, fake)
     except Exception as exc:  # the compiler's first line is the useful part
         return failed(title, f"it does not compile: {str(exc).splitlines()[0]}", hint)
+    _, finding, cpu = _cpu_verdict(host_fn, lambda a, b: a + b, SUM_GUESSES, "A + B")
+    if finding:
+        return failed(title, finding, hint)
     wide = report.count(r"^ld\.global(\.[\w:]+)*\.v4\.b32")
     narrow = report.count("scalar global loads")
     if narrow or wide != 2:
         return failed(title, f"the PTX has {wide} 128-bit and {narrow} narrower global loads per "
-                      "thread; one 128-bit load of A and one of B was the goal", hint)
+                      "thread; one 128-bit load of A and one of B was the goal"
+                      + (": load the whole (1, 8) tile with .load()" if narrow else
+                         ": does your sum read the same tile twice?" if wide == 1 else ""), hint)
     if report.count("vector global stores") != 1 or report.count("scalar global stores"):
-        return failed(title, "the loads are right but the store is not one 128-bit store", hint)
+        return failed(title, "the loads are right but the store is not one 128-bit store: store "
+                      "the whole tile at once, gC[(None, (mi, ni))] = a + b", hint)
+    message = f"{cpu}; compiled: one 128-bit load of A, one of B and one 128-bit store per thread"
     if not modes.mode_for("any").run:
-        return passed(title, "compiles to one 128-bit load of A, one of B and one 128-bit store per "
-                      "thread (no GPU here to run it)")
-    return _run_on_gpu(host_fn, m, n, title, hint)
+        return passed(title, message + " (no GPU here: not run on one)")
+    return _run_on_gpu(host_fn, m, n, title, hint, message)
 
 
-def _run_on_gpu(host_fn, m: int, n: int, title: str, hint: str) -> Result:
+def _run_on_gpu(host_fn, m: int, n: int, title: str, hint: str, checked: str) -> Result:
     import cutlass.cute as cute
     import torch
     from cutlass.cute.runtime import from_dlpack
@@ -100,7 +142,7 @@ def _run_on_gpu(host_fn, m: int, n: int, title: str, hint: str) -> Result:
         r, col = bad[0].tolist()
         return failed(title, f"{len(bad)} of {c.numel()} results are wrong, the first at ({r}, {col}): "
                       f"{c[r, col].item()} instead of {(a + b)[r, col].item()}", hint)
-    return passed(title, f"128-bit loads and stores, and A + B is exact on {torch.cuda.get_device_name()}")
+    return passed(title, f"{checked}. On the GPU: A + B is exact on {torch.cuda.get_device_name()}")
 
 
 # ----------------------------------------------------------------------------------------
@@ -161,90 +203,36 @@ def _constant(value: str) -> str:
     return str(halves[0]) if halves[0] == halves[1] else f"({halves[0]}, {halves[1]})"
 
 
-_SKIPPED = "the CPU run could not follow the kernel"
+#: Typical wrong activations, for the CPU run: (function of A and B, what the kernel does).
+RELU_GUESSES = [
+    (lambda a, b: np.maximum(a + a, 0), "your sum uses A twice, relu(A + A): the second tile must "
+     "be B's, gB[(None, (mi, ni))]"),
+    (lambda a, b: np.maximum(b + b, 0), "your sum uses B twice, relu(B + B): the first tile must "
+     "be A's, gA[(None, (mi, ni))]"),
+    (lambda a, b: a + b, "your kernel stores A + B without the activation: clamp the sum at zero"),
+    (lambda a, b: np.maximum(a, 0) + np.maximum(b, 0), "your kernel clamps before it adds: "
+     "relu(A) + relu(B) is not relu(A + B); add first, then clamp the sum"),
+    (lambda a, b: np.minimum(a + b, 0), "your kernel keeps the smaller of the sum and zero (a min, "
+     "or the condition the wrong way round): ReLU keeps the larger"),
+    (lambda a, b: np.maximum(a - b, 0), "your kernel clamps A - B: you subtract; C = relu(A + B)"),
+    (lambda a, b: np.maximum(b - a, 0), "your kernel clamps B - A: you subtract; C = relu(A + B)"),
+    (lambda a, b: np.where(a > 0, a + b, 0), "your kernel tests A > 0, not the sum: compare the sum "
+     "itself with zero"),
+    (lambda a, b: np.where(b > 0, a + b, 0), "your kernel tests B > 0, not the sum: compare the sum "
+     "itself with zero"),
+    (lambda a, b: np.abs(a + b), "your kernel stores |A + B|: ReLU sets negative sums to zero, it "
+     "does not flip their sign"),
+] + [(lambda a, b, k=k: np.maximum(a + b, k), f"your kernel clamps at {k}, not at zero: ReLU keeps "
+      "the larger of the sum and 0") for k in (1, -1, 0.5, 2)]
 
 
-class _Skip(Exception):
-    pass
-
-
-def numbers(code, m: int = 4, n: int = 32) -> str | None:
-    """Run the learner's ``@cute.kernel`` body on numbers, on the CPU: every thread of one block
-    of 256 over fp16 A, B (m, n), with numpy standing for the DSL's tiles, ``cute.where`` and
-    ``cute.full_like``. None if C equals relu(A + B); else the first difference, in words;
-    ``_SKIPPED`` if the body uses anything else (the PTX verdict stands then)."""
-    import ast
-    import types
-
-    import numpy as np
-
-    seg = next((sg for sg in code.segments if "@cute.kernel" in sg.text), None)
-    if seg is None:
-        return _SKIPPED
-    tree = ast.parse(seg.text)
-    tree.body[0].decorator_list = []
-    ast.increment_lineno(tree, seg.first - 1)
-    rng = np.random.default_rng(0)
-    a, b = (rng.integers(-4, 5, (m, n)).astype(np.float16) for _ in range(2))
-    c = np.full((m, n), np.nan, np.float16)
-    v = 8
-
-    class Divided:  # zipped_divide(t, (1, 8)): ((1, 8), (m, n / 8))
-        shape = ((1, v), (m, n // v))
-
-        def __init__(self, arr):
-            self.arr = arr
-
-        def _where(self, idx):
-            inner, (mi, ni) = idx
-            cols = slice(ni * v, ni * v + v) if inner is None else ni * v + inner[1]
-            return int(mi), cols
-
-        def __getitem__(self, idx):
-            r, cols = self._where(idx)
-            if isinstance(cols, slice):
-                return types.SimpleNamespace(load=lambda: self.arr[r, cols].copy(),
-                                             store=lambda x: self.arr.__setitem__((r, cols), x))
-            return self.arr[r, cols]
-
-        def __setitem__(self, idx, x):
-            self.arr[self._where(idx)] = x
-
-    class Shim(types.SimpleNamespace):
-        def __getattr__(self, name):
-            raise _Skip(name)
-
-    tid = [0]
-    arch = Shim(thread_idx=lambda: (tid[0], 0, 0), block_idx=lambda: (0, 0, 0),
-                block_dim=lambda: (256, 1, 1))
-    cute = Shim(Tensor=object, arch=arch, where=np.where,
-                full_like=lambda x, val: np.full_like(x, val), zeros_like=np.zeros_like)
-    cutlass = Shim(range_constexpr=range, range=range, Float16=np.float16, Float32=np.float32)
-    names = {"cute": cute, "cutlass": cutlass, "__builtins__": __builtins__}
-    try:
-        exec(compile(tree, seg.filename, "exec"), names)  # noqa: S102  (the learner's kernel)
-        kernel = names[tree.body[0].name]
-        for tid[0] in range(256):
-            kernel(Divided(a), Divided(b), Divided(c))
-    except Exception:  # a DSL name the shim does not have, or the kernel needs the real DSL
-        return _SKIPPED
-    want = np.maximum(a + b, np.float16(0))
-    bad = np.argwhere(~(c == want))
-    if not len(bad):
-        return None
-    r, col = bad[0]
-    return (f"on numbers (the CPU runs every thread of a {m}x{n} problem) C[{r}, {col}] is "
-            f"{c[r, col]} where relu({a[r, col]} + {b[r, col]}) is {want[r, col]}")
-
-
-def _fused_problem(report, code=None) -> str | None:
-    """What is wrong with the arithmetic and the memory traffic of the compiled kernel
-    (``code``, the learner's, runs on numbers where the PTX alone cannot tell)."""
+def _fused_problem(report, numbers_checked: bool) -> str | None:
+    """What is wrong with the compiled kernel's memory traffic (always) and, where the CPU could
+    not run the kernel on numbers, with its arithmetic as the PTX shows it."""
     from .kernel_check import compact
 
-    lines = report.instructions()
     kinds, consts, bounds = [], {}, []
-    for ln in lines:
+    for ln in report.instructions():
         op = ln.split()[0]
         args = [a.strip().strip(";{}").strip() for a in ln[len(op):].split(",")]
         if op.startswith("mov.b") and len(args) == 2:
@@ -263,25 +251,27 @@ def _fused_problem(report, code=None) -> str | None:
         elif op.startswith("st.global"):
             kinds.append("store" if ".v4." in op else "narrow store")
     seq = compact(kinds)
-    if "narrow load" in kinds or kinds.count("load") != 2 or kinds.count("store") != 1 or \
-            "narrow store" in kinds:
+    if kinds.count("load") == 1 and "narrow load" not in kinds:
+        return (f"the compiled kernel loads one input tile, not two ({seq}): the compiler dropped a "
+                "load whose value is not used. Does your sum use A (or B) twice?")
+    if "narrow load" in kinds or kinds.count("load") != 2:
         return (f"the kernel's global memory traffic is {seq}: keep one 128-bit load of each "
-                "input tile and one 128-bit store (load the whole (1, 8) tile with .load())")
+                "input tile (load the whole (1, 8) tile with .load())")
+    if kinds.count("store") != 1 or "narrow store" in kinds:
+        return (f"the kernel's global memory traffic is {seq}: store C's tile with one 128-bit "
+                "store, gC[(None, (mi, ni))] = the whole tile")
+    if numbers_checked:
+        return None  # the arithmetic was compared on every element: the PTX need not guess it
     if "add" not in kinds:
         return (f"no addition of the two tiles in the compiled kernel ({seq})"
-                + (": you subtract; " if "sub" in kinds else "; ")
-                + "C = relu(A + B) adds the tiles first")
+                + (": you subtract; " if "sub" in kinds else "; ") + "C = relu(A + B) adds the tiles first")
     if "max" not in kinds:
         if "min" in kinds:
-            return (f"your kernel computes a min ({seq}): that clamps from above; ReLU keeps the "
-                    "larger of the sum and zero")
+            return f"your kernel computes a min ({seq}): ReLU keeps the larger of the sum and zero"
         if "compare/select" in kinds:
-            wrong = numbers(code) if code is not None else _SKIPPED
-            if wrong is None:
-                return None  # a select that computes ReLU (e.g. where(s < 0, 0, s)): right
-            return (f"your activation compiles to a compare-and-select ({seq}), not to "
-                    "max(A + B, 0)" + (f", and {wrong}" if wrong is not _SKIPPED else "")
-                    + ": compare the sum itself with zero and pick zero where it is negative")
+            return (f"your activation compiles to a compare-and-select ({seq}) the CPU model could "
+                    "not run, so nothing here proves it is ReLU: write it with cute.where or "
+                    "cutlass.max and cute.full_like(s, 0)")
         return f"no max in the compiled kernel ({seq}): it stores A + B without the activation"
     for operands in bounds:
         if not any(_is_zero(v) for v in operands):
@@ -295,22 +285,26 @@ def _fused_problem(report, code=None) -> str | None:
 
 @kernel_checker(*EX4)
 def check_fused_kernel(host_fn) -> Result:
-    """``host_fn``: your ``@cute.jit`` host function launching C = relu(A + B) on fp16 tiles."""
+    """``host_fn``: your ``@cute.jit`` host function launching C = relu(A + B) on fp16 tiles.
+    First on numbers on the CPU (every thread, every element of C, A and B untouched); then
+    compiled for sm_90a (the memory traffic read from the PTX); on a GPU, against torch."""
     from . import kernel_check as kc
 
     title = EX4[0]
-    code = kc.LearnerCode(host_fn)
+    code, finding, cpu = _cpu_verdict(host_fn, lambda a, b: np.maximum(a + b, 0), RELU_GUESSES,
+                                      "relu(A + B)")
+    if finding:
+        return failed(title, finding)
     report = kc.compile_kernel(code, host_fn.__name__, args="cutecourse.exercises.nb01:elementwise_args")
-    problem = _fused_problem(report, code)
+    problem = _fused_problem(report, numbers_checked=cpu.startswith("numbers checked"))
     if problem:
         return failed(title, problem)
     adds, maxes = report.count(r"^add(\.rn)?\.f16x2"), report.count(r"^max(\.NaN)?\.f16x2")
-    clamp = (f"{maxes} max.f16x2 against zero" if maxes else
-             "a compare-and-select per element (equal to relu(A + B) on numbers, run on the CPU)")
-    message = (f"compiled for sm_90a: two 128-bit loads, {adds} add.f16x2, {clamp}, one 128-bit "
-               "store per thread: the activation costs no memory traffic")
+    clamp = f"{maxes} max.f16x2" if maxes else "a compare-and-select per element"
+    message = (f"{cpu}. Compiled for sm_90a: two 128-bit loads, {adds} add.f16x2, {clamp}, one "
+               "128-bit store per thread: the activation costs no memory traffic")
     if not kc.gpu_here("any"):
-        return passed(title, message + " (no GPU here to run it)")
+        return passed(title, message + " (no GPU here: not run on one)")
     run = kc.run_on_gpu(code, host_fn.__name__, runner="cutecourse.exercises.nb01:relu_runner")
     if not run.ok:
         return failed(title, run.message)

@@ -105,20 +105,37 @@ EXPECT_LOADS, EXPECT_STORES = 8, 4
 @checker("2.3 the TV kernel for C = A * B", KERNEL_HINT)
 def check_tv_kernel(host_fn: Callable, m: int = 256, n: int = 512) -> Result:
     """Compile ``host_fn(mA, mB, mC)`` for this process's architecture on fake fp16 (m, n)
-    tensors and read its PTX; on a GPU, also launch it and compare with ``a * b``."""
+    tensors; run it on numbers on the CPU (``tv_run``: every element of C, A and B untouched);
+    read its PTX; on a GPU, also launch it and compare with ``a * b``."""
     import cutlass
     from cutlass.cute.runtime import make_fake_compact_tensor
 
     from .. import inspect
+    from . import elementwise_run, tv_run
+    from .learner_code import LearnerCode
 
     title = "2.3 the TV kernel for C = A * B"
     if host_fn is Ellipsis or host_fn is None:
         raise NotImplementedError
+    code = LearnerCode(host_fn)
+    kseg, hseg = elementwise_run._segments(code)
+    if kseg is not None and tv_run.unanswered(kseg.text):
+        raise NotImplementedError  # the exercise's `pass` is still the kernel's body
     fake = make_fake_compact_tensor(cutlass.Float16, (m, n), stride_order=(1, 0), assumed_align=16)
     try:
         rep = inspect.compile_here(host_fn, fake, fake, fake)
     except CourseError as e:
         return failed(title, f"it does not compile: {e.what}", KERNEL_HINT)
+    try:
+        finding = tv_run.verdict(code, kseg, hseg) if kseg is not None else None
+        cpu = tv_run.CHECKED if kseg is not None else "numbers NOT checked on the CPU (no kernel found)"
+    except tv_run.KernelFinding as exc:
+        finding = str(exc)
+    except tv_run.NotModelled as exc:
+        finding, cpu = None, (f"numbers NOT checked on the CPU: the CPU model does not run {exc}, so "
+                              "only the PTX judged your kernel")
+    if finding:
+        return failed(title, finding, KERNEL_HINT)
     loads, stores = rep.count("vector global loads"), rep.count("vector global stores")
     scalar = rep.count("scalar global loads") + rep.count("scalar global stores")
     muls = rep.count(r"^mul\S*\.f16x2") + rep.count(r"^fma\S*\.f16x2")
@@ -135,11 +152,11 @@ def check_tv_kernel(host_fn: Callable, m: int = 256, n: int = 512) -> Result:
                       KERNEL_HINT)
     if muls == 0:
         return failed(title, "no fp16 multiply (mul.f16x2) in the PTX: is it C = A * B?", KERNEL_HINT)
-    compiled = (f"compiled for {rep.arch}: {loads} 128-bit loads, {stores} 128-bit stores, "
+    compiled = (f"{cpu}; compiled for {rep.arch}: {loads} 128-bit loads, {stores} 128-bit stores, "
                 f"{muls} mul.f16x2 per thread")
     mode = modes.mode_for("any")
     if not mode.run:
-        return passed(title, compiled + f"; not launched ({mode.reason})")
+        return passed(title, compiled + f"; not run on a GPU here ({mode.reason})")
     return _run_on_gpu(host_fn, m, n, title, compiled)
 
 

@@ -61,7 +61,8 @@ def check_wave_efficiency(fn) -> Result:
                     return failed(title, f"M={m}, N={n}, tile {tile[0]}x{tile[1]}, {sms} SMs: you gave "
                                   f"{got!r}; {p.ctas} CTAs in {waves} waves use {p.wave_efficiency:.4f} "
                                   f"of the SM-slots", why)
-    return passed(title, f"all {tried} cases agree with gemm_plan.plan(...).wave_efficiency")
+    return passed(title, f"all {tried} cases agree with gemm_plan.plan(...).wave_efficiency, on the CPU: "
+                  "a count of SM-slots, not a timing (measured waves: the notebook's section on them)")
 
 
 #: The exercise's first name (it asked for "the last wave's use"); the same check.
@@ -128,7 +129,8 @@ def check_consumer_registers(fn) -> Result:
                       "128 threads per warpgroup")
     return passed(title, f"all {tried} splits agree; the course's kernel: producer 40, 2 consumer "
                   f"warpgroups -> {_largest_consumer_count(40, 1, 2)}, inside its launch pool of "
-                  f"{launch_registers(384)} x 384 = {launch_registers(384) * 384} registers")
+                  f"{launch_registers(384)} x 384 = {launch_registers(384) * 384} registers (the rule, checked on "
+                  "the CPU; nothing runs on a GPU here)")
 
 
 def _producer_order(items: int, k_tiles: int) -> dict[tuple[int, int, int], int]:
@@ -157,7 +159,8 @@ def check_ring_position(fn) -> Result:
                 return failed(title, f"warpgroup {w}, its tile {j}, k-tile {k} of {k_tiles}: you gave "
                               f"{got!r}, the producer loaded it as number {want}",
                               "between two tiles of one warpgroup lie the other warpgroup's k_tiles")
-    return passed(title, f"all {tried} positions agree with the producer's order")
+    return passed(title, f"all {tried} positions agree with the producer's order, enumerated on the "
+                  "CPU step by step (a model of the kernel's loop; nothing runs on a GPU here)")
 
 
 #: (tile_mn, bytes of C staging) the ring checker tries: the cooperative kernel (4 buffers of
@@ -197,7 +200,8 @@ def check_ring_cycles(fn) -> Result:
                           "count flops (2 per multiply-add) for every stage of the ring")
     coop, pp4, pp5 = (_ring(t, c)[1] for t, c in RING_CASES[:3])
     return passed(title, f"all {len(RING_CASES)} rings agree; cooperative 128x256: {coop:g} cycles, "
-                  f"ping-pong 64x256: {pp4:g} with 4 C buffers per warpgroup, {pp5:g} with 2")
+                  f"ping-pong 64x256: {pp4:g} with 4 C buffers per warpgroup, {pp5:g} with 2 (arithmetic on the "
+                  "CPU; whether a ring covers the round trip is the next cell's question)")
 
 
 def _loops() -> list[list[tuple[float, float]]]:
@@ -255,7 +259,8 @@ def check_launch_loop(fn) -> Result:
             return failed(title, f"{where}: you gave idle fraction {idle!r}; it is {want_idle:.4f}", hint)
     idle = _loop_reference(loops[0])[1]
     return passed(title, f"all {len(loops)} loops agree; 1.25 us of gap per 23.3 us kernel leaves the GPU "
-                  f"idle {idle:.1%} of the loop, which PDL's overlap removes")
+                  f"idle {idle:.1%} of the loop, which PDL's overlap removes (checked on recorded loops; nothing "
+                  "is timed here)")
 
 
 # -- the ordered barrier of the ping-pong kernel ---------------------------------------------------
@@ -316,7 +321,8 @@ def check_barrier_order(fn) -> Result:
                       f"{want[w]}; {effect}", _barrier_hint(w, got[w], want[w]))
     return passed(title, "1 to 7 tiles agree with the kernel's loop; warpgroup 0 waits on barrier 3 "
                   "first, warpgroup 1's one arrive at the start is that turn, and the turn passed "
-                  "after the last tile is taken at the walk's end")
+                  "after the last tile is taken at the walk's end (checked on the CPU against "
+                  "models/ordered_barrier; nothing runs on a GPU here)")
 
 
 # -- stream-K: who finishes a split tile -----------------------------------------------------------
@@ -378,4 +384,5 @@ def check_stream_k_fixup(fn) -> Result:
     mlp = _fixup_reference(512, 132, 224)
     first = min(mlp)
     return passed(title, f"all {tried} split tiles agree with models/stream_k; MLP down's first split "
-                  f"tile, {first}, is finished by CTA {mlp[first][0]} after CTA(s) {mlp[first][1]}")
+                  f"tile, {first}, is finished by CTA {mlp[first][0]} after CTA(s) {mlp[first][1]} (the model, "
+                  "on the CPU; nothing runs on a GPU here)")

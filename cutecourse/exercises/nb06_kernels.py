@@ -9,12 +9,10 @@ timed beside the course's kernel.
 
 from __future__ import annotations
 
-import builtins
-import contextlib
 import re
-from unittest import mock
 
 from . import Result, answered, failed, passed
+from . import epilogue_run as er
 from .kernel_check import LearnerError, kernel_checker
 
 PERSISTENT = '__import__("cutecourse.kernels.hopper_gemm_persistent", fromlist=["x"])'
@@ -34,71 +32,11 @@ def fused_args(kernel):
     return (*gemm_launch.fake_persistent_arguments("float16", "float16"), bias)
 
 
-@contextlib.contextmanager
-def python_arithmetic():
-    """``cutlass.max`` / ``min`` / ``Float32`` (and ``cute.max`` / ``min``, ``cute.arch.fmax``) as
-    Python's, so an op's ``apply`` or a ``tile_of`` runs on Python numbers: the CPU model."""
-    import cutlass
-    import cutlass.cute as cute
+#: The CPU model of an op's ``apply`` and of a ``tile_of`` (Python numbers for the DSL's).
+python_arithmetic = er.plain_arithmetic
 
-    def two(fn):  # cute.max(x, y, propagate_nan=..., ...) and cute.arch.fmax(a, b): on two floats
-        return lambda a, b, *_, **__: fn(a, b)
-
-    with mock.patch.object(cutlass, "max", builtins.max), \
-            mock.patch.object(cutlass, "min", builtins.min), \
-            mock.patch.object(cutlass, "Float32", float), \
-            mock.patch.object(cute, "max", two(builtins.max)), \
-            mock.patch.object(cute, "min", two(builtins.min)), \
-            mock.patch.object(cute.arch, "fmax", two(builtins.max)):
-        yield
-
-
-#: Accumulator values, rows and columns the CPU model tries: negative, zero and positive sums,
-#: and a bias whose entries differ per index, so a bias read by row is told from one by column.
-#: 100.0 is above any cap a learner might add (ReLU6 clamps at 6), so only relu(x + b) passes.
-SAMPLES = [(x, m, n) for x in (-3.0, -0.5, 0.0, 0.75, 2.5, 100.0) for m, n in ((0, 3), (5, 0), (2, 7))]
-BIAS = [0.25 * (i + 1) * (-1) ** i for i in range(8)]  # 0.25, -0.5, 0.75, ...
-
-#: What a typical wrong op computes, and how to say it: (name, function of x, m, n, message).
-WRONG_OPS = [
-    ("no_relu", lambda x, m, n: x + BIAS[n],
-     "your op adds the bias but never clamps: negative outputs stay negative. ReLU is "
-     "cutlass.max(..., cutlass.Float32(0.0)) of the biased value"),
-    ("relu_first", lambda x, m, n: max(x, 0.0) + BIAS[n],
-     "your op clamps before it adds the bias, so a negative bias makes outputs negative: "
-     "relu(x + b) is not relu(x) + b. Add bias[n] first, then take the max with 0"),
-    ("bias_by_row", lambda x, m, n: max(x + BIAS[m], 0.0),
-     "your op reads bias[m], one value per row of C. A Linear layer's bias has one value per "
-     "output feature, a column of C: bias[n]"),
-    ("no_bias", lambda x, m, n: max(x, 0.0),
-     "your op never adds the bias: add bias[n] before the ReLU"),
-    ("min", lambda x, m, n: min(x + BIAS[n], 0.0),
-     "your op takes the minimum with 0, which keeps only the negative part: ReLU is the maximum"),
-]
-
-
-def op_verdict(op) -> str | None:
-    """The CPU model's objection to the learner's op (``apply`` on Python floats), or None. An op
-    whose ``apply`` cannot run on floats (a DSL-only call) is left to the PTX and the GPU."""
-    if tuple(getattr(op, "operands", ())) != ("bias",):
-        return (f"your op declares operands = {tuple(getattr(op, 'operands', ()))!r}: declare "
-                "operands = (\"bias\",), so the kernel passes the bias tensor to apply after m and n")
-    try:
-        with python_arithmetic():
-            got = [float(op.apply(x, m, n, BIAS)) for x, m, n in SAMPLES]
-    except NotImplementedError:
-        raise
-    except Exception:  # not plain arithmetic: the compile and the GPU judge it
-        return None
-    want = [max(x + BIAS[n], 0.0) for x, m, n in SAMPLES]  # relu(x + bias[n])
-    if all(abs(g - w) < 1e-6 for g, w in zip(got, want)):
-        return None
-    for _, fn, message in WRONG_OPS:
-        if all(abs(g - fn(*s)) < 1e-6 for g, s in zip(got, SAMPLES)):
-            return message
-    (x, m, n), g, w = next((s, g, w) for s, g, w in zip(SAMPLES, got, want) if abs(g - w) >= 1e-6)
-    return (f"for an accumulator {x} at row {m}, column {n} with bias[{n}] = {BIAS[n]} your op gives "
-            f"{g}; relu(x + bias[n]) is {w}")
+#: The CPU model of an op: ``apply`` on every element of a 5 x 24 C (``epilogue_run``).
+op_verdict = er.op_verdict
 
 
 def epilogue_facts(report) -> dict:
@@ -108,6 +46,7 @@ def epilogue_facts(report) -> dict:
     lines = report.instructions()
     return {"bias loads": sum(bool(re.match(r"^ld\.global(\.\w+)*\.(b32|f32)\b", ln)) for ln in lines),
             "adds": sum(ln.startswith("add.f32") or ln.startswith("add.rn.f32") for ln in lines),
+            "subs": sum(ln.startswith("sub.f32") or ln.startswith("sub.rn.f32") for ln in lines),
             "clamps at 0": sum(bool(re.match(r"^(setp\.\w+|max(\.\w+)*)\.f32\b.*0f00000000", ln))
                                for ln in lines)}
 
@@ -124,37 +63,66 @@ EX9 = ("Exercise 9 (kernel): a fused epilogue, bias + ReLU",
 
 @kernel_checker(*EX9)
 def check_fused_epilogue(op_cls) -> Result:
-    """``op_cls``: your ``EpilogueOp`` subclass for C = relu(A @ B.T + bias), bias[n] per column."""
+    """``op_cls``: your ``EpilogueOp`` subclass for C = relu(A @ B.T + bias), bias[n] per column.
+    Its ``apply`` on numbers on the CPU (every element of a 5 x 24 C), then compiled into the
+    persistent kernel for sm_90a (exact counts of bias loads, adds and clamps per thread)."""
     from . import kernel_check as kc
 
     title = EX9[0]
+    code = kc.LearnerCode(op_cls)
+    if code.unanswered:
+        raise NotImplementedError
     op = op_cls()
-    objection = op_verdict(op)
+    try:
+        objection = op_verdict(op, code)
+        cpu = (f"numbers checked on the CPU model: your apply gives relu(x + bias[n]) on all "
+               f"{2 * er.ROWS * er.COLS} (x, m, n) of a {er.ROWS} x {er.COLS} C (every column's bias "
+               "different, x of either sign and 100.0)")
+    except er.DslOnly as exc:
+        objection, cpu = None, (f"numbers NOT checked on the CPU: at {exc} your apply calls a DSL "
+                                "operation that exists only inside a kernel, which the CPU model "
+                                "cannot run; the exact PTX counts below are the only proof here")
     if objection:
         return failed(title, objection + " (checked on the CPU: your apply on Python floats)")
-    code = kc.LearnerCode(op_cls)
     expr = f"{PERSISTENT}.PersistentHopperGemm(epilogue_op={op_cls.__name__}())"
     report = kc.compile_kernel(code, expr, args="cutecourse.exercises.nb06_kernels:fused_args")
     facts = epilogue_facts(report)
-    if facts["bias loads"] == 0:
-        return failed(title, "the compiled epilogue reads no bias from global memory: apply must "
-                      "use its bias argument (bias[n])")
-    if facts["bias loads"] < EXPECTED["bias loads"]:
-        return failed(title, f"the compiled epilogue loads only {facts['bias loads']} bias values per "
-                      f"thread, where a thread holds {EXPECTED['bias loads']} columns: index bias by "
-                      "the column n, not the row m")
-    if facts["clamps at 0"] < EXPECTED["clamps at 0"]:
-        return failed(title, f"the compiled epilogue clamps {facts['clamps at 0']} of a thread's "
-                      f"{EXPECTED['clamps at 0']} values at 0: the ReLU is missing for some "
-                      "(cutlass.max(v, cutlass.Float32(0.0)) compiles to a setp + selp pair)")
-    message = (f"your op compiles into the epilogue, per consumer thread: {facts['bias loads']} bias "
-               f"loads (one per column it holds), {facts['adds']} adds and {facts['clamps at 0']} "
-               f"clamps at 0 (compare-selects or max.f32), then the conversion to fp16; registers "
-               f"{report.registers} (the same as without it).")
-    return kc.gpu_verdict(code, expr, title, message, "no H100 here: run this notebook on one to see "
-                          "it against torch and timed beside a GEMM followed by torch's bias and ReLU",
+    problem = _ptx_problem(facts, numbers_checked=cpu.startswith("numbers checked"))
+    if problem:
+        return failed(title, problem)
+    message = (f"{cpu}. Compiled for sm_90a, per consumer thread: exactly {facts['bias loads']} bias "
+               f"loads (one per column it holds), {facts['adds']} adds (one per accumulator) and "
+               f"{facts['clamps at 0']} clamps at 0 (compare-selects or max.f32), then the conversion "
+               f"to fp16; registers {report.registers}.")
+    return kc.gpu_verdict(code, expr, title, message, "not run on a GPU here: on an H100 this "
+                          "notebook runs it against torch and times it beside a GEMM followed by "
+                          "torch's bias and ReLU",
                           baseline=f"{PERSISTENT}.PersistentHopperGemm()",
                           runner="cutecourse.exercises.nb06_kernels:fused_runner", timeout=300)
+
+
+def _ptx_problem(facts: dict, numbers_checked: bool) -> str | None:
+    """The compiled epilogue against the counts relu(x + bias[n]) fixes (:data:`EXPECTED`): bias
+    loads and adds exactly (adds or subtracts, where the numbers were checked); where they were
+    not, the PTX is the only proof, and the clamps at 0 must be exactly one per value too."""
+    loads, adds, clamps = (facts[k] for k in ("bias loads", "adds", "clamps at 0"))
+    if numbers_checked:  # right on numbers: x - (-b) or max(x, -b) + b are forms of the same sum
+        adds += facts.get("subs", 0)
+    want = EXPECTED
+    if loads == 0:
+        return ("the compiled epilogue reads no bias from global memory: apply must use its bias "
+                "argument (bias[n])")
+    if loads != want["bias loads"]:
+        return (f"the compiled epilogue loads {loads} bias values per thread, where a thread holds "
+                f"{want['bias loads']} columns of C: read bias[n], the value of the column n, once "
+                "per column" + (" (fewer: is it indexed by the row m?)" if loads < want["bias loads"] else ""))
+    if adds != want["adds"]:
+        return (f"the compiled epilogue has {adds} fp32 adds per thread, where relu(x + bias[n]) needs "
+                f"one per accumulator, {want['adds']}" + (": do you subtract?" if adds == 0 else ""))
+    if not numbers_checked and clamps != want["clamps at 0"]:
+        return (f"the compiled epilogue clamps {clamps} of a thread's {want['clamps at 0']} values at 0: "
+                "one ReLU per value (cutlass.max(v, cutlass.Float32(0.0)) compiles to a setp + selp pair)")
+    return None
 
 
 def fused_runner(kernel, baseline=None, m: int = 4096, n: int = 4096, k: int = 1024) -> dict:
@@ -237,8 +205,14 @@ def check_pingpong_lab(epi_stages, stages, c_kib) -> Result:
         p = hpp.plan_pingpong((64, 256), epi_stages=n)
         rows.append(f"epi_stages={n}: {p.stages} stages, {p.smem_bytes // 1024} KiB smem, "
                     f"{rep.registers} registers, {rep.count('wgmma')} wgmma")
-    message = "; ".join(rows) + ". Only the ring's depth and the C buffers changed."
-    if kc.gpu_here("sm_90a"):
+    message = ("your prediction matches the kernel's plan. Compiled for sm_90a: " + "; ".join(rows)
+               + ". Only the ring's depth and the C buffers changed.")
+    if not kc.gpu_here("sm_90a"):
+        message += (" Nothing was timed here (no H100): on one, this check runs ping-pong with "
+                    f"epi_stages={epi_stages} against torch and times it beside the cooperative kernel "
+                    f"at {' x '.join(map(str, LAB_SHAPE))}, which is what tells whether the stage or "
+                    "the C buffers are worth more.")
+    else:
         m, n_, k = LAB_SHAPE
         pp = '__import__("cutecourse.kernels.hopper_gemm_pingpong", fromlist=["x"])'
         run = kc.run_on_gpu(None, f"{pp}.PingPongHopperGemm(epi_stages={epi_stages})",
@@ -335,8 +309,10 @@ def order_verdict(cls, code=None) -> str | None:
             twice = next(t for t in got if got.count(t) > 1)
             return f"{where}: your order visits tile {twice} twice and misses another"
         if got == [(w // tn, w % tn) for w in range(tm * tn)]:
-            return (f"{where}: your order is row by row, the launch order: the first {WAVE} tiles "
-                    f"read {panels(got)[1]} B panels. Walk bands of group_m rows")
+            return (f"{where}: your order walks C row by row, the launch order (bands with n "
+                    f"fastest inside are that same walk): the first {WAVE} tiles read "
+                    f"{panels(got)[1]} B panels. Inside a band, go down a column first (m fastest: "
+                    "within % rows), then to the next column")
         i = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
         return (f"{where}: work item {i} is tile {got[i]} in your order, {want[i]} in the banded one "
                 "(bands of group_m rows; inside a band m fastest, then n)")
@@ -371,13 +347,15 @@ def check_tile_order(cls) -> Result:
     report = kc.compile_kernel(code, expr, args="cutecourse.exercises.nb06_kernels:persistent_args")
     mine = panels(learner_order(cls, 64, 32, 16))
     rows = panels([(w // 32, w % 32) for w in range(64 * 32)])
-    message = (f"your order matches the banded one on {len(ORDER_GRIDS)} grids, short last bands "
-               f"included, and compiles into the persistent kernel ({report.registers} registers). "
+    items = sum(tm * tn for tm, tn, _ in ORDER_GRIDS)
+    message = (f"numbers checked on the CPU model: your tile_of gives the banded order's tile for all "
+               f"{items} work items of {len(ORDER_GRIDS)} grids, short last bands included; it "
+               f"compiles into the persistent kernel for sm_90a ({report.registers} registers). "
                f"At 8192^3 in 128x256 tiles the first {WAVE} tiles read {mine[0]} A and {mine[1]} B "
                f"panels; row by row they would read {rows[0]} and {rows[1]}.")
     m, n, k = ORDER_SHAPE
-    return kc.gpu_verdict(code, expr, title, message, "no H100 here: run this notebook on one to see "
-                          "it against torch and timed beside the course's kernel",
+    return kc.gpu_verdict(code, expr, title, message, "not run on a GPU here: on an H100 this notebook "
+                          "runs it against torch and times it beside the course's kernel",
                           baseline=f"{PERSISTENT}.PersistentHopperGemm()",
                           runner="cutecourse.exercises.nb06_kernels:persistent_runner", m=m, n=n, k=k,
                           timeout=300)
