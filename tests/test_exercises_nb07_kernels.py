@@ -78,15 +78,15 @@ def test_a_variant_with_a_guarded_second_read_passes():
         items2 = cutlass.Int32(0)
         if group + 1 < groups.count:
             items2 = group_walk.group_items(groups, group + 1)
-        if work >= first + items:
+        searching = work >= first + items
+        if searching:
             first = first + items
             group = group + 1
-            if group < groups.count and work >= first + items2:
+            searching = (group < groups.count) & (work >= first + items2)
+            if searching:
                 first = first + items2
                 group = group + 1
-        else:
-            searching = False
-        searching = searching & (group < groups.count)
+                searching = group < groups.count
 """
     r = nb07_kernels.check_search(learner("ex9-code", "find_group", (LOOP, guarded)))
     assert r, r.message
@@ -123,10 +123,14 @@ def test_a_variant_with_a_guarded_second_read_passes():
     ([("    while searching:\n", "    if searching:\n")], "stopped before the item's group"),
     # the pass's first group passed but the loop not told to go on (the flag left false)
     ([("            searching = group < groups.count  # past the last group: the walk is over\n",
-       "            searching = False\n")], "stopped before the item's group"),
+       "            searching = False\n")], "Test the pass's second group"),
     # a misspelt field: named on the kernel's `groups`, not on the CPU model's stand-in
     ([("    searching = group < groups.count\n    while", "    searching = group < groups.cout\n    while")],
      "`groups` (its fields: count, shapes, cluster_tile) has no attribute 'cout'"),
+    # a pass that finds the item inside its pair and still goes on: one pass too many
+    ([("                if searching:\n                    first = first + items2\n",
+       "                searching = True\n                if work >= first + items2:\n"
+       "                    first = first + items2\n")], "must end the loop"),
     # a `break`: fine in Python, refused by the DSL in a run-time loop
     ([(SECOND, "                break\n")], "`break` inside a loop"),
     # `first` moves on, `group` does not: right first items, wrong groups (or no end)
@@ -249,7 +253,7 @@ def test_an_untouched_promotion_stub_is_not_answered_yet():
 def test_the_cpu_model_s_fragment_layout_is_the_kernel_s():
     """Thread 0's (row, column) of each register, as the CPU model places them, are what the
     kernel's tiled MMA gives (printed at trace time from partition_C of an identity tensor)."""
-    from cutecourse.exercises.nb07_cpu import fragment_coords
+    from cutecourse.exercises.nb07_cpu_promote import fragment_coords
 
     coords = fragment_coords(0, 192)
     assert coords[:4] == [(0, 0), (0, 1), (8, 0), (8, 1)] and coords[4] == (0, 8) and len(coords) == 96

@@ -1,5 +1,5 @@
-"""Notebook 07's kernel exercises on numbers, on the CPU: the learner's search and promotion run
-as written, and every value they produce is compared with the course's model.
+"""Notebook 07's kernel exercises on numbers, on the CPU: the learner's search (and, through
+``nb07_cpu_promote``, its promotion) run as written, every value compared with the course's model.
 
 A hook such as the group search or a promotion is ordinary Python over a few DSL names
 (``@cute.jit``, ``cute.size``, ``cutlass.range_constexpr``, ``cutlass.min``, ``while`` over a
@@ -138,6 +138,7 @@ def run_pair_search(code: LearnerCode, name: str) -> tuple[str | None, dict]:
     passes = Passes()
     fn = load(code, name, passes)
     seen = {"calls": 0, "problems": 0}
+    slow = None  # the call with the most groups passed over among those that took too many passes
     for sizes, ctas in _search_cases():
         problem = gs.GroupedProblem(sizes, tile=(128, 256), tile_k=64)
         ends = [o + t for o, t in zip(problem.offsets, problem.tiles_per_group)]
@@ -171,12 +172,22 @@ def run_pair_search(code: LearnerCode, name: str) -> tuple[str | None, dict]:
                             + _why_end(problem, group)), seen
                 if group != owner and owner < problem.groups and first == problem.offsets[owner] \
                         and problem.offsets[group if group < problem.groups else -1] != first:
+                    fix = ("move `group` on by one each time `first` moves past a group's items"
+                           if group < owner else "return the group whose items start at `first`, "
+                           "not the one after it")
                     return (f"item {work}: your `first`, {first}, is right (group {owner}'s first "
-                            f"item), but `group` says {group}: move `group` on by one each time "
-                            "`first` moves past a group's items"), seen
+                            f"item), but `group` says {group}: {fix}"), seen
                 boundary = group == owner - 1 and work == problem.offsets[owner] and \
                     _probe(code, fn, problem, work, start, start_first) == owner
-                if group != owner and not boundary and _moves_on(fn, problem, work, group, first):
+                moves_on = group != owner and not boundary and _moves_on(fn, problem, work, group, first)
+                if moves_on and group > start and (group - start) % 2 == 1:
+                    return (f"{problem.groups} groups of {problem.tiles_per_group} items, searching "
+                            f"from group {start}: item {work} belongs to group {owner}; your search "
+                            f"stops at group {group}, right after passing group {group - 1}, the "
+                            f"first group of a pass, though item {work} lies past group {group} too. "
+                            "Test the pass's second group, work >= first + items2, with `first` "
+                            "already moved past the first group (its items start there)"), seen
+                if moves_on:
                     return (f"{problem.groups} groups of {problem.tiles_per_group} items, searching "
                             f"from group {start}: item {work} belongs to group {owner}; your search "
                             f"stops at group {group}, yet called again from there it moves on: it "
@@ -197,23 +208,31 @@ def run_pair_search(code: LearnerCode, name: str) -> tuple[str | None, dict]:
                             f"not {first}: `first` must move past the items of every group the "
                             "search passes, both groups of a pass"), seen
                 stepped = owner - start
-                if passes.count > stepped // 2 + 1:
-                    return (f"right answers, but one pass per group: from group {start} to group "
-                            f"{owner} ({stepped} groups passed over) your loop ran {passes.count} "
-                            f"times, where two groups a pass takes {stepped // 2 + 1}. Read the "
-                            "items of `group` and of the next group in the same pass, before "
-                            "testing either"), seen
+                if passes.count > stepped // 2 + 1 and (slow is None or stepped > slow[0]):
+                    slow = (stepped, passes.count, start, owner)  # judged once every answer is right
                 if work >= problem.total:
                     break
                 work += ctas
             allowed = problem.groups + 2 * calls
+            if groups.shapes.reads > allowed and slow:  # the extra reads are extra passes
+                return _too_many_passes(*slow), seen
             if groups.shapes.reads > allowed:
                 head = (f"right answers, but on CTA {cta} of {ctas} your search read group shapes "
                         f"{groups.shapes.reads} times for {calls} items ({problem.groups} groups; "
                         f"resuming, at most {allowed})")
                 return (head + ": it reads a group's items more than once per pass. Read "
                         "group_items once per group into a variable"), seen
-    return None, seen
+    return (_too_many_passes(*slow) if slow else None), seen
+
+
+def _too_many_passes(stepped, count, start, owner) -> str:
+    head = (f"right answers, but from group {start} to group {owner} ({stepped} groups passed "
+            f"over) your loop ran {count} times, where two groups a pass takes {stepped // 2 + 1}")
+    if stepped >= 2 and count >= stepped + 1:
+        return (head + ": one pass per group. Read the items of `group` and of the next group in "
+                "the same pass, before testing either")
+    return (head + ". A pass that finds the item inside its pair (not past its second group) must "
+            "end the loop: set the flag false there")
 
 
 def _why_end(problem, group) -> str:
@@ -271,130 +290,3 @@ def _why_group(problem, work, group, owner, boundary) -> str:
         return (": it stopped before the item's group. The loop goes on while the item lies past "
                 "the groups read (first + items, then first + items + items2)")
     return ""
-
-
-# -- Exercise 10: a promotion across two blocks of B's scales -------------------------------------
-BLOCK = 128  # columns of one block of B's scales (and rows: 128 x 128 blocks)
-
-
-def fragment_coords(thread: int, n: int) -> list[tuple[int, int]]:
-    """(row, column) of each accumulator register of ``thread`` (0-255: two warpgroups of 64
-    rows) in a 128 x n part of wgmma m64nNk32: four lanes share a row, lane l holds rows l // 4
-    and l // 4 + 8 of its warp's 16, register i its row + 8 * ((i // 2) % 2) and column
-    2 * (l % 4) + i % 2 + 8 * (i // 4)."""
-    warp, lane = divmod(thread % 128, 32)
-    row0 = 64 * (thread // 128) + 16 * warp + lane // 4
-    return [(row0 + 8 * ((i // 2) % 2), 2 * (lane % 4) + i % 2 + 8 * (i // 4)) for i in range(n // 2)]
-
-
-#: (part columns, first): the one-part kernel's calls. 128x128 tiles: first 0; 128x192: 0 for an
-#: even tile (it starts on a block), 64 for an odd one; 128x256: two parts of 128, first 0 and 128.
-PROMOTE_CASES = [(192, 64), (192, 0), (128, 0), (128, 128)]
-
-
-class _Fragment(list):
-    """A register fragment on numbers: indexable, ``load()`` / ``store(v)`` as a whole (the
-    TensorSSA form ``acc.store(acc.load() + ...)``)."""
-
-    def load(self):
-        import numpy as np
-
-        return np.array(self, dtype=float)
-
-    def store(self, values):
-        self[:] = [float(v) for v in values]
-
-
-_HINTS = {n: ("the promotion gets no ring and no ring state: in the one-part kernel the "
-              "mainloop frees the k-tile's stage itself (consumer_release, then "
-              "release.advance()) before it calls you. Only add part, scaled, into acc")
-          for n in ("ring", "release", "read", "warpgroup")}
-
-
-def run_promote_columns(code: LearnerCode, name: str, threads=range(0, 256, 3),
-                        k_tiles: int = 3) -> tuple[str | None, int]:
-    """Every case of :data:`PROMOTE_CASES`, ``k_tiles`` promotions in a row (each k-block its own
-    scales: a distinct sa per row, sb0 != sb1) for each thread of ``threads``: the first register
-    whose sum differs from sum_k part * sa[row, k] * sb[block of first + column, k], or None; and
-    how many register values were compared."""
-    import random
-
-    fn = load(code, name)
-    compared = 0
-    for n, first in PROMOTE_CASES:
-        rnd = random.Random(n + first)
-        sa = [[rnd.choice((0.5, 0.25, 3.0, 0.125, 1.5, 6.0)) * (1 + r / 256) for r in range(128)]
-              for _ in range(k_tiles)]
-        sb = [(rnd.choice((0.0625, 2.0, 0.75)), rnd.choice((0.5, 4.0, 0.375))) for _ in range(k_tiles)]
-        at0 = [tuple(c) for c in fragment_coords(0, n)]
-        for t in threads:
-            coords = fragment_coords(t, n)
-            lo_row, hi_row = coords[0][0], coords[2][0]
-            acc = _Fragment(rnd.uniform(-4, 4) for _ in coords)
-            want = list(acc)
-            for k in range(k_tiles):
-                part = [rnd.uniform(-100, 100) for _ in coords]
-                sab = (sa[k][lo_row], sa[k][hi_row], *sb[k])
-                before = list(acc)
-                call(code, fn, acc, _Fragment(part), sab, at0, first, hints=_HINTS)
-                for i, (row, col) in enumerate(coords):
-                    want[i] += part[i] * sa[k][row] * sb[k][(first + col) // BLOCK]
-                bad = [i for i in range(len(coords)) if not _close(acc, want, i)]
-                if bad:  # a register away from the block edge first: the edge alone is an off-by-one
-                    bad = next((i for i in bad if first + coords[i][1] not in (BLOCK - 1, BLOCK)), bad[0])
-                    return _name_promote(acc, want, before, part, sab, coords, bad, k, n, first, t), compared
-                compared += len(coords)
-    return None, compared
-
-
-def _close(got, want, i) -> bool:
-    try:
-        return len(got) == len(want) and abs(float(got[i]) - want[i]) <= 1e-4 * max(1.0, abs(want[i]))
-    except (TypeError, ValueError):
-        return False
-
-
-def _name_promote(acc, want, before, part, sab, coords, i, k, n, first, t) -> str:
-    """The mistake behind register ``i``'s wrong value, in the learner's terms."""
-    lo, hi, sb0, sb1 = sab
-    row, col = coords[i]
-    first_row = row == coords[0][0]
-    mine_sa, other_sa = (lo, hi) if first_row else (hi, lo)
-    block = (first + col) // BLOCK
-    mine_sb, other_sb = (sb0, sb1) if block == 0 else (sb1, sb0)
-    where = (f"128x{n} part, first = {first}, thread {t}, register {i} (row {row}, column {col}), "
-             f"k-tile {k}")
-    if len(acc) != len(want):
-        return f"{where}: acc has {len(acc)} values after your promotion, not {len(want)}"
-    try:
-        got = float(acc[i])
-    except (TypeError, ValueError):
-        return f"{where}: acc[{i}] is {acc[i]!r}, not a number"
-    d = got - before[i]
-    edge = (" (only at the block edge: first + column == 128 is the second block's first column, "
-            "< 128 the first's)") if first + col in (BLOCK - 1, BLOCK) else ""
-    candidates = [
-        (part[i] * mine_sa * other_sb,
-         f"it lies in B's {'second' if block else 'first'} block (first + column = {first + col}, "
-         f"{'>=' if block else '<'} {BLOCK}), so its scale is {'sb1' if block else 'sb0'}; yours "
-         f"took {'sb0' if block else 'sb1'}{edge}"),
-        (part[i] * other_sa * mine_sb,
-         f"its row is the thread's {'first' if first_row else 'second'} (row {row}), scale "
-         f"{'lo' if first_row else 'hi'}; yours took the other row's. at0[i][0] is register i's "
-         "row (thread 0's): compare it with at0[0][0]"),
-        (part[i] * other_sa * other_sb, "both its scales are the other row's and the other "
-         "block's: at0[i] is (row, column), in that order"),
-        (part[i] * mine_sa, "it adds part * sa without sb, B's scale of its column's block"),
-        (part[i] * mine_sb, "it adds part * sb without sa, A's scale of its row"),
-        (part[i], "it adds part without its scales"),
-        (part[i] / (mine_sa * mine_sb), "it divides by the scales: the stored values are x / "
-         "scale, so x = part * scale: multiply"),
-        (0.0, "acc did not change: write the sum back into acc[i]"),
-    ]
-    for value, why in candidates:
-        if abs(d - value) <= 1e-4 * max(1.0, abs(value)):
-            return f"{where}: {why}"
-    if abs(got - part[i] * mine_sa * mine_sb) <= 1e-4 * max(1.0, abs(got)):
-        return f"{where}: it overwrites acc with this k-tile's product: acc[i] = acc[i] + ..."
-    return (f"{where}: acc was {before[i]:.6g}, part {part[i]:.4g}, sa {mine_sa:.4g}, sb "
-            f"{mine_sb}; acc should become {want[i]:.6g}, yours is {got:.6g}")

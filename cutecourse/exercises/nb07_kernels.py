@@ -14,7 +14,7 @@ lesson does not list.
   ways the warpgroups take turns, read from the PTX.
 
 Each kernel exercise is checked as ``kernel_check``'s manual says: the learner's function run on
-numbers by a CPU model (:mod:`cutecourse.exercises.nb07_cpu`: the search on every work item of
+numbers by a CPU model (:mod:`cutecourse.exercises.nb07_cpu` and ``nb07_cpu_promote``: the search on every work item of
 every CTA of ragged problems with empty groups, against ``models/group_scheduler``; the promotion
 on every register of every thread, several k-tiles with their own scales), compiled for sm_90a on
 the CPU (a compile error names the learner's line), facts read from the PTX beside the course
@@ -36,7 +36,8 @@ from ..kernels import hopper_grouped_gemm_fp8_onepart as hg8one
 from ..kernels.hopper_grouped_gemm import GroupedHopperGemm
 from . import Result, failed, passed
 from . import kernel_check as kc
-from .nb07_cpu import CpuModelError, CpuModelSkipped, run_pair_search, run_promote_columns
+from .nb07_cpu import CpuModelError, CpuModelSkipped, run_pair_search
+from .nb07_cpu_promote import run_promote_columns
 
 #: The tiles of the kernels the learner's hooks go into: the course's bf16 grouped kernel, the
 #: two-part FP8 kernel, and the one-part one at 128x192 (its tiles straddle two blocks of B).
