@@ -1,19 +1,25 @@
-"""Notebook 07's kernel exercises: the learner writes one piece of a course kernel.
+"""Notebook 07's kernel exercises: the learner writes one piece of a course kernel that the
+lesson does not list.
 
-* Exercise 9 (kernel), the group search: ``find_group(groups, work, group, first)``, the function
-  the grouped kernels' walk calls for each work item (``kernels/group_walk.py``), inside the
-  course's bf16 grouped kernel (:class:`SearchHook`);
-* Exercise 10 (kernel), the FP8 promotion step: ``promote(ring, release, acc, part, sa, sb)``,
-  what the FP8 kernel's mainloop calls once a k-tile's wgmmas are done
-  (``kernels/hopper_grouped_gemm_fp8.py``), inside that kernel (:class:`PromotionHook`);
-* Exercise 11 (lab): one k-tile's product in flight instead of two (``parts=1``).
+* Exercise 9 (kernel), a group search that reads two groups per pass:
+  ``find_group(groups, work, group, first)``, the function the grouped kernels' walk calls for
+  each work item (``kernels/group_walk.py``; the lesson lists the one-group-a-pass search), inside
+  the course's bf16 grouped kernel (:class:`SearchHook`);
+* Exercise 10 (kernel), the promotion across two blocks of B's scales:
+  ``promote(acc, part, sab, at0, first)``, what the one-part FP8 kernel calls once a batch of
+  wgmmas is done (``kernels/hopper_grouped_gemm_fp8_onepart.py``, ``_promote_columns``; the
+  lesson lists the two-part kernel's ``_promote``, one scale of B per tile), inside that kernel
+  at 128x192, whose tiles straddle two blocks of B's scales (:class:`ColumnsHook`);
+* Exercise 11 (lab): one k-tile's product in flight instead of two (``parts=1``), and the three
+  ways the warpgroups take turns, read from the PTX.
 
-Each kernel exercise is checked as ``kernel_check``'s manual says: compiled for sm_90a on the CPU
-(a compile error names the learner's line), the learner's function run on numbers by a CPU model
-(:mod:`cutecourse.exercises.cpu_run`: the search against ``models/group_scheduler``, the
-promotion against ``acc + part * sa * sb``), facts read from the PTX beside the course kernel's,
-and on an H100 the learner's kernel run against torch in a child process with a timeout (a
-search that never ends hangs the GPU) and timed beside the course kernel.
+Each kernel exercise is checked as ``kernel_check``'s manual says: the learner's function run on
+numbers by a CPU model (:mod:`cutecourse.exercises.nb07_cpu` and ``nb07_cpu_promote``: the search on every work item of
+every CTA of ragged problems with empty groups, against ``models/group_scheduler``; the promotion
+on every register of every thread, several k-tiles with their own scales), compiled for sm_90a on
+the CPU (a compile error names the learner's line), facts read from the PTX beside the course
+kernel's, and on an H100 the learner's kernel run against torch in a child process with a
+timeout (a search that never ends hangs the GPU) and timed beside the course kernel.
 
 The hooks replace the course's function for the duration of the learner kernel's trace only
 (``_replaced``), so the rest of the kernel is the course's own code.
@@ -26,15 +32,20 @@ import functools
 
 from ..kernels import group_walk
 from ..kernels import hopper_grouped_gemm_fp8 as hg8
+from ..kernels import hopper_grouped_gemm_fp8_onepart as hg8one
 from ..kernels.hopper_grouped_gemm import GroupedHopperGemm
 from . import Result, failed, passed
 from . import kernel_check as kc
-from .cpu_run import CpuModelError, CpuModelSkipped, run_promote, run_search
+from .nb07_cpu import CpuModelError, CpuModelSkipped, run_pair_search
+from .nb07_cpu_promote import run_promote_columns
 
-#: The tiles of the kernels the learner's hooks go into (the course's defaults).
-BF16_TILE, FP8_TILE = (128, 256), (128, 128)
+#: The tiles of the kernels the learner's hooks go into: the course's bf16 grouped kernel, the
+#: two-part FP8 kernel, and the one-part one at 128x192 (its tiles straddle two blocks of B).
+BF16_TILE, FP8_TILE, COLUMNS_TILE = (128, 256), (128, 128), (128, 192)
 SMS = 132
 _MODULE = "__import__('cutecourse.exercises.nb07_kernels', fromlist=['nb07_kernels'])"
+#: What a check without an H100 did not do.
+NO_GPU = "not run on a GPU here: on an H100 this check also runs your kernel against torch and times it"
 
 
 @contextlib.contextmanager
@@ -60,14 +71,14 @@ class SearchHook(GroupedHopperGemm):
             return super().launch(*args, **kwargs)
 
 
-class PromotionHook(hg8.BlockScaledGroupedHopperGemm):
-    """The course's FP8 kernel whose mainloop calls ``promote`` (the learner's) instead of
-    ``_promote``: the rest of the mainloop, the wgmmas, waits and scale loads are the course's."""
+class ColumnsHook(hg8one.OnePartBlockScaledGroupedHopperGemm):
+    """The course's one-part FP8 kernel whose mainloop calls ``promote`` (the learner's) instead of
+    ``_promote_columns``: the waits, the release, the scale loads and the turns are the course's."""
 
     promote = None
 
     def mainloop(self, *args, **kwargs):
-        with _replaced(hg8, "_promote", type(self).promote):
+        with _replaced(hg8one, "_promote_columns", type(self).promote):
             return super().mainloop(*args, **kwargs)
 
 
@@ -77,10 +88,10 @@ def with_search(fn, sms: int = SMS) -> SearchHook:
     return cls(tile_mn=BF16_TILE, cluster_mn=(1, 1), sms=sms)
 
 
-def with_promote(fn, sms: int = SMS) -> PromotionHook:
-    """The course's FP8 kernel with ``fn`` as its promotion step."""
-    cls = type("YourPromotion", (PromotionHook,), {"promote": staticmethod(fn)})
-    return cls(tile_mn=FP8_TILE, cluster_mn=(1, 1), sms=sms)
+def with_promote(fn, sms: int = SMS, tile_mn=COLUMNS_TILE) -> ColumnsHook:
+    """The course's one-part FP8 kernel with ``fn`` as its promotion."""
+    cls = type("YourPromotion", (ColumnsHook,), {"promote": staticmethod(fn)})
+    return cls(tile_mn=tile_mn, cluster_mn=(1, 1), sms=sms)
 
 
 def bf16_args(kernel):
@@ -91,28 +102,33 @@ def bf16_args(kernel):
 
 
 def fp8_args(kernel):
-    """Compile arguments of the FP8 kernel (e4m3 operands, bf16 C, five metadata columns)."""
+    """Compile arguments of the FP8 kernels (e4m3 operands, bf16 C, five metadata columns)."""
     from ..kernels.grouped_targets import _hopper_arguments
 
     return _hopper_arguments(kernel, "float8_e4m3fn", "bfloat16", 5)
 
 
 @functools.lru_cache(maxsize=None)
-def course_facts(which: str) -> dict:
-    """Counts in the course kernel's own PTX, to hold the learner's beside (compiled once)."""
+def course_report(which: str, turns=None):
+    """The course kernel's compile report (``target``), compiled once."""
     from ..inspect import compile_report
 
-    return facts(compile_report("cutecourse.exercises.nb07_kernels:target", arch="sm_90a", which=which))
+    return compile_report("cutecourse.exercises.nb07_kernels:target", arch="sm_90a", which=which, turns=turns)
+
+
+def course_facts(which: str) -> dict:
+    """Counts in the course kernel's own PTX, to hold the learner's beside."""
+    return facts(course_report(which))
 
 
 def target(which: str, turns=None):
     """(kernel, fake arguments) of a course kernel, for ``inspect.compile_report``: ``"bf16"``
-    (the grouped kernel of exercise 9), ``"fp8"`` (the FP8 kernel of exercise 10), ``"one part"``
-    (exercise 11's, with ``turns``)."""
+    (the grouped kernel of exercise 9), ``"fp8"`` (the two-part FP8 kernel), ``"columns"`` (the
+    one-part kernel at 128x192 of exercise 10), ``"one part"`` (exercise 11's, with ``turns``)."""
     if which == "bf16":
         kernel = GroupedHopperGemm(tile_mn=BF16_TILE, cluster_mn=(1, 1), sms=SMS)
         return kernel, bf16_args(kernel)
-    kernel = course_fp8() if which == "fp8" else one_part(turns)
+    kernel = {"fp8": course_fp8, "columns": course_columns}.get(which, lambda: one_part(turns))()
     return kernel, fp8_args(kernel)
 
 
@@ -122,6 +138,7 @@ def facts(report) -> dict:
             "wait_group 0": report.count(r"^wgmma\.wait_group\.sync\.aligned\s+0"),
             "wait_group 1": report.count(r"^wgmma\.wait_group\.sync\.aligned\s+1"),
             "wgmma": report.count(r"^wgmma\.mma_async"), "registers": report.registers,
+            "ld.global": report.count(r"^ld\.global"),
             "spills": report.spill_bytes, "loops": len(kc.loops(report.ptx))}
 
 
@@ -149,17 +166,16 @@ def early_exit(code) -> str | None:
 
 
 def _gpu(code, expr: str, runner: str, title: str, message: str, baseline: str, hang: str = "") -> Result:
-    return kc.gpu_verdict(code, expr, title, message, "no H100 here: on one, this check also runs "
-                          "your kernel against torch and times it beside the course's",
-                          hang=hang, baseline=baseline, runner=runner)
+    return kc.gpu_verdict(code, expr, title, message, NO_GPU, hang=hang, baseline=baseline, runner=runner)
 
 
-# -- Exercise 9 (kernel): the group search --------------------------------------------------------
+# -- Exercise 9 (kernel): the group search, two groups a pass --------------------------------------
 #: The hints nudge, never hand over the code: a learner sees them on an untouched stub too.
-EX9 = ("Exercise 9 (kernel): the group search",
-       "resume from `group` and `first`; an item belongs to group g while work < first + its "
-       "items, so pass over every group it lies beyond (empty ones too), and stop at "
-       "groups.count. The DSL has no `break` in a run-time loop: carry a flag in the `while`.")
+EX9 = ("Exercise 9 (kernel): a search that reads two groups per pass",
+       "each pass reads the items of `group` and of the next group (never a group at or past "
+       "groups.count), then passes over the first if work >= first + items, and over the second "
+       "only if it passed the first and work lies past the second too. The DSL has no `break` "
+       "in a run-time loop: carry a flag in the `while`.")
 
 
 @kc.kernel_checker(*EX9)
@@ -174,7 +190,7 @@ def check_search(fn) -> Result:
     if exit_:
         return failed(title, exit_)
     try:  # the CPU model first: an instant verdict on the logic
-        verdict = run_search(code, fn.__name__)
+        verdict, seen = run_pair_search(code, fn.__name__)
     except CpuModelError as e:
         return failed(title, str(e))
     except CpuModelSkipped as e:
@@ -184,137 +200,101 @@ def check_search(fn) -> Result:
         return failed(title, verdict)
     report = kc.compile_kernel(code, expr, args="cutecourse.exercises.nb07_kernels:bf16_args")
     mine, course = facts(report), course_facts("bf16")
-    message = (f"your search compiles for sm_90a into the course's grouped kernel ({mine['registers']} "
-               f"registers, {mine['loops']} loops; the course kernel: {course['registers']}, "
-               f"{course['loops']}) and, on the CPU model, finds every work item's group on "
-               "grouped problems with empty groups, resuming where it stopped.")
+    if mine["loops"] < course["loops"]:
+        return failed(title, f"your search compiles to no loop ({mine['loops']} loops in the PTX, "
+                      f"the course kernel {course['loops']}): a Python `for` or `while` over "
+                      "plain numbers runs once at compile time. Loop with `while` over a flag")
+    if mine["ld.global"] <= course["ld.global"]:
+        return failed(title, f"your kernel loads no more from global memory than the course's "
+                      f"({mine['ld.global']} ld.global in the PTX, the course kernel "
+                      f"{course['ld.global']}): a search that reads two groups per pass loads two "
+                      "groups' M and N in each pass, four loads where the course's has two")
+    message = (f"numbers checked on the CPU model: {seen['calls']} searches (every work item of "
+               f"every CTA of {seen['problems']} ragged problems with empty groups, runs of empty "
+               "groups and sizes that are not multiples of the tile) found the right group and "
+               "first item, two groups per pass, resuming where the last stopped. Compiled for "
+               f"sm_90a into the course's grouped kernel: {mine['ld.global']} global loads "
+               f"(the course kernel: {course['ld.global']}), {mine['loops']} loops, "
+               f"{mine['registers']} registers (the course kernel: {course['registers']})")
     return _gpu(code, expr, "cutecourse.exercises.nb07_gpu:search_runner", title, message,
                 f"{_MODULE}.GroupedHopperGemm(tile_mn={BF16_TILE}, cluster_mn=(1, 1), sms={SMS})",
                 hang="the walk ends only when your search returns group = groups.count for an item "
                      "past the last group; on the GPU it never did")
 
 
-# -- Exercise 10 (kernel): the FP8 promotion step -------------------------------------------------
-EX10 = ("Exercise 10 (kernel): the FP8 promotion step",
-        "free the stage once (the wgmmas that read it are done), then give each register one "
-        "fused multiply-add; registers take constant indices only (cutlass.range_constexpr). "
-        "Which product is the same for every register of a row?")
+# -- Exercise 10 (kernel): the promotion across two blocks of B's scales --------------------------
+EX10 = ("Exercise 10 (kernel): a promotion across two blocks of B's scales",
+        "register i's row and column are thread 0's at0[i] (the same choice for every thread): "
+        "its row scale is lo on the thread's first row (at0[0][0]), hi on the other; its block "
+        "of B starts over at first + column = 128. Pick both at compile time, one FFMA per "
+        "register: which product is the same for many registers?")
 
 
 @kc.kernel_checker(*EX10)
 def check_promote(fn) -> Result:
-    """``fn``: your ``@cute.jit`` ``promote(ring, release, acc, part, sa, sb)``."""
+    """``fn``: your ``@cute.jit`` ``promote(acc, part, sab, at0, first: cutlass.Constexpr)``."""
     title = EX10[0]
     code = kc.LearnerCode(fn)
     expr = f"{_MODULE}.with_promote({fn.__name__})"
     if code.unanswered:
         raise NotImplementedError  # @checker: "not answered yet"
-    try:  # the CPU model first: an instant verdict on the arithmetic
-        verdict = run_promote(code, fn.__name__)
+    try:  # the CPU model first: every register of every thread, on numbers
+        verdict, compared = run_promote_columns(code, fn.__name__)
     except CpuModelError as e:
         return failed(title, str(e))
-    except CpuModelSkipped:
-        verdict = None  # a device-only call (a wait, a barrier): the PTX counts below judge it
+    except CpuModelSkipped as e:
+        return failed(title, f"your promotion calls a GPU-only operation ({e}): the mainloop "
+                      "around it waits for the wgmmas and frees the stage; the promotion only "
+                      "adds part, scaled, into acc")
     if verdict:
-        return failed(title, verdict)
+        return failed(title, f"your promotion is wrong on the CPU model: {verdict}")
     report = kc.compile_kernel(code, expr, args="cutecourse.exercises.nb07_kernels:fp8_args")
-    mine, course = facts(report), course_facts("fp8")
+    mine, course = facts(report), course_facts("columns")
     if mine["wait_group 0"] > course["wait_group 0"]:
-        return failed(title, f"your promotion waits for every wgmma ({mine['wait_group 0']} "
-                      f"wait_group 0 in the PTX, the course kernel {course['wait_group 0']}): then "
-                      "k-tile k + 1's wgmmas no longer run under k's FFMAs. The mainloop already "
-                      "waited for this k-tile (wait_group(1)) before calling you: wait for nothing")
-    if mine["arrive"] != course["arrive"]:
-        return failed(title, f"your kernel has {mine['arrive']} mbarrier arrivals where the "
-                      f"course's has {course['arrive']}: free the k-tile's stage exactly once per "
-                      "promotion, with ring.consumer_release(release)")
+        return failed(title, f"your promotion waits for the wgmmas ({mine['wait_group 0']} "
+                      f"wait_group 0 in the PTX, the course kernel {course['wait_group 0']}): the "
+                      "mainloop already waited before calling you: wait for nothing")
     if mine["ffma"] < course["ffma"] and mine["loops"] > course["loops"]:
         return failed(title, f"your promotion compiles to a run-time loop ({mine['ffma']} FFMAs in "
                       f"the PTX, the course kernel {course['ffma']}): a register array indexed by a "
-                      "run-time value cannot stay in registers. Loop with "
-                      "cutlass.range_constexpr(cute.size(part)), which the compiler unrolls")
-    if mine["ffma"] < course["ffma"]:
+                      "run-time value cannot stay in registers, and the choice of scale must be "
+                      "made at compile time. Loop with cutlass.range_constexpr(cute.size(part))")
+    if mine["ffma"] != course["ffma"]:
         return failed(title, f"your kernel has {mine['ffma']} FFMAs where the course's has "
-                      f"{course['ffma']} (64 per promotion, 5 promotion sites): add each register "
-                      "as one fused multiply-add, acc[i] + part[i] * scale")
+                      f"{course['ffma']} (the part of a 128x192 tile: 96 registers per thread): add "
+                      "each register as one fused multiply-add, acc[i] + part[i] * scale")
     if mine["mul"] > course["mul"]:
         return failed(title, f"your promotion costs two instructions per register: {mine['mul']} "
                       f"mul.f32 beside the FFMAs (the course kernel: {course['mul']}). part[i] * "
-                      "sa[i] * sb (or part * sa * sb) multiplies left to right; write part[i] * (sa[i] * sb): a row's "
-                      "sa[i] * sb is the same for all its registers, and the compiler computes it "
-                      "once per row (2 per thread)")
+                      "sa * sb multiplies left to right; write part[i] * (sa * sb): a thread has "
+                      "two rows and a tile two blocks of B, so four products sa * sb serve all 96 "
+                      "registers, and the compiler computes each once")
     if mine["spills"]:
         return failed(title, f"your kernel spills {mine['spills']} bytes of registers to local "
                       "memory: keep the promotion to the FFMAs into acc")
-    message = (f"your promotion compiles for sm_90a to {mine['ffma']} FFMAs and {mine['mul']} "
-               f"multiplies of scales (the course kernel: {course['ffma']}, {course['mul']}), "
-               f"{mine['registers']} registers, no spills, and on the CPU model adds part * sa * sb "
-               "into acc and frees the ring stage once.")
+    message = (f"numbers checked on the CPU model: {compared} register values (a third of the "
+               "threads of both warpgroups, 128x128, 128x192 and 128x256 tiles with first = 0, "
+               "64, 128, three k-tiles each with its own scale per row and per block of B), every "
+               "one right. Compiled for sm_90a into the one-part kernel at 128x192: "
+               f"{mine['ffma']} FFMAs and {mine['mul']} multiplies of scales (the course kernel: "
+               f"{course['ffma']}, {course['mul']}), {mine['registers']} registers, no spills")
     return _gpu(code, expr, "cutecourse.exercises.nb07_gpu:promote_runner", title, message,
-                f"{_MODULE}.course_fp8()",
-                hang="the producer waits for a stage your promotion never frees: one "
-                     "ring.consumer_release(release) per k-tile")
-
-
-# -- Exercise 11 (lab): one k-tile in flight instead of two ---------------------------------------
-EX11 = ("Exercise 11 (lab): one part instead of two",
-        "with one part each k-tile is issued, waited for with wait_group(0) and promoted, all in "
-        "one loop body: one issue site, one wait, one promotion of 64 FFMAs per thread.")
-#: What a learner predicts for the one-part kernel, and the PTX pattern that counts it.
-PREDICTED = {"wgmma": r"^wgmma\.mma_async", "wait_group 1": r"^wgmma\.wait_group\.sync\.aligned\s+1",
-             "wait_group 0": r"^wgmma\.wait_group\.sync\.aligned\s+0", "ffma": r"^fma\.rn\.f32"}
-
-
-@kc.kernel_checker(*EX11)
-def check_one_part_lab(turns, prediction: dict) -> Result:
-    """Compile the FP8 kernel with one part (``turns``: None, "issue" or "done") beside the
-    course's two; ``prediction``: your counts for the one-part kernel (keys of ``PREDICTED``)."""
-    from ..inspect import compile_report
-    from ..kernels.hopper_grouped_gemm_fp8_onepart import TURNS
-    from . import answered
-
-    title = EX11[0]
-    prediction = answered(prediction, "prediction")
-    if turns not in TURNS:
-        return failed(title, f"turns={turns!r}: pick one of {list(TURNS)}")
-    missing = [k for k in PREDICTED if k not in prediction]
-    if missing:
-        return failed(title, f"your prediction has no {', '.join(map(repr, missing))}: predict "
-                      f"every count of {list(PREDICTED)}")
-    one = compile_report("cutecourse.exercises.nb07_kernels:target", arch="sm_90a", which="one part", turns=turns)
-    two = course_facts("fp8")
-    got = {k: one.count(rx) for k, rx in PREDICTED.items()}
-    wrong = {k: v for k, v in got.items() if prediction[k] != v}
-    table = ", ".join(f"{k}: {got[k]} (two parts: {two[k]})" for k in PREDICTED)
-    if wrong:
-        k = next(iter(wrong))
-        why = {"wgmma": "one loop body issues one k-tile: 4 wgmmas (m64n128k32 covers 32 of the "
-                        "k-tile's 128), one site",
-               "wait_group 1": "with one part nothing else is in flight to keep: there is no "
-                               "wait_group(1)",
-               "wait_group 0": "each k-tile is waited for in full before its promotion: one "
-                               "wait_group(0), in the loop",
-               "ffma": "one promotion site: 64 x 128 / 128 = 64 FFMAs per thread"}[k]
-        return failed(title, f"you predicted {k} = {prediction[k]}, the compiled one-part kernel "
-                      f"has {got[k]}: {why}. Counts: {table}")
-    message = (f"one part, turns={turns!r}: {table}; {one.registers} registers (two parts: "
-               f"{two['registers']}). The tensor cores now idle during each promotion unless the "
-               "other warpgroup's wgmmas run then: what `turns` arranges.")
-    if kc.gpu_here("sm_90a"):
-        run = kc.run_on_gpu(None, f"{_MODULE}.one_part({turns!r})",
-                            baseline=f"{_MODULE}.course_fp8()",
-                            runner="cutecourse.exercises.nb07_gpu:fp8_runner")
-        message += " On the GPU: " + run.message
-    return passed(title, message)
-
-
-def one_part(turns):
-    """The course's one-part FP8 kernel at 128x128 with ``turns``."""
-    from ..kernels.hopper_grouped_gemm_fp8_onepart import OnePartBlockScaledGroupedHopperGemm
-
-    return OnePartBlockScaledGroupedHopperGemm(tile_mn=FP8_TILE, cluster_mn=(1, 1), sms=SMS, turns=turns)
+                f"{_MODULE}.course_columns()")
 
 
 def course_fp8():
-    """The course's FP8 kernel at 128x128, 1x1: the baseline of exercises 10 and 11."""
+    """The course's two-part FP8 kernel at 128x128, 1x1: the baseline of exercise 11."""
     return hg8.BlockScaledGroupedHopperGemm(tile_mn=FP8_TILE, cluster_mn=(1, 1), sms=SMS)
+
+
+def course_columns():
+    """The course's one-part FP8 kernel at 128x192, 1x1: the baseline of exercise 10."""
+    return hg8one.OnePartBlockScaledGroupedHopperGemm(tile_mn=COLUMNS_TILE, cluster_mn=(1, 1), sms=SMS)
+
+
+def one_part(turns):
+    """The course's one-part FP8 kernel at 128x128 with ``turns`` (exercise 11)."""
+    return hg8one.OnePartBlockScaledGroupedHopperGemm(tile_mn=FP8_TILE, cluster_mn=(1, 1), sms=SMS, turns=turns)
+
+
+from .nb07_lab import EX11, PREDICTED, check_one_part_lab  # noqa: E402,F401  (exercise 11, its own module)
