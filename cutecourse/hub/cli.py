@@ -187,7 +187,8 @@ def start(room: dict, wait_s: float = 90) -> int:
         return 0
     state, t0 = Path(room["prefix"]) / "state", time.monotonic()
     node_dir = os.path.dirname(shutil.which("node") or "/usr/bin/node")
-    env = {"PATH": f"{room['env']}/bin:{node_dir}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+    env = {"PATH": f"{room['env']}/bin:{node_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+           "LANG": "C.UTF-8"}  # sbin: runuser, for the first-log-in hook
     with open(state / "jupyterhub.log", "ab") as log:
         proc = subprocess.Popen([f"{room['env']}/bin/jupyterhub", "-f",
                                  f"{room['prefix']}/jupyterhub_config.py"], cwd=state, env=env,

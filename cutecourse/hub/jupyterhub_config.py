@@ -28,6 +28,10 @@ ENV, STATE, LEARNER = room["env"], os.path.join(ROOM, "state"), room["learner"]
 # -- the hub and its proxy -------------------------------------------------------------------------
 c.JupyterHub.bind_url = f"{'https' if room.get('ssl_cert') else 'http'}://{room['ip']}:{room['port']}"
 c.JupyterHub.hub_ip = "127.0.0.1"  # the hub's own API: never reachable from outside
+# The hub's API and the proxy's take the next two ports (JupyterHub's defaults, 8081 and 8001,
+# would collide with a second room or another hub on the machine).
+c.JupyterHub.hub_port = room["port"] + 1
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{room['port'] + 2}"
 c.JupyterHub.db_url = f"sqlite:///{STATE}/jupyterhub.sqlite"
 c.JupyterHub.cookie_secret_file = os.path.join(STATE, "jupyterhub_cookie_secret")
 c.ConfigurableHTTPProxy.command = [room["proxy"]]

@@ -116,7 +116,11 @@ def build(prefix: Path, learner_zip: Path, python: str, say=print) -> Path:
     _pip(env, "install", "--upgrade", "pip")
     install_torch(env, learner, say)
     say(f"environment: the course (learner edition) and jupyterhub=={JUPYTERHUB_VERSION}")
-    _pip(env, "install", "-e", f"{learner}[lab]", f"jupyterhub=={JUPYTERHUB_VERSION}")
+    # compat: a plain path entry (a .pth file), not an import hook. The hook comes after the
+    # search of sys.path, where a learner's ~/cutecourse folder (no __init__.py at its top) would
+    # be found first as an empty namespace package whenever Python starts in the home.
+    _pip(env, "install", "--config-settings", "editable_mode=compat", "-e", f"{learner}[lab]",
+         f"jupyterhub=={JUPYTERHUB_VERSION}")
     (env / ".cutecourse-setup").write_text(
         course_pins_hash(learner / "course.sh", learner / "pyproject.toml") + "\n")
     read_only_for_others(env)
