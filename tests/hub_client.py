@@ -92,19 +92,22 @@ async def _run_cells(base: str, name: str, token: str, kernel_id: str,
                 "parent_header": {}, "metadata": {}, "channel": "shell",
                 "content": {"code": code, "silent": False, "store_history": True,
                             "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}}))
-            while True:
+            replied = idle = False  # a cell is done at its reply (shell) AND its idle (iopub):
+            while not (replied and idle):  # output can still arrive after the reply
                 raw = await asyncio.wait_for(ws.read_message(), timeout=600)
                 assert raw is not None, f"{name}'s kernel closed its websocket at cell {i}"
                 msg = json.loads(raw)
                 if msg.get("parent_header", {}).get("msg_id") != msg_id:
                     continue
-                if msg["msg_type"] == "stream":
-                    printed.append(msg["content"]["text"])
-                if msg["msg_type"] == "error":
-                    c = msg["content"]
-                    errors.append(f"cell {i}: {c['ename']}: {c['evalue']}")
-                if msg["msg_type"] == "execute_reply":
-                    break
+                kind, content = msg["msg_type"], msg["content"]
+                if kind == "stream":
+                    printed.append(content["text"])
+                elif kind == "execute_reply":
+                    replied = True
+                    if content["status"] != "ok":
+                        errors.append(f"cell {i}: {content.get('ename')}: {content.get('evalue')}")
+                elif kind == "status" and content["execution_state"] == "idle":
+                    idle = True
             if errors:
                 break
     finally:
