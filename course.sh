@@ -47,7 +47,9 @@ usage: ./course.sh lab [JUPYTER ARGS]
 Sets up $VENV once, then starts JupyterLab on notebook 01. Arguments go to JupyterLab:
   ./course.sh lab --no-browser --port 9999      a server without a browser, on port 9999
   ./course.sh lab --ip 0.0.0.0                  reachable from other machines (mind the token)
-As root (containers, most cloud GPU machines) it adds --allow-root and says so.
+As root (containers, most cloud GPU machines) it adds --allow-root and says so. A port already
+in use (another learner's server) is refused, with a free one to use instead, so the tunnel below
+always reaches this server.
 $SSH_RECIPE
 EOF
     ;;
