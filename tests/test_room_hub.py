@@ -66,12 +66,18 @@ def room():
     tag = secrets.token_hex(2)
     learners = [f"ccl{tag}{i}" for i in "abc"]
     teacher = f"cct{tag}"
-    prefix = Path(tempfile.mkdtemp(prefix="cutecourse-room-", dir="/opt"))  # not under /tmp/pytest-of-root (0700)
+    # Learners must reach the room's folder: not under /tmp/pytest-of-root, and not mkdtemp's 0700.
+    prefix = Path(tempfile.mkdtemp(prefix="cutecourse-room-", dir="/opt"))
     (prefix / "roster.txt").write_text("# three learners\n" + "\n".join(learners) + "\n")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     try:
+        (prefix / "closed").mkdir(mode=0o700)
+        proc = _room("setup", "--roster", str(prefix / "roster.txt"), "--teacher", teacher,
+                     "--prefix", str(prefix / "closed" / "room"))
+        assert proc.returncode == 1 and "learners could not reach" in proc.stderr, proc.stderr
+        prefix.chmod(0o755)
         proc = _room("setup", "--roster", str(prefix / "roster.txt"), "--teacher", teacher,
                      "--prefix", str(prefix / "room"), "--port", str(port), "--gpu", "compile")
         assert proc.returncode == 0, f"room setup failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -80,7 +86,10 @@ def room():
         assert proc.returncode == 0 and "answers at" in proc.stdout, proc.stdout + proc.stderr
         yield info
     finally:
-        _room("teardown", "--yes", "--prefix", str(prefix / "room"), timeout=180)
+        try:  # removing 1.7 GB of environment takes a while on a busy machine
+            _room("teardown", "--yes", "--prefix", str(prefix / "room"), timeout=600)
+        except subprocess.TimeoutExpired:
+            pass  # what it left is removed below
         for name in [*learners, teacher]:  # a setup that failed half-way left them to us
             subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
             subprocess.run(["userdel", "--remove", name], capture_output=True)

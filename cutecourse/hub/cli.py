@@ -105,6 +105,11 @@ def setup(a: argparse.Namespace) -> int:
         raise fail(f"{teacher} is both on the roster and the teacher: take them off the roster")
     if bool(a.ssl_cert) != bool(a.ssl_key):
         raise fail("HTTPS needs both --ssl-cert and --ssl-key")
+    closed = [d for d in prefix.parents if d.exists() and not os.stat(d).st_mode & 0o001]
+    if closed:  # learners' servers run from PREFIX/env: every folder above must let them through
+        raise fail(f"learners could not reach {prefix}: {closed[0]} is closed to other accounts "
+                   f"(mode {os.stat(closed[0]).st_mode & 0o777:o}); choose another --prefix "
+                   f"(default {DEFAULT_PREFIX}) or chmod o+x {closed[0]}")
     t0 = time.monotonic()
     old = json.loads((prefix / "room.json").read_text()) if (prefix / "room.json").exists() else {}
     prefix.mkdir(parents=True, exist_ok=True)
