@@ -59,6 +59,21 @@ def _room(*args, timeout=1200) -> subprocess.CompletedProcess:
     return proc
 
 
+def _free_ports() -> int:
+    """A port P with P+1 and P+2 free too, below the ephemeral range (32768 and up), where no
+    outgoing connection takes it while the room is set up."""
+    for _ in range(200):
+        port = 20000 + secrets.randbelow(10000)
+        with socket.socket() as a, socket.socket() as b, socket.socket() as c:
+            try:
+                for sock, p in ((a, port), (b, port + 1), (c, port + 2)):
+                    sock.bind(("127.0.0.1", p))
+                return port
+            except OSError:
+                continue
+    raise AssertionError("no three free ports in 20000-30000")
+
+
 @pytest.fixture(scope="module")
 def room():
     """A room of three learners and a teacher, with names no machine already has; afterwards the
@@ -69,9 +84,7 @@ def room():
     # Learners must reach the room's folder: not under /tmp/pytest-of-root, and not mkdtemp's 0700.
     prefix = Path(tempfile.mkdtemp(prefix="cutecourse-room-", dir="/opt"))
     (prefix / "roster.txt").write_text("# three learners\n" + "\n".join(learners) + "\n")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = _free_ports()
     try:
         (prefix / "closed").mkdir(mode=0o700)
         proc = _room("setup", "--roster", str(prefix / "roster.txt"), "--teacher", teacher,

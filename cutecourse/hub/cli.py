@@ -18,6 +18,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -192,6 +193,11 @@ def start(room: dict, wait_s: float = 90) -> int:
     if hub_pid(room):
         say(f"the hub already runs (pid {hub_pid(room)}): {url(room)}")
         return 0
+    for port in (room["port"], room["port"] + 1, room["port"] + 2):  # the hub's, its API's, the proxy's
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                raise fail(f"port {port} is taken (another program listens there): choose another "
+                           f"port with ./course.sh room setup ... --port N (the room uses N, N+1, N+2)")
     state, t0 = Path(room["prefix"]) / "state", time.monotonic()
     node_dir = os.path.dirname(shutil.which("node") or "/usr/bin/node")
     env = {"PATH": f"{room['env']}/bin:{node_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
