@@ -133,6 +133,22 @@ def reachable(url: str, timeout: float = 5.0) -> bool:
     return bool(answered)
 
 
+def unreachable_note(choice: Choice) -> str:
+    """What the fallback to the default index gets when ``choice.index`` cannot be reached.
+
+    For a driver of 525-579 that is worse than a big download: PyPI's build is CUDA 13's, which
+    such a driver cannot run, so torch would install and then see no GPU."""
+    note = (f"{choice.note}; but {choice.index} cannot be reached from here, so torch=={TORCH_VERSION} "
+            "comes from your default index instead (on Linux x86-64 PyPI's is the CUDA build: "
+            f"about {CUDA_WHEEL_MB} MB plus its NVIDIA libraries, several GB)")
+    if choice.build == "cu128":
+        need = ".".join(map(str, MIN_DRIVER[PYPI_CUDA]))
+        note += (f". WARNING: that build is CUDA {PYPI_CUDA}'s, which needs driver {need} or newer: "
+                 "with this driver torch will see no GPU (the course then compiles and inspects "
+                 "only). Update the driver, or point at a mirror of the cu128 index")
+    return note + ". To choose: CUTECOURSE_TORCH_INDEX=<index URL> ./course.sh setup --force"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print two lines for course.sh: the index URL to install torch from (empty: the default
     index) and the note to show. The chosen index is probed; unreachable, line one is empty and
@@ -143,10 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                     os.environ.get("CUTECOURSE_TORCH_INDEX"))
     index, note = choice.index, choice.note
     if index and not reachable(index.rstrip("/") + "/torch/"):
-        note = (f"{note}; but {index} cannot be reached from here, so torch=={TORCH_VERSION} comes "
-                "from your default index instead (on Linux x86-64 PyPI's is the CUDA build: "
-                f"about {CUDA_WHEEL_MB} MB plus its NVIDIA libraries, several GB). To choose: "
-                "CUTECOURSE_TORCH_INDEX=<index URL> ./course.sh setup --force")
+        note = unreachable_note(choice)
         index = None
     print(index or "")
     print(note)

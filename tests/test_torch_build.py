@@ -71,6 +71,22 @@ def test_unreachable_index_falls_back_with_a_note(monkeypatch, capsys):
     assert capsys.readouterr().out.splitlines()[0] == f"{PYTORCH_INDEX}/cpu"
 
 
+def test_unreachable_cu128_index_warns_that_pypis_build_needs_a_newer_driver(monkeypatch, capsys):
+    """A 525-579 driver behind a firewall: the fallback is PyPI's CUDA 13 build, which that driver
+    cannot run; the note must say so before gigabytes are installed, not after."""
+    monkeypatch.setattr(torch_build, "driver_version", lambda: "575.57.08")
+    monkeypatch.delenv("CUTECOURSE_TORCH_INDEX", raising=False)
+    monkeypatch.setattr(torch_build, "reachable", lambda url, timeout=5.0: False)
+    torch_build.main([])
+    index, note = capsys.readouterr().out.splitlines()
+    assert index == ""
+    assert "WARNING" in note and "580.65 or newer" in note and "see no GPU" in note
+    # the same fallback without a driver costs a download, not the GPU: no such warning
+    monkeypatch.setattr(torch_build, "driver_version", lambda: None)
+    torch_build.main([])
+    assert "WARNING" not in capsys.readouterr().out
+
+
 def test_reachable_fails_fast_on_a_closed_port():
     assert torch_build.reachable("http://127.0.0.1:9/", timeout=2) is False
 
