@@ -187,13 +187,19 @@ print("path", os.environ["PATH"].split(":")[0])
 """
 
 
+#: The first learner also answers one exercise, so the roll-up has progress to show for them.
+ANSWER = 'from cutecourse.exercises import nb01_extra\nprint(nb01_extra.check_padded_rows("(6,4):(8,1)"))'
+
+
 def test_every_learner_runs_notebook_01_in_their_own_kernel_at_once(room, hub, servers):
     cells = code_cells(ROOT / NOTEBOOK)
     learners = room["learners"]
 
     def run(name):
         other = pwd.getpwnam(learners[(learners.index(name) + 1) % len(learners)]).pw_dir
-        return name, run_notebook(hub, name, servers[name], NOTEBOOK, [PROBE.format(other=other), *cells])
+        extra = [ANSWER] if name == learners[0] else []
+        return name, run_notebook(hub, name, servers[name], NOTEBOOK,
+                                  [PROBE.format(other=other), *cells, *extra])
 
     with ThreadPoolExecutor(len(learners)) as pool:
         results = dict(pool.map(run, learners))
@@ -217,8 +223,12 @@ def test_rollup_checks_every_learner_as_themselves(room, servers):
     for name in room["learners"]:
         seat = json.loads((folder / f"{name}.json").read_text())
         assert seat["lines"], f"{name}'s seat check is empty"
-    rows = [ln for ln in proc.stdout.splitlines() if ln.startswith("| ") and not ln.startswith(("| seat", "| ---"))]
-    assert len(rows) == len(room["learners"]), proc.stdout
+    rows = {ln.split("|")[1].strip(): ln for ln in proc.stdout.splitlines()
+            if ln.startswith("| ") and not ln.startswith(("| learner", "| ---"))}
+    assert sorted(rows) == sorted(room["learners"]), proc.stdout  # a row per learner, by name
+    first, *others = room["learners"]
+    assert " 1/" in rows[first], f"{first} passed one exercise of 01b: {rows[first]}"
+    assert all(" 1/" not in rows[o] for o in others), proc.stdout
 
 
 def test_status_and_stop(room, servers):

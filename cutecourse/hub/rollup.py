@@ -41,7 +41,7 @@ def check_as(room: dict, name: str, out: Path) -> int:
 
 def room_table(python: str, files: list[Path]) -> subprocess.CompletedProcess:
     """The teacher's table from the seat files: the one place that names the roll-up's command."""
-    return subprocess.run([python, "-m", "cutecourse.check", "--tabulate", *map(str, files)],
+    return subprocess.run([python, "-m", "cutecourse.room", *map(str, files)],
                           capture_output=True, text=True)
 
 
