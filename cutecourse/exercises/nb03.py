@@ -223,7 +223,7 @@ EX4 = ("Exercise 4 (kernel): the consumer of the prefetch mainloop",
        "wait_group(0), then release `released` if there was a k-tile.")
 
 
-def replay_verdict(cls, method: str = "_mainloop_prefetch") -> str | None:
+def replay_verdict(cls, method: str = "_mainloop_prefetch", code=None) -> str | None:
     """The CPU replay's objection: the first step where the learner's loop waits, reads or
     releases another stage (or calls another step) than the course's, then any hang or race
     of the model, then warps other than warp 0 loading."""
@@ -231,7 +231,8 @@ def replay_verdict(cls, method: str = "_mainloop_prefetch") -> str | None:
     from .replay_compare import first_mistake
 
     reference = PrefetchParts if method == "_mainloop_prefetch" else CompilerParts
-    return (first_mistake(cls, reference, method=method) or model_verdict(cls, method=method)
+    return (first_mistake(cls, reference, method=method, code=code)
+            or model_verdict(cls, method=method)
             or producer_only(cls, method=method))
 
 
@@ -243,7 +244,7 @@ def check_consumer(cls) -> Result:
     title = EX4[0]
     code = kc.LearnerCode(cls)
     report = kc.compile_kernel(code, kernel_expr(cls, "prefetch"))
-    objection = replay_verdict(cls)
+    objection = replay_verdict(cls, code=code)
     if objection:
         return failed(title, objection)
     names = _loop_ops(report, "write the loop's wgmmas with sm90.issue_mma(mma, cons.index)")
@@ -294,7 +295,7 @@ def check_prologue(cls) -> Result:
             return failed(title, f"with {stages} stages and {k_tiles} k-tiles your prologue loads "
                           f"{len(loaded)} k-tile(s) before the first wgmma; {want} fit without a "
                           "hang, and each one more hides more TMA latency")
-    objection = replay_verdict(cls)
+    objection = replay_verdict(cls, code=code)
     if objection:
         return failed(title, objection)
     shape = loop_structure(report.ptx)

@@ -206,7 +206,7 @@ def check_pipelined(cls) -> Result:
         return failed(title, "your loop issues the TMA copies with no pred=: every warp would issue "
                       "them (8 copies of each k-tile, 8x the bytes the full barrier expects). "
                       "Pass pred= a one-element Boolean register tensor set to is_producer")
-    objection = replay_verdict(cls, method=METHOD)
+    objection = replay_verdict(cls, method=METHOD, code=code)
     if objection:
         return failed(title, objection)
     shape = loop_structure(report.ptx)
@@ -251,7 +251,8 @@ def _state_mismatch(cls, stages: int = 4, k_tiles: int = 10) -> str | None:
                 return (f"with {stages} stages, at k = {k} your {who} state (count, index, phase) "
                         f"is {got}; advancing a fresh state {k} time(s) gives {want}."
                         + (f" That is the {'producer' if user == 'consumer' else 'consumer'}'s "
-                           "state: return (cons, prod), in that order." if swapped else ""))
+                           "state at this k: the two phases are opposite bits (are they the same "
+                           "in your code, or returned as (prod, cons)?)" if swapped else ""))
     return None
 
 
@@ -263,7 +264,7 @@ def check_state_in_kernel(cls) -> Result:
 
     title = EX4[0]
     code, report, _ = _compile_pipelined(cls)
-    objection = _state_mismatch(cls) or replay_verdict(cls, method=METHOD)
+    objection = _state_mismatch(cls) or replay_verdict(cls, method=METHOD, code=code)
     if objection:
         return failed(title, objection + " Check your state for k-tile k: stage k % stages, a "
                       "phase that flips each time k wraps around the ring, the producer's the "

@@ -22,7 +22,7 @@ generators that *yield* where the hardware would block. So :func:`replay` takes 
   and ``consumer_release`` in program order (all the same index: a state that never advances),
   and ``trace.wait_states`` / ``trace.acquire_states``, the ``(count, index, phase)`` passed to
   each ``consumer_wait`` / ``producer_acquire``; ``trace.calls``, every pipeline call in program
-  order as ``(op, argument)`` (a state's ``(count, index, phase)``, the stage of an MMA, the depth
+  order as ``(op, argument, (file, line) of the call)`` (a state's ``(count, index, phase)``, the stage of an MMA, the depth
   of a ``wait_group``), which ``replay_compare`` holds against the course kernel's.
 """
 
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import sys
 import types
 
 from ..models import pipeline as pm
@@ -81,6 +82,12 @@ def _pipeline():
             int(stages), int(count), int(index), int(phase)))
 
 
+def _site() -> tuple[str, int]:
+    """(file, line) of the code that made the pipeline call being logged: the learner's line."""
+    frame = sys._getframe(2)
+    return frame.f_code.co_filename, frame.f_lineno
+
+
 def _as_tuple(state) -> tuple[int, int, int]:
     return (int(state.count), int(state.index), int(state.phase))
 
@@ -96,7 +103,7 @@ class _Ring:
 
     def producer_acquire(self, state, *_, **__):
         self.acquire_states.append(_as_tuple(state))
-        self.calls.append(("producer_acquire", _as_tuple(state)))
+        self.calls.append(("producer_acquire", _as_tuple(state), _site()))
         self.model.producer = state
         return self.model.producer_acquire(state)
 
@@ -108,12 +115,12 @@ class _Ring:
         self.waited[state.index] = state.count
         self.wait_stages.append(int(state.index))
         self.wait_states.append(_as_tuple(state))
-        self.calls.append(("consumer_wait", _as_tuple(state)))
+        self.calls.append(("consumer_wait", _as_tuple(state), _site()))
         return self.model.consumer_wait(state)
 
     def consumer_release(self, state):
         self.release_stages.append(int(state.index))
-        self.calls.append(("consumer_release", _as_tuple(state)))
+        self.calls.append(("consumer_release", _as_tuple(state), _site()))
         self.model.consumer_release(state)
 
     def producer_get_barrier(self, state):
@@ -123,7 +130,7 @@ class _Ring:
 def _mma(ring: _Ring):
     def issue_mma(_mma, stage):
         stage = int(stage)
-        ring.calls.append(("issue_mma", stage))
+        ring.calls.append(("issue_mma", stage, _site()))
         # the k-tile this stage was waited for; without a wait, the k-tile the loop is at
         k = ring.waited.pop(stage, ring.mmas)
         ring.mmas += 1
@@ -175,7 +182,7 @@ def _helpers(owner, fn) -> dict:
 def _entering(gen_fn, name: str, calls: list):
     """A helper's generator that first notes ``("enter", name)`` in the call log."""
     def run(self, *args, **kwargs):
-        calls.append(("enter", name))
+        calls.append(("enter", name, None))
         return (yield from gen_fn(self, *args, **kwargs))
 
     return run
@@ -196,7 +203,7 @@ def replay(hook, stages: int = 4, k_tiles: int = 8, names: dict | None = None,
     model = pm.PipelineModel(stages)
     ring = _Ring(model)
     def wait_group(n):
-        ring.calls.append(("wait_group", int(n)))
+        ring.calls.append(("wait_group", int(n), _site()))
         return model.wait_group(n)
 
     wg = _Namespace(wait_group=wait_group, fence=lambda: None, commit_group=model.commit_group)
@@ -219,7 +226,7 @@ def replay(hook, stages: int = 4, k_tiles: int = 8, names: dict | None = None,
     def load(_ring, _loads, state, pred=None, **_):
         if pred is not None and not pred[0]:  # a predicated copy this warp does not issue
             return
-        ring.calls.append(("tma_load", _as_tuple(state)))
+        ring.calls.append(("tma_load", _as_tuple(state), _site()))
         model.tma_load(state)
 
     me = _Namespace(stages=stages, prefetch=max(1, stages - 2), _load=load)

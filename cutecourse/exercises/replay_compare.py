@@ -29,6 +29,7 @@ class Step:
     arg: object
     where: str  # "in iteration k", "in the prologue", "after the loop"
     k: int  # the iteration (k-tile) it belongs to, -1 before the loop
+    site: tuple | None = None  # (file, line) of the call
 
 
 def steps(calls, ops) -> list[Step]:
@@ -36,7 +37,7 @@ def steps(calls, ops) -> list[Step]:
     say which part of the loop a call is in."""
     out, part, k = [], "in the prologue", -1
     marked = any(c[0] == "enter" for c in calls)
-    for op, arg in calls:
+    for op, arg, site in calls:
         if op == "enter":
             part = {"_fill_ring": "in the prologue", "_drain": "after the loop"}.get(arg, part)
             if arg in ("_consume", "_states"):
@@ -47,7 +48,7 @@ def steps(calls, ops) -> list[Step]:
             k = arg[0] if isinstance(arg, tuple) else k + 1
             part = f"in iteration k = {k}"
         if op in ops:
-            out.append(Step(op, arg, part, k))
+            out.append(Step(op, arg, part, k, site))
     return out
 
 
@@ -86,6 +87,14 @@ def _pair(mine: Step, want: Step, k_tiles: int, stages: int) -> str:
                 "accumulators.")
     if mine.op == want.op == "consumer_release":
         return _wrong_release(mine, want, k_tiles)
+    if mine.op == want.op and mine.op in STATE_OPS and mine.arg[:2] == want.arg[:2]:
+        user = "producer" if mine.op in PRODUCER else "consumer"
+        return (f"{where} your {mine.op} is given {_state(mine.arg)}: the right stage, the wrong "
+                f"phase ({want.arg[2]} expected). The {user} waits on its barrier with "
+                + ("the other bit than the consumer (the empty barriers start as 'free'): pass "
+                   "the producer's state, `prod`." if user == "producer" else
+                   "the bit that flips each time the ring wraps around: pass the consumer's "
+                   "state, `cons`."))
     if mine.op == want.op and mine.op in PRODUCER:
         what = "acquire" if mine.op == "producer_acquire" else "load"
         return (f"{where} your producer's {mine.op} is given {_state(mine.arg)}; the next "
@@ -100,7 +109,7 @@ def _pair(mine: Step, want: Step, k_tiles: int, stages: int) -> str:
                 "tensor cores would read a stage whose TMA bytes may not have landed. Call "
                 "ring.consumer_wait(cons) first.")
     if mine.op == "consumer_release" and k_tiles == 0:
-        return (f"with 0 k-tiles your loop still releases {_state(mine.arg)}, a stage no k-tile "
+        return (f"your loop still releases {_state(mine.arg)}, a stage no k-tile "
                 "used: an arrival nobody waits for, which lets the producer's next acquire of "
                 "that stage pass before it is free. Release the last stage only "
                 "`if k_tiles > 0`.")
@@ -144,6 +153,17 @@ def _pair(mine: Step, want: Step, k_tiles: int, stages: int) -> str:
             f"{want.op}({_arg(want)}).")
 
 
+def _key(step: Step):
+    """What of a step the hardware acts on: a TMA load its k-tile and stage (not the phase), a
+    release its stage's empty barrier (not the count or phase), a wait or an acquire the stage
+    and the phase it waits for, and the k-tile it stands for."""
+    if step.op == "tma_load":
+        return step.op, step.arg[:2]
+    if step.op == "consumer_release":
+        return step.op, step.arg[1]
+    return step.op, step.arg
+
+
 def _arg(step: Step) -> str:
     return _state(step.arg) if step.op in STATE_OPS else str(step.arg)
 
@@ -166,10 +186,21 @@ def _wrong_release(mine: Step, want: Step, k_tiles: int) -> str:
 
 
 def first_mistake(learner, reference, ops=CONSUMER + PRODUCER, runs=COMPARE_RUNS,
-                  method: str = "_mainloop_prefetch") -> str | None:
+                  method: str = "_mainloop_prefetch", code=None) -> str | None:
     """The first step where the learner's mainloop (a class or a hook) parts from the course's
     ``reference``, named; None if they agree on every run. A hang or race first met by the
-    learner's loop ends its log there: the caller's model verdict names it."""
+    learner's loop ends its log there: the caller's model verdict names it. ``code`` (the
+    learner's ``LearnerCode``): the message also points at the learner's line of that step."""
+    found = _first_mistake(learner, reference, ops, runs, method)
+    if found is None:
+        return None
+    message, site = found
+    if code is not None and site and any(s.holds(*site) for s in code.segments):
+        message += f" [{code.describe(*site)}]"
+    return message
+
+
+def _first_mistake(learner, reference, ops, runs, method):
     from .pipeline_replay import replay
 
     for stages, k_tiles in runs:
@@ -180,14 +211,15 @@ def first_mistake(learner, reference, ops=CONSUMER + PRODUCER, runs=COMPARE_RUNS
             if i >= len(a):
                 if mine.deadlock or mine.hazards:
                     return None  # it stopped: the model verdict says why
-                return _pair(Step("(nothing)", None, w.where, w.k), w, k_tiles, stages) \
-                    if w.op == "consumer_release" else (
+                return (_pair(Step("(nothing)", None, w.where, w.k), w, k_tiles, stages)
+                        if w.op == "consumer_release" else
                         f"with {stages} stages and {k_tiles} k-tiles your loop never calls "
-                        f"{w.op}({_arg(w)}) {w.where}.")
-            if (a[i].op, a[i].arg) != (w.op, w.arg):
-                return f"with {stages} stages and {k_tiles} k-tile(s): " + _pair(a[i], w, k_tiles, stages)
+                        f"{w.op}({_arg(w)}) {w.where}."), None
+            if _key(a[i]) != _key(w):
+                return (f"with {stages} stages and {k_tiles} k-tile(s): "
+                        + _pair(a[i], w, k_tiles, stages)), a[i].site
         if len(a) > len(b):
             extra = a[len(b)]
-            return f"with {stages} stages and {k_tiles} k-tile(s): " + _pair(
-                extra, Step("(end)", None, extra.where, extra.k), k_tiles, stages)
+            return (f"with {stages} stages and {k_tiles} k-tile(s): " + _pair(
+                extra, Step("(end)", None, extra.where, extra.k), k_tiles, stages)), extra.site
     return None
