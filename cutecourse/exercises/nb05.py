@@ -164,12 +164,18 @@ def _on_host(code, cls, cluster, rank, call):
                            f"{cluster[0]}x{cluster[1]} cluster: {at}{reason(exc)}") from None
 
 
-def _compiled_multicasts(code, cls) -> str | None:
-    """None if the 2x2 kernel compiles to the expected multicast loads, else what is wrong."""
-    from ..kernels.hopper_gemm_cluster import expected_multicast_loads
+def _compile(code, cls):
+    """The 2x2 kernel compiled for sm_90a (a compile error is the learner's message)."""
     from . import kernel_check as kc
 
-    report = kc.compile_kernel(code, kernel_expr(cls))
+    return kc.compile_kernel(code, kernel_expr(cls))
+
+
+def _compiled_multicasts(report) -> str | None:
+    """None if the 2x2 kernel compiled to the expected multicast loads, else what is wrong.
+    Checked after the host run, which names a wrong mask, operand or index more precisely."""
+    from ..kernels.hopper_gemm_cluster import expected_multicast_loads
+
     got, want = report.count("TMA multicast loads"), expected_multicast_loads(CLUSTER)
     if got != want:
         return (f"compiled for a 2x2 cluster, your kernel has {got} multicast TMA loads in its "
@@ -197,9 +203,7 @@ def check_masks_in_kernel(cls) -> Result:
 
     title = EX4[0]
     code = kc.LearnerCode(cls)
-    wrong = _compiled_multicasts(code, cls)
-    if wrong:
-        return failed(title, wrong)
+    report = _compile(code, cls)
     answers, plans = {}, {}
     for cluster in MASK_CLUSTERS:
         plans[cluster] = p = plan(tile=(*TILE, 64), cluster=cluster, tiles=(cluster[0], cluster[1], 1))
@@ -223,6 +227,9 @@ def check_masks_in_kernel(cls) -> Result:
                           f"mask is {fmt_mask(mine, width)}, the CTAs that need the same {op} "
                           f"tile are {fmt_mask(want, width)}{why}")
     tried = len(answers)
+    wrong = _compiled_multicasts(report)
+    if wrong:
+        return failed(title, wrong)
     return _gpu(code, cls, title, f"your masks compile into the kernel (2x2: 4 multicast loads) "
                 f"and, run on the host, agree with the brute-force planner for all {tried} (CTA, "
                 "operand) pairs of clusters 1x1 to 4x4.")
@@ -249,9 +256,7 @@ def check_multicast_loads(cls) -> Result:
 
     title = EX5[0]
     code = kc.LearnerCode(cls)
-    wrong = _compiled_multicasts(code, cls)
-    if wrong:
-        return failed(title, wrong)
+    report = _compile(code, cls)
     for cluster in (CLUSTER, (2, 1), (1, 2)):
         p = plan(tile=(*TILE, 64), cluster=cluster, tiles=(cluster[0], cluster[1], 1))
         for rank in range(p.cluster_size):
@@ -260,6 +265,9 @@ def check_multicast_loads(cls) -> Result:
             problem = _copy_problem(copies, p, rank, cluster)
             if problem:
                 return failed(title, problem)
+    wrong = _compiled_multicasts(report)
+    if wrong:
+        return failed(title, wrong)
     return _gpu(code, cls, title, "for every CTA of 2x2, 2x1 and 1x2 clusters your _load issues "
                 "one copy of A and one of B, k-tile state.count into stage state.index, on the "
                 "stage's full barrier, multicast to the CTAs the planner says; compiled for 2x2, "
