@@ -34,6 +34,17 @@ def test_the_masks_solution_passes():
     # every CTA in both masks, as Python ints: the DSL refuses the mask, the message says why
     ([("        return a_mask, b_mask", "        return (1 << cm_size * cn_size) - 1, (1 << cm_size * cn_size) - 1")],
      "cutlass.Int16"),
+    # the column from the wrong size: cn = rank % CN
+    ([("cm, cn = rank % cm_size, rank // cm_size", "cm, cn = rank % cm_size, rank % cn_size")], "your B mask"),
+    # A's loop over the rows, not the columns
+    ([("for j in range(cn_size):", "for j in range(cm_size):")], "your A mask"),
+    # B's run one CTA too long
+    ([("b_mask = ((1 << cm_size) - 1)", "b_mask = ((1 << (cm_size + 1)) - 1)")], "your B mask"),
+    # B's run never shifted to this CTA's column: a constant, which the DSL refuses as a mask
+    ([("b_mask = ((1 << cm_size) - 1) << (cn * cm_size)", "b_mask = (1 << cm_size) - 1")],
+     "computed from Python numbers alone"),
+    # A's bits a column apart, not a row stride apart
+    ([("a_mask |= 1 << (cm + j * cm_size)", "a_mask |= 1 << (cm + j)")], "your A mask"),
 ])
 def test_mask_mistakes_are_named(edits, words):
     r = nb05.check_masks_in_kernel(learner("MyMasks", *edits))
@@ -58,6 +69,17 @@ def test_the_loads_solution_passes():
     ([("loads.tAsA[(None, state.index)]", "loads.tBsB[(None, state.index)]")], "stage 1 of B's ring"),
     ([("mcast_mask=a_mask)", "mcast_mask=a_mask | b_mask)")], "the copy of A goes to CTAs"),
     ([("loads.tBgB[(None, state.count)]", "loads.tBgB[(None, state.index)]")], "k-tile state.count"),
+    # B not multicast at all
+    ([("tma_bar_ptr=bar, mcast_mask=b_mask)", "tma_bar_ptr=bar)")], "mcast_mask"),
+    # B's copy reads A's k-tiles
+    ([("loads.tBgB[(None, state.count)]", "loads.tAgA[(None, state.count)]")], "the copy of B reads k-tile 5 of A"),
+    # only A is loaded
+    ([("        cute.copy(loads.tma_b, loads.tBgB[(None, state.count)], loads.tBsB[(None, state.index)],\n"
+       "                  tma_bar_ptr=bar, mcast_mask=b_mask)\n", "")], "issues 1 copies"),
+    # B's copy with A's TMA atom
+    ([("cute.copy(loads.tma_b,", "cute.copy(loads.tma_a,")], "one copy with loads.tma_a and one with loads.tma_b"),
+    # A's copy into the stage of the next k-tile
+    ([("loads.tAsA[(None, state.index)]", "loads.tAsA[(None, state.index + 1)]")], "stage state.index (1) of A's ring"),
 ])
 def test_load_mistakes_are_named(edits, words):
     r = nb05.check_multicast_loads(learner("MyLoads", *edits))
@@ -75,12 +97,15 @@ def test_a_loads_compile_error_names_the_line():
 
 
 def test_the_cluster_lab():
-    assert not nb05.check_cluster_lab((2, 1), 4)
+    for cluster, guess, words in [((2, 1), 4, "only B"), ((1, 2), 4, "A is shared"), ((2, 2), 2, "2 x 2 = 4"),
+                                  ((4, 1), 8, "you predict 8"), ((2, 1), True, "you predict True")]:
+        r = nb05.check_cluster_lab(cluster, guess)
+        assert not r and words.replace("only B", "B is shared") in r.message, r.message
     for cluster, words in [((1, 1), "course kernel itself"), ((3, 1), "refuses this cluster shape")]:
         r = nb05.check_cluster_lab(cluster, 2)
         assert not r and words in r.message, r.message
     r = nb05.check_cluster_lab((2, 1), 2)
-    assert r and "2x1" in r.message and "1x1" in r.message, r.message
+    assert r and "2x1" in r.message and "1x1" in r.message and "Nothing was timed" in r.message, r.message
 
 
 @pytest.mark.gpu

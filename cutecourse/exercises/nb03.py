@@ -14,6 +14,7 @@ from ..models import pipeline as pm
 from . import Result, answered, checker, failed, passed
 from ..kernels.hopper_gemm_ptx import loop_structure
 from .kernel_check import kernel_checker
+from .replay_compare import COMPARE_RUNS
 
 #: (stages, k-tiles) the loop-order checker runs: a short loop, one lap, several laps.
 ORDER_RUNS = [(2, 1), (2, 5), (3, 7), (4, 12)]
@@ -114,12 +115,13 @@ def kernel_expr(cls, variant: str, **extra) -> str:
     return f"{cls.__name__}(tile_mn={TILE}, variant={variant!r}{more})"
 
 
-def model_verdict(hook, runs=REPLAY_RUNS) -> str | None:
-    """The CPU model's objection to the learner's mainloop ``hook``, or None."""
+def model_verdict(hook, runs=REPLAY_RUNS, method: str = "_mainloop_prefetch") -> str | None:
+    """The CPU model's objection to the learner's mainloop ``hook`` (a function, or a kernel
+    class whose ``method`` is replayed with the parts it calls), or None."""
     from .pipeline_replay import replay
 
     for stages, k_tiles in runs:
-        t = replay(hook, stages=stages, k_tiles=k_tiles)
+        t = replay(hook, stages=stages, k_tiles=k_tiles, method=method)
         stuck = _stuck_state(t, stages)
         if stuck:
             return f"with {stages} stages and {k_tiles} k-tile(s) your loop hangs (CPU model): {stuck}"
@@ -176,25 +178,34 @@ def _stuck_state(t, stages: int) -> str | None:
     return None
 
 
-def producer_only(hook) -> str | None:
+def producer_only(hook, method: str = "_mainloop_prefetch") -> str | None:
     """The objection if warps other than warp 0 (``is_producer`` False) would issue loads."""
     from .pipeline_replay import replay
 
-    t = replay(hook, stages=4, k_tiles=8, is_producer=False)
+    t = replay(hook, stages=4, k_tiles=8, is_producer=False, method=method)
     loads = [e for e in t.events if e.op in ("producer_acquire", "tma_load")]
-    if loads:
-        return (f"your loop runs {loads[0].op} in every warp, not only in warp 0 (is_producer): "
-                "each of the 8 warps would arm the full barrier, which expects one arrival, and "
-                "load the k-tile again. Keep it under `if is_producer:`.")
-    return None
+    if not loads:
+        return None
+    if loads[0].op == "tma_load" and method == "_mainloop_compiler":
+        return ("your copy's predicate is True in every warp, not only in warp 0: each of the 8 "
+                "warps would load the k-tile again (8x the bytes the full barrier expects). Set "
+                "the predicate from is_producer (producer_only[0] = is_producer); the copy itself "
+                "stays at the top level of the loop body.")
+    return (f"your loop runs {loads[0].op} in every warp, not only in warp 0 (is_producer): "
+            "each of the 8 warps would arm the full barrier, which expects one arrival, and "
+            "load the k-tile again. Keep it under `if is_producer:`.")
 
 
 def gpu_verdict(code, expr: str, title: str, message: str, baseline: str) -> Result:
     """On an H100: the learner's kernel against torch, timed beside ``baseline``."""
     from . import kernel_check as kc
 
-    return kc.gpu_verdict(code, expr, title, message, "no H100 here: run this notebook on one to see "
-                          "it run against torch and timed", baseline=baseline)
+    return kc.gpu_verdict(code, expr, title, message, NOT_HERE, baseline=baseline)
+
+
+#: What a pass on a machine without an H100 did not prove.
+NOT_HERE = ("Not checked here: no H100, so C was not computed and nothing was timed; on an H100 "
+            "this check also runs your kernel against torch and times it beside the course's")
 
 
 def _loop_ops(report, what: str):
@@ -207,98 +218,98 @@ def _loop_ops(report, what: str):
 
 
 EX4 = ("Exercise 4 (kernel): the consumer of the prefetch mainloop",
-       "per k-tile: consumer_wait(cons), issue_mma on cons.index, wait_group(1), advance cons, "
-       "then (k > 0) release the stage of k-1 (`released`) and advance it; after the loop "
-       "wait_group(0) and release the last stage.")
+       "_consume: consumer_wait(cons), issue_mma on cons.index, wait_group(1), advance cons, "
+       "then (k > 0) release the stage of k-1 (`released`) and advance it; _drain: "
+       "wait_group(0), then release `released` if there was a k-tile.")
+
+
+def replay_verdict(cls, method: str = "_mainloop_prefetch", code=None) -> str | None:
+    """The CPU replay's objection: the first step where the learner's loop waits, reads or
+    releases another stage (or calls another step) than the course's, then any hang or race
+    of the model, then warps other than warp 0 loading."""
+    from .kernel_parts import CompilerParts, PrefetchParts
+    from .replay_compare import first_mistake
+
+    reference = PrefetchParts if method == "_mainloop_prefetch" else CompilerParts
+    return (first_mistake(cls, reference, method=method, code=code)
+            or model_verdict(cls, method=method)
+            or producer_only(cls, method=method))
 
 
 @kernel_checker(*EX4)
 def check_consumer(cls) -> Result:
-    """``cls``: your subclass of ``HopperGemm`` whose ``_mainloop_prefetch`` you completed."""
+    """``cls``: your subclass of ``PrefetchParts`` with ``_consume`` and ``_drain`` written."""
     from . import kernel_check as kc
 
     title = EX4[0]
     code = kc.LearnerCode(cls)
     report = kc.compile_kernel(code, kernel_expr(cls, "prefetch"))
+    objection = replay_verdict(cls, code=code)
+    if objection:
+        return failed(title, objection)
     names = _loop_ops(report, "write the loop's wgmmas with sm90.issue_mma(mma, cons.index)")
     seq = kc.compact(names)
     mma, wait = kc.first(names, "wgmma"), kc.first(names, "wait")
-    if wait < 0 or wait > mma:
-        return failed(title, f"your loop issues its wgmmas before any mbarrier wait ({seq}): the "
-                      "tensor cores would read a stage whose TMA bytes may not have landed. "
-                      "Call ring.consumer_wait(cons) first.")
     depths = kc.wait_group_depths(kc.mainloop(report).lines)
-    if not depths:
-        return failed(title, f"your loop has no wgmma.wait_group ({seq}): nothing tells it when "
-                      "a stage's wgmmas are done, so no stage can be released safely")
-    if 1 not in depths and depths[0] > 1:
-        return failed(title, f"your loop waits with wait_group({depths[0]}): that leaves "
-                      f"{depths[0]} groups running, k-tile k-1's among them, so the stage you "
-                      "release next may still be read by the tensor cores (a race). "
-                      "wait_group(1): only k-tile k's group still runs.")
-    if 1 not in depths:
-        return failed(title, f"your loop waits with wait_group({depths[0]}): each k-tile waits for "
-                      "its own wgmmas, so the tensor cores idle while the next k-tile's wait "
-                      "and MMAs are issued. Keep one group in flight: wait_group(1), then release "
-                      "the stage of k-tile k-1, whose group is now done.")
     arrive, group = kc.first(names, "arrive", mma), kc.first(names, "wait_group", mma)
-    if arrive < 0:
-        return failed(title, f"your loop never releases a stage ({seq}): the producer will wait "
-                      "on an empty barrier forever. ring.consumer_release(released) for k > 0.")
-    if arrive < group:
-        return failed(title, f"your consumer releases the stage before the wait_group that "
-                      f"proves its wgmmas are done ({seq}): the producer may refill it while "
-                      "the tensor cores still read it. Release after warpgroup.wait_group(1).")
-    all_depths = kc.wait_group_depths(report.instructions())
-    if all_depths.count(0) < 1:
-        return failed(title, "after the loop the last k-tile's wgmmas are still running when the "
-                      "epilogue reads the accumulators: warpgroup.wait_group(0) after the loop, "
-                      "then release the last stage")
-    objection = model_verdict(cls._mainloop_prefetch) or producer_only(cls._mainloop_prefetch)
-    if objection:
-        return failed(title, objection)
-    message = (f"your mainloop compiles for sm_90a to {seq} per k-tile, and runs without a hang "
-               f"or a race on the CPU model ({len(REPLAY_RUNS)} ring/problem sizes).")
+    # the CPU replay agreed; the compiled loop must say the same (a Python-level branch can
+    # make the two differ)
+    if wait < 0 or depths != [1] or arrive < group or \
+            kc.wait_group_depths(report.instructions()).count(0) < 1:
+        return failed(title, f"your loop replays like the course's on the CPU model, but the "
+                      f"compiled mainloop is {seq}: expected one mbarrier wait, the wgmmas, "
+                      "wait_group 1, then the release (arrive), and a wait_group 0 after the "
+                      "loop. Look for a Python-level `if` or constant that the compiler resolved "
+                      "differently.")
+    message = (f"your mainloop compiles for sm_90a to {seq} per k-tile. On the CPU model it "
+               f"waits, reads and releases the same stage as the course's at every step "
+               f"({len(COMPARE_RUNS)} ring/problem sizes, an empty problem among them), "
+               "with no hang and no race.")
     return gpu_verdict(code, kernel_expr(cls, "prefetch"), title, message,
                        f"HopperGemm(tile_mn={TILE}, variant='prefetch')")
 
 
 EX5 = ("Exercise 5 (kernel): the producer's prologue",
        "warp 0 alone (if is_producer) loads min(stages - 1, k_tiles) k-tiles: producer_acquire, "
-       "self._load, prod.advance() each. Not `stages`: the first refill in the loop needs a stage "
-       "that only this same loop releases.")
+       "self._load, prod.advance() each, then returns prod. Not `stages`: the first refill in "
+       "the loop needs a stage that only this same loop releases.")
 
 
 @kernel_checker(*EX5)
 def check_prologue(cls) -> Result:
-    """``cls``: your subclass of ``HopperGemm`` whose ``_mainloop_prefetch`` has your prologue."""
+    """``cls``: your subclass of ``PrefetchParts`` whose ``_fill_ring`` is your prologue."""
     from . import kernel_check as kc
     from .pipeline_replay import replay
 
     title = EX5[0]
     code = kc.LearnerCode(cls)
     report = kc.compile_kernel(code, kernel_expr(cls, "prefetch"))
-    shape = loop_structure(report.ptx)
-    if kc.mainloop(report) is None or not shape.prologue_tma_loads:
-        return failed(title, "the compiled kernel issues no TMA load before its mainloop: your "
-                      "prologue should be a cutlass.range loop of producer_acquire, self._load, "
-                      "prod.advance() under `if is_producer`")
-    before = [lp for lp in kc.loops(report.ptx) if "wgmma" not in lp.ops() and "tma" in lp.ops()]
-    objection = model_verdict(cls._mainloop_prefetch) or producer_only(cls._mainloop_prefetch)
+    for stages, k_tiles in REPLAY_RUNS:  # the counts first: they name this exercise's mistakes
+        t = replay(cls, stages=stages, k_tiles=k_tiles)
+        if t.deadlock or t.hazards:
+            break
+        first = next((i for i, e in enumerate(t.events) if e.op == "wgmma"), len(t.events))
+        loaded = sorted({e.k_tile for e in t.events[:first] if e.op == "tma_load"})
+        want = min(stages - 1, k_tiles)
+        if len(loaded) < want:
+            return failed(title, f"with {stages} stages and {k_tiles} k-tiles your prologue loads "
+                          f"{len(loaded)} k-tile(s) before the first wgmma; {want} fit without a "
+                          "hang, and each one more hides more TMA latency")
+    objection = replay_verdict(cls, code=code)
     if objection:
         return failed(title, objection)
-    for stages, k_tiles in REPLAY_RUNS:
-        t = replay(cls._mainloop_prefetch, stages=stages, k_tiles=k_tiles)
-        ahead = next(i for i, e in enumerate(t.events) if e.op == "wgmma")
-        loaded = sum(e.op == "tma_load" for e in t.events[:ahead])
-        want = min(stages - 1, k_tiles)
-        if loaded < want:
-            return failed(title, f"with {stages} stages and {k_tiles} k-tiles your prologue loads "
-                          f"{loaded} k-tile(s) before the first wgmma; {want} fit without a "
-                          "hang, and each one more hides more TMA latency")
+    shape = loop_structure(report.ptx)
+    if kc.mainloop(report) is None or not shape.prologue_tma_loads:
+        return failed(title, "your prologue replays like the course's on the CPU model, but the "
+                      "compiled kernel issues no TMA load before its mainloop: keep the loads in "
+                      "a cutlass.range loop (a Python `range` over a run-time k_tiles cannot be "
+                      "traced)")
+    before = [lp for lp in kc.loops(report.ptx) if "wgmma" not in lp.ops() and "tma" in lp.ops()]
     prologue = kc.compact(before[0].ops() if before else ["tma"] * shape.prologue_tma_loads)
-    message = (f"the prologue compiles to a loop of ({prologue}) before the mainloop, loads "
-               "min(stages - 1, k_tiles) k-tiles, and never hangs or races on the CPU model.")
+    message = (f"the prologue compiles to a loop of ({prologue}) before the mainloop. On the "
+               "CPU model warp 0 alone acquires and loads the same k-tiles into the same stages "
+               f"as the course's, min(stages - 1, k_tiles) of them ({len(COMPARE_RUNS)} "
+               "ring/problem sizes), with no hang and no race.")
     return gpu_verdict(code, kernel_expr(cls, "prefetch"), title, message,
                        f"HopperGemm(tile_mn={TILE}, variant='prefetch')")
 
@@ -324,9 +335,15 @@ def check_stages_lab(stages, ring_kib) -> Result:
                       f"ahead into; more than {default.stages} stages of 48 KiB do not fit in the "
                       f"{gemm_plan.SM90_SMEM_BYTES // 1024} KiB of shared memory.")
     mine = gemm_plan.plan_stages(TILE, stages=stages)
+    if isinstance(ring_kib, bool) or not isinstance(ring_kib, (int, float)):
+        return failed(title, f"ring_kib = {ring_kib!r}: give the ring's size as a number of KiB")
     if ring_kib * 1024 != mine.ring_bytes:
+        extra = (" (that counts the barriers too: the ring alone is the stages' A and B tiles)"
+                 if ring_kib * 1024 == mine.smem_bytes or round(ring_kib) == round(mine.smem_bytes / 1024)
+                 else "")
         return failed(title, f"you predict {ring_kib} KiB for {stages} stages; the ring takes "
-                      f"{mine.ring_bytes // 1024} KiB ({mine.bytes_per_stage // 1024} KiB per stage)")
+                      f"{mine.ring_bytes // 1024} KiB ({mine.bytes_per_stage // 1024} KiB per "
+                      f"stage: a 128x64 A tile and a 256x64 B tile, 2 bytes each){extra}")
     rows, seen = [], []
     for n in (stages, default.stages):
         # in a fresh process, as the course's other compile cells: nothing this notebook (or a
@@ -334,9 +351,12 @@ def check_stages_lab(stages, ring_kib) -> Result:
         rep = compile_report(registry.target("one"), tile=TILE, variant="prefetch", stages=n)
         loop = kc.compact(kc.mainloop(rep).ops())
         seen.append((rep.registers, loop))
-        rows.append(f"{n} stages: {gemm_plan.plan_stages(TILE, stages=n).smem_bytes // 1024} KiB "
-                    f"smem, {rep.registers} registers, mainloop {loop}")
-    message = "; ".join(rows) + "."
+        p = gemm_plan.plan_stages(TILE, stages=n)
+        rows.append(f"{n} stages: a {p.ring_bytes // 1024} KiB ring ({p.smem_bytes - p.ring_bytes} B "
+                    f"of barriers on top: {p.smem_bytes / 1024:.0f} KiB of shared memory asked "
+                    f"for), {rep.registers} registers, mainloop {loop}")
+    message = (f"right: {stages} stages of {mine.bytes_per_stage // 1024} KiB make a "
+               f"{mine.ring_bytes // 1024} KiB ring. Compiled: " + "; ".join(rows) + ".")
     if seen[0] == seen[1]:
         message += " Same code, same registers: only the ring depth changed."
     else:
@@ -345,4 +365,8 @@ def check_stages_lab(stages, ring_kib) -> Result:
         run = kc.run_on_gpu(None, f"HopperGemm(tile_mn={TILE}, stages={stages})",
                             baseline=f"HopperGemm(tile_mn={TILE})")
         message += " On the GPU: " + run.message
+    else:
+        message += (" Nothing was timed (no H100 here): what the depth costs, TMA latency no "
+                    "longer hidden, shows only in the time an H100 run adds beside the "
+                    f"{default.stages}-stage kernel.")
     return passed(title, message)

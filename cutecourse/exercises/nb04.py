@@ -138,6 +138,8 @@ def check_prefetch_stages(p, stages: int = 4, on_gpu: bool | None = None,
             last = (run.output.strip().splitlines() or ["no output"])[-1]
             return failed(title, f"the kernel with prefetch_stages={p} failed: {last}")
         message += " On this GPU the kernel ran with it and matched torch."
+    else:
+        message += " (Not run here: no H100; on one, the kernel runs with it in a child process.)"
     return passed(title, message)
 
 
@@ -149,13 +151,14 @@ def check_prefetch_stages(p, stages: int = 4, on_gpu: bool | None = None,
 # lesson uses) prove whether it pipelined; the learner's loop replayed on the CPU pipeline model;
 # on an H100, run against torch in a child process with a timeout and timed beside the course's.
 TILE = (128, 256)
+METHOD = "_mainloop_compiler"
 ISSUE_TMA = "cutecourse.kernels.sm90:issue_tma"
 
 
 def _compile_pipelined(cls):
     """(code, report, TMA-load calls recorded during the compile) for the learner's class."""
     from . import kernel_check as kc
-    from .nb03 import kernel_expr, model_verdict
+    from .nb03 import kernel_expr, replay_verdict
 
     code = kc.LearnerCode(cls)
     try:
@@ -163,7 +166,7 @@ def _compile_pipelined(cls):
     except kc.CompilerCrash:
         # the pipeliner has been seen to crash on a loop whose copy has no barrier armed for
         # it; the CPU model usually names the mistake
-        objection = _state_mismatch(cls._mainloop_compiler) or model_verdict(cls._mainloop_compiler)
+        objection = _state_mismatch(cls) or replay_verdict(cls, method=METHOD)
         if objection:
             raise kc.LearnerError(objection) from None
         raise
@@ -186,9 +189,10 @@ EX3 = ("Exercise 3 (kernel): a loop the compiler pipelines",
 
 @kernel_checker(*EX3)
 def check_pipelined(cls) -> Result:
-    """``cls``: your subclass of ``HopperGemm`` with its ``_mainloop_compiler`` rewritten."""
+    """``cls``: your subclass of ``CompilerParts`` with its ``_mainloop_compiler`` rewritten."""
     from ..kernels.hopper_gemm_ptx import loop_structure
-    from .nb03 import gpu_verdict, kernel_expr, model_verdict, producer_only
+    from .learner_code import segment_of
+    from .nb03 import gpu_verdict, kernel_expr, replay_verdict
 
     title = EX3[0]
     code, report, calls = _compile_pipelined(cls)
@@ -202,16 +206,23 @@ def check_pipelined(cls) -> Result:
         return failed(title, "your loop issues the TMA copies with no pred=: every warp would issue "
                       "them (8 copies of each k-tile, 8x the bytes the full barrier expects). "
                       "Pass pred= a one-element Boolean register tensor set to is_producer")
-    shape = loop_structure(report.ptx)
-    if not shape.pipelined:
-        return failed(title, f"the generated code is not pipelined ({shape}): expected TMA loads "
-                      "before the MMA loop and a loop with both loads and wgmmas. Keep "
-                      "prefetch_stages= in cutlass.range")
-    objection = model_verdict(cls._mainloop_compiler) or producer_only(cls._mainloop_compiler)
+    objection = replay_verdict(cls, method=METHOD, code=code)
     if objection:
         return failed(title, objection)
+    shape = loop_structure(report.ptx)
+    if not shape.pipelined:
+        kept = "prefetch_stages" in segment_of(cls._mainloop_compiler).text
+        return failed(title, f"the generated code is not pipelined ({shape}): expected TMA loads "
+                      "before the MMA loop and a loop with both loads and wgmmas. "
+                      + ("Your loop still has prefetch_stages=; the copy must be the loop body's "
+                         "own top-level self._load(..., pred=...), paired with the consumer_wait "
+                         "on the same stage" if kept else
+                         "Keep prefetch_stages=self.prefetch in cutlass.range: it asks for the "
+                         "pipelining"))
     message = (f"no 'pipelining skipped' diagnostic, and the compiler wrote a pipelined loop: "
-               f"{shape}. Your loop body runs without a hang or a race on the CPU model.")
+               f"{shape}. On the CPU model your loop acquires, loads, waits and releases the same "
+               "stages as the course's at every step, only warp 0 loads, and nothing hangs or "
+               "races.")
     return gpu_verdict(code, kernel_expr(cls, "compiler"), title, message,
                        f"HopperGemm(tile_mn={TILE}, variant='compiler')")
 
@@ -222,69 +233,55 @@ EX4 = ("Exercise 4 (kernel): the pipeline state from the loop index",
        "pipeline.PipelineState(stages, count, index, phase).")
 
 
-def _carried_state(hook) -> str | None:
-    """The name of a state the learner's loop advances with ``advance()``, or None."""
-    import ast
-
-    from .learner_code import segment_of
-
-    tree = ast.parse(segment_of(getattr(hook, "__func__", hook)).text)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr == "advance" and isinstance(node.func.value, ast.Name):
-            return node.func.value.id
-    return None
-
-
-def _state_mismatch(hook, stages: int = 4, k_tiles: int = 10) -> str | None:
+def _state_mismatch(cls, stages: int = 4, k_tiles: int = 10) -> str | None:
     """The first state the learner's loop computes that k calls of advance() would not give.
 
     Phases are compared modulo 2: the barrier wait reads only the parity."""
     from .pipeline_replay import replay
 
-    t = replay(hook, stages=stages, k_tiles=k_tiles)
+    t = replay(cls, stages=stages, k_tiles=k_tiles, method=METHOD)
     for who, seen, user in (("consumer", t.wait_states, "consumer"),
                             ("producer", t.acquire_states, "producer")):
         for k, got in enumerate(seen):
             want = pm.state_from_index(k, stages, user).as_tuple()
             if got[:2] != want[:2] or got[2] % 2 != want[2]:
+                other = pm.state_from_index(k, stages, "producer" if user == "consumer" else "consumer")
+                swapped = (got[:2] == other.as_tuple()[:2] and got[2] % 2 == other.phase and
+                           other.phase != want[2])
                 return (f"with {stages} stages, at k = {k} your {who} state (count, index, phase) "
-                        f"is {got}; advancing a fresh state {k} time(s) gives {want}.")
+                        f"is {got}; advancing a fresh state {k} time(s) gives {want}."
+                        + (f" That is the {'producer' if user == 'consumer' else 'consumer'}'s "
+                           "state at this k: the two phases are opposite bits (are they the same "
+                           "in your code, or returned as (prod, cons)?)" if swapped else ""))
     return None
 
 
 @kernel_checker(*EX4)
 def check_state_in_kernel(cls) -> Result:
-    """``cls``: your subclass of ``HopperGemm`` whose ``_mainloop_compiler`` computes the states."""
-    from .nb03 import REPLAY_RUNS, gpu_verdict, kernel_expr, model_verdict
+    """``cls``: your subclass of ``CompilerParts`` whose ``_states(k)`` returns (cons, prod)."""
+    from ..kernels.hopper_gemm_ptx import loop_structure
+    from .nb03 import gpu_verdict, kernel_expr, replay_verdict
 
     title = EX4[0]
     code, report, _ = _compile_pipelined(cls)
-    skipped = _skipped(report)
-    if skipped:
-        return failed(title, f"the compiler did not pipeline the loop: \"{skipped}\". Keep the "
-                      "given loop's predicated TMA copy and its wait at the top level of the "
-                      "body, and compute each state from k alone")
-    from ..kernels.hopper_gemm_ptx import loop_structure
-
-    shape = loop_structure(report.ptx)
-    if not shape.pipelined:
-        return failed(title, f"the generated code is not pipelined ({shape}): keep the given "
-                      "loop's prefetch_stages= and its predicated copy")
-    carried = _carried_state(cls._mainloop_compiler)
-    if carried:
-        return failed(title, f"your loop carries `{carried}` from one iteration to the next with "
-                      "advance(). This DSL's pipeliner takes that loop too, but the exercise asks "
-                      "for each state computed from k alone (Exercise 1's arithmetic, the course "
-                      "kernel's form): pipeline.PipelineState(self.stages, k, index, phase).")
-    objection = _state_mismatch(cls._mainloop_compiler) or model_verdict(cls._mainloop_compiler)
+    objection = _state_mismatch(cls) or replay_verdict(cls, method=METHOD, code=code)
     if objection:
         return failed(title, objection + " Check your state for k-tile k: stage k % stages, a "
                       "phase that flips each time k wraps around the ring, the producer's the "
                       "other bit.")
-    message = (f"the loop compiles and is pipelined (no diagnostic; loops {', '.join(shape.kinds())}); "
-               f"the states you compute from k run without a hang or a race on the CPU model ({len(REPLAY_RUNS)} ring sizes, "
-               "several laps of the ring).")
+    skipped = _skipped(report)
+    if skipped:
+        return failed(title, f"the compiler did not pipeline the loop: \"{skipped}\". The states "
+                      "of iteration k + P are computed ahead of time from k: keep them a formula "
+                      "of k alone")
+    shape = loop_structure(report.ptx)
+    if not shape.pipelined:
+        return failed(title, f"your states are right on the CPU model, but the generated code is "
+                      f"not pipelined ({shape})")
+    message = (f"the loop compiles and is pipelined (no diagnostic; loops {', '.join(shape.kinds())}). "
+               "On the CPU model your states equal k calls of advance() for every k (10 k-tiles, "
+               "4 stages), and the loop waits, loads and releases the same stages as the "
+               "course's on every ring size tried, with no hang or race.")
     return gpu_verdict(code, kernel_expr(cls, "compiler"), title, message,
                        f"HopperGemm(tile_mn={TILE}, variant='compiler')")
 
@@ -315,7 +312,13 @@ def check_prefetch_lab(p, hangs, stages: int = 4) -> Result:
     truth = pm.simulate("compiler", stages, 3 * stages + 2, p).deadlock
     if bool(hangs) != bool(truth):
         return failed(title, f"you predict prefetch_stages={p} {'hangs' if hangs else 'runs'}; the "
-                      f"CPU model {'hangs: ' + truth.op + ' on ' + truth.barrier if truth else 'runs it'}")
+                      f"CPU model {'hangs: ' + truth.op + ' on ' + truth.barrier if truth else 'runs it'}"
+                      + (f". {truth.explanation}" if truth else ": iteration k loads into the stage "
+                         f"k-tile k + {p} - {stages} used, released in an earlier iteration"))
+    verdict = (f"right: prefetch_stages={p} deadlocks (CPU model, {stages} stages): {truth.op} waits "
+               f"on {truth.barrier} for phase {truth.parity} forever. {truth.explanation} "
+               if truth else f"right: prefetch_stages={p} runs without a hang on the CPU model "
+               f"({stages} stages, {3 * stages + 2} k-tiles). ")
     default = max(1, stages - 2)
     rows = []
     for depth in dict.fromkeys((p, default)):
@@ -325,11 +328,15 @@ def check_prefetch_lab(p, hangs, stages: int = 4) -> Result:
         rows.append(f"P={depth}: {rep.registers} registers, loops {', '.join(shape.kinds())} "
                     f"({shape.prologue_tma_loads} TMA load instructions before the MMA loop, "
                     "run P times)")
-    message = "; ".join(rows) + "."
+    message = verdict + "Compiled: " + "; ".join(rows) + "."
     if kc.gpu_here("sm_90a"):
         run = kc.run_on_gpu(None, f"HopperGemm(tile_mn={TILE}, variant='compiler', "
                             f"prefetch_stages={p}, stages={stages})",
                             baseline=f"HopperGemm(tile_mn={TILE}, variant='compiler', stages={stages})",
                             timeout=60)
         message += " On the GPU: " + run.message
+    else:
+        message += (" Nothing was run or timed (no H100 here): on one, the kernel with your P "
+                    "runs in a child process with a time limit (a hang is a message), against "
+                    "torch, timed beside the default depth.")
     return passed(title, message)

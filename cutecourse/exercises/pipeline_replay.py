@@ -21,13 +21,16 @@ generators that *yield* where the hardware would block. So :func:`replay` takes 
   ``trace.wait_stages`` and ``trace.release_stages``, the stage index of each ``consumer_wait``
   and ``consumer_release`` in program order (all the same index: a state that never advances),
   and ``trace.wait_states`` / ``trace.acquire_states``, the ``(count, index, phase)`` passed to
-  each ``consumer_wait`` / ``producer_acquire``.
+  each ``consumer_wait`` / ``producer_acquire``; ``trace.calls``, every pipeline call in program
+  order as ``(op, argument, (file, line) of the call)`` (a state's ``(count, index, phase)``, the stage of an MMA, the depth
+  of a ``wait_group``), which ``replay_compare`` holds against the course kernel's.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import sys
 import types
 
 from ..models import pipeline as pm
@@ -37,12 +40,26 @@ BLOCKING = ("producer_acquire", "consumer_wait", "wait_group")
 
 
 class _Blocking(ast.NodeTransformer):
-    def visit_Expr(self, node: ast.Expr):
-        call = node.value
-        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
-                call.func.attr in BLOCKING:
-            return ast.copy_location(ast.Expr(ast.YieldFrom(call)), node)
+    """Every blocking call, and every call of a helper method (``self.<helper>(...)``, itself
+    made a generator), becomes ``yield from`` that call, wherever it stands."""
+
+    def __init__(self, helpers=()):
+        self.helpers = set(helpers)
+
+    def visit_Call(self, node: ast.Call):
+        self.generic_visit(node)
+        f = node.func
+        if isinstance(f, ast.Attribute) and (f.attr in BLOCKING or (
+                f.attr in self.helpers and isinstance(f.value, ast.Name) and f.value.id == "self")):
+            return ast.copy_location(ast.YieldFrom(node), node)
         return node
+
+
+def _self_calls(tree) -> set[str]:
+    """The names of the methods a function calls on ``self``."""
+    return {n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+            and n.func.value.id == "self"}
 
 
 class _Namespace(types.SimpleNamespace):
@@ -65,6 +82,12 @@ def _pipeline():
             int(stages), int(count), int(index), int(phase)))
 
 
+def _site() -> tuple[str, int]:
+    """(file, line) of the code that made the pipeline call being logged: the learner's line."""
+    frame = sys._getframe(2)
+    return frame.f_code.co_filename, frame.f_lineno
+
+
 def _as_tuple(state) -> tuple[int, int, int]:
     return (int(state.count), int(state.index), int(state.phase))
 
@@ -76,9 +99,11 @@ class _Ring:
         self.model, self.waited, self.mmas = model, {}, 0
         self.wait_stages, self.release_stages = [], []
         self.wait_states, self.acquire_states = [], []  # (count, index, phase) as passed
+        self.calls = []  # (op, argument) in program order: the learner's loop, step by step
 
     def producer_acquire(self, state, *_, **__):
         self.acquire_states.append(_as_tuple(state))
+        self.calls.append(("producer_acquire", _as_tuple(state), _site()))
         self.model.producer = state
         return self.model.producer_acquire(state)
 
@@ -90,10 +115,12 @@ class _Ring:
         self.waited[state.index] = state.count
         self.wait_stages.append(int(state.index))
         self.wait_states.append(_as_tuple(state))
+        self.calls.append(("consumer_wait", _as_tuple(state), _site()))
         return self.model.consumer_wait(state)
 
     def consumer_release(self, state):
         self.release_stages.append(int(state.index))
+        self.calls.append(("consumer_release", _as_tuple(state), _site()))
         self.model.consumer_release(state)
 
     def producer_get_barrier(self, state):
@@ -103,6 +130,7 @@ class _Ring:
 def _mma(ring: _Ring):
     def issue_mma(_mma, stage):
         stage = int(stage)
+        ring.calls.append(("issue_mma", stage, _site()))
         # the k-tile this stage was waited for; without a wait, the k-tile the loop is at
         k = ring.waited.pop(stage, ring.mmas)
         ring.mmas += 1
@@ -119,46 +147,94 @@ def _size(shape) -> int:
     return n
 
 
-def _generator(fn) -> types.FunctionType:
+def _generator(fn, helpers=()) -> types.FunctionType:
     seg = segment_of(fn)
     tree = ast.parse(seg.text)
     fdef = tree.body[0]
     fdef.decorator_list = []
     fdef.body.append(ast.parse("if False:\n    yield").body[0])  # always a generator
-    tree = ast.fix_missing_locations(_Blocking().visit(tree))
+    tree = ast.fix_missing_locations(_Blocking(helpers).visit(tree))
     ast.increment_lineno(tree, seg.first - 1)
     return compile(tree, seg.filename, "exec"), fdef.name
 
 
-def replay(hook, stages: int = 4, k_tiles: int = 8, names: dict | None = None,
-           is_producer: bool = True) -> pm.Trace:
-    """Run the mainloop ``hook`` (a function or method) on the model; return the Trace.
+#: methods of the kernel a mainloop calls that are not replayed from their source
+NOT_HELPERS = ("_load",)
 
-    ``names``: more globals to swap (e.g. a helper the hook calls). Exceptions in the learner's
+
+def _helpers(owner, fn) -> dict:
+    """{name: function} of the methods of ``owner`` that ``fn`` calls on ``self``, and those
+    they call, found through the class's MRO (the learner's override first)."""
+    found, todo = {}, [fn]
+    while todo:
+        tree = ast.parse(segment_of(todo.pop()).text)
+        for name in sorted(_self_calls(tree)):
+            if name in found or name in NOT_HELPERS or owner is None:
+                continue
+            attr = getattr(owner, name, None)
+            real = getattr(getattr(attr, "__func__", attr), "__wrapped__", attr)
+            if isinstance(real, types.FunctionType):
+                found[name] = attr
+                todo.append(attr)
+    return found
+
+
+def _entering(gen_fn, name: str, calls: list):
+    """A helper's generator that first notes ``("enter", name)`` in the call log."""
+    def run(self, *args, **kwargs):
+        calls.append(("enter", name, None))
+        return (yield from gen_fn(self, *args, **kwargs))
+
+    return run
+
+
+def replay(hook, stages: int = 4, k_tiles: int = 8, names: dict | None = None,
+           is_producer: bool = True, method: str = "_mainloop_prefetch") -> pm.Trace:
+    """Run the mainloop ``hook`` on the model; return the Trace.
+
+    ``hook``: a function or method, or a kernel class, whose ``method`` is run; the methods it
+    calls on ``self`` (the parts of ``exercises.kernel_parts``, a learner's override of one) are
+    replayed from their source too. ``names``: more globals to swap. Exceptions in the learner's
     code propagate with its own file and lines.
     """
-    fn = getattr(hook, "__func__", hook)
-    code, name = _generator(fn)
+    owner = hook if isinstance(hook, type) else None
+    fn = getattr(hook, method) if owner is not None else hook
+    fn = getattr(fn, "__func__", fn)
     model = pm.PipelineModel(stages)
     ring = _Ring(model)
-    real = getattr(fn, "__wrapped__", fn)
-    fn_globals = dict(getattr(real, "__globals__", {}))
-    wg = _Namespace(wait_group=model.wait_group, fence=lambda: None,
-                    commit_group=model.commit_group)
+    def wait_group(n):
+        ring.calls.append(("wait_group", int(n), _site()))
+        return model.wait_group(n)
+
+    wg = _Namespace(wait_group=wait_group, fence=lambda: None, commit_group=model.commit_group)
     cute = _Namespace(make_rmem_tensor=lambda shape, dtype: [None] * _size(shape))
-    fn_globals.update(cutlass=_cutlass(), pipeline=_pipeline(), warpgroup=wg, cute=cute,
-                      sm90=_Namespace(issue_mma=_mma(ring)), **(names or {}))
-    exec(code, fn_globals)  # noqa: S102  (the learner's own function, re-compiled)
-    program = fn_globals[name]
+    swapped = dict(cutlass=_cutlass(), pipeline=_pipeline(), warpgroup=wg, cute=cute,
+                   sm90=_Namespace(issue_mma=_mma(ring)), **(names or {}))
+    helpers = _helpers(owner, fn)
+
+    def program_of(f):
+        f = getattr(f, "__func__", f)
+        code, name = _generator(f, helpers)
+        real = getattr(f, "__wrapped__", f)
+        fn_globals = dict(getattr(real, "__globals__", {}))
+        fn_globals.update(swapped)
+        exec(code, fn_globals)  # noqa: S102  (the learner's own function, re-compiled)
+        return fn_globals[name]
+
+    program = program_of(fn)
 
     def load(_ring, _loads, state, pred=None, **_):
         if pred is not None and not pred[0]:  # a predicated copy this warp does not issue
             return
+        ring.calls.append(("tma_load", _as_tuple(state), _site()))
         model.tma_load(state)
 
     me = _Namespace(stages=stages, prefetch=max(1, stages - 2), _load=load)
-    trace = pm.Trace(name, stages, k_tiles, 0)
+    for hname, h in helpers.items():
+        setattr(me, hname, types.MethodType(_entering(program_of(h), hname, ring.calls), me))
+    trace = pm.Trace(fn.__name__, stages, k_tiles, 0)
     trace = model.run(program(me, ring, None, None, k_tiles, is_producer), trace)
     trace.wait_stages, trace.release_stages = ring.wait_stages, ring.release_stages
     trace.wait_states, trace.acquire_states = ring.wait_states, ring.acquire_states
+    trace.calls = ring.calls
     return trace
