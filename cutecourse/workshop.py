@@ -1,13 +1,13 @@
 """Workshop agendas laid out from the estimated times (``cutecourse.course.estimate``).
 
 A plan is the order of things in a day: the welcome and an opening talk, each notebook's lesson
-(in parts, split at its ``##`` sections, where it is long), its exercises (those that write kernel
-code first: they are the point of a hands-on day; each right after the part that teaches what it
-names), a wrap-up. ``cutecourse.timetable.lay_out`` gives them clock times: blocks, breaks, lunch.
+(in parts, split at its ``##`` sections, where it is long), its first kernel-writing exercise
+(the point of a hands-on day, right after the part that teaches what it names; a short one after
+the last part where lesson parts follow it), a wrap-up. ``cutecourse.timetable.lay_out`` gives them clock times: blocks, breaks, lunch.
 A lesson goes on a day only with the exercises after it; from the first that would end after
 :data:`DAY_END`, what did not fit is listed for after the day, so a notebook that grows moves the
 agenda instead of silently overrunning it, and the day's last minutes go to the other exercises of
-what it taught. Each day says when to release which notebook's answers. ``python -m
+what it taught: a day teaches one more notebook rather than practise the last one to the end. Each day says when to release which notebook's answers. ``python -m
 cutecourse.course --write`` writes the agendas into ``docs/workshop.md`` between the markers
 :data:`START` and :data:`END`.
 """
@@ -98,13 +98,26 @@ def _number(ex: Exercise) -> str:
     return m.group(1) if m else "?"
 
 
+def _after_part(est: Estimate, ex: Exercise) -> int:
+    """The index of the lesson part after which ``ex`` is done: the first that teaches the last
+    section it names (the last part where it names none: it needs the whole lesson)."""
+    last_section = [max((int(n) for n in (_section_number(t) for t, _ in p) if n), default=0)
+                    for p in _parts(est)]
+    return next((i for i, s in enumerate(last_section) if ex.needs is not None and s >= ex.needs),
+                len(last_section) - 1)
+
+
 def _chosen(est: Estimate, which: str, file_prefix: str | None) -> list[Exercise]:
     """The notebook's exercises (``NN_*``, or ``file_prefix`` e.g. ``01b_``) that ``which`` picks,
-    kernel-writing ones first."""
+    kernel-writing ones first. The day's are the first kernel-writing one (or lab), and a short
+    one only where that leaves lesson parts after it: every part taught is followed by practice."""
     prefix = file_prefix or est.notebook.number + "_"
     mine = [e for e in est.exercises if e.file.startswith(prefix)]
     by_kind = {k: [e for e in mine if e.kind == k] for k in ("kernel", "lab", "short")}
-    day = (by_kind["kernel"] or by_kind["lab"])[:1] + by_kind["short"][:1]
+    day = (by_kind["kernel"] or by_kind["lab"] or by_kind["short"])[:1]
+    last = len(_parts(est)) - 1
+    if day and _after_part(est, day[0]) < last:
+        day += [e for e in by_kind["short"] if e not in day and _after_part(est, e) == last][:1]
     chosen = {"all": mine, "day": day, "rest": [e for e in mine if e not in day]}[which]
     return sorted(chosen, key=lambda e: (e.kind != "kernel", e.kind != "lab", mine.index(e)))
 
@@ -130,7 +143,7 @@ def _exercise_items(chosen: list[Exercise]) -> list[Item]:
 def exercises(est: Estimate, which: str = "all", file_prefix: str | None = None) -> list[Item]:
     """Items for the exercises of the notebook's file (``NN_*``, or ``file_prefix`` e.g. ``01b_``):
     ``which`` is "all", "day" (the first kernel-writing exercise, or the first lab where there is
-    none, and the first short one) or "rest" (what "day" leaves). Kernel-writing exercises come
+    none; a short one too where lesson parts follow it) or "rest" (what "day" leaves). Kernel-writing exercises come
     first; a run longer than :data:`EXERCISE_ITEM_MAX` minutes is split into several items."""
     return _exercise_items(_chosen(est, which, file_prefix))
 
@@ -147,13 +160,10 @@ def with_day_exercises(est: Estimate) -> list[Item]:
     """The lesson with its day's exercises (:func:`exercises` "day"), each right after the part
     that teaches the last section it names (one that names none needs the whole lesson): a day
     that cannot hold the whole of a long lesson teaches its first parts and practises them."""
-    parts, items = _parts(est), lesson(est)
-    last_section = [max((int(n) for n in (_section_number(t) for t, _ in p) if n), default=0) for p in parts]
+    items = lesson(est)
     after: dict[int, list[Exercise]] = {}
     for ex in _chosen(est, "day", None):
-        k = next((i for i, s in enumerate(last_section) if ex.needs is not None and s >= ex.needs),
-                 len(parts) - 1)
-        after.setdefault(k, []).append(ex)
+        after.setdefault(_after_part(est, ex), []).append(ex)
     out, pending = [], []
     for k, part in enumerate(items):
         pending.append(part)
@@ -213,10 +223,13 @@ def _rest(est: Estimate) -> list[Item]:
 
 def _practice(ests: list[Estimate], days: list[Day]) -> list[Item]:
     """The other exercises of the notebooks ``days`` teach whole, the newest notebook first, as
-    optional items: what fills a day's last minutes where the next lesson does not fit."""
+    optional items: what fills a day's last minutes where the next lesson does not fit (those an
+    earlier day practised are done)."""
     none, some = _untaught(Day(tuple(r for d in days for r in d.rows), ()), ests)
     taught = [e for e in ests if e.notebook.number not in none + some]
-    return [Item(i.what, i.minutes, i.kind, optional=True) for e in reversed(taught) for i in _rest(e)]
+    done = {i.what for d in days for _, i in d.rows}
+    return [Item(i.what, i.minutes, i.kind, optional=True) for e in reversed(taught) for i in _rest(e)
+            if i.what not in done]
 
 
 def _day(items: list[Item], ests: list[Estimate], closing: Item, before: list[Day] = ()) -> Day:
@@ -227,7 +240,7 @@ def _day(items: list[Item], ests: list[Estimate], closing: Item, before: list[Da
 
 def one_day(ests: list[Estimate]) -> list[Day]:
     """Notebooks 01-05 as far as one day reaches (layouts to a multicast Hopper GEMM), each
-    with its first kernel-writing exercise and its first short one."""
+    with its first kernel-writing exercise (its other exercises fill the day's last minutes)."""
     e = _by_number(ests)
     items = _opening()
     for n in ("01", "02", "03", "04", "05"):
@@ -237,9 +250,10 @@ def one_day(ests: list[Estimate]) -> list[Day]:
 
 
 def two_days(ests: list[Estimate]) -> list[Day]:
-    """Every notebook in order, each with its first kernel-writing exercise and its first short
-    one, as far as two days reach: what does not fit into day one opens day two, what does not
-    fit into day two is listed for after the days (with the other exercises)."""
+    """Every notebook in order, each with its first kernel-writing exercise (and a short one
+    where lesson parts follow that), as far as two days reach: what does not fit into day one
+    opens day two, what does not fit into day two is listed for after the days (with the other
+    exercises)."""
     e = _by_number(ests)
     items = []
     for n in sorted(e):
@@ -322,7 +336,8 @@ def agenda_markdown(ests: list[Estimate]) -> str:
         f"({LUNCH_MIN}) at the first break after {_clock(LUNCH_AFTER)}; lessons longer than "
         f"{LESSON_PART_MAX} minutes are taught in parts, split at their sections; exercises marked "
         "(kernel) write CuTe DSL code in a course kernel and come first, right after the part that "
-        "teaches the sections they name; a lesson is taught on a day only with its exercises. A day "
+        "teaches the sections they name; a lesson is taught on a day only with its first kernel "
+        "exercise (and a short one after its last part where that exercise comes earlier). A day "
         f"ends by {_clock(DAY_END)}; its last minutes go to the other exercises of the notebooks it "
         "taught; what does not fit is listed for after the day.")
     return "\n".join(parts)
