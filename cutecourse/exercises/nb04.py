@@ -273,7 +273,7 @@ def check_state_in_kernel(cls) -> Result:
     if skipped:
         return failed(title, f"the compiler did not pipeline the loop: \"{skipped}\". Keep the given "
                       "loop as it is and make `_states` a formula of k alone, as the exercise "
-                      "asks; the message above is what the compiler objected to")
+                      "asks; the quoted words say what the compiler objected to")
     shape = loop_structure(report.ptx)
     if not shape.pipelined:
         return failed(title, f"your states are right on the CPU model, but the generated code is "
