@@ -224,6 +224,14 @@ def test_promotion_mistakes_are_named_by_the_cpu_model(edits, words):
     short_and_clean(r.message)
 
 
+def test_the_course_kernels_own_promotion_is_refused():
+    """The kernel's file holds the answer: handing it in, or calling it, is no answer."""
+    from cutecourse.kernels import hopper_grouped_gemm_fp8_onepart as onepart
+
+    r = nb07_kernels.check_promote(onepart._promote_columns)
+    assert not r and "the course kernel's own promotion" in r.message, r.message
+
+
 @pytest.mark.parametrize("edits, words", [
     # right numbers, two instructions per register
     ([(SUM, "acc[i] = acc[i] + part[i] * sa * sb")], "two instructions per register"),
