@@ -81,7 +81,7 @@ notebook 01 of their own copy.
                     JupyterHub's configuration; run again for a new roster or port
   room start|stop   the hub (stop: every learner's server too)
   room status       is it up, whose servers run
-  room rollup       every learner's seat check, run as that learner, in one table
+  room rollup [--jobs N]   every learner's seat check and exercises passed, run as that learner: one table
   room teardown --yes   delete the accounts the room made (and their homes) and its folder
 --gpu compile (default): learners compile and inspect, the teacher runs the GPU cells;
 --gpu queue: learners run kernels one at a time through a shared lock folder.

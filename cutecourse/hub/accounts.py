@@ -16,7 +16,9 @@ import pwd
 import re
 import secrets
 import stat
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 NAME = re.compile(r"^[a-z][a-z0-9_-]{2,31}$")
@@ -99,4 +101,10 @@ def others_can_read(path: Path) -> bool:
 def remove(name: str) -> None:
     """Delete the account, its home and its processes (``userdel --remove`` refuses while any run)."""
     subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+    uid = pwd.getpwnam(name).pw_uid
     subprocess.run(["userdel", "--remove", name], check=True, capture_output=True, text=True)
+    # what the account left in the shared temporary folder: the DSL makes /tmp/NAME/... for
+    # some of its caches whatever CUTE_DSL_CACHE_DIR says
+    own = Path(tempfile.gettempdir()) / name
+    if own.is_dir() and not own.is_symlink() and own.stat().st_uid == uid:
+        shutil.rmtree(own, ignore_errors=True)

@@ -77,9 +77,16 @@ def find_proxy(prefix: Path) -> str:
 
 
 def make_handout(out: Path) -> Path:
-    """The learner edition, made from the teacher's clone by ``./course.sh handout``'s module."""
-    subprocess.run([sys.executable, "-m", "cutecourse.site.handout", str(out)], cwd=CLONE, check=True,
-                   env=dict(os.environ, PYTHONPATH=str(CLONE)), stdout=subprocess.DEVNULL)
+    """The learner edition, made from the teacher's clone by ``./course.sh handout``: it needs the
+    course's packages (nbformat), so it runs in the teacher's ``.venv``, which ``course.sh`` sets up
+    once if it is not there yet (this Python has the standard library only)."""
+    proc = subprocess.run(["bash", str(CLONE / "course.sh"), "handout", str(out)], cwd=CLONE,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
+        raise SystemExit(f"room setup: making the learner edition (./course.sh handout) failed:\n{tail}\n"
+                         "Fix: run ./course.sh setup in the course's folder (it needs the package "
+                         "registries once), then room setup again.")
     return out / "cutecourse-learner.zip"
 
 
