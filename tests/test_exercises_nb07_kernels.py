@@ -11,6 +11,7 @@ import pytest
 
 from cutecourse.exercises import kernel_check as kc
 from cutecourse.exercises import nb07_kernels
+from cutecourse.exercises import nb07_lab
 from cutecourse.exercises.learner_code import LearnerCode, as_cell
 
 SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions" / "07_grouped_block_scaled_gemm.ipynb"
@@ -278,7 +279,7 @@ RIGHT = {"wgmma": 4, "wait_group 1": 0, "wait_group 0": 1, "ffma": 64}
     ("done", "wait for my turn -> wgmma x4 -> wait_group 0 -> pass the turn -> FFMA x64"),
 ])
 def test_the_lab_reads_each_turn_s_order_from_the_ptx(turns, order):
-    r = nb07_kernels.check_one_part_lab(turns, RIGHT)
+    r = nb07_lab.check_one_part_lab(turns, RIGHT)
     assert r and "ffma: 64 (two parts: 320)" in r.message and order in r.message, r.message
     assert "Nothing was timed here" in r.message
 
@@ -295,12 +296,12 @@ def test_the_lab_reads_each_turn_s_order_from_the_ptx(turns, order):
     ([4, 0, 1, 64], "write a dict"),
 ])
 def test_wrong_lab_predictions_are_named(prediction, words):
-    r = nb07_kernels.check_one_part_lab("issue", prediction)
+    r = nb07_lab.check_one_part_lab("issue", prediction)
     assert not r and words in r.message, r.message
 
 
 def test_the_lab_names_a_wrong_turn():
-    assert "pick one of" in nb07_kernels.check_one_part_lab("sometimes", RIGHT).message
+    assert "pick one of" in nb07_lab.check_one_part_lab("sometimes", RIGHT).message
 
 
 # -- on an H100 -----------------------------------------------------------------------------------
@@ -310,7 +311,7 @@ def test_the_solutions_run_against_torch_on_the_gpu():
     assert r and "On the GPU: your search matches torch._grouped_mm" in r.message, r.message
     r = nb07_kernels.check_promote(learner("ex10-code", "promote"))
     assert r and "On the GPU: your promotion matches the recipe's reference" in r.message, r.message
-    r = nb07_kernels.check_one_part_lab("issue", RIGHT)
+    r = nb07_lab.check_one_part_lab("issue", RIGHT)
     assert r and "On the GPU" in r.message and "the course kernel's speed" in r.message, r.message
 
 

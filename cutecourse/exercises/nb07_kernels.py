@@ -303,4 +303,3 @@ def one_part(turns):
     return hg8one.OnePartBlockScaledGroupedHopperGemm(tile_mn=FP8_TILE, cluster_mn=(1, 1), sms=SMS, turns=turns)
 
 
-from .nb07_lab import EX11, PREDICTED, check_one_part_lab  # noqa: E402,F401  (exercise 11, its own module)
