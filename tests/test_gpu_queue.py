@@ -26,6 +26,11 @@ from cutecourse.errors import DeviceError
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
+def _path() -> str:
+    """This checkout first, then what the caller's PYTHONPATH holds (where the DSL may live)."""
+    return os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
+
 #: A learner's process: queue, then "time" for ``hold`` seconds (or until ``release`` exists),
 #: writing when its turn began and ended. ``via``: "turn" or "compare" (bench.compare, whose
 #: time_us stands in for the GPU's work here).
@@ -79,7 +84,7 @@ def queue(tmp_path):
 def _start(tmp_path, queue, name, **spec):
     spec = {"name": name, "go": str(tmp_path / "go"), "out": str(tmp_path / f"{name}.json"),
             "hold": 0.0, "via": "turn", **spec}
-    env = dict(os.environ, PYTHONPATH=str(ROOT), CUTECOURSE_MODE="compile",
+    env = dict(os.environ, PYTHONPATH=_path(), CUTECOURSE_MODE="compile",
                CUTECOURSE_GPU_QUEUE=str(queue))
     log = open(tmp_path / f"{name}.log", "w")
     return subprocess.Popen([sys.executable, "-c", WORKER, json.dumps(spec)], stdout=log,
@@ -229,7 +234,7 @@ def test_a_missing_folder_or_a_bad_timeout_says_how_to_fix_it(monkeypatch, tmp_p
 def test_the_lock_file_opens_for_every_learner_whatever_the_umask(queue):
     code = "import os; os.umask(0o077); from cutecourse import gpu_queue as q; from pathlib import Path; " \
            f"os.close(q._open_shared(Path({str(queue)!r}) / q.LOCK_NAME))"
-    subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ, PYTHONPATH=_path()))
     assert (queue / gpu_queue.LOCK_NAME).stat().st_mode & 0o777 == 0o666
 
 
@@ -272,7 +277,7 @@ def test_four_learners_time_a_course_kernel_through_the_queue(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_queue_room.py"),
                            "--learners", "4", "--kernel", "add", "--out", str(out)],
                           capture_output=True, text=True, timeout=900,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                          env=dict(os.environ, PYTHONPATH=_path()))
     assert out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads(out.read_text())
     summary = data["summary"]

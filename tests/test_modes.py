@@ -131,7 +131,9 @@ def test_compile_mode_leaves_the_gpu_alone():
     process, the seat check's GPU line) initialises no CUDA in torch and holds no context on the
     GPU (nvidia-smi lists no compute process with its pid)."""
     env = dict(os.environ, CUTECOURSE_MODE="compile",
-               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+               PYTHONPATH=os.pathsep.join(filter(None, [
+                   os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                   os.environ.get("PYTHONPATH", "")])))
     env.pop("CUTE_DSL_ARCH", None)
     out = subprocess.run([sys.executable, "-c", _UNTOUCHED], capture_output=True, text=True,
                          env=env, timeout=300)

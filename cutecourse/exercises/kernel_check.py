@@ -267,7 +267,8 @@ def _child(code: LearnerCode, spec: dict, timeout: float):
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with tempfile.TemporaryDirectory(prefix="cutecourse-learner-") as work:
-        source, spans = code.module_source() if code is not None else (COURSE_KERNELS, [])
+        source, spans = code.module_source() if code is not None else ("", [])
+        source += "\n" + COURSE_KERNELS  # a baseline names a course kernel the learner's code may not import
         module = os.path.join(work, "learner_module.py")
         with open(module, "w") as f:
             f.write(source)
