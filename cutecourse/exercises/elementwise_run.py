@@ -268,6 +268,29 @@ def _zipped_divide(t, tiler):
     return Tiled(t.name, t.arr, t.log)
 
 
+def on_cpu(names: dict, kseg, hseg, log: dict):
+    """The learner's host function, defined in ``names`` (with the CPU stand-ins), whose launch
+    runs the kernel once per thread of every block; ``log`` tells the stand-ins who runs."""
+    (kcode, kname), (hcode, hname) = _undecorated(kseg), _undecorated(hseg)
+    exec(kcode, names)  # noqa: S102  (the learner's kernel)
+    exec(hcode, names)  # noqa: S102  (the learner's host function)
+    kernel_fn = names[kname]
+
+    class Launch:
+        def __init__(self, *args):
+            self.args = args
+
+        def launch(self, grid, block, **_):
+            log["grid"], log["bdim"] = int(grid[0]), int(block[0])
+            for log["block"] in range(log["grid"]):
+                for t in range(log["bdim"]):
+                    log["thread"] = log["block"] * log["bdim"] + t
+                    kernel_fn(*self.args)
+
+    names[kname] = names[launched(hseg)] = Launch  # `kernel(gA, gB, gC).launch(...)` runs it
+    return names[hname]
+
+
 def run(code):
     """Run the host function's launch, every thread of it, over A, B (:func:`operands`) and C
     (NaN at first). Returns (a, b, c, log) after the run: ``log["tiles"]`` maps (thread,
@@ -293,23 +316,7 @@ def run(code):
                     max=lambda x, y: _vec(np.maximum(x, y)), min=lambda x, y: _vec(np.minimum(x, y)))
     names = {**code.globals, "cute": cute, "cutlass": cutlass}
     try:
-        (kcode, kname), (hcode, hname) = _undecorated(kseg), _undecorated(hseg)
-        exec(kcode, names)  # noqa: S102  (the learner's kernel)
-        exec(hcode, names)  # noqa: S102  (the learner's host function)
-        kernel_fn, host_fn = names[kname], names[hname]
-
-        class Launch:
-            def __init__(self, *args):
-                self.args = args
-
-            def launch(self, grid, block, **_):
-                log["grid"], log["bdim"] = int(grid[0]), int(block[0])
-                for log["block"] in range(log["grid"]):
-                    for t in range(log["bdim"]):
-                        log["thread"] = log["block"] * log["bdim"] + t
-                        kernel_fn(*self.args)
-
-        names[kname] = names[launched(hseg)] = Launch  # `kernel(gA, gB, gC).launch(...)` runs it
+        host_fn = on_cpu(names, kseg, hseg, log)
         with np.errstate(all="ignore"):
             host_fn(Matrix("A", a, log), Matrix("B", b, log), Matrix("C", c, log))
     except (KernelFinding, NotModelled, NotImplementedError):

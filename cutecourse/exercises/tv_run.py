@@ -16,7 +16,7 @@ import ast
 
 import numpy as np
 
-from .elementwise_run import KernelFinding, NotModelled, Vec, _flatten, _Shim, _undecorated, _vec, launched
+from .elementwise_run import KernelFinding, NotModelled, Vec, _flatten, _Shim, _vec, on_cpu
 
 ROWS, COLS = 32, 512
 
@@ -187,23 +187,7 @@ def run(code, kseg, hseg):
                     Float16=np.float16, Float32=np.float32, Int32=int)
     names = {**code.globals, "cute": cute, "cutlass": cutlass}
     try:
-        (kcode, kname), (hcode, hname) = _undecorated(kseg), _undecorated(hseg)
-        exec(kcode, names)  # noqa: S102  (the learner's kernel)
-        exec(hcode, names)  # noqa: S102  (the learner's host function)
-        kernel_fn, host_fn = names[kname], names[hname]
-
-        class Launch:
-            def __init__(self, *args):
-                self.args = args
-
-            def launch(self, grid, block, **_):
-                log["bdim"] = int(block[0])
-                for log["block"] in range(int(grid[0])):
-                    for t in range(log["bdim"]):
-                        log["thread"] = log["block"] * log["bdim"] + t
-                        kernel_fn(*self.args)
-
-        names[kname] = names[launched(hseg)] = Launch
+        host_fn = on_cpu(names, kseg, hseg, log)
         with np.errstate(all="ignore"):
             host_fn(*(_Tensor(n, arr, log) for n, arr in (("A", a), ("B", b), ("C", c))))
     except (KernelFinding, NotModelled, NotImplementedError):
