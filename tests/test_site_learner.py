@@ -77,7 +77,7 @@ def test_handout_has_no_solutions_and_starts_with_course_sh(tmp_path):
     assert "cutecourse/__init__.py" in names and "pyproject.toml" in names and "LICENSE" in names
     assert mode & stat.S_IXUSR, "course.sh must stay executable"
     assert "./course.sh lab" in how_to and "ssh -L 8888:localhost:8888" in how_to and "macOS" in how_to.replace("Mac", "macOS")
-    assert "./course.sh check --json > seat-" in how_to, "the step that sends the seat check to the teacher"
+    assert "./course.sh check --json > YOUR-NAME.json" in how_to, "the step that sends the seat check to the teacher"
 
 
 def test_answers_come_as_one_zip_per_notebook(tmp_path):

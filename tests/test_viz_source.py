@@ -41,3 +41,14 @@ def test_diff_of_the_cluster_step(capsys):
     out = capsys.readouterr().out  # outside IPython: plain text, with file:line
     assert "step  cutecourse/kernels/hopper_gemm.py:" in out and "-> cutecourse/kernels/hopper_gemm_cluster.py:" in out
     assert "cute.arch.block_idx()" in out
+
+
+def test_a_listing_keeps_its_decorators_when_the_function_starts_at_its_def(tmp_path):
+    """Once the DSL has compiled a function in a process, the function object it keeps starts at
+    the `def` line; the listing (and its line numbers) must be the same as before the compile."""
+    src = tmp_path / "kernels.py"
+    src.write_text("def deco(f):\n    return f\n\n\n@deco\ndef add(x):\n    return x + 1\n")
+    namespace: dict = {}
+    exec(compile("\n" * 5 + "def add(x):\n    return x + 1\n", str(src), "exec"), namespace)  # noqa: S102
+    piece = snippet(namespace["add"])
+    assert piece.first == 5 and piece.lines == ("@deco", "def add(x):", "    return x + 1")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import html
+import linecache as _linecache
 import inspect as _pyinspect
 import os
 import textwrap
@@ -68,6 +69,12 @@ def snippet(obj: Callable | str, start: str | None = None, stop: str | None = No
         lines, first = _pyinspect.getsourcelines(fn)
         lines = [ln.rstrip("\n") for ln in lines]
         path = _pyinspect.getsourcefile(fn) or "<unknown>"
+        # Once the DSL has compiled a function in this process, the function it keeps starts at its
+        # `def` line: put the decorators back, so a listing is the same before and after a compile.
+        text = _linecache.getlines(path)
+        while first > 1 and text[first - 2].strip().startswith("@"):
+            first -= 1
+            lines.insert(0, text[first - 1].rstrip("\n"))
         if os.path.abspath(path).startswith(_ROOT + os.sep):
             path = os.path.relpath(path, _ROOT)
     lo, hi = 0, len(lines)
