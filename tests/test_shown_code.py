@@ -55,10 +55,20 @@ def shown_calls(nb_path: Path) -> tuple[list[str], list[tuple[ast.Call, list]]]:
     around it as (variable, iterable source): ``for step in STEPS: show_diff(...step...)`` is
     checked once per value of ``STEPS``)."""
     imports, calls = [], []
+    for src in _code(nb_path):
+        tree = _parse(src)
+        if tree is not None:
+            imports += [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+            calls += show_calls_in(tree)
+    return imports, calls
+
+
+def show_calls_in(tree) -> list[tuple[ast.Call, list]]:
+    """The show_source / show_diff calls of one cell in display order, each with the loops
+    around it as (variable, iterable source)."""
+    calls = []
 
     def visit(node, loops):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            imports.append(ast.unparse(node))
         if _is_show(node):
             calls.append((node, loops))
         if isinstance(node, ast.For) and isinstance(node.target, ast.Name):
@@ -66,11 +76,8 @@ def shown_calls(nb_path: Path) -> tuple[list[str], list[tuple[ast.Call, list]]]:
         for child in ast.iter_child_nodes(node):
             visit(child, loops)
 
-    for src in _code(nb_path):
-        tree = _parse(src)
-        if tree is not None:
-            visit(tree, [])
-    return imports, calls
+    visit(tree, [])
+    return calls
 
 
 CASES = [(nb, i) for nb in NOTEBOOKS for i in range(len(shown_calls(nb)[1]))]
@@ -145,19 +152,7 @@ def test_stored_listing_is_current(nb, cell, monkeypatch):
     shown: list[str] = []
     monkeypatch.setattr(viz_source, "_display", lambda html_text, plain: shown.append(html_text))
     namespace.update(show_source=viz_source.show_source, show_diff=viz_source.show_diff)
-    tree = _parse(dict(shown_cells(nb))[cell])
-    calls = []
-
-    def visit(node, loops):  # the cell's show calls in display order, loops unrolled
-        if _is_show(node):
-            calls.append((node, loops))
-        if isinstance(node, ast.For) and isinstance(node.target, ast.Name):
-            loops = [*loops, (node.target.id, ast.unparse(node.iter))]
-        for child in ast.iter_child_nodes(node):
-            visit(child, loops)
-
-    visit(tree, [])
-    for call, loops in calls:
+    for call, loops in show_calls_in(_parse(dict(shown_cells(nb))[cell])):
         bindings = [{}]
         for var, iterable in loops:
             bindings = [{**b, var: v} for b in bindings for v in eval(iterable, namespace, b)]  # noqa: S307
