@@ -23,6 +23,18 @@ from deepgemm_build import env_for
 from deepgemm_crash import crash_handler, describe_exit, symbolize
 from deepgemm_pack import ROOT
 
+def _transpose(rows: int, cols: int, where: str) -> str:
+    """A step's source: DeepGEMM's JIT transposes a contiguous (rows, cols) tensor MN-major."""
+    return f"""
+import deep_gemm as dg
+x = torch.randn({rows}, {cols}, device='cuda')
+r = dg.get_mn_major_tma_aligned_tensor(x)
+torch.cuda.synchronize()
+assert torch.equal(r, x) and r.stride() == (1, {rows}), (r.stride(), (r - x).abs().max())
+print('ok: transposed by the JIT kernel{where}', r.stride())
+"""
+
+
 #: (name, what it exercises, Python source). Each runs in a fresh ``python -X faulthandler`` with
 #: ``env_for(dest)`` plus DeepGEMM's JIT tracing (``DG_JIT_DEBUG``: code, nvcc command, cubin load,
 #: launch) and the crash handler (``deepgemm_crash.CRASH_HANDLER_C``); the text ``{dest}`` and ``{root}`` is
@@ -87,14 +99,8 @@ torch.cuda.synchronize()
 assert torch.equal(r, src) and r.stride() == (1, 128), (r.stride(), (r - src).abs().max())
 print('ok: aligned input returned as is; strided input copied MN-major', r.stride())
 """),
-    ("jit-transpose", "get_mn_major_tma_aligned_tensor on a tiny contiguous tensor: nvcc JIT, cubin load, launch", r"""
-import deep_gemm as dg
-x = torch.randn(256, 4, device='cuda')
-r = dg.get_mn_major_tma_aligned_tensor(x)
-torch.cuda.synchronize()
-assert torch.equal(r, x) and r.stride() == (1, 256), (r.stride(), (r - x).abs().max())
-print('ok: transposed by the JIT kernel', r.stride())
-"""),
+    ("jit-transpose", "get_mn_major_tma_aligned_tensor on a tiny contiguous tensor: nvcc JIT, cubin load, launch",
+     _transpose(256, 4, "")),
     ("jit-after-course", "the same after importing the CuTe DSL and the course (as deepgemm_peer.py does)", r"""
 sys.path.insert(0, '{root}')
 try:
@@ -103,13 +109,7 @@ try:
 except Exception as e:
     print(f'SKIP: the course does not import here ({type(e).__name__}: {e}); source .gpu/activate.sh first')
     raise SystemExit(3)
-import deep_gemm as dg
-x = torch.randn(384, 8, device='cuda')
-r = dg.get_mn_major_tma_aligned_tensor(x)
-torch.cuda.synchronize()
-assert torch.equal(r, x) and r.stride() == (1, 384), (r.stride(), (r - x).abs().max())
-print('ok: transposed by the JIT kernel beside the CuTe DSL', r.stride())
-"""),
+""" + _transpose(384, 8, " beside the CuTe DSL")),
     ("grouped-gemm", "one tiny m_grouped_fp8_gemm_nt_contiguous (2 groups x 128 rows, N 256, K 512) against an fp32 emulation", r"""
 import deep_gemm as dg
 torch.manual_seed(0)
