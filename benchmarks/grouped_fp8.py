@@ -36,6 +36,7 @@ from cutecourse.models import blockwise_fp8 as fp8b  # noqa: E402
 
 import gemm  # noqa: E402  (the protocols)
 from grouped import K, N, PROBLEMS  # noqa: E402
+from result_sets import save_and_show  # noqa: E402
 from row_checks import rel_err  # noqa: E402
 
 #: Both in bands of 8 cluster rows (``hopper_grouped_gemm_fp8.GROUP_M``); "m fastest" is the tile
@@ -148,10 +149,7 @@ def main() -> int:
     cutecourse.modes.require_gpu("sm_90a")
     t0 = time.perf_counter()
     results, notes = run(args.rounds, args.problems and args.problems.split(","))
-    path = bench.save_set(f"grouped_fp8{args.tag}", results, args.out)
-    print(f"wrote {path} ({time.perf_counter() - t0:.0f} s)", flush=True)
-    print(json.dumps({p: {r.name: f"{r.ratio:.3f}x, {r.tflops:.0f} TFLOP/s" for r in res.rows}
-                      for p, res in results.items()}, indent=1))
+    save_and_show(f"grouped_fp8{args.tag}", results, args.out, t0)
     print(json.dumps(notes, indent=1))
     return 0
 

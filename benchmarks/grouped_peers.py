@@ -27,7 +27,6 @@ sustained protocol (``benchmarks/gemm.py``). Writes ``grouped_peers<tag>.json`` 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -42,6 +41,7 @@ from cutecourse.models import blockwise_fp8 as fp8b  # noqa: E402
 from cutecourse.models import group_scheduler as gs  # noqa: E402
 
 import gemm  # noqa: E402  (the protocols)
+from result_sets import save_and_show  # noqa: E402
 from row_checks import rel_err, torch_case  # noqa: E402
 
 #: Fine-grained MoE: 128 experts, 0-512 tokens each (mean 256, seed 0), experts 5, 37 and 90 empty.
@@ -286,10 +286,7 @@ def main() -> int:
         return bench.save_set(f"grouped_peers{args.tag}", results, args.out)
 
     results = run(args.rounds, problems, only, save=save)
-    path = bench.save_set(f"grouped_peers{args.tag}", results, args.out)
-    print(f"wrote {path} ({time.perf_counter() - t0:.0f} s)", flush=True)
-    print(json.dumps({p: {r.name: f"{r.ratio:.3f}x, {r.tflops:.0f} TFLOP/s" for r in res.rows}
-                      for p, res in results.items()}, indent=1))
+    save_and_show(f"grouped_peers{args.tag}", results, args.out, t0)
     return 0
 
 
