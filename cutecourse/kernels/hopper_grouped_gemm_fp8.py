@@ -53,6 +53,7 @@ from .group_walk import SFA, SFB, M, N, operand_pointer
 from .hopper_gemm_persistent import PRODUCER_WARPGROUPS
 from .hopper_grouped_gemm import GroupedHopperGemm
 
+#: ``BLOCK`` (models/blockwise_fp8): scale blocks 1 x 128 of A, 128 x 128 of B (= one k-tile, one tile's columns).
 #: The launchers' cluster for groups of 384 rows and more (``grouped.fp8_cluster``): pairs of CTAs
 #: along M share B's k-tiles by multicast.
 #: Measured 1.03-1.05x the 1x1 launch (benchmarks/results/grouped_fp8.json).
