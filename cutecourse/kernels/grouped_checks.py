@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from ..errors import AlignmentError, CourseError, DeviceError, DTypeError, LayoutError, ShapeError
 from ..models import block_scaling
 from ..models.blackwell_plan import check_format
+from ..models.blockwise_fp8 import BLOCK
 from .gemm_launch import check_operands
-from .hopper_grouped_gemm_fp8 import BLOCK
 
 
 def dtype_name(dtype) -> str:
