@@ -236,7 +236,7 @@ def test_kernel_group_walk_is_the_cpu_model(monkeypatch):
         expected = schedule(problem, ctas)[::problem.cluster_size]  # cluster leaders
         updates = tensormap_updates(schedule(problem, ctas)).per_cta[::problem.cluster_size]
         for c in range(clusters):
-            groups = group_walk.GroupScheduler(shapes=shapes, ptrs=None, strides=None, count=len(SIZES),
+            groups = group_walk.GroupScheduler.make(shapes=shapes, ptrs=None, strides=None, count=len(SIZES),
                                                cluster_tile=problem.cluster_tile, cluster_mn=cluster,
                                                in_cluster=(0, 0), first=c, stride=clusters, group_m=bw.GROUP_M)
             got, walk = [], groups.start()
