@@ -6,8 +6,8 @@ run on the device). A cluster's work is then a list of *units*, pieces of one it
 which the producer and the consumers walk in the same order with a :class:`Cursor` over the
 global iteration space (item * k_tiles + k): [pos, end) is what is left of the current range.
 
-It is a :class:`~tile_scheduler.StaticScheduler` (same fields, same tile order) whose position
-is that cursor, so the persistent kernel's loops walk it unchanged; a
+It is a :class:`~tile_scheduler.StaticScheduler` (its fields and the split's: ``StreamKParams``;
+the same tile order) whose position is that cursor, so the persistent kernel's loops walk it unchanged; a
 :class:`~tile_scheduler.WorkTile`'s ``k_begin``, ``k_end`` say which piece of the tile's K a unit
 is. Nothing is handed over: both roles compute the same cursor.
 """
