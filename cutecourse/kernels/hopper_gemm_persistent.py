@@ -111,9 +111,8 @@ class PersistentHopperGemm(Configured):
     the ``Scheduler`` class, from its ``Args``), which tensors a tile's loads use (``tile_loads``),
     how the consumer warpgroups share the work (``consumers``), what they do as a tile starts
     (``enter_tile``), its mainloop (``mainloop``), its epilogue (``make_epilogue``) and where its
-    result goes (``store_tile``); and
-    the kernel's own shared memory (``smem_fields``) and tensor-map prefetch
-    (``prefetch_descriptors``). The base knows none of its variants.
+    result goes (``store_tile``); and its own shared memory (``smem_fields``) and tensor-map
+    prefetch (``prefetch_descriptors``). The base knows none of its variants.
     """
 
     #: The tiles it takes; warpgroups sharing one tile's MMAs (2: each owns 64 of its 128 rows);
