@@ -236,7 +236,7 @@ def test_kernel_group_walk_is_the_cpu_model(monkeypatch):
         expected = schedule(problem, ctas)[::problem.cluster_size]  # cluster leaders
         updates = tensormap_updates(schedule(problem, ctas)).per_cta[::problem.cluster_size]
         for c in range(clusters):
-            groups = group_walk.GroupScheduler(shapes=shapes, ptrs=None, strides=None, count=len(SIZES),
+            groups = group_walk.GroupScheduler.make(shapes=shapes, ptrs=None, strides=None, count=len(SIZES),
                                                cluster_tile=problem.cluster_tile, cluster_mn=cluster,
                                                in_cluster=(0, 0), first=c, stride=clusters, group_m=bw.GROUP_M)
             got, walk = [], groups.start()
@@ -246,6 +246,56 @@ def test_kernel_group_walk_is_the_cpu_model(monkeypatch):
                 walk.advance(t)
             assert got == [tuple(it[:4]) for it in expected[c]]
             assert int(walk.position.entered) == updates[c]
+
+
+class _RowByRow(group_walk.GroupScheduler):
+    """Inside a group, n fastest (row by row) instead of the bands' m fastest."""
+
+    def tile_of(self, item, rows, cols):
+        return item // cols, item % cols
+
+
+def _walk_tiles(scheduler):
+    """(tile_m, tile_n) of a one-group walk (300 x 600, 128 x 128 tiles: 3 x 5), on Python ints
+    where the caller made ``group_walk`` run on them."""
+    shapes = {(0, col): v for col, v in enumerate((300, 600, 64, 1))}
+    groups = scheduler.make(shapes=shapes, ptrs=None, strides=None, count=1, cluster_tile=(128, 128, 64),
+                            cluster_mn=(1, 1), in_cluster=(0, 0), first=0, stride=1, group_m=bw.GROUP_M)
+    got, walk = [], groups.start()
+    while walk.active():
+        t = walk.work_tile()
+        got.append((int(t.tile_m), int(t.tile_n)))
+        walk.advance(t)
+    return got
+
+
+def test_every_grouped_kernel_walks_the_scheduler_it_is_given(monkeypatch):
+    from cutecourse.kernels import tile_scheduler
+    from cutecourse.kernels.hopper_grouped_gemm import GroupedHopperGemm
+    from cutecourse.kernels.hopper_grouped_gemm_fp8 import BlockScaledGroupedHopperGemm
+    from cutecourse.kernels.hopper_grouped_gemm_fp8_onepart import OnePartBlockScaledGroupedHopperGemm
+
+    for cls in (bw.BlackwellGroupedBlockScaledGemm, GroupedHopperGemm, BlockScaledGroupedHopperGemm,
+                OnePartBlockScaledGroupedHopperGemm):
+        assert cls(scheduler=_RowByRow).Scheduler is _RowByRow
+        with pytest.raises(ValueError, match="GroupScheduler or a subclass"):
+            cls(scheduler=tile_scheduler.StaticScheduler)
+    monkeypatch.setattr(group_walk, "find_group", group_walk.find_group.__wrapped__)
+    monkeypatch.setattr(group_walk, "cutlass", SimpleNamespace(Int32=int, const_expr=bool))
+    assert _walk_tiles(group_walk.GroupScheduler)[:4] == [(0, 0), (1, 0), (2, 0), (0, 1)]
+    assert _walk_tiles(_RowByRow)[:6] == [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (1, 0)]
+
+
+def test_the_hopper_grouped_kernel_compiles_the_scheduler_it_is_given():
+    from cutecourse.kernels.hopper_grouped_gemm import GroupedHopperGemm
+
+    def ptx(kernel):
+        return inspect.compile_here(kernel, *grouped_targets._hopper_arguments(kernel, "float16", "float16", 3)).ptx
+
+    banded, rows = ptx(GroupedHopperGemm()), ptx(GroupedHopperGemm(scheduler=_RowByRow))
+    assert rows != banded  # the producer's walk computes another order ...
+    for pattern in (r"^wgmma\.mma_async", r"^cp\.async\.bulk\.tensor", r"^tensormap\.replace"):
+        assert len(re.findall(pattern, rows, re.M)) == len(re.findall(pattern, banded, re.M))  # ... same loops
 
 
 # -- on a B200 -----------------------------------------------------------------------------------

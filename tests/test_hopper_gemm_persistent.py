@@ -259,21 +259,44 @@ def _compile_here(kernel, *extra):
     return compile_here(kernel, *gemm_launch.fake_persistent_arguments("float16", "float16"), *extra)
 
 
-class _ColumnMajor(tile_scheduler.StaticScheduler):
-    """A tile order written as a scheduler subclass: work item i -> tile (i % rows, i // rows)."""
+def developing_scheduler():
+    """The scheduler docs/DEVELOPING.md adds in "Adding a scheduler": its diff's added class,
+    defined in ``tile_scheduler``'s namespace (as the diff would put it there)."""
+    import re
+    from pathlib import Path
 
-    def tile_of(self, work):
-        return work % self.clusters_m, work // self.clusters_m
+    page = (Path(__file__).resolve().parents[1] / "docs" / "DEVELOPING.md").read_text()
+    diff = re.search(r"### Adding a scheduler.*?```diff\n(.*?)```", page, re.S).group(1)
+    added = [line[1:] for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    code = "\n".join(line for line in added if not line.startswith("SCHEDULERS"))
+    namespace = dict(vars(tile_scheduler))
+    exec(compile(code, "docs/DEVELOPING.md", "exec"), namespace)
+    return namespace["ColumnMajorScheduler"]
 
 
-def test_a_scheduler_subclass_changes_the_tile_order_of_the_loops():
+def test_the_developing_guide_scheduler_changes_the_tile_order_of_the_loops():
+    columns = developing_scheduler()
+    fields = dict(first=0, stride=1, clusters_m=3, clusters_n=2, total=6, k_tiles=1, group_m=16,
+                  cluster_mn=(1, 1), in_cluster=(0, 0))
+    order = [columns.make(**fields).tile_of(w) for w in range(6)]  # on Python ints
+    assert order == [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]  # column by column
     banded = _compile_here(hp.PersistentHopperGemm())
-    column = _compile_here(hp.PersistentHopperGemm(scheduler=_ColumnMajor))
+    column = _compile_here(hp.PersistentHopperGemm(scheduler=columns))
     # the same loops (the scheduler is carried through both roles' loops) ...
     for what in ("wgmma", "TMA loads", "TMA stores", "mbarrier waits"):
         assert column.count(what) == banded.count(what), what
     # ... with the band arithmetic (a min per item, GROUP_M rows) gone
     assert column.ptx != banded.ptx and column.ptx.count("min.s32") < banded.ptx.count("min.s32")
+
+
+def test_a_misspelt_scheduler_field_fails_where_the_scheduler_is_built():
+    fields = dict(first=0, stride=1, clusters_m=3, clusters_n=2, total=6, k_tiles=1, group_m=16,
+                  cluster_mn=(1, 1), in_cluster=(0, 0))
+    assert tile_scheduler.StaticScheduler.make(**fields).group_m == 16
+    with pytest.raises(TypeError, match=r"StaticScheduler: no field group_n.*Params\): first, stride"):
+        tile_scheduler.StaticScheduler.make(**{**fields, "group_n": 4})
+    with pytest.raises(TypeError, match="total missing"):
+        tile_scheduler.DynamicScheduler(**{k: v for k, v in fields.items() if k != "total"})
 
 
 def test_an_epilogue_op_with_a_bias_operand_runs_on_every_accumulator():

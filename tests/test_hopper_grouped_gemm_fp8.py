@@ -78,18 +78,17 @@ def test_two_parts_need_the_128x128_tile():
     with pytest.raises(ShapeError, match="tile"):
         grouped.fp8_kernel((256, 128), parts=1, sms=132)
     with pytest.raises(ShapeError, match="turns"):
-        grouped.fp8_kernel(parts=1, turns="always", sms=132)
+        OnePartBlockScaledGroupedHopperGemm(turns="always", sms=132)
     # the launchers' default: one part at 128x256, turns passed when issued, scales a k-tile ahead
     wide = grouped.fp8_kernel(sms=132)
     assert type(wide) is OnePartBlockScaledGroupedHopperGemm and wide.tile_mn == (128, 256)
-    assert (wide.turns, wide.ahead) == ("issue", True)
+    assert wide.turns == "issue"
     assert wide.WGMMA_N == 128 and wide.part_n == 128 and wide.epi_stages == 4
     two = grouped.fp8_kernel(parts=2, sms=132)  # the kernel notebook 07 teaches
     assert type(two) is fp8.BlockScaledGroupedHopperGemm and two.tile_mn == (128, 128)
     # the promotion variants are different compiled kernels
-    assert len({grouped.fp8_kernel(parts=p, turns=t, sms=132).key()
-                for p, t in ((2, "issue"), (1, "issue"), (1, "done"), (1, None))}) == 4
-    assert grouped.fp8_kernel(ahead=False, sms=132).key() != wide.key()
+    assert len({two.key(), wide.key(), *(OnePartBlockScaledGroupedHopperGemm((128, 256), turns=t, sms=132).key()
+                                         for t in ("done", None))}) == 4
 
 
 def test_errors():
@@ -215,8 +214,7 @@ def test_the_default_2x1_cluster_multicasts_b():
 VARIANTS = {"1part": dict(parts=1), "128x192": dict(tile=[128, 192], parts=1),
             "128x256": dict(tile=[128, 256], parts=1),
             "128x192 done": dict(tile=[128, 192], parts=1, turns="done"),
-            "128x192 free": dict(tile=[128, 192], parts=1, turns=None),
-            "128x192 top": dict(tile=[128, 192], parts=1, ahead=False)}
+            "128x192 free": dict(tile=[128, 192], parts=1, turns=None)}
 
 
 @pytest.fixture(scope="module")
@@ -282,12 +280,6 @@ def test_turns_passed_when_done_or_never(variant):
     free = variant("128x192 free")
     assert "1 wait stage, 1 fence, 4 wgmma, 1 commit, 4 sa/sb load, 1 wait 0, 1 release, 96 ffma" in _runs(free)
     assert free.count(r"^bar\.arrive") == 0
-
-
-def test_scales_at_the_top_of_the_k_tile(variant):
-    # ahead=False: each k-tile's scales are loaded at its own top, so the
-    # products sa * sb the promotion needs wait for a global load right before the wgmmas
-    assert f"4 sa/sb load, 1 wait stage, {TURN}, 1 release, 96 ffma" in _runs(variant("128x192 top"))
 
 
 def test_wide_tile_2x1_multicasts_b():
@@ -374,7 +366,6 @@ VARIANT_CASES = [
     ("128x192 2x1, mixed", [(m, 1536, 1024) for m, _, _ in MIXED], 132, {**W192, "cluster": (2, 1)}),
     ("128x192 turns when done, few SMs", WIDE, 7, {**W192, **ONE, "turns": "done"}),
     ("128x192 no turns 2x1, ragged", WIDE, 132, {**W192, "turns": None, "cluster": (2, 1)}),
-    ("128x192 scales at the top, ragged", WIDE, 132, {**W192, **ONE, "ahead": False}),
     ("128x256, ragged", WIDE, 132, {**W256, **ONE}),
     ("128x256 2x1, few SMs", WIDE, 10, {**W256, "cluster": (2, 1)}),
     ("128x128 one part 1x2, ragged", RAGGED, 10, dict(parts=1, cluster=(1, 2))),

@@ -81,13 +81,15 @@ class BlackwellGroupedBlockScaledGemm(Configured):
     ``fmt``: "nvfp4" or "mxfp8". ``cluster_mn``: CTAs per cluster along (M, N); a cluster shares
     its loads by TMA multicast (A and SFA along N, B and SFB along M). ``sms``: the CTAs the
     persistent grid may use, in whole clusters (148 on a B200; passed in because querying the GPU
-    needs a driver).
+    needs a driver). ``scheduler``: the group walk, ``group_walk.GroupScheduler`` or a subclass.
     """
 
     MAPS = MAPS
 
     def __init__(self, fmt: str = "nvfp4", *, tile_mn=(128, 128), cluster_mn=(1, 1), sms: int = B200_SMS,
-                 out_dtype: str = "float16", epilogue_op=None):
+                 out_dtype: str = "float16", scheduler=group_walk.GroupScheduler, epilogue_op=None):
+        group_walk.check_scheduler(scheduler)
+        self.Scheduler = scheduler
         self.format = check_format(fmt)
         self.tile_mn = check_tile(tile_mn)
         self.cluster_mn = check_cluster(cluster_mn)
@@ -226,7 +228,7 @@ class BlackwellGroupedBlockScaledGemm(Configured):
         cta = tensor_maps.workspace_row(self.cluster_mn)
         maps = tensor_maps.tensor_maps(map_workspace, cta, storage.maps.data_ptr(), MAPS)
         cm, cn = self.cluster_mn
-        groups = group_walk.GroupScheduler(
+        groups = self.Scheduler.make(
             shapes=shapes, ptrs=ptrs, strides=strides, count=shapes.shape[0], cluster_tile=self.cluster_tile,
             cluster_mn=self.cluster_mn, in_cluster=cute.arch.block_in_cluster_idx(),
             first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2], group_m=GROUP_M,

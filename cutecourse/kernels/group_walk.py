@@ -14,7 +14,7 @@ hold the two to the same answers.
   over the whole kernel the search reads each group's shape once (``work_tile`` reads its own
   group's again).
 * ``work_tile`` turns a walk into what a CTA computes: its C tile (inside a group, bands of
-  ``group_m`` cluster-tile rows: the ``tile_in_group`` hook), the k-tiles, the group, and whether
+  ``group_m`` cluster-tile rows: the ``tile_of`` hook), the k-tiles, the group, and whether
   the group just changed (the CTA's previous item was in another group: its tensor maps must be
   rewritten, ``tensor_maps.py``).
 * The metadata has one column per operand, always in the order :data:`OPERANDS`: ``ptrs`` holds
@@ -22,9 +22,9 @@ hold the two to the same answers.
   scale factors' columns are the kernel's own).
 
 :class:`GroupScheduler` keeps the interface of ``tile_scheduler.py``. On Hopper only the producer
-warp walks; it hands each tile to the consumers through smem slots (``publish``, and ``start`` /
-``advance`` with a slot: the same hand-over as the dense dynamic scheduler). On Blackwell each
-warp role walks on its own.
+warp walks; it hands each tile to the consumers through smem slots (``publish``), and a consumer's
+``start(slot)`` returns a :class:`HandedTiles`: the tiles as they arrive, not a walk (the same
+hand-over as the dense dynamic scheduler). On Blackwell each warp role walks on its own.
 """
 
 from __future__ import annotations
@@ -51,6 +51,36 @@ EXTENTS = {A: (M, K), B: (N, K), C: (M, N)}
 TILE_FIELDS = 5
 
 
+class GroupParams(NamedTuple):
+    """The group walk's fields, set once per CTA."""
+
+    shapes: object  # (G, 4) int32: M, N, K, 1 per group
+    ptrs: object  # (G, operands) int64: addresses, columns in OPERANDS order
+    strides: object  # (G, operands) int64: row strides (the scale factors': the kernel's own)
+    count: cutlass.Int32  # G
+    cluster_tile: tuple  # (CM, CN, tile_k): the CTA tile times the cluster shape, and the k-tile
+    cluster_mn: tuple
+    in_cluster: tuple  # this CTA's (m, n) in its cluster
+    first: cutlass.Int32  # this cluster's first work item
+    stride: cutlass.Int32  # clusters in the grid
+    group_m: int  # band height inside a group, in cluster-tile rows
+    queue: object = None  # Hopper: the hand-over to the consumers and its smem slots
+    slots: object = None
+    trace: object = None  # (CTAs, 2) int32: per CTA its items and groups entered
+    cta: object = None  # this CTA's row of ``trace`` and of the tensor-map workspace
+    maps: object = None  # its tensor maps (``tensor_maps.tensor_maps``)
+
+
+class GroupArgs(NamedTuple):
+    """What a grouped kernel takes from the host for its scheduler: the group metadata."""
+
+    shapes: object  # (G, 4) int32
+    ptrs: object  # (G, operands) int64
+    strides: object  # (G, operands) int64
+    trace: object  # (CTAs, 2) int32
+    map_workspace: object  # (CTAs, maps, 16) int64: the CTAs' tensor maps in global memory
+
+
 class Walk(NamedTuple):
     """A cluster's place in the group walk: the producer's ``position`` (carried through its loop)."""
 
@@ -61,45 +91,32 @@ class Walk(NamedTuple):
 
 
 class GroupScheduler(TileScheduler):
-    """The group walk as a tile scheduler (``tile_scheduler``'s interface). Fields, set once per
-    CTA: ``shapes`` (G, 4) int32 M, N, K, 1; ``ptrs``, ``strides`` (G, operands) int64, columns in
-    OPERANDS order; ``count`` (G); ``cluster_tile`` (CM, CN, tile_k): the CTA tile times the
-    cluster shape, and the k-tile; ``cluster_mn``; ``in_cluster`` (this CTA's (m, n) in its
-    cluster); ``first`` (this cluster's first work item), ``stride`` (clusters in the grid);
-    ``group_m`` (band height inside a group, in cluster-tile rows); Hopper: ``queue``, ``slots``
-    (the hand-over), ``trace`` ((CTAs, 2) int32: per CTA its items and groups entered), ``cta``
-    (this CTA's row of ``trace`` and of the tensor-map workspace), ``maps`` (its tensor maps).
+    """The group walk as a tile scheduler (``tile_scheduler``'s interface); its fields:
+    ``GroupParams``. Its position is a :class:`Walk`: the producer's (and each Blackwell role's)."""
 
-    The producer's (and each Blackwell role's) position is a :class:`Walk`; a Hopper consumer's
-    is the :class:`WorkTile` the producer handed over."""
-
-    def __init__(self, **fields):
-        fields = {"queue": None, "slots": None, "trace": None, "cta": None, "maps": None, **fields}
-        super().__init__(**fields)
+    Params = GroupParams
+    Args = GroupArgs
+    ITEM_FIELDS = TILE_FIELDS
 
     def start(self, slot=None):
-        """This cluster's first place in the walk (a consumer: the first tile handed over)."""
+        """This cluster's first place in the walk (a consumer, ``slot``: the tiles handed over)."""
         if cutlass.const_expr(slot is not None):
-            return self.at(self._receive(slot))
+            return HandedTiles(self.params).at(self._receive(slot))
         group, first = find_group(self, self.first, cutlass.Int32(0), cutlass.Int32(0))
         return self.at(Walk(self.first, group, first, _entering(self, self.first, group, first)))
 
     def advance(self, tile=None, slot=None):
-        """The walk one step on: this cluster's next work item, P items later (a consumer: the
-        next tile handed over)."""
-        if cutlass.const_expr(slot is not None):
-            self.position = self._receive(slot)
-        else:
-            walk = self.position
-            work = walk.work + self.stride
-            group, first = find_group(self, work, walk.group, walk.first)
-            self.position = Walk(work, group, first, walk.entered + _entering(self, work, group, first))
+        """The walk one step on: this cluster's next work item, P items later."""
+        walk = self.position
+        work = walk.work + self.stride
+        group, first = find_group(self, work, walk.group, walk.first)
+        self.position = Walk(work, group, first, walk.entered + _entering(self, work, group, first))
 
     def active(self):
-        """The walk (or a consumer's tile) is still inside the groups."""
+        """The walk is still inside the groups."""
         return self.position.group < self.count
 
-    def tile_in_group(self, item, rows, cols):
+    def tile_of(self, item, rows, cols):
         """Hook: the (m, n) cluster tile of a group's item ``item`` (a group of rows x cols
         cluster tiles): bands of ``group_m`` rows, ``models/tile_order.py``."""
         return band_tile(item, rows, cols, self.group_m)
@@ -107,12 +124,10 @@ class GroupScheduler(TileScheduler):
     def work_tile(self) -> WorkTile:
         """What this CTA computes: its C tile inside the group, all the group's k-tiles, and
         whether the group is new to it (``models.group_scheduler.locate(..., group_m=)`` on the
-        CPU). A consumer's position is already a tile: the producer computed it."""
+        CPU)."""
         walk = self.position
-        if isinstance(walk, WorkTile):
-            return walk
         rows, cols, k_tiles = group_grid(self, walk.group)
-        block_m, block_n = self.tile_in_group(walk.work - walk.first, rows, cols)
+        block_m, block_n = self.tile_of(walk.work - walk.first, rows, cols)
         cm, cn = self.cluster_mn
         return WorkTile(walk.work, block_m * cm + self.in_cluster[0], block_n * cn + self.in_cluster[1],
                         0, k_tiles, walk.group, _new_group(self, walk.work, walk.first))
@@ -145,6 +160,31 @@ class GroupScheduler(TileScheduler):
             if cute.arch.lane_idx() == 0:
                 trace[(cta, 0)] = items
                 trace[(cta, 1)] = walk.entered
+
+
+class HandedTiles(GroupScheduler):
+    """A Hopper consumer's view of the group walk: the tiles the producer warp handed over (its
+    position is the current :class:`WorkTile`), with the walk's fields (the group metadata, the
+    tensor maps) for the hooks that read them."""
+
+    def advance(self, tile=None, slot=None):
+        """The next tile handed over."""
+        self.position = self._receive(slot)
+
+    def active(self):
+        """The producer handed over a tile, not "no more tiles" (a group past the last)."""
+        return self.position.group < self.count
+
+    def work_tile(self) -> WorkTile:
+        """The tile itself: the producer computed it."""
+        return self.position
+
+
+def check_scheduler(scheduler):
+    """A grouped kernel's ``scheduler=``: a :class:`GroupScheduler` class, or a clear error."""
+    if not (isinstance(scheduler, type) and issubclass(scheduler, GroupScheduler)):
+        raise ValueError(f"scheduler={scheduler!r}: a grouped GEMM walks groups; pass group_walk.GroupScheduler "
+                         "or a subclass of it (e.g. one whose tile_of orders the tiles inside a group)")
 
 
 def group_items(groups: GroupScheduler, g):

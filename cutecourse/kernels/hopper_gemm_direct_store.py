@@ -20,23 +20,33 @@ Which epilogue is faster is a measurement (``benchmarks/schedules.py``, row
 allocated, unused. With 16-bit C they do not cost a ring stage (4 stages of 48 KiB fit with or
 without them), so the two kernels differ in the epilogue alone.
 
-The kernel needs C itself, not only its TMA view: ``__call__`` passes C as the first of the
-epilogue's arguments (``epilogue.operands``), before the epilogue op's own.
+The kernel needs C itself, not only its TMA view: ``__call__`` passes its epilogue a
+``StoreArgs`` (C, and the epilogue op's operands), and ``make_epilogue`` keeps C as ``epilogue.c``.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import cutlass
 import cutlass.cute as cute
 
 from . import gemm_launch
 from .hopper_gemm_persistent import PersistentHopperGemm
+from .tile_scheduler import Counters
 
 #: The tile: the cooperative kernel's 128x256 (each consumer warpgroup 64x256).
 TILES = ((128, 256),)
 #: Values per store: a pair (two neighbouring columns of the wgmma accumulator): 4 bytes of
 #: 16-bit C, 8 of fp32.
 PAIR = 2
+
+
+class StoreArgs(NamedTuple):
+    """What the direct-store epilogue takes from ``__call__``: C itself and the op's operands."""
+
+    c: object  # C (M, N) in global memory, its row stride known to be a multiple of 16 bytes
+    operands: tuple  # the epilogue op's tensors
 
 
 class DirectStoreHopperGemm(PersistentHopperGemm):
@@ -51,13 +61,19 @@ class DirectStoreHopperGemm(PersistentHopperGemm):
         # (gemm_launch.check_operands), so say so (cute.assume), or the copy does not compile.
         ldc = cute.assume(c.stride[0], divby=128 // c.element_type.width)
         c_rows = cute.make_tensor(c.iterator, cute.make_layout(c.shape, stride=(ldc, 1)))
-        self.launch(a, b, c, (counters,), self.grid_clusters(c), stream, (c_rows, *epilogue_args))
+        self.launch(a, b, c, Counters(counters), self.grid_clusters(c), stream, StoreArgs(c_rows, epilogue_args))
+
+    def make_epilogue(self, tma_c, sC, mma, ctid, epilogue_args):
+        """The persistent kernel's epilogue object (its op and operands), and C to store into."""
+        epilogue = PersistentHopperGemm.make_epilogue(self, tma_c, sC, mma, ctid, epilogue_args.operands)
+        epilogue.c = epilogue_args.c
+        return epilogue
 
     @cute.jit
-    def store_tile(self, scheduler, epilogue, mma, gC, tile, ctid, warp_idx, c_map=None):
+    def store_tile(self, scheduler, epilogue, mma, gC, tile, ctid, warp_idx):
         """Each consumer thread converts its accumulators (through the epilogue op, if any) and
         stores them where they belong in C, a pair of columns per store, skipping pairs outside C."""
-        c, op_operands = epilogue.operands[0], epilogue.operands[1:]  # C (M, N) in global memory
+        c, op_operands = epilogue.c, epilogue.operands  # C (M, N) in global memory, the op's tensors
         thr = mma.tiled_mma.get_slice(ctid)
         where = (tile.tile_m, tile.tile_n)
         # The same partition as the accumulators: element i of tCgC is where acc[i] goes, and

@@ -52,7 +52,7 @@ from cutlass.cute.nvgpu import cpasync
 from ..errors import ShapeError
 from ..models.gemm_plan import (EPI_STAGES, EPI_TILE, IN_DTYPES, TILE_K, TILES, check_epi_tile, check_tile,
                                 plan_persistent)
-from . import gemm_launch, sm90, tensor_maps, tile_scheduler
+from . import gemm_launch, sm90, tile_scheduler
 from .configured import Configured
 
 #: Warpgroup roles. Warpgroup 0: producer (its warp 0 issues TMA); 1 and 2: MMA + epilogue.
@@ -81,8 +81,8 @@ EPILOGUE_STORE_WARP = 4
 
 def shared_storage(kernel, sA_layout, sB_layout, sC_layout):
     """The kernel's shared memory, field by field: the ring's barriers and stages, the C buffers,
-    the work-item slots (and their full/empty barriers), and, for the grouped GEMMs, the CTA's
-    tensor maps (patched here before they are published)."""
+    the work-item slots (and their full/empty barriers: a work item is ``ITEM_FIELDS`` int32 of
+    the kernel's scheduler), then the variant's own fields (``smem_fields``)."""
     MemRange, Align = cute.struct.MemRange, cute.struct.Align
     fields = {
         "barriers": MemRange[cutlass.Int64, kernel.stages * 2],
@@ -90,10 +90,9 @@ def shared_storage(kernel, sA_layout, sB_layout, sC_layout):
         "sB": Align[MemRange[kernel.a_dtype, cute.cosize(sB_layout)], 1024],
         "sC": Align[MemRange[kernel.c_dtype, cute.cosize(sC_layout)], 1024],
         "work_barriers": MemRange[cutlass.Int64, WORK_SLOTS * 2],
-        "work_items": MemRange[cutlass.Int32, WORK_SLOTS * kernel.ITEM_FIELDS],
+        "work_items": MemRange[cutlass.Int32, WORK_SLOTS * kernel.Scheduler.ITEM_FIELDS],
+        **kernel.smem_fields(),
     }
-    if kernel.MAPS:
-        fields["maps"] = Align[MemRange[cutlass.Int64, kernel.MAPS * tensor_maps.MAP_WORDS], tensor_maps.MAP_BYTES]
     return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
 
 
@@ -107,11 +106,13 @@ class PersistentHopperGemm(Configured):
     ``cluster_mn``: one of ``CLUSTERS``. ``pdl``: programmatic dependent launch. ``epilogue_op``:
     an ``epilogue_op.EpilogueOp`` applied to each accumulator before it is stored.
 
-    The variants (ping-pong, stream-K, the grouped GEMMs) change it through small hooks: where the
-    tiles come from (``make_scheduler``: an object of the ``Scheduler`` class), which tensors a
-    tile's loads use (``tile_loads``), how the consumer warpgroups share the work (``consumers``),
-    what they do as a tile starts (``enter_tile``), its mainloop (``mainloop``) and where its
-    result goes (``store_tile``).
+    The variants (ping-pong, stream-K, the grouped GEMMs) change it through small hooks, with the
+    same signature in every subclass: where the tiles come from (``make_scheduler``: an object of
+    the ``Scheduler`` class, from its ``Args``), which tensors a tile's loads use (``tile_loads``),
+    how the consumer warpgroups share the work (``consumers``), what they do as a tile starts
+    (``enter_tile``), its mainloop (``mainloop``), its epilogue (``make_epilogue``) and where its
+    result goes (``store_tile``); and its own shared memory (``smem_fields``) and tensor-map
+    prefetch (``prefetch_descriptors``). The base knows none of its variants.
     """
 
     #: The tiles it takes; warpgroups sharing one tile's MMAs (2: each owns 64 of its 128 rows);
@@ -121,10 +122,6 @@ class PersistentHopperGemm(Configured):
     C_BUFFER_SETS = 1
     IN_DTYPES = IN_DTYPES
     WGMMA_N = None
-    #: int32 fields of one work item in the smem slots between the producer and the consumers,
-    #: and tensor maps per CTA kept in smem (grouped GEMMs: rewritten per group).
-    ITEM_FIELDS = 1
-    MAPS = 0
 
     def __init__(self, tile_mn=(128, 256), *, cluster_mn=(1, 1), sms: int = 132,
                  group_m: int = GROUP_M, stages: int | None = None, scheduler=tile_scheduler.StaticScheduler,
@@ -165,7 +162,7 @@ class PersistentHopperGemm(Configured):
     # -- host side ---------------------------------------------------------------------------
     @cute.jit
     def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, counters: cute.Tensor, stream, *epilogue_args):
-        self.launch(a, b, c, (counters,), self.grid_clusters(c), stream, epilogue_args)
+        self.launch(a, b, c, tile_scheduler.Counters(counters), self.grid_clusters(c), stream, epilogue_args)
 
     def grid_clusters(self, c):
         """The persistent grid: as many clusters as fit on the SMs, fewer when the problem has
@@ -180,8 +177,8 @@ class PersistentHopperGemm(Configured):
                epilogue_args=()):
         """Plan the smem, build the MMA and the TMA atoms of A, B, C (``a``, ``b``, ``c``: the
         operands, or templates of them), launch ``clusters`` clusters. ``scheduler_args``: the
-        tensors ``make_scheduler`` reads (the dense kernel: the dynamic scheduler's counters;
-        stream-K: and its partial sums; the grouped GEMMs: the group metadata and tensor maps);
+        tensors ``make_scheduler`` reads, a NamedTuple (the scheduler's ``Args``: the dense
+        kernel's counters, stream-K's and its partial sums, the grouped GEMMs' group metadata);
         ``epilogue_args``: those the epilogue reads (the epilogue op's operands)."""
         self.a_dtype, self.c_dtype = a.element_type, c.element_type
         self.stages = self.plan(sm90.dtype_name(self.a_dtype), sm90.dtype_name(self.c_dtype)).stages
@@ -211,10 +208,8 @@ class PersistentHopperGemm(Configured):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         warpgroup_idx = cute.arch.make_warp_uniform(tidx // 128)
-        if warp_idx == 0 and cutlass.const_expr(not self.MAPS):  # (grouped: the maps are per CTA)
-            cpasync.prefetch_descriptor(tma_a)
-            cpasync.prefetch_descriptor(tma_b)
-            cpasync.prefetch_descriptor(tma_c)
+        if warp_idx == 0:
+            self.prefetch_descriptors((tma_a, tma_b, tma_c))
 
         cta_layout, cluster_coord, a_mcast_mask, b_mcast_mask = sm90.multicast_masks(self.cluster_mn)
 
@@ -243,8 +238,8 @@ class PersistentHopperGemm(Configured):
         gC = cute.local_tile(mC, self.tile_mnk, (None, None, None), proj=(1, 1, None))
         # tAgA[(None, m, k)]: k-tile k of row-panel m; tAsA[(None, s)]: ring stage s.
         tAsA, tAgA, tBsB, tBgB = sm90.tma_views(tma_a, tma_b, cta_layout, cluster_coord, sA, sB, gA, gB)
-        slots = storage.work_items.get_tensor(cute.make_layout((WORK_SLOTS, self.ITEM_FIELDS),
-                                                               stride=(self.ITEM_FIELDS, 1)))
+        fields = self.Scheduler.ITEM_FIELDS
+        slots = storage.work_items.get_tensor(cute.make_layout((WORK_SLOTS, fields), stride=(fields, 1)))
         scheduler = self.make_scheduler(scheduler_args, queue, slots, gA, gC, storage, (tma_a, tma_b, tma_c))
 
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
@@ -265,18 +260,33 @@ class PersistentHopperGemm(Configured):
             if cutlass.const_expr(self.pdl):
                 cute.arch.griddepcontrol_launch_dependents()  # the next kernel may start (PDL)
 
+    def smem_fields(self) -> dict:
+        """Hook: the variant's own fields of the shared memory, by name (``cute.struct`` members;
+        the grouped GEMMs: the CTA's tensor maps)."""
+        return {}
+
+    def prefetch_descriptors(self, atoms):
+        """Hook: warp 0 prefetches the TMA atoms' tensor maps (made on the host) once per CTA."""
+        for atom in atoms:
+            cpasync.prefetch_descriptor(atom)
+
     def make_scheduler(self, scheduler_args, queue, slots, gA, gC, storage, atoms):
-        """Hook: this CTA's scheduler (a ``self.Scheduler``): its first work item, the stride
-        between its items (the clusters in the grid), the grid of work items, the hand-over."""
+        """Hook: this CTA's scheduler (``self.Scheduler.make``, from ``grid_params``);
+        ``scheduler_args``: the scheduler's ``Args`` (here ``tile_scheduler.Counters``)."""
+        return self.Scheduler.make(**self.grid_params(scheduler_args, queue, slots, gA, gC)._asdict())
+
+    def grid_params(self, scheduler_args, queue, slots, gA, gC) -> tile_scheduler.DenseParams:
+        """A dense scheduler's fields for this CTA: its first work item, the stride between its
+        items (the clusters in the grid), the grid of work items, the hand-over."""
         cm, cn = self.cluster_mn
         in_cluster = cute.arch.block_in_cluster_idx()
         clusters_m = cute.ceil_div(cute.size(gC, mode=[2]), cm)
         clusters_n = cute.ceil_div(cute.size(gC, mode=[3]), cn)
-        return self.Scheduler(
+        return tile_scheduler.DenseParams(
             first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2],
             clusters_m=clusters_m, clusters_n=clusters_n, total=clusters_m * clusters_n,
             k_tiles=cute.size(gA, mode=[3]), group_m=self.group_m, cluster_mn=self.cluster_mn,
-            in_cluster=in_cluster, queue=queue, slots=slots, counters=scheduler_args[0])
+            in_cluster=in_cluster, queue=queue, slots=slots, counters=scheduler_args.counters)
 
     # -- producer: one warp, TMA only --------------------------------------------------------
     @cute.jit
@@ -325,10 +335,7 @@ class PersistentHopperGemm(Configured):
         mma = sm90.make_mma(tiled_mma, first_thread, sA, sB, gC[(None, None, 0, 0)], self.acc_dtype)
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        epilogue = sm90.Epilogue(tma_c, sC, mma.tiled_mma, mma.acc, ctid, self.c_dtype,
-                                 self.epi_tile, self.epi_stages, CONSUMER_THREADS,
-                                 store_warp=EPILOGUE_STORE_WARP, barrier_threads=CONSUMER_THREADS,
-                                 op=self.epilogue_op, operands=epilogue_args)
+        epilogue = self.make_epilogue(tma_c, sC, mma, ctid, epilogue_args)
         slot = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, WORK_SLOTS)
         scheduler = scheduler.start(slot)  # the first work item (handed over through slot, if so)
         slot.advance()
@@ -341,19 +348,30 @@ class PersistentHopperGemm(Configured):
             slot.advance()
         sm90.finish_stores(epilogue, warp_idx)
 
+    def make_epilogue(self, tma_c, sC, mma, ctid, epilogue_args):
+        """Hook: the consumers' epilogue (``sm90.Epilogue``: C's smem buffers and TMA store, the
+        epilogue op); ``epilogue_args``: what ``__call__`` passed for it (here the op's operands)."""
+        return sm90.Epilogue(tma_c, sC, mma.tiled_mma, mma.acc, ctid, self.c_dtype, self.epi_tile,
+                             self.epi_stages, CONSUMER_THREADS, store_warp=EPILOGUE_STORE_WARP,
+                             barrier_threads=CONSUMER_THREADS, op=self.epilogue_op, operands=epilogue_args)
+
     def enter_tile(self, scheduler, epilogue, tile, warp_idx):
         """Hook: what the consumers do before a tile's mainloop (the grouped GEMMs: C's tensor map)."""
 
-    def mainloop(self, ring, mma, read, release, scheduler, tile, turn=None):
+    def mainloop(self, ring, mma, read, release, scheduler, tile):
         """Hook: acc = the tile's k-tiles multiplied (``sm90.mma_tile``); returns (read, release)
-        advanced. ``turn``: ping-pong's turn on the tensor cores (``barriers.MmaTurn``)."""
-        return sm90.mma_tile(ring, mma, read, release, tile.k_end - tile.k_begin, turn)
+        advanced."""
+        return sm90.mma_tile(ring, mma, read, release, tile.k_end - tile.k_begin)
 
-    def store_tile(self, scheduler, epilogue, mma, gC, tile, ctid, warp_idx, c_map=None):
+    def store_tile(self, scheduler, epilogue, mma, gC, tile, ctid, warp_idx):
         """Hook: the epilogue of a tile: its accumulators, through the epilogue op if the kernel
-        has one, to C (``sm90.store_tile``). ``c_map``: C's tensor map (None: the host's)."""
-        sm90.store_tile(epilogue, gC[(None, None, tile.tile_m, tile.tile_n)], warp_idx, c_map,
-                        origin=(tile.tile_m * self.tile_mn[0], tile.tile_n * self.tile_mn[1]))
+        has one, to C (``sm90.store_tile``, through the host's tensor map of C)."""
+        sm90.store_tile(epilogue, gC[(None, None, tile.tile_m, tile.tile_n)], warp_idx,
+                        origin=self.tile_origin(tile))
+
+    def tile_origin(self, tile):
+        """The (row, column) in C of ``tile``'s first element (what the epilogue op is told)."""
+        return (tile.tile_m * self.tile_mn[0], tile.tile_n * self.tile_mn[1])
 
 
 # ------------------------------------------------------------------------------------------

@@ -69,8 +69,8 @@ ORDER_BARRIER = Barrier.MMA_TURN
 class PingPongHopperGemm(PersistentHopperGemm):
     """C = A @ B.T, persistent, warp-specialized, ping-pong (module docstring): the persistent
     kernel with one hook changed, ``consumers``: each consumer warpgroup takes every other work
-    item of the scheduler's, through the same hooks (``enter_tile``, ``mainloop`` with a turn,
-    ``store_tile``)."""
+    item of the scheduler's, through the same hooks (``enter_tile``, ``store_tile``); its
+    mainloop is ``sm90.mma_tile`` inside the warpgroup's turn (``barriers.MmaTurn``)."""
 
     TILES = TILES
     MMA_WARPGROUPS = 1
@@ -133,7 +133,8 @@ class PingPongHopperGemm(PersistentHopperGemm):
             tile = scheduler.work_tile()
             self.enter_tile(scheduler, epilogue, tile, warp_idx)
             read = pipeline.PipelineState(self.stages, count, count % self.stages, (count // self.stages) % 2)
-            read, _ = self.mainloop(ring, mma, read, read.clone(), scheduler, tile, MmaTurn(w))
+            # the mainloop inside warpgroup w's turn on the tensor cores
+            read, _ = sm90.mma_tile(ring, mma, read, read.clone(), tile.k_end - tile.k_begin, MmaTurn(w))
             count = read.count
             self.store_tile(scheduler, epilogue, mma, gC, tile, wtid, warp_idx)
             scheduler.advance(tile, slot)  # now at the other warpgroup's next item, if any

@@ -48,7 +48,7 @@ from ..models.stream_k import MIN_SAVED
 from . import gemm_launch
 from .barriers import Barrier
 from .hopper_gemm_persistent import CONSUMER_THREADS, GROUP_M, PersistentHopperGemm
-from .stream_k_scheduler import StreamKScheduler
+from .stream_k_scheduler import StreamKArgs, StreamKScheduler
 
 #: counters[FLAGS + s]: CTA slot s's partial sums are in ``partial_sums`` (after the 2 tickets).
 FLAGS = 2
@@ -85,15 +85,15 @@ class StreamKHopperGemm(PersistentHopperGemm):
     def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, counters: cute.Tensor,
                  partial_sums: cute.Tensor, stream, *epilogue_args):
         """The persistent kernel's launch, plus ``partial_sums``: fp32, one tile per CTA."""
-        self.launch(a, b, c, (counters, partial_sums), self.grid_clusters(c), stream, epilogue_args)
+        self.launch(a, b, c, StreamKArgs(counters, partial_sums), self.grid_clusters(c), stream, epilogue_args)
 
     def make_scheduler(self, scheduler_args, queue, slots, gA, gC, storage, atoms):
         """The static scheduler's fields plus this launch's split (``StreamKScheduler.split``)."""
-        static = super().make_scheduler(scheduler_args, queue, slots, gA, gC, storage, atoms)
-        return StreamKScheduler.split(static, self.min_saved, scheduler_args[1])
+        dense = self.grid_params(scheduler_args, queue, slots, gA, gC)
+        return self.Scheduler.split(dense, self.min_saved, scheduler_args.partial_sums)
 
     @cute.jit
-    def store_tile(self, scheduler, epilogue, mma, gC, tile, ctid, warp_idx, c_map=None):
+    def store_tile(self, scheduler, epilogue, mma, gC, tile, ctid, warp_idx):
         """After a head or middle piece, save the partial sums (the CTA of the tail piece finishes
         the tile); after a tail piece (or a whole tile), add the others' partial sums, then the
         epilogue."""

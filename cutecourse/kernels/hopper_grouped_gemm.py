@@ -33,8 +33,8 @@ import cutlass
 import cutlass.cute as cute
 
 from ..models.gemm_plan import EPI_STAGES, EPI_TILE
-from . import group_walk, tensor_maps
-from .group_walk import A, B, C, GroupScheduler, operand_tensor
+from . import group_walk, sm90, tensor_maps
+from .group_walk import A, B, C, GroupArgs, GroupScheduler, operand_tensor
 from .hopper_gemm_persistent import EPILOGUE_STORE_WARP, PRODUCER_WARP, PersistentHopperGemm
 
 #: Order inside a group: bands of GROUP_M cluster-tile rows (``models/tile_order.py``). One band
@@ -51,17 +51,19 @@ class GroupedHopperGemm(PersistentHopperGemm):
     The persistent kernel with the group walk, per-CTA tensor maps and the group metadata
     (module docstring). ``sms``: the CTAs the grid may use. ``cluster_mn`` (2, 1) or (1, 2): a work
     item is a cluster tile of one group, and the pair shares B (or A) by multicast; past the
-    group's edge a CTA's loads are zero-filled and its stores dropped. The dynamic scheduler is
-    not offered.
+    group's edge a CTA's loads are zero-filled and its stores dropped. ``scheduler``: the group
+    walk, ``GroupScheduler`` or a subclass (e.g. another ``tile_of``: the order inside a group).
     """
 
-    ITEM_FIELDS = group_walk.TILE_FIELDS
+    #: Tensor maps per CTA, kept in smem and rewritten per group (the host sizes their workspace).
     MAPS = 3  # A, B, C
 
     def __init__(self, tile_mn=(128, 256), *, cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
-                 stages: int | None = None, epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES, epilogue_op=None):
+                 stages: int | None = None, scheduler=GroupScheduler, epi_tile=EPI_TILE,
+                 epi_stages: int = EPI_STAGES, epilogue_op=None):
+        group_walk.check_scheduler(scheduler)
         super().__init__(tile_mn, cluster_mn=cluster_mn, sms=sms, group_m=group_m, stages=stages,
-                         scheduler=GroupScheduler, epi_tile=epi_tile, epi_stages=epi_stages, epilogue_op=epilogue_op)
+                         scheduler=scheduler, epi_tile=epi_tile, epi_stages=epi_stages, epilogue_op=epilogue_op)
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit
@@ -73,21 +75,29 @@ class GroupedHopperGemm(PersistentHopperGemm):
         ``trace`` (CTAs, 2) int32: each CTA writes its item and tensor-map-update counts;
         ``work_bound``: at least the total number of work items (it sizes the grid)."""
         cm, cn = self.cluster_mn
-        self.launch(a, b, c, (shapes, ptrs, strides, trace, map_workspace),
+        self.launch(a, b, c, GroupArgs(shapes, ptrs, strides, trace, map_workspace),
                     cutlass.min(work_bound, self.sms // (cm * cn)), stream, epilogue_args)
 
     # -- device side: the hooks ----------------------------------------------------------------
+    def smem_fields(self) -> dict:
+        """The CTA's tensor maps, patched in smem before they are published (``tensor_maps.py``)."""
+        words = cute.struct.MemRange[cutlass.Int64, self.MAPS * tensor_maps.MAP_WORDS]
+        return {"maps": cute.struct.Align[words, tensor_maps.MAP_BYTES]}
+
+    def prefetch_descriptors(self, atoms):
+        """Nothing to prefetch: the maps the loads and stores use are the CTA's own, made per group."""
+
     def make_scheduler(self, scheduler_args, queue, slots, gA, gC, storage, atoms):
         """The group walk (``group_walk.GroupScheduler``), with this CTA's tensor maps: each map's
         owner copies the host-made template into smem (it is patched before first use)."""
-        shapes, ptrs, strides, trace, map_workspace = scheduler_args
+        shapes, ptrs, strides, trace, map_workspace = scheduler_args  # a GroupArgs
         cm, cn = self.cluster_mn
         cta = tensor_maps.workspace_row(self.cluster_mn)
         maps = tensor_maps.tensor_maps(map_workspace, cta, storage.maps.data_ptr(), self.MAPS)
         tma_a, tma_b, tma_c = atoms
         tensor_maps.init_maps(maps, (tma_a, tma_b), (A, B), PRODUCER_WARP)
         tensor_maps.init_maps(maps, (tma_c,), (C,), EPILOGUE_STORE_WARP)
-        return GroupScheduler(
+        return self.Scheduler.make(
             shapes=shapes, ptrs=ptrs, strides=strides, count=shapes.shape[0],
             cluster_tile=(self.tile_mn[0] * cm, self.tile_mn[1] * cn, self.tile_mnk[2]),
             cluster_mn=self.cluster_mn, in_cluster=cute.arch.block_in_cluster_idx(),
@@ -117,7 +127,7 @@ class GroupedHopperGemm(PersistentHopperGemm):
             if warp_idx == EPILOGUE_STORE_WARP:
                 tensor_maps.acquire_maps(groups.maps, (C,))
 
-    def store_tile(self, groups, epilogue, mma, gC, tile, ctid, warp_idx, c_map=None):
+    def store_tile(self, groups, epilogue, mma, gC, tile, ctid, warp_idx):
         """The persistent kernel's epilogue, storing through this CTA's map of the group's C."""
-        PersistentHopperGemm.store_tile(self, groups, epilogue, mma, gC, tile, ctid, warp_idx,
-                                        tensor_maps.map_pointer(groups.maps, C))
+        sm90.store_tile(epilogue, gC[(None, None, tile.tile_m, tile.tile_n)], warp_idx,
+                        tensor_maps.map_pointer(groups.maps, C), origin=self.tile_origin(tile))

@@ -29,14 +29,14 @@ more columns), the suspect for the 128x128 tile's shortfall against cuBLAS's FP8
   of ``acc`` (its 128 columns are one block of B's scales); the stage is freed after the second;
 * 128x128: the same tile as the two-part kernel, to compare the promotions alone.
 
-**The scales a k-tile ahead** (``ahead=True``, default). Each thread needs four scales per k-tile:
-sa of its two rows, sb of the tile's (at most) two blocks of B. Loaded at the top of the k-tile,
-the products ``sa * sb`` the promotion uses are computed before the first wgmma is issued (the
-compiler hoists them there), so every k-tile's wgmmas wait for a round trip to L2 or DRAM.
-Loaded right after this k-tile's wgmmas are issued, for the next k-tile, they arrive while the
-tensor cores work. On an H100 that alone took the 128x192 kernel from 0.75x to 0.83x cuBLAS's
-blockwise twin at K = 7168; with turns and 128x256 tiles, 0.97-1.02x: the launchers' default
-(``grouped.fp8_kernel``; ``docs/grouped_measured.md``, "DeepGEMM on the same H100").
+**The scales a k-tile ahead.** Each thread needs four scales per k-tile: sa of its two rows, sb
+of the tile's (at most) two blocks of B. Loaded at the top of the k-tile, the products ``sa * sb``
+the promotion uses would be computed before the first wgmma is issued (the compiler hoists them
+there), so every k-tile's wgmmas would wait for a round trip to L2 or DRAM. Loaded right after
+this k-tile's wgmmas are issued, for the next k-tile, they arrive while the tensor cores work. On
+an H100 that took the 128x192 kernel from 0.75x to 0.83x cuBLAS's blockwise twin at K = 7168;
+with turns and 128x256 tiles, 0.97-1.02x: the launchers' default (``grouped.fp8_kernel``;
+``docs/grouped_measured.md``, "DeepGEMM on the same H100").
 
 The producer, the group walk, the tensor maps, the epilogue and the scales' layout are the
 two-part kernel's (``BlockScaledGroupedHopperGemm``, whose ``mainloop`` hook this one replaces).
@@ -50,8 +50,9 @@ from cutlass.cute.nvgpu import warpgroup
 
 from ..errors import ShapeError
 from ..models.gemm_plan import EPI_TILE, FP8_TILES
-from .barriers import Barrier
+from .barriers import MmaTurn
 from .hopper_gemm_persistent import PRODUCER_WARPGROUPS
+from .group_walk import GroupScheduler
 from .hopper_grouped_gemm_fp8 import BLOCK, CLUSTER, GROUP_M, BlockScaledGroupedHopperGemm, _group_scales
 
 #: When a warpgroup passes the turn on: never (no turns), when its wgmmas are issued, or done.
@@ -66,15 +67,14 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
     TILES = FP8_TILES
 
     def __init__(self, tile_mn=(128, 128), *, cluster_mn=CLUSTER, sms: int = 132, group_m: int = GROUP_M,
-                 stages: int | None = None, epi_tile=EPI_TILE, turns: str | None = "issue", ahead: bool = True,
-                 epilogue_op=None):
+                 stages: int | None = None, scheduler=GroupScheduler, epi_tile=EPI_TILE,
+                 turns: str | None = "issue", epilogue_op=None):
         if turns not in TURNS:
             raise ShapeError(f"turns={turns!r} is not one of {TURNS}",
                              "None (the warpgroups run freely), 'issue' or 'done'")
-        super().__init__(tile_mn, cluster_mn=cluster_mn, sms=sms, group_m=group_m, stages=stages, epi_tile=epi_tile,
-                         epilogue_op=epilogue_op)
+        super().__init__(tile_mn, cluster_mn=cluster_mn, sms=sms, group_m=group_m, stages=stages,
+                         scheduler=scheduler, epi_tile=epi_tile, epilogue_op=epilogue_op)
         self.turns = turns
-        self.ahead = ahead
         # the part's columns: 128x256 tiles issue two batches of N = 128 (see the module docstring)
         self.WGMMA_N = BLOCK if self.tile_mn[1] > 192 else None
         self.part_n = self.WGMMA_N or self.tile_mn[1]
@@ -104,22 +104,19 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
         acc.fill(0.0)
         if cutlass.const_expr(self.turns is not None):
             if wg == 1:  # warpgroup 0 issues first
-                cute.arch.barrier_arrive(barrier_id=Barrier.MMA_TURN, number_of_threads=256)
-        # ahead: the next k-tile's scales are loaded while this k-tile's wgmmas run (two rows of A
-        # per thread: ``lo``, ``hi``), so no global load sits between the full barrier and the
-        # wgmmas; otherwise (ahead=False) each k-tile's loads are issued at its top
+                MmaTurn(1).pass_on()
+        # the next k-tile's scales are loaded while this k-tile's wgmmas run (two rows of A per
+        # thread: ``lo``, ``hi``), so no global load sits between the full barrier and the wgmmas
         lo, hi, sb0, sb1 = _row_scales(scales, second, at0, 0)
         for k in cutlass.range(tile.k_end, unroll=1):
-            if cutlass.const_expr(not self.ahead):
-                lo, hi, sb0, sb1 = _row_scales(scales, second, at0, k)
             ring.consumer_wait(read)
             for h in cutlass.range_constexpr(batches):
                 if cutlass.const_expr(self.turns is not None):
-                    cute.arch.barrier(barrier_id=Barrier.MMA_TURN + wg, number_of_threads=256)  # my turn
+                    MmaTurn(wg).wait()  # my turn
                 tiled_mma = _issue_batch(tiled_mma, tCrA, tCrB, read.index, h, batches, part)
                 if cutlass.const_expr(self.turns == "issue"):
                     _pass_turn(wg, k + 1 < tile.k_end or h + 1 < batches)
-                if cutlass.const_expr(self.ahead and h == 0):  # under the wgmmas just issued
+                if cutlass.const_expr(h == 0):  # under the wgmmas just issued
                     nlo, nhi, nb0, nb1 = _row_scales(scales, second, at0,
                                                      cutlass.min(k + 1, tile.k_end - 1))
                 warpgroup.wait_group(0)
@@ -135,8 +132,7 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
                     _promote_columns(acc_h, part, sab, at0, 0)
                 else:  # odd tiles start 64 columns into a block: the second from column 64
                     _promote_columns(acc_h, part, sab, at0, self.tile_mn[1] % BLOCK)
-            if cutlass.const_expr(self.ahead):
-                lo, hi, sb0, sb1 = nlo, nhi, nb0, nb1
+            lo, hi, sb0, sb1 = nlo, nhi, nb0, nb1
             read.advance()
             release.advance()
         return read, release
@@ -147,7 +143,7 @@ def _pass_turn(wg, more):
     """Hand the turn to the other warpgroup; warpgroup 1's last batch of a tile does not (``more``
     false): warpgroup 0 has none left, and the next tile starts with warpgroup 0's turn."""
     if wg == 0 or more:
-        cute.arch.barrier_arrive(barrier_id=Barrier.MMA_TURN + 1 - wg, number_of_threads=256)
+        MmaTurn(wg).pass_on()
 
 
 @cute.jit

@@ -6,8 +6,8 @@ run on the device). A cluster's work is then a list of *units*, pieces of one it
 which the producer and the consumers walk in the same order with a :class:`Cursor` over the
 global iteration space (item * k_tiles + k): [pos, end) is what is left of the current range.
 
-It is a :class:`~tile_scheduler.StaticScheduler` (same fields, same tile order) whose position
-is that cursor, so the persistent kernel's loops walk it unchanged; a
+It is a :class:`~tile_scheduler.StaticScheduler` (its fields and the split's: ``StreamKParams``;
+the same tile order) whose position is that cursor, so the persistent kernel's loops walk it unchanged; a
 :class:`~tile_scheduler.WorkTile`'s ``k_begin``, ``k_end`` say which piece of the tile's K a unit
 is. Nothing is handed over: both roles compute the same cursor.
 """
@@ -20,7 +20,7 @@ import cutlass
 import cutlass.cute as cute
 
 from ..models import stream_k
-from .tile_scheduler import StaticScheduler, WorkTile
+from .tile_scheduler import DenseParams, StaticScheduler, WorkTile
 
 
 class Cursor(NamedTuple):
@@ -30,22 +30,40 @@ class Cursor(NamedTuple):
     end: cutlass.Int32
 
 
+#: The static scheduler's fields (``DenseParams``), then this launch's split (``StreamKScheduler.split``).
+StreamKParams = NamedTuple("StreamKParams", [
+    *DenseParams.__annotations__.items(),
+    ("dp", cutlass.Int32),  # work items dealt out whole: the first dp of the banded order
+    ("sk_ctas", cutlass.Int32),  # clusters that share the k-tiles of the others
+    ("sk_iters", cutlass.Int32),  # those k-tiles, in all
+    ("done", cutlass.Int32),  # a cursor position past every unit
+    ("partial_sums", object),  # fp32, one tile per CTA, where the pieces of a split tile meet
+])
+
+
+class StreamKArgs(NamedTuple):
+    """What the stream-K kernel takes from the host for its scheduler."""
+
+    counters: object  # int32: the dynamic scheduler's 2 tickets, then one flag per CTA
+    partial_sums: object  # fp32, one tile per CTA
+
+
 class StreamKScheduler(StaticScheduler):
-    """The static scheduler's fields plus this launch's split, made by :meth:`split`:
-    ``dp`` (work items dealt out whole: the first dp of the banded order), ``sk_ctas`` (clusters
-    that share the k-tiles of the others), ``sk_iters`` (those k-tiles, in all), ``done`` (a
-    cursor position past every unit) and ``partial_sums`` (fp32, one tile per CTA, where the
-    pieces of a split tile meet: ``hopper_gemm_streamk``)."""
+    """The static scheduler's fields plus this launch's split (``StreamKParams``), made by
+    :meth:`split`. The partial sums are where the pieces of a split tile meet
+    (``hopper_gemm_streamk``)."""
+
+    Params = StreamKParams
+    Args = StreamKArgs
 
     @classmethod
-    def split(cls, static: StaticScheduler, min_saved: int, partial_sums):
-        """``static``'s fields with this launch's stream-K split: only where it saves each cluster
-        at least ``min_saved`` k-tiles (``models/stream_k.plan``)."""
-        dp, sk_ctas, sk_iters = stream_k.plan(static.total, static.stride, static.k_tiles, min_saved,
+    def split(cls, dense: DenseParams, min_saved: int, partial_sums):
+        """A scheduler with ``dense``'s fields and this launch's stream-K split: only where it saves
+        each cluster at least ``min_saved`` k-tiles (``models/stream_k.plan``)."""
+        dp, sk_ctas, sk_iters = stream_k.plan(dense.total, dense.stride, dense.k_tiles, min_saved,
                                               min_=cutlass.min)
-        fields = {k: v for k, v in vars(static).items() if k != "position"}
-        return cls(**fields, dp=dp, sk_ctas=sk_ctas, sk_iters=sk_iters, done=static.total * static.k_tiles,
-                   partial_sums=partial_sums)
+        return cls.make(**dense._asdict(), dp=dp, sk_ctas=sk_ctas, sk_iters=sk_iters,
+                        done=dense.total * dense.k_tiles, partial_sums=partial_sums)
 
     @cute.jit
     def _whole(self, item):

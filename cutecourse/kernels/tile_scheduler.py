@@ -31,9 +31,15 @@ to the next as it carries a pipeline state (``__new_from_mlir_values__`` rebuild
 returns a new object rather than moving the one the kernel made: the producer and the consumers
 each walk their own copy.
 
+**Typed fields.** A scheduler declares its fields (``Params``: :class:`DenseParams` here), the
+tensors the kernel takes for it from the host (``Args``: :class:`Counters`) and the int32 width of
+a work item in the hand-over slots (``ITEM_FIELDS``). ``Scheduler.make(**fields)`` builds one; a
+misspelt field fails there, not deep inside a trace.
+
 **The tile order is a method**: :meth:`StaticScheduler.tile_of` says which C tile work item i is
 (bands of ``group_m`` tile-rows, ``models/tile_order.py``); a subclass that overrides it changes
-the order of every schedule built on it (``docs/DEVELOPING.md``, "Adding a tile scheduler").
+the order of every schedule built on it (``docs/DEVELOPING.md``, "Adding a scheduler"). The
+group walk's hook has the same name (``group_walk.GroupScheduler.tile_of``: the order inside a group).
 """
 
 from __future__ import annotations
@@ -65,12 +71,43 @@ class WorkTile(NamedTuple):
 
 
 class TileScheduler:
-    """The part every scheduler shares: fields given once (keyword arguments), a ``position``
-    that moves and that the DSL carries through loops."""
+    """The part every scheduler shares: fields given once (its ``Params``), a ``position`` that
+    moves and that the DSL carries through loops.
 
-    def __init__(self, **fields):
-        self.__dict__.update(fields)
+    A scheduler declares what it needs: ``Params``, a NamedTuple of its fields (set once per CTA by
+    the kernel's ``make_scheduler``, read as attributes: ``self.group_m``); ``Args``, a NamedTuple
+    of the tensors the kernel takes for it (passed from the host, read by ``make_scheduler``); and
+    ``ITEM_FIELDS``, the int32 values of a work item in the smem slots between the producer and
+    the consumers. Build one with :meth:`make`: a misspelt or missing field fails there, with the
+    fields it takes."""
+
+    Params = NamedTuple("Params", [])
+    Args = NamedTuple("Args", [])
+    ITEM_FIELDS = 1
+
+    def __init__(self, params=None, /, **fields):
+        """From a ``Params`` (``make`` builds one), or from its fields by name (as ``make``)."""
+        self.params = params if params is not None else self.make_params(**fields)
+        self.__dict__.update(self.params._asdict())
         self.position = None  # set by start()
+
+    @classmethod
+    def make_params(cls, **fields):
+        """This scheduler's ``Params`` from its fields by name: a misspelt or missing one fails
+        here, naming the fields it takes."""
+        names = cls.Params._fields
+        unknown = [f for f in fields if f not in names]
+        missing = [f for f in names if f not in fields and f not in cls.Params._field_defaults]
+        if unknown or missing:
+            what = "; ".join(s for s in (unknown and f"no field {', '.join(unknown)}",
+                                         missing and f"{', '.join(missing)} missing") if s)
+            raise TypeError(f"{cls.__name__}: {what}. Its fields ({cls.__name__}.Params): {', '.join(names)}")
+        return cls.Params(**fields)
+
+    @classmethod
+    def make(cls, **fields):
+        """A scheduler with these fields (its ``Params``, by name)."""
+        return cls(cls.make_params(**fields))
 
     def __extract_mlir_values__(self):
         return extract_mlir_values(self.position) if self.position is not None else []
@@ -94,11 +131,34 @@ class TileScheduler:
         """Producer, after its last item."""
 
 
+class DenseParams(NamedTuple):
+    """The fields of a dense GEMM's scheduler, set once per CTA."""
+
+    first: cutlass.Int32  # this cluster's first work item
+    stride: cutlass.Int32  # P: the clusters in the grid
+    clusters_m: cutlass.Int32  # work items along M and N (cluster-sized blocks of C tiles) ...
+    clusters_n: cutlass.Int32
+    total: cutlass.Int32  # ... and in all
+    k_tiles: cutlass.Int32  # k-tiles per item
+    group_m: int  # band height of the tile order, in work items
+    cluster_mn: tuple  # the cluster shape
+    in_cluster: tuple  # this CTA's place in its cluster
+    queue: object = None  # the smem hand-over (``PipelineAsync``) and its slots
+    slots: object = None
+    counters: object = None  # int32 in global memory, zero between launches (dynamic)
+
+
+class Counters(NamedTuple):
+    """What a dense GEMM's scheduler takes from the host: the dynamic scheduler's two tickets."""
+
+    counters: object  # int32 (2,): zero before the first launch and again after each
+
+
 class StaticScheduler(TileScheduler):
-    """Cluster i takes work items i, i + P, i + 2P ... Fields: ``first`` (this cluster's first
-    item), ``stride`` (P), ``clusters_m`` x ``clusters_n`` = ``total`` items, ``k_tiles`` per item,
-    ``group_m``, ``cluster_mn``, ``in_cluster`` (this CTA's place in its cluster), ``counters``
-    (int32 in global memory, zero between launches), ``queue`` and ``slots`` (the smem hand-over)."""
+    """Cluster i takes work items i, i + P, i + 2P ... (P clusters); its fields: ``DenseParams``."""
+
+    Params = DenseParams
+    Args = Counters
 
     def tile_of(self, work):
         """Hook: this CTA's (m, n) C tile for work item ``work``: the cluster's tile in bands of
