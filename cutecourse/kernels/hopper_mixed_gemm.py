@@ -1,0 +1,293 @@
+"""Mixed-input GEMM on Hopper: y = x @ W'.T with W' int4 (group scales) and x, y bf16.
+
+Only wgmma's A operand may come from registers, and the int4 weights must pass through
+registers to become bf16; so the weights are A and the activations B, and the kernel computes
+the transposed product y.T (N x M) = W' (N x K) @ x.T. That also puts the batch M on wgmma's N,
+which can be as small as 8: a decode step with M = 1 wastes 7/8 of a narrow MMA, not 63/64 of
+a 64-row one.
+
+One CTA computes a 64 x ``tile_m`` tile of y.T (64 weight rows, ``tile_m`` tokens) over its
+share of K. Per k-tile of 256:
+
+* warp 0 TMA-loads the packed weights (64 rows x 32 words: 8 KB), the x tile (``tile_m`` x 256
+  bf16), the group scales (and zero points) of those rows into one stage of a smem ring;
+* the warpgroup waits for the stage, each thread reads its 16 words (``quant/reorder.py``: its
+  nibbles of a wgmma A fragment are one word, 4 consecutive words per 64 columns), converts
+  them to 64 bf16 registers (``int4_convert.py``: lop3, sub, mul; no cvt) and issues 16 wgmmas
+  with A from those registers and B (x) from smem.
+
+The conversion of k-tile k + 1 overlaps the wgmmas of k-tile k: the A fragment is two register
+buffers, and the loop is unrolled by two so that each buffer is a fixed set of registers
+(registers cannot be indexed at run time). A buffer is refilled only after
+``wait_group(1)`` says the wgmmas that read it are done.
+
+Split-K: the grid's third dimension splits the k-tiles; split s writes its fp32 partial sum
+into slice s of the output (S, M, N), and the host adds the slices (``mixed_input.py``). With
+one split the kernel writes bf16 y directly.
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils as utils
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass.cute.nvgpu import cpasync, warpgroup
+
+from ..quant.int4 import SYMMETRIC_ZERO
+from ..quant.reorder import BLOCK_K, BLOCK_N, SLICE_K, SLICES
+from . import int4_convert
+from .configured import Configured
+
+#: K per k-tile: 256 int4 = 128 bytes a row, one 128-byte-swizzled smem row of packed words.
+TILE_K = 256
+WORDS_K = TILE_K // 8
+#: One warpgroup; warp 0 is also the TMA producer.
+THREADS = 128
+#: The batch tiles wgmma's N can take here (tokens per CTA).
+TILE_MS = (8, 16, 32, 64, 128, 256)
+SMEM_BYTES = 227 * 1024
+BARRIER_BYTES = 1024
+
+
+def groups_per_tile(group_size: int) -> int:
+    """Scale rows one k-tile needs: 256 / group_size, or 1 when a group spans whole k-tiles."""
+    return max(1, TILE_K // group_size)
+
+
+def check_group(group_size: int, k: int | None = None):
+    """A k-tile must hold whole groups, or lie inside one: group_size divides 256 or is a
+    multiple of it (or is all of K)."""
+    from ..errors import ShapeError
+
+    if group_size % SLICE_K or not (TILE_K % group_size == 0 or group_size % TILE_K == 0
+                                    or group_size == k):
+        raise ShapeError(f"group_size {group_size} does not fit the kernel's k-tile of {TILE_K}: a k-tile "
+                         "must hold whole groups or lie inside one group",
+                         "use a group size that divides 256 (32, 64, 128, 256) or a multiple of 256, "
+                         "or one group per row")
+
+
+def stage_bytes(tile_m: int, group_size: int, zero_point: bool) -> int:
+    g = groups_per_tile(group_size)
+    return (BLOCK_N * WORDS_K * 4 + tile_m * TILE_K * 2 + g * BLOCK_N * 2
+            + (g * BLOCK_N if zero_point else 0))
+
+
+class HopperMixedGemm(Configured):
+    """y = x @ W'.T, W' = int4 weights x group scales (``cutecourse.quant``), one warpgroup.
+
+    ``tile_m``: tokens per CTA (wgmma's N: 8 .. 256). ``group_size``: weights per scale (part
+    of the compiled code: the scale index of each 16-column slice is a constant).
+    ``zero_point``: the kernel reads uint8 zero points (else the zero is 8). ``stages``: ring
+    depth (default: as many as fit, at most 8, so that two CTAs can share an SM at small tile_m).
+    """
+
+    IN_DTYPES = ("bfloat16",)
+
+    def __init__(self, tile_m: int = 16, *, group_size: int = 128, zero_point: bool = False,
+                 stages: int | None = None):
+        from ..errors import ShapeError
+
+        if tile_m not in TILE_MS:
+            raise ShapeError(f"tile_m={tile_m} is not a wgmma N this kernel takes", f"use one of {TILE_MS}")
+        check_group(group_size)
+        self.tile_m, self.group_size, self.zero_point = tile_m, group_size, zero_point
+        per = stage_bytes(tile_m, group_size, zero_point)
+        fit = (SMEM_BYTES - BARRIER_BYTES) // per
+        self.stages = stages if stages is not None else min(8, fit)
+        if not 2 <= self.stages <= fit:
+            raise ShapeError(f"{self.stages} stages of {per} bytes do not fit {SMEM_BYTES} bytes of smem",
+                             f"use 2 .. {fit} stages or a smaller tile_m")
+        self.gpt = groups_per_tile(group_size)
+
+    def scratch(self):
+        return ()
+
+    # -- host side ---------------------------------------------------------------------------
+    @cute.jit
+    def __call__(self, x: cute.Tensor, w: cute.Tensor, scales: cute.Tensor, c: cute.Tensor, stream,
+                 *zeros):
+        """x (M, K) bf16, w (N, K/8) int32 packed, scales (K/group, N) bf16, c (S, M, N): bf16 y
+        when S == 1, else fp32 partial sums; ``zeros``: (zeros (K/group, N) uint8,) or ()."""
+        self.c_dtype = c.element_type
+        self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
+            cutlass.BFloat16, cutlass.BFloat16, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.K,
+            cutlass.Float32, (1, 1, 1), tiler_mn=(BLOCK_N, self.tile_m),
+            a_source=warpgroup.OperandSource.RMEM)
+        row_major = utils.LayoutEnum.ROW_MAJOR
+        # Packed weights: 64 rows x 32 words (128 B), 128-byte swizzled like any K-major operand,
+        # so that the 16-byte reads of the 8 threads of a quarter-warp hit 8 different chunks.
+        sW_layout = sm90_utils.make_smem_layout_a(row_major, (BLOCK_N, self.tile_m, WORDS_K), cutlass.Int32,
+                                                  self.stages)
+        sX_layout = sm90_utils.make_smem_layout_b(row_major, (BLOCK_N, self.tile_m, TILE_K), cutlass.BFloat16,
+                                                  self.stages)
+        # Scales (and zeros): a (groups, 64) box of the (K/group, N) tensor, rows of 128 (64) B.
+        sS_layout = cute.make_ordered_layout((self.gpt, BLOCK_N, self.stages), order=(1, 0, 2))
+        g2s = cpasync.CopyBulkTensorTileG2SOp()
+        tma_w, gW = cpasync.make_tiled_tma_atom(g2s, w, cute.slice_(sW_layout, (None, None, 0)),
+                                                (BLOCK_N, WORDS_K))
+        tma_x, gX = cpasync.make_tiled_tma_atom(g2s, x, cute.slice_(sX_layout, (None, None, 0)),
+                                                (self.tile_m, TILE_K))
+        tma_s, gS = cpasync.make_tiled_tma_atom(g2s, scales, cute.slice_(sS_layout, (None, None, 0)),
+                                                (self.gpt, BLOCK_N))
+        tma_z, gZ = tma_s, gS
+        if cutlass.const_expr(self.zero_point):
+            tma_z, gZ = cpasync.make_tiled_tma_atom(g2s, zeros[0], cute.slice_(sS_layout, (None, None, 0)),
+                                                    (self.gpt, BLOCK_N))
+        self.tx_bytes = stage_bytes(self.tile_m, self.group_size, self.zero_point)
+
+        @cute.struct
+        class SharedStorage:
+            barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            sW: cute.struct.Align[cute.struct.MemRange[cutlass.Int32, cute.cosize(sW_layout)], 1024]
+            sX: cute.struct.Align[cute.struct.MemRange[cutlass.BFloat16, cute.cosize(sX_layout)], 1024]
+            sS: cute.struct.Align[cute.struct.MemRange[cutlass.BFloat16, cute.cosize(sS_layout)], 128]
+            sZ: cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, cute.cosize(sS_layout)], 128]
+
+        self.shared_storage = SharedStorage
+        # One CTA per (64 weight rows, tile_m tokens, split): N / 64 x ceil(M / tile_m) x S.
+        grid = (cute.ceil_div(w.shape[0], BLOCK_N), cute.ceil_div(x.shape[0], self.tile_m), c.shape[0])
+        self.kernel(tma_w, gW, tma_x, gX, tma_s, gS, tma_z, gZ, c, self.tiled_mma, sW_layout, sX_layout,
+                    sS_layout).launch(grid=grid, block=[THREADS, 1, 1], stream=stream)
+
+    # -- device side -------------------------------------------------------------------------
+    @cute.kernel
+    def kernel(self, tma_w: cute.CopyAtom, mW: cute.Tensor, tma_x: cute.CopyAtom, mX: cute.Tensor,
+               tma_s: cute.CopyAtom, mS: cute.Tensor, tma_z: cute.CopyAtom, mZ: cute.Tensor,
+               mC: cute.Tensor, tiled_mma: cute.TiledMma, sW_layout: cute.ComposedLayout,
+               sX_layout: cute.ComposedLayout, sS_layout: cute.Layout):
+        tidx, _, _ = cute.arch.thread_idx()
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        is_producer = warp_idx == 0
+        if is_producer:
+            cpasync.prefetch_descriptor(tma_w)
+            cpasync.prefetch_descriptor(tma_x)
+            cpasync.prefetch_descriptor(tma_s)
+            if cutlass.const_expr(self.zero_point):
+                cpasync.prefetch_descriptor(tma_z)
+        bn, bm, split = cute.arch.block_idx()
+        _, _, splits = cute.arch.grid_dim()
+
+        storage = utils.SmemAllocator().allocate(self.shared_storage)
+        ring = pipeline.PipelineTmaAsync.create(
+            barrier_storage=storage.barriers.data_ptr(), num_stages=self.stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, THREADS // 32),
+            tx_count=self.tx_bytes, cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)), defer_sync=True)
+        pipeline.pipeline_init_arrive(cluster_shape_mn=(1, 1), is_relaxed=True)
+        sW = storage.sW.get_tensor(sW_layout.outer, swizzle=sW_layout.inner)
+        sX = storage.sX.get_tensor(sX_layout.outer, swizzle=sX_layout.inner)
+        sS = storage.sS.get_tensor(sS_layout)
+        sZ = storage.sZ.get_tensor(sS_layout)
+
+        # This CTA's k-tiles of W and x, its scale rows; its share of K (split-K).
+        gW = cute.local_tile(mW, (BLOCK_N, WORDS_K), (bn, None))      # (64, 32, k_tiles)
+        gX = cute.local_tile(mX, (self.tile_m, TILE_K), (bm, None))   # (tile_m, 256, k_tiles)
+        gS = cute.local_tile(mS, (self.gpt, BLOCK_N), (None, bn))     # (gpt, 64, scale tiles)
+        gZ = cute.local_tile(mZ, (self.gpt, BLOCK_N), (None, bn))
+        k_tiles = cute.size(gX, mode=[2])
+        per_split = cute.ceil_div(k_tiles, splits)
+        k_first = split * per_split
+        k_count = cutlass.max(cutlass.min(k_first + per_split, k_tiles) - k_first, 0)
+
+        one = cute.make_layout(1)
+        tWs, tWg = cpasync.tma_partition(tma_w, 0, one, cute.group_modes(sW, 0, 2), cute.group_modes(gW, 0, 2))
+        tXs, tXg = cpasync.tma_partition(tma_x, 0, one, cute.group_modes(sX, 0, 2), cute.group_modes(gX, 0, 2))
+        tSs, tSg = cpasync.tma_partition(tma_s, 0, one, cute.group_modes(sS, 0, 2), cute.group_modes(gS, 0, 2))
+        tZs, tZg = cpasync.tma_partition(tma_z, 0, one, cute.group_modes(sZ, 0, 2), cute.group_modes(gZ, 0, 2))
+
+        # The MMA: A (weights) a register fragment, two buffers; B (x) smem descriptors.
+        thr_mma = tiled_mma.get_slice(tidx)
+        a_shape = tiled_mma.partition_shape_A((BLOCK_N, TILE_K))  # (8 values, 1, 16 slices)
+        frags = [tiled_mma.make_fragment_A(a_shape) for _ in range(2)]
+        tCrX = tiled_mma.make_fragment_B(thr_mma.partition_B(sX))
+        c_tile = cute.make_identity_tensor((BLOCK_N, self.tile_m))
+        acc = cute.make_rmem_tensor(thr_mma.partition_C(c_tile).shape, cutlass.Float32)
+        acc.fill(0.0)
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+
+        pipeline.pipeline_init_wait(cluster_shape_mn=(1, 1))
+
+        prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+        cons = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        loads = (tma_w, tWg, tWs, tma_x, tXg, tXs, tma_s, tSg, tSs, tma_z, tZg, tZs)
+        # Prologue: fill stages - 1 stages (iteration k refills the stage k - 1 released).
+        if is_producer:
+            for _ in cutlass.range(cutlass.min(self.stages - 1, k_count), unroll=1):
+                ring.producer_acquire(prod)
+                self._load(ring, loads, prod, k_first)
+                prod.advance()
+        lane_row = (tidx // 32) * 16 + (tidx % 32) // 4  # row g of this thread's fragment
+        for k in cutlass.range(k_count, unroll=1):
+            ring.consumer_wait(cons)
+            self._convert(sW, sS, sZ, cons.index, frags[0], tidx, lane_row)
+            self._mma(tiled_mma, frags[0], tCrX, acc, cons.index)
+            warpgroup.wait_group(0)  # the wgmmas read x from this stage and A from frags[0]
+            ring.consumer_release(cons)
+            cons.advance()
+            if is_producer and prod.count < k_count:
+                ring.producer_acquire(prod)
+                self._load(ring, loads, prod, k_first)
+                prod.advance()
+
+        self._store(mC, acc, thr_mma, bn, bm, split)
+
+    # -- the steps ---------------------------------------------------------------------------
+    @cute.jit
+    def _load(self, ring, loads, state, k_first):
+        """TMA-load k-tile k_first + state.count (weights, x, scales, zeros) into stage state.index."""
+        tma_w, tWg, tWs, tma_x, tXg, tXs, tma_s, tSg, tSs, tma_z, tZg, tZs = loads
+        k = k_first + state.count
+        bar = ring.producer_get_barrier(state)
+        cute.copy(tma_w, tWg[(None, k)], tWs[(None, state.index)], tma_bar_ptr=bar)
+        cute.copy(tma_x, tXg[(None, k)], tXs[(None, state.index)], tma_bar_ptr=bar)
+        # Scale tile of k-tile k: k itself when a k-tile holds gpt groups, else the group it lies in.
+        g = k if cutlass.const_expr(self.group_size <= TILE_K) else k * TILE_K // self.group_size
+        cute.copy(tma_s, tSg[(None, g)], tSs[(None, state.index)], tma_bar_ptr=bar)
+        if cutlass.const_expr(self.zero_point):
+            cute.copy(tma_z, tZg[(None, g)], tZs[(None, state.index)], tma_bar_ptr=bar)
+
+    @cute.jit
+    def _convert(self, sW, sS, sZ, stage, frag, tidx, lane_row):
+        """This thread's 16 words of the stage -> its A fragment (64 bf16 = 64 registers)."""
+        regs = cute.recast_tensor(frag, cutlass.Int32)  # 4 registers per 16-column slice
+        sS16 = cute.recast_tensor(sS, cutlass.Uint16)  # the scales' bit patterns
+        word_row, word_col = tidx // 2, (tidx % 2) * SLICES
+        for b in cutlass.range_constexpr(TILE_K // BLOCK_K):  # 64-column blocks of the k-tile
+            words = cute.make_rmem_tensor((SLICES,), cutlass.Int32)
+            for s in cutlass.range_constexpr(SLICES):
+                words[s] = sW[(word_row, b * 8 + word_col + s, stage)]
+            for s in cutlass.range_constexpr(SLICES):
+                kk = b * SLICES + s  # 16-column slice of the k-tile
+                grp = (kk * SLICE_K) // self.group_size if cutlass.const_expr(self.gpt > 1) else 0
+                ss = (int4_convert.both_halves(sS16[(grp, lane_row, stage)]),
+                      int4_convert.both_halves(sS16[(grp, lane_row + 8, stage)]))
+                zz = int4_convert.MAGIC | (SYMMETRIC_ZERO * 0x00010001)  # 136.0 twice
+                if cutlass.const_expr(self.zero_point):
+                    zz = (cutlass.Int32(int4_convert.MAGIC) | int4_convert.both_halves(sZ[(grp, lane_row, stage)]),
+                          cutlass.Int32(int4_convert.MAGIC) | int4_convert.both_halves(sZ[(grp, lane_row + 8, stage)]))
+                int4_convert.convert_word(words[s], zz, ss, regs, kk * 4)
+
+    @cute.jit
+    def _mma(self, tiled_mma, frag, tCrX, acc, stage):
+        """acc += W'_tile @ x_tile.T: 16 wgmmas, A from ``frag``, B from ring stage ``stage``."""
+        warpgroup.fence()  # the A registers and the accumulators are written before the wgmmas read them
+        for kb in cutlass.range_constexpr(TILE_K // SLICE_K):
+            cute.gemm(tiled_mma, acc, frag[(None, None, kb)], tCrX[(None, None, kb, stage)], acc)
+        warpgroup.commit_group()
+
+    @cute.jit
+    def _store(self, mC, acc, thr_mma, bn, bm, split):
+        """acc (64 weight rows x tile_m tokens) -> y[m, n] (or the split's fp32 partial): y is
+        (M, N) row-major, so y.T is the (N, M) view with strides (1, N); rows past M are skipped."""
+        y = mC[(split, None, None)]
+        yT = cute.make_tensor(y.iterator, cute.select(y.layout, mode=[1, 0]))
+        gY = cute.local_tile(yT, (BLOCK_N, self.tile_m), (bn, bm))
+        cY = cute.local_tile(cute.make_identity_tensor(yT.shape), (BLOCK_N, self.tile_m), (bn, bm))
+        tY, tC = thr_mma.partition_C(gY), thr_mma.partition_C(cY)
+        m_limit = yT.shape[1]
+        for i in cutlass.range_constexpr(cute.size(acc)):
+            if tC[i][1] < m_limit:
+                tY[i] = acc[i].to(self.c_dtype)
