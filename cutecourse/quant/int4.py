@@ -37,12 +37,24 @@ def group_of(k: int, group_size) -> int:
     return g
 
 
+def _bf16_at_least(scale):
+    """The smallest bf16 >= scale (as fp32): rounding a scale down would shrink the range the 16
+    steps cover, and the group's extreme weights would fall off it. Zero (an all-zero group) -> 1."""
+    import torch
+
+    bf = scale.to(torch.bfloat16)
+    up = (bf.view(torch.int16) + 1).view(torch.bfloat16)  # next bf16 up (scales are positive)
+    bf = torch.where(bf.float() < scale, up, bf).float()
+    return torch.where(bf > 0, bf, torch.ones_like(bf))
+
+
 def quantize_int4(w, group_size: int | None = 128, zero_point: bool = False):
     """Quantize W (N, K) (a float tensor, e.g. a Linear weight) to int4 with group scales.
 
     Returns ``(packed, scales, zeros)``: int32 (N, K/8), bf16 (K/group, N), and None or uint8
     (K/group, N). Scales are rounded to bf16 *before* q is chosen, so q is the best value for
-    the scale the kernel will use. An all-zero group gets scale 1 (its q are all the zero point).
+    the scale the kernel will use, and rounded up, so that the 16 steps still cover the group's
+    range. An all-zero group gets scale 1 (its q are all the zero point).
     """
     import torch
 
@@ -59,12 +71,10 @@ def quantize_int4(w, group_size: int | None = 128, zero_point: bool = False):
     if zero_point:
         lo = groups.amin(-1).clamp(max=0)  # keep 0 representable: zeros padding stays exact
         hi = groups.amax(-1).clamp(min=0)
-        scale = ((hi - lo) / QMAX).to(torch.bfloat16).float()
-        scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+        scale = _bf16_at_least((hi - lo) / QMAX)
         zero = torch.clamp(torch.round(-lo / scale), 0, QMAX)
     else:
-        scale = (groups.abs().amax(-1) / 7).to(torch.bfloat16).float()
-        scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+        scale = _bf16_at_least(groups.abs().amax(-1) / 7)
         zero = torch.full_like(scale, SYMMETRIC_ZERO)
     q = torch.clamp(torch.round(groups / scale.unsqueeze(-1)) + zero.unsqueeze(-1), 0, QMAX)
     packed = reorder.pack(q.reshape(n, k).to(torch.uint8)).to(w.device)
