@@ -77,7 +77,7 @@ def quantize_int4(w, group_size: int | None = 128, zero_point: bool = False):
         scale = _bf16_at_least(groups.abs().amax(-1) / 7)
         zero = torch.full_like(scale, SYMMETRIC_ZERO)
     q = torch.clamp(torch.round(groups / scale.unsqueeze(-1)) + zero.unsqueeze(-1), 0, QMAX)
-    packed = reorder.pack(q.reshape(n, k).to(torch.uint8)).to(w.device)
+    packed = reorder.pack(q.reshape(n, k).to(torch.uint8))  # on w's device
     scales = scale.T.contiguous().to(torch.bfloat16).to(w.device)
     zeros = zero.T.contiguous().to(torch.uint8).to(w.device) if zero_point else None
     return packed, scales, zeros
@@ -85,7 +85,7 @@ def quantize_int4(w, group_size: int | None = 128, zero_point: bool = False):
 
 def unpack(packed):
     """The int4 values q (N, K), uint8 in [0, 15], in W's own order (the reorder undone)."""
-    return reorder.unpack(packed.cpu()).to(packed.device)
+    return reorder.unpack(packed)
 
 
 def dequantize(packed, scales, zeros=None):

@@ -26,6 +26,8 @@ values of the block's 16-column slice c % 4. Hence N and K must be multiples of 
 
 from __future__ import annotations
 
+import functools
+
 #: The A fragment's thread-value layout (bf16, one 64 x 16 wgmma slice), as CuTe prints it.
 FRAGMENT = "((4,8,4),(2,2,2)):((128,1,16),(64,8,512))"
 FRAGMENT_SHAPE = ((4, 8, 4), (2, 2, 2))
@@ -64,7 +66,17 @@ def word_position(thread: int, slice_: int) -> tuple[int, int]:
     return linear // (BLOCK_K // VALUES), linear % (BLOCK_K // VALUES)
 
 
+@functools.lru_cache(maxsize=1)
+def _gather_index():
+    return _build_gather_index()
+
+
 def gather_index():
+    """The reorder's table (below), built once."""
+    return _gather_index().clone()
+
+
+def _build_gather_index():
     """A (64, 8, 8) int64 tensor: for block word (r, c) and nibble p, the flat index m * 64 + k
     in the 64 x 64 block of the value stored there. ``pack`` gathers with it, ``unpack``
     scatters with it: the reorder is this one table, derived from FRAGMENT and NIBBLE."""
@@ -97,8 +109,8 @@ def pack(q):
     check_blocks(n, k)
     blocks = q.to(torch.int64).reshape(n // BLOCK_N, BLOCK_N, k // BLOCK_K, BLOCK_K).permute(0, 2, 1, 3)
     blocks = blocks.reshape(n // BLOCK_N, k // BLOCK_K, BLOCK_N * BLOCK_K)
-    nibbles = blocks[:, :, gather_index().reshape(-1)].reshape(*blocks.shape[:2], BLOCK_N, 8, VALUES)
-    shifts = 4 * torch.arange(VALUES, dtype=torch.int64)
+    nibbles = blocks[:, :, gather_index().reshape(-1).to(q.device)].reshape(*blocks.shape[:2], BLOCK_N, 8, VALUES)
+    shifts = 4 * torch.arange(VALUES, dtype=torch.int64, device=q.device)
     words = (nibbles << shifts).sum(-1)  # (N/64, K/64, 64, 8) in [0, 2^32)
     words = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)  # same bits, signed
     return words.permute(0, 2, 1, 3).reshape(n, k // VALUES).contiguous()
@@ -113,8 +125,8 @@ def unpack(packed):
     check_blocks(n, k, "the packed weights' unpacked shape")
     words = packed.to(torch.int64) & 0xFFFFFFFF
     words = words.reshape(n // BLOCK_N, BLOCK_N, k // BLOCK_K, 8).permute(0, 2, 1, 3)
-    nibbles = (words.unsqueeze(-1) >> (4 * torch.arange(VALUES))) & 0xF  # (.., 64, 8, 8)
-    flat = torch.empty(*nibbles.shape[:2], BLOCK_N * BLOCK_K, dtype=torch.int64)
-    flat[:, :, gather_index().reshape(-1)] = nibbles.reshape(*nibbles.shape[:2], -1)
+    nibbles = (words.unsqueeze(-1) >> (4 * torch.arange(VALUES, device=packed.device))) & 0xF  # (.., 64, 8, 8)
+    flat = torch.empty(*nibbles.shape[:2], BLOCK_N * BLOCK_K, dtype=torch.int64, device=packed.device)
+    flat[:, :, gather_index().reshape(-1).to(packed.device)] = nibbles.reshape(*nibbles.shape[:2], -1)
     q = flat.reshape(n // BLOCK_N, k // BLOCK_K, BLOCK_N, BLOCK_K).permute(0, 2, 1, 3).reshape(n, k)
     return q.to(torch.uint8)
