@@ -189,6 +189,7 @@ def test_ptx_register_wgmma_and_lop3_conversion(params):
     assert not INT_TO_FLOAT_CVT.search(ptx), INT_TO_FLOAT_CVT.search(ptx).group(0)
     assert ptx.count("cp.async.bulk.tensor.2d") >= 3 + params.get("zero_point", False)
     assert r.spill_bytes == 0
+    assert "C7513" not in r.log, "ptxas serialized the wgmmas (A registers written while one is in flight)"
     store = "st.global.b32" if params.get("split") else "st.global.b16"  # fp32 partials or bf16 y
     assert store in ptx
 
@@ -248,9 +249,14 @@ def test_cpu_operands_are_a_device_error():
 
 
 def test_plan_splits_k_when_the_grid_is_small():
-    assert mi.plan(1, 8192, 8192, 128).splits == 2  # 128 CTAs, two fit an SM: 256 on 132 SMs
-    assert mi.plan(1, 28672, 8192, 128).splits == 1  # 448 CTAs fill the GPU
-    assert mi.plan(4096, 8192, 8192, 128).splits == 1
+    # 128 CTAs of 32 k-tiles on 132 SMs x 3: one partial wave; 3 splits: 384 CTAs, 11 k-tiles each
+    assert mi.split_cost(128, 1, 32, 396) == 32 and mi.split_cost(128, 3, 32, 396) == 11
+    assert mi.plan(1, 8192, 8192, 128).splits == 3
+    # 448 CTAs on 396 slots: a second wave of 52 doubles the time; 4 splits: 5 waves of 8 k-tiles
+    assert mi.split_cost(448, 1, 32, 396) == 64 and mi.split_cost(448, 4, 32, 396) == 40
+    assert mi.plan(1, 28672, 8192, 128).splits == 4
+    assert mi.plan(4096, 8192, 8192, 128).splits == 1  # the fp32 slices would outweigh the weights
+    assert mi.plan(256, 8192, 8192, 128).splits == 1
     assert [mi.plan(m, 8192, 8192, 128).tile_m for m in (1, 9, 16, 33, 4096)] == [8, 16, 16, 64, 64]
     with pytest.raises(ShapeError, match="splits"):
         mi.plan(1, 8192, 512, 128, splits=3)

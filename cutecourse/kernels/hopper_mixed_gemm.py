@@ -16,10 +16,15 @@ share of K. Per k-tile of 256:
   them to 64 bf16 registers (``int4_convert.py``: lop3, sub, mul; no cvt) and issues 16 wgmmas
   with A from those registers and B (x) from smem.
 
-The conversion of k-tile k + 1 overlaps the wgmmas of k-tile k: the A fragment is two register
-buffers, and the loop is unrolled by two so that each buffer is a fixed set of registers
-(registers cannot be indexed at run time). A buffer is refilled only after
-``wait_group(1)`` says the wgmmas that read it are done.
+A k-tile is converted and multiplied in 4 chunks of 64 columns: convert a chunk (16 registers),
+issue its 4 wgmmas, and wait for them before the next chunk's registers are written. Keeping one
+chunk's wgmmas in flight while the next converts (``wait_group(1)``) is correct, but ptxas
+cannot prove it: it reports "wgmma.mma_async instructions are serialized due to non wgmma
+instructions defining input registers" (C7513) and makes every wgmma wait, which is slower
+than waiting once per chunk. So the overlap comes from occupancy instead: at 53 registers a
+thread and a third of an SM's smem, 3 CTAs share an SM (2 at tile_m = 64), and while one
+converts the others' wgmmas and TMA loads run. (CUTLASS's answer is warp specialization: one
+warpgroup converts while the other's wgmmas run.)
 
 Split-K: the grid's third dimension splits the k-tiles; split s writes its fp32 partial sum
 into slice s of the output (S, M, N), and the host adds the slices (``mixed_input.py``). With
@@ -43,11 +48,14 @@ from .configured import Configured
 #: K per k-tile: 256 int4 = 128 bytes a row, one 128-byte-swizzled smem row of packed words.
 TILE_K = 256
 WORDS_K = TILE_K // 8
+#: A k-tile is converted and multiplied in 4 chunks of 64 columns (one reorder block each).
+CHUNKS = TILE_K // BLOCK_K
 #: One warpgroup; warp 0 is also the TMA producer.
 THREADS = 128
 #: The batch tiles wgmma's N can take here (tokens per CTA).
 TILE_MS = (8, 16, 32, 64, 128, 256)
-SMEM_BYTES = 227 * 1024
+SMEM_BYTES = 227 * 1024  # the most one CTA may have
+SM_SMEM = 228 * 1024  # an SM's, shared by its CTAs (1 KB of it reserved per CTA)
 BARRIER_BYTES = 1024
 
 
@@ -70,9 +78,17 @@ def check_group(group_size: int, k: int | None = None):
 
 
 def stage_bytes(tile_m: int, group_size: int, zero_point: bool) -> int:
+    """Bytes TMA writes into one stage (the full barrier's transaction count)."""
     g = groups_per_tile(group_size)
     return (BLOCK_N * WORDS_K * 4 + tile_m * TILE_K * 2 + g * BLOCK_N * 2
             + (g * BLOCK_N if zero_point else 0))
+
+
+def stage_smem(tile_m: int, group_size: int, zero_point: bool) -> int:
+    """Shared memory one stage takes: its bytes, the zeros' stage padded to 128 bytes."""
+    g = groups_per_tile(group_size)
+    pad = max(0, 128 - g * BLOCK_N) if zero_point else 0
+    return stage_bytes(tile_m, group_size, zero_point) + pad
 
 
 class HopperMixedGemm(Configured):
@@ -94,9 +110,11 @@ class HopperMixedGemm(Configured):
             raise ShapeError(f"tile_m={tile_m} is not a wgmma N this kernel takes", f"use one of {TILE_MS}")
         check_group(group_size)
         self.tile_m, self.group_size, self.zero_point = tile_m, group_size, zero_point
-        per = stage_bytes(tile_m, group_size, zero_point)
+        per = stage_smem(tile_m, group_size, zero_point)
         fit = (SMEM_BYTES - BARRIER_BYTES) // per
-        self.stages = stages if stages is not None else min(8, fit)
+        # Default: a third of an SM's smem, so that 3 CTAs share an SM (2 at tile_m = 64): while
+        # one converts, the others' wgmmas and loads run. 2 to 8 stages.
+        self.stages = stages if stages is not None else max(2, min(8, (SM_SMEM // 3 - 2048) // per))
         if not 2 <= self.stages <= fit:
             raise ShapeError(f"{self.stages} stages of {per} bytes do not fit {SMEM_BYTES} bytes of smem",
                              f"use 2 .. {fit} stages or a smaller tile_m")
@@ -125,6 +143,9 @@ class HopperMixedGemm(Configured):
                                                   self.stages)
         # Scales (and zeros): a (groups, 64) box of the (K/group, N) tensor, rows of 128 (64) B.
         sS_layout = cute.make_ordered_layout((self.gpt, BLOCK_N, self.stages), order=(1, 0, 2))
+        # uint8 zeros: a stage of one group is 64 bytes; TMA writes smem at 128-byte alignment
+        sZ_layout = cute.make_layout((self.gpt, BLOCK_N, self.stages),
+                                     stride=(BLOCK_N, 1, max(128, self.gpt * BLOCK_N)))
         g2s = cpasync.CopyBulkTensorTileG2SOp()
         tma_w, gW = cpasync.make_tiled_tma_atom(g2s, w, cute.slice_(sW_layout, (None, None, 0)),
                                                 (BLOCK_N, WORDS_K))
@@ -134,7 +155,7 @@ class HopperMixedGemm(Configured):
                                                 (self.gpt, BLOCK_N))
         tma_z, gZ = tma_s, gS
         if cutlass.const_expr(self.zero_point):
-            tma_z, gZ = cpasync.make_tiled_tma_atom(g2s, zeros[0], cute.slice_(sS_layout, (None, None, 0)),
+            tma_z, gZ = cpasync.make_tiled_tma_atom(g2s, zeros[0], cute.slice_(sZ_layout, (None, None, 0)),
                                                     (self.gpt, BLOCK_N))
         self.tx_bytes = stage_bytes(self.tile_m, self.group_size, self.zero_point)
 
@@ -144,20 +165,20 @@ class HopperMixedGemm(Configured):
             sW: cute.struct.Align[cute.struct.MemRange[cutlass.Int32, cute.cosize(sW_layout)], 1024]
             sX: cute.struct.Align[cute.struct.MemRange[cutlass.BFloat16, cute.cosize(sX_layout)], 1024]
             sS: cute.struct.Align[cute.struct.MemRange[cutlass.BFloat16, cute.cosize(sS_layout)], 128]
-            sZ: cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, cute.cosize(sS_layout)], 128]
+            sZ: cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, cute.cosize(sZ_layout)], 128]
 
         self.shared_storage = SharedStorage
         # One CTA per (64 weight rows, tile_m tokens, split): N / 64 x ceil(M / tile_m) x S.
         grid = (cute.ceil_div(w.shape[0], BLOCK_N), cute.ceil_div(x.shape[0], self.tile_m), c.shape[0])
         self.kernel(tma_w, gW, tma_x, gX, tma_s, gS, tma_z, gZ, c, self.tiled_mma, sW_layout, sX_layout,
-                    sS_layout).launch(grid=grid, block=[THREADS, 1, 1], stream=stream)
+                    sS_layout, sZ_layout).launch(grid=grid, block=[THREADS, 1, 1], stream=stream)
 
     # -- device side -------------------------------------------------------------------------
     @cute.kernel
     def kernel(self, tma_w: cute.CopyAtom, mW: cute.Tensor, tma_x: cute.CopyAtom, mX: cute.Tensor,
                tma_s: cute.CopyAtom, mS: cute.Tensor, tma_z: cute.CopyAtom, mZ: cute.Tensor,
                mC: cute.Tensor, tiled_mma: cute.TiledMma, sW_layout: cute.ComposedLayout,
-               sX_layout: cute.ComposedLayout, sS_layout: cute.Layout):
+               sX_layout: cute.ComposedLayout, sS_layout: cute.Layout, sZ_layout: cute.Layout):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         is_producer = warp_idx == 0
@@ -180,7 +201,7 @@ class HopperMixedGemm(Configured):
         sW = storage.sW.get_tensor(sW_layout.outer, swizzle=sW_layout.inner)
         sX = storage.sX.get_tensor(sX_layout.outer, swizzle=sX_layout.inner)
         sS = storage.sS.get_tensor(sS_layout)
-        sZ = storage.sZ.get_tensor(sS_layout)
+        sZ = storage.sZ.get_tensor(sZ_layout)
 
         # This CTA's k-tiles of W and x, its scale rows; its share of K (split-K).
         gW = cute.local_tile(mW, (BLOCK_N, WORDS_K), (bn, None))      # (64, 32, k_tiles)
@@ -198,10 +219,10 @@ class HopperMixedGemm(Configured):
         tSs, tSg = cpasync.tma_partition(tma_s, 0, one, cute.group_modes(sS, 0, 2), cute.group_modes(gS, 0, 2))
         tZs, tZg = cpasync.tma_partition(tma_z, 0, one, cute.group_modes(sZ, 0, 2), cute.group_modes(gZ, 0, 2))
 
-        # The MMA: A (weights) a register fragment, two buffers; B (x) smem descriptors.
+        # The MMA: A (weights) a register fragment, 64 registers (4 per 16-column slice);
+        # B (x) smem descriptors.
         thr_mma = tiled_mma.get_slice(tidx)
-        a_shape = tiled_mma.partition_shape_A((BLOCK_N, TILE_K))  # (8 values, 1, 16 slices)
-        frags = [tiled_mma.make_fragment_A(a_shape) for _ in range(2)]
+        frag = tiled_mma.make_fragment_A(tiled_mma.partition_shape_A((BLOCK_N, TILE_K)))  # (8, 1, 16)
         tCrX = tiled_mma.make_fragment_B(thr_mma.partition_B(sX))
         c_tile = cute.make_identity_tensor((BLOCK_N, self.tile_m))
         acc = cute.make_rmem_tensor(thr_mma.partition_C(c_tile).shape, cutlass.Float32)
@@ -220,17 +241,27 @@ class HopperMixedGemm(Configured):
                 self._load(ring, loads, prod, k_first)
                 prod.advance()
         lane_row = (tidx // 32) * 16 + (tidx % 32) // 4  # row g of this thread's fragment
+        released = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         for k in cutlass.range(k_count, unroll=1):
             ring.consumer_wait(cons)
-            self._convert(sW, sS, sZ, cons.index, frags[0], tidx, lane_row)
-            self._mma(tiled_mma, frags[0], tCrX, acc, cons.index)
-            warpgroup.wait_group(0)  # the wgmmas read x from this stage and A from frags[0]
-            ring.consumer_release(cons)
+            for chunk in cutlass.range_constexpr(CHUNKS):
+                # The previous chunk's wgmmas must be done before this chunk's registers are
+                # written (see the module docstring: why not wait_group(1) here).
+                warpgroup.wait_group(0)
+                if cutlass.const_expr(chunk == 0):
+                    if k > 0:  # every wgmma of k-tile k - 1 is done: its stage is free
+                        ring.consumer_release(released)
+                        released.advance()
+                self._convert(sW, sS, sZ, cons.index, frag, tidx, lane_row, chunk)
+                self._mma(tiled_mma, frag, tCrX, acc, cons.index, chunk)
             cons.advance()
             if is_producer and prod.count < k_count:
                 ring.producer_acquire(prod)
                 self._load(ring, loads, prod, k_first)
                 prod.advance()
+        warpgroup.wait_group(0)
+        if k_count > 0:
+            ring.consumer_release(released)
 
         self._store(mC, acc, thr_mma, bn, bm, split)
 
@@ -250,31 +281,36 @@ class HopperMixedGemm(Configured):
             cute.copy(tma_z, tZg[(None, g)], tZs[(None, state.index)], tma_bar_ptr=bar)
 
     @cute.jit
-    def _convert(self, sW, sS, sZ, stage, frag, tidx, lane_row):
-        """This thread's 16 words of the stage -> its A fragment (64 bf16 = 64 registers)."""
+    def _convert(self, sW, sS, sZ, stage, frag, tidx, lane_row, chunk: cutlass.Constexpr[int]):
+        """This thread's 4 words of 64-column block ``chunk`` -> 16 registers of its A fragment."""
         regs = cute.recast_tensor(frag, cutlass.Int32)  # 4 registers per 16-column slice
         sS16 = cute.recast_tensor(sS, cutlass.Uint16)  # the scales' bit patterns
-        word_row, word_col = tidx // 2, (tidx % 2) * SLICES
-        for b in cutlass.range_constexpr(TILE_K // BLOCK_K):  # 64-column blocks of the k-tile
-            words = cute.make_rmem_tensor((SLICES,), cutlass.Int32)
-            for s in cutlass.range_constexpr(SLICES):
-                words[s] = sW[(word_row, b * 8 + word_col + s, stage)]
-            for s in cutlass.range_constexpr(SLICES):
-                kk = b * SLICES + s  # 16-column slice of the k-tile
-                grp = (kk * SLICE_K) // self.group_size if cutlass.const_expr(self.gpt > 1) else 0
-                ss = (int4_convert.both_halves(sS16[(grp, lane_row, stage)]),
-                      int4_convert.both_halves(sS16[(grp, lane_row + 8, stage)]))
+        # the 4 consecutive words (16 bytes) of thread t: row t / 2, word column 8 chunk + 4 (t % 2)
+        words = cute.make_rmem_tensor((1, SLICES), cutlass.Int32)
+        src = cute.local_tile(sW[(None, None, stage)], (1, SLICES), (tidx // 2, 2 * chunk + tidx % 2))
+        cute.autovec_copy(src, words)
+        rows = (lane_row, lane_row + 8)
+        per_group = {}  # scale (and zero) registers, loaded once per group of this block
+        for s in cutlass.range_constexpr(SLICES):
+            kk = chunk * SLICES + s  # 16-column slice of the k-tile
+            grp = (kk * SLICE_K) // self.group_size if cutlass.const_expr(self.gpt > 1) else 0
+            if cutlass.const_expr(grp not in per_group):
+                ss = tuple(int4_convert.both_halves(sS16[(grp, r, stage)]) for r in rows)
                 zz = int4_convert.MAGIC | (SYMMETRIC_ZERO * 0x00010001)  # 136.0 twice
                 if cutlass.const_expr(self.zero_point):
-                    zz = (cutlass.Int32(int4_convert.MAGIC) | int4_convert.both_halves(sZ[(grp, lane_row, stage)]),
-                          cutlass.Int32(int4_convert.MAGIC) | int4_convert.both_halves(sZ[(grp, lane_row + 8, stage)]))
-                int4_convert.convert_word(words[s], zz, ss, regs, kk * 4)
+                    zz = tuple(cutlass.Int32(int4_convert.MAGIC) | int4_convert.both_halves(sZ[(grp, r, stage)])
+                               for r in rows)
+                per_group[grp] = (zz, ss)
+            zz, ss = per_group[grp]
+            int4_convert.convert_word(words[0, s], zz, ss, regs, kk * 4)
 
     @cute.jit
-    def _mma(self, tiled_mma, frag, tCrX, acc, stage):
-        """acc += W'_tile @ x_tile.T: 16 wgmmas, A from ``frag``, B from ring stage ``stage``."""
+    def _mma(self, tiled_mma, frag, tCrX, acc, stage, chunk: cutlass.Constexpr[int]):
+        """acc += the chunk's 4 wgmmas (64 columns of K): A from ``frag``, B from ring stage
+        ``stage``; one commit group, so ``wait_group`` counts chunks."""
         warpgroup.fence()  # the A registers and the accumulators are written before the wgmmas read them
-        for kb in cutlass.range_constexpr(TILE_K // SLICE_K):
+        for s in cutlass.range_constexpr(SLICES):
+            kb = chunk * SLICES + s
             cute.gemm(tiled_mma, acc, frag[(None, None, kb)], tCrX[(None, None, kb, stage)], acc)
         warpgroup.commit_group()
 

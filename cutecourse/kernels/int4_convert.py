@@ -66,3 +66,4 @@ def convert_word(word: cutlass.Int32, zz, ss, regs: cute.Tensor, first: cutlass.
     for j in cutlass.range_constexpr(4):
         zj = zz if cutlass.const_expr(isinstance(zz, int)) else zz[j % 2]
         regs[first + j] = sub_mul_bf16x2(magic(word, j), zj, ss[j % 2])
+

@@ -6,8 +6,9 @@ and W' = ``cutecourse.quant.dequantize(packed, scales, zeros)``: x (M, K) bf16, 
 * :func:`check` refuses, on any machine and before anything touches a GPU, what the kernel
   cannot take, saying what is wrong and how to fix it;
 * :func:`plan` chooses the batch tile (the smallest wgmma N that holds M, at most 64) and the
-  split of K: when the (N / 64) x (M / tile_m) tiles would leave SMs idle, the k-tiles are split
-  so that the grid fills every SM (two CTAs each where they fit);
+  split of K: the (N / 64) x (M / tile_m) CTAs run in waves of (SMs x CTAs per SM); a last
+  wave that is mostly empty costs as much as a full one, so the planner splits K where that
+  shortens the slowest slot's work (``split_cost``), e.g. 128 CTAs on 132 x 3 slots: 3 splits;
 * :func:`launcher` compiles once and returns a :class:`gemm_launch.Launch`-like callable;
   :func:`mixed_mm` allocates y and runs it once; :func:`compile_target` is for
   ``cutecourse.inspect`` (fake tensors, symbolic sizes, no GPU).
@@ -24,12 +25,28 @@ from dataclasses import dataclass
 
 from ..errors import AlignmentError, DeviceError, DTypeError, LayoutError, ShapeError
 from ..quant.reorder import BLOCK_K, BLOCK_N
-from .hopper_mixed_gemm import SMEM_BYTES, TILE_K, TILE_MS, HopperMixedGemm, check_group, stage_bytes
+from .hopper_mixed_gemm import SM_SMEM, TILE_K, TILE_MS, HopperMixedGemm, check_group, stage_smem
 
 #: SMs of an H100 / H200 SXM: the grid a split aims to fill when no GPU is there to ask.
 SMS = 132
 #: The widest batch tile the planner picks (larger M: more tiles of 64 tokens).
 MAX_TILE_M = 64
+
+
+#: At most this many splits of K (each split adds an (M, N) fp32 slice to write and add).
+MAX_SPLITS = 8
+
+
+def ctas_per_sm(kernel) -> int:
+    """CTAs of ``kernel`` that fit one SM's shared memory (1 KB reserved per CTA)."""
+    per_cta = kernel.stages * stage_smem(kernel.tile_m, kernel.group_size, kernel.zero_point) + 2048
+    return max(1, SM_SMEM // per_cta)
+
+
+def split_cost(ctas: int, splits: int, k_tiles: int, slots: int) -> int:
+    """Time in k-tiles of the slowest SM slot: waves of CTAs (a partial last wave costs a whole
+    one) times the k-tiles each CTA computes. The planner takes the cheapest split."""
+    return -(-ctas * splits // slots) * -(-k_tiles // splits)
 
 
 @dataclass(frozen=True)
@@ -118,8 +135,11 @@ def plan(m: int, n: int, k: int, group: int, sms: int = SMS, tile_m: int | None 
     k_tiles = -(-k // TILE_K)
     if splits is None:
         kernel = HopperMixedGemm(tile_m, group_size=group, zero_point=zero_point)
-        per_sm = max(1, SMEM_BYTES // (kernel.stages * stage_bytes(tile_m, group, zero_point)))
-        splits = max(1, min(k_tiles // 4, (sms * per_sm) // ctas))  # >= 4 k-tiles a split
+        slots = sms * ctas_per_sm(kernel)
+        # the fp32 slices (written once, read once) stay under 1/8 of the int4 weights' bytes:
+        # S * M * N * 8 <= N * K / 16
+        most = max(1, min(MAX_SPLITS, k_tiles // 2, k // (128 * m)))
+        splits = min(range(1, most + 1), key=lambda s: (split_cost(ctas, s, k_tiles, slots), s))
     if not 1 <= splits <= k_tiles:
         raise ShapeError(f"splits={splits}: K = {k} has {k_tiles} k-tiles of {TILE_K}",
                          f"use 1 .. {k_tiles} splits")
