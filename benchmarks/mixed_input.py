@@ -74,8 +74,9 @@ def tinygemm_case(x, packed, scales, zeros, group, ref, copies):
             return bench.Case("torch tinygemm int4", lambda w, s: torch._weight_int4pack_mm(x, w, group, s),
                               sets), err
         last = err
-    raise AssertionError(f"torch._weight_int4pack_mm does not reproduce x @ W'.T (error {last:.3g}) "
-                         "with either nibble order")
+    print(f"skipped torch tinygemm: it does not reproduce x @ W'.T with either nibble order "
+          f"(error {last:.3g})", flush=True)
+    return None, last
 
 
 def run_problem(n: int, k: int, m: int, group: int, rounds: int) -> bench.BenchResult:
@@ -96,7 +97,8 @@ def run_problem(n: int, k: int, m: int, group: int, rounds: int) -> bench.BenchR
     cases = [bench.checked_case("cuBLAS bf16", lambda: torch.matmul(x, wq.T, out=y), y, ref, 1e-2)]
     cases[0] = bench.Case("cuBLAS bf16", lambda b: torch.matmul(x, b.T, out=y), dense)
     tiny, tiny_err = tinygemm_case(x, packed, scales, zeros, group, ref, copies)
-    cases.append(tiny)
+    if tiny is not None:
+        cases.append(tiny)
     launchers = [mixed_input.launcher(x, p, s, z, out=y) for p, s, z in copies]
     bench.checked_case("course mixed_mm", launchers[0], y, ref, 1e-2)
     cases.append(bench.Case("course mixed_mm", lambda fn: fn(), [(fn,) for fn in launchers]))
