@@ -26,9 +26,9 @@ thread and a third of an SM's smem, 3 CTAs share an SM (2 at tile_m = 64), and w
 converts the others' wgmmas and TMA loads run. (CUTLASS's answer is warp specialization: one
 warpgroup converts while the other's wgmmas run.)
 
-Split-K: the grid's third dimension splits the k-tiles; split s writes its fp32 partial sum
-into slice s of the output (S, M, N), and the host adds the slices (``mixed_input.py``). With
-one split the kernel writes bf16 y directly.
+Split-K (``split_k=True``): the grid's third dimension splits the k-tiles; each split writes
+its fp32 partial sums, and the last split of a tile to finish adds them into y
+(``mixed_epilogue.py``). Without it, the kernel writes bf16 y directly.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from ..quant.int4 import SYMMETRIC_ZERO
 from ..quant.reorder import BLOCK_K, BLOCK_N, SLICE_K, SLICES
-from . import int4_convert
+from . import int4_convert, mixed_epilogue
 from .configured import Configured
 
 #: K per k-tile: 256 int4 = 128 bytes a row, one 128-byte-swizzled smem row of packed words.
@@ -103,13 +103,13 @@ class HopperMixedGemm(Configured):
     IN_DTYPES = ("bfloat16",)
 
     def __init__(self, tile_m: int = 16, *, group_size: int = 128, zero_point: bool = False,
-                 stages: int | None = None):
+                 split_k: bool = False, stages: int | None = None):
         from ..errors import ShapeError
 
         if tile_m not in TILE_MS:
             raise ShapeError(f"tile_m={tile_m} is not a wgmma N this kernel takes", f"use one of {TILE_MS}")
         check_group(group_size)
-        self.tile_m, self.group_size, self.zero_point = tile_m, group_size, zero_point
+        self.tile_m, self.group_size, self.zero_point, self.split_k = tile_m, group_size, zero_point, split_k
         per = stage_smem(tile_m, group_size, zero_point)
         fit = (SMEM_BYTES - BARRIER_BYTES) // per
         # Default: a third of an SM's smem, so that 3 CTAs share an SM (2 at tile_m = 64): while
@@ -125,11 +125,15 @@ class HopperMixedGemm(Configured):
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit
-    def __call__(self, x: cute.Tensor, w: cute.Tensor, scales: cute.Tensor, c: cute.Tensor, stream,
-                 *zeros):
-        """x (M, K) bf16, w (N, K/8) int32 packed, scales (K/group, N) bf16, c (S, M, N): bf16 y
-        when S == 1, else fp32 partial sums; ``zeros``: (zeros (K/group, N) uint8,) or ()."""
-        self.c_dtype = c.element_type
+    def __call__(self, x: cute.Tensor, w: cute.Tensor, scales: cute.Tensor, y: cute.Tensor, stream,
+                 *extra):
+        """x (M, K) bf16, w (N, K/8) int32 packed, scales (K/group, N) bf16, y (M, N) bf16.
+        ``extra``: with ``split_k``, the fp32 partial sums (S, M, N) and the tiles' counters (int32,
+        zero, one per (N / 64) x (M / tile_m) tile); then, with ``zero_point``, zeros (K/group, N)
+        uint8."""
+        partials, counters, zeros = y, y, extra  # (y: placeholders the kernel does not touch)
+        if cutlass.const_expr(self.split_k):
+            partials, counters, zeros = extra[0], extra[1], extra[2:]
         self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
             cutlass.BFloat16, cutlass.BFloat16, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.K,
             cutlass.Float32, (1, 1, 1), tiler_mn=(BLOCK_N, self.tile_m),
@@ -166,18 +170,21 @@ class HopperMixedGemm(Configured):
             sX: cute.struct.Align[cute.struct.MemRange[cutlass.BFloat16, cute.cosize(sX_layout)], 1024]
             sS: cute.struct.Align[cute.struct.MemRange[cutlass.BFloat16, cute.cosize(sS_layout)], 128]
             sZ: cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, cute.cosize(sZ_layout)], 128]
+            last: cute.struct.MemRange[cutlass.Int32, 1]  # split-K: what the tile's counter said
 
         self.shared_storage = SharedStorage
         # One CTA per (64 weight rows, tile_m tokens, split): N / 64 x ceil(M / tile_m) x S.
-        grid = (cute.ceil_div(w.shape[0], BLOCK_N), cute.ceil_div(x.shape[0], self.tile_m), c.shape[0])
-        self.kernel(tma_w, gW, tma_x, gX, tma_s, gS, tma_z, gZ, c, self.tiled_mma, sW_layout, sX_layout,
-                    sS_layout, sZ_layout).launch(grid=grid, block=[THREADS, 1, 1], stream=stream)
+        splits = partials.shape[0] if cutlass.const_expr(self.split_k) else 1
+        grid = (cute.ceil_div(w.shape[0], BLOCK_N), cute.ceil_div(x.shape[0], self.tile_m), splits)
+        self.kernel(tma_w, gW, tma_x, gX, tma_s, gS, tma_z, gZ, y, partials, counters, self.tiled_mma,
+                    sW_layout, sX_layout, sS_layout, sZ_layout).launch(grid=grid, block=[THREADS, 1, 1], stream=stream)
 
     # -- device side -------------------------------------------------------------------------
     @cute.kernel
     def kernel(self, tma_w: cute.CopyAtom, mW: cute.Tensor, tma_x: cute.CopyAtom, mX: cute.Tensor,
                tma_s: cute.CopyAtom, mS: cute.Tensor, tma_z: cute.CopyAtom, mZ: cute.Tensor,
-               mC: cute.Tensor, tiled_mma: cute.TiledMma, sW_layout: cute.ComposedLayout,
+               mY: cute.Tensor, mP: cute.Tensor, mCounters: cute.Tensor, tiled_mma: cute.TiledMma,
+               sW_layout: cute.ComposedLayout,
                sX_layout: cute.ComposedLayout, sS_layout: cute.Layout, sZ_layout: cute.Layout):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -263,7 +270,12 @@ class HopperMixedGemm(Configured):
         if k_count > 0:
             ring.consumer_release(released)
 
-        self._store(mC, acc, thr_mma, bn, bm, split)
+        tile_mn = (BLOCK_N, self.tile_m)
+        if cutlass.const_expr(self.split_k):
+            mixed_epilogue.store_split(mY, mP, mCounters, acc, thr_mma, tile_mn, bn, bm, split, splits, tidx,
+                                       storage.last.get_tensor(cute.make_layout(1)))
+        else:
+            mixed_epilogue.store(mY, acc, thr_mma, tile_mn, bn, bm)
 
     # -- the steps ---------------------------------------------------------------------------
     @cute.jit
@@ -313,17 +325,3 @@ class HopperMixedGemm(Configured):
             kb = chunk * SLICES + s
             cute.gemm(tiled_mma, acc, frag[(None, None, kb)], tCrX[(None, None, kb, stage)], acc)
         warpgroup.commit_group()
-
-    @cute.jit
-    def _store(self, mC, acc, thr_mma, bn, bm, split):
-        """acc (64 weight rows x tile_m tokens) -> y[m, n] (or the split's fp32 partial): y is
-        (M, N) row-major, so y.T is the (N, M) view with strides (1, N); rows past M are skipped."""
-        y = mC[(split, None, None)]
-        yT = cute.make_tensor(y.iterator, cute.select(y.layout, mode=[1, 0]))
-        gY = cute.local_tile(yT, (BLOCK_N, self.tile_m), (bn, bm))
-        cY = cute.local_tile(cute.make_identity_tensor(yT.shape), (BLOCK_N, self.tile_m), (bn, bm))
-        tY, tC = thr_mma.partition_C(gY), thr_mma.partition_C(cY)
-        m_limit = yT.shape[1]
-        for i in cutlass.range_constexpr(cute.size(acc)):
-            if tC[i][1] < m_limit:
-                tY[i] = acc[i].to(self.c_dtype)

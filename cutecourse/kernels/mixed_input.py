@@ -14,8 +14,9 @@ and W' = ``cutecourse.quant.dequantize(packed, scales, zeros)``: x (M, K) bf16, 
   ``cutecourse.inspect`` (fake tensors, symbolic sizes, no GPU).
 
 Split-K reduction: each split writes its fp32 partial sums into its own slice of an (S, M, N)
-buffer, and one torch reduction adds the slices and rounds to bf16. Not atomics: atomic fp32
-adds would need the buffer zeroed first (one more pass anyway), and their order, hence the
+buffer, and the last split of each tile to finish (a counter per tile) adds the slices in
+order and writes bf16 y, in the same kernel (``mixed_epilogue.py``). Not atomic float adds into
+y: they would need a zeroed fp32 buffer and a conversion pass, and their order, hence the
 result's last bits, would change from run to run; the slices give the same bits every time.
 """
 
@@ -147,19 +148,15 @@ def plan(m: int, n: int, k: int, group: int, sms: int = SMS, tile_m: int | None 
 
 
 class MixedLaunch:
-    """``fn()`` runs y = x @ W'.T on fixed operands (no checks, no allocation): the kernel, and
-    for split-K the reduction of the fp32 slices into y."""
+    """``fn()`` runs y = x @ W'.T on fixed operands: one kernel launch, no checks, no allocation.
+    It owns its split-K buffers (``fn.partials``, ``fn.counters``), so two launchers may run on
+    different streams at once."""
 
-    def __init__(self, compiled, args, y, partials, plan_):
-        self.compiled, self.args, self.y, self.partials, self.plan = compiled, args, y, partials, plan_
+    def __init__(self, compiled, args, y, plan_, keep):
+        self.compiled, self.args, self.y, self.plan, self.keep_alive = compiled, args, y, plan_, keep
 
     def __call__(self):
-        import torch
-
         self.compiled(*self.args)
-        if self.partials is not None:
-            torch.sum(self.partials, dim=0, out=self.reduced)
-            self.y.copy_(self.reduced)
 
 
 def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=None, stages=None):
@@ -181,19 +178,23 @@ def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=Non
     if tuple(y.shape) != (m, n) or y.dtype != torch.bfloat16 or not y.is_contiguous():
         raise ShapeError(f"out is {_name(y.dtype)} {tuple(y.shape)}; it must be a contiguous bfloat16 ({m}, {n})",
                          "allocate it with torch.empty(M, N, dtype=torch.bfloat16, device=x.device)")
-    partials = (torch.empty(p.splits, m, n, dtype=torch.float32, device=x.device) if p.splits > 1 else None)
-    c = partials if partials is not None else y.unsqueeze(0)
-    kernel = HopperMixedGemm(p.tile_m, group_size=group, zero_point=zeros is not None, stages=stages)
-    dyn = [from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=t.dim() - 1)
-           for t in (x, packed, scales, c)]
-    extra = [from_dlpack(zeros, assumed_align=16).mark_layout_dynamic(leading_dim=1)] if zeros is not None else []
+    split = p.splits > 1
+    kernel = HopperMixedGemm(p.tile_m, group_size=group, zero_point=zeros is not None, split_k=split,
+                             stages=stages)
+    buffers = []
+    if split:  # the fp32 slices, and one counter per tile (zero; the kernel leaves them zero)
+        buffers = [torch.empty(p.splits, m, n, dtype=torch.float32, device=x.device),
+                   torch.zeros(p.ctas, dtype=torch.int32, device=x.device)]
+    tensors = [x, packed, scales, y]
+    dyn = [from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=t.dim() - 1) for t in tensors]
+    extra = [from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=t.dim() - 1)
+             for t in buffers + ([zeros] if zeros is not None else [])]
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
     args = (*dyn, stream, *extra)
-    compiled = compile_once(kernel, args, key=("mixed", c.dtype, p.splits > 1))
-    fn = MixedLaunch(compiled, args, y, partials, p)
-    fn.keep_alive = (x, packed, scales, zeros, c)
-    if partials is not None:
-        fn.reduced = torch.empty(m, n, dtype=torch.float32, device=x.device)
+    compiled = compile_once(kernel, args, key=("mixed",))
+    fn = MixedLaunch(compiled, args, y, p, (*tensors, zeros, *buffers))
+    if split:
+        fn.partials, fn.counters = buffers
     return fn
 
 
@@ -212,7 +213,8 @@ def mixed_mm(x, packed, scales, zeros=None, *, tile_m=None, splits=None):
 
 
 def fake_operands(group_size: int = 128, zero_point: bool = False, split: bool = False):
-    """Fake x, packed, scales, c (and zeros) with symbolic M, N, K and 16-byte aligned rows."""
+    """Fake x, packed, scales, y and the extra tensors (split-K buffers, zeros) with symbolic
+    M, N, K and 16-byte aligned rows."""
     import cutlass
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_tensor
@@ -226,10 +228,14 @@ def fake_operands(group_size: int = 128, zero_point: bool = False, split: bool =
     x = make_fake_tensor(cutlass.BFloat16, (m, k), (ld(8, "ldx"), 1), assumed_align=16)
     w = make_fake_tensor(cutlass.Int32, (n, kw), (ld(4, "ldw"), 1), assumed_align=16)
     sc = make_fake_tensor(cutlass.BFloat16, (g, n), (ld(8, "lds"), 1), assumed_align=16)
-    c_dtype = cutlass.Float32 if split else cutlass.BFloat16
-    c = make_fake_tensor(c_dtype, (s, m, n), (ld(8, "ldc_split"), ld(8, "ldc"), 1), assumed_align=16)
-    zeros = (make_fake_tensor(cutlass.Uint8, (g, n), (ld(16, "ldz"), 1), assumed_align=16),) if zero_point else ()
-    return x, w, sc, c, zeros
+    y = make_fake_tensor(cutlass.BFloat16, (m, n), (ld(8, "ldy"), 1), assumed_align=16)
+    extra = ()
+    if split:
+        extra = (make_fake_tensor(cutlass.Float32, (s, m, n), (ld(4, "ldp_split"), ld(4, "ldp"), 1), assumed_align=16),
+                 make_fake_tensor(cutlass.Int32, (cute.sym_int(symbol="tiles"),), (1,), assumed_align=16))
+    if zero_point:
+        extra += (make_fake_tensor(cutlass.Uint8, (g, n), (ld(16, "ldz"), 1), assumed_align=16),)
+    return x, w, sc, y, extra
 
 
 def compile_target(tile_m: int = 16, group_size: int = 128, zero_point: bool = False, split: bool = False,
@@ -237,6 +243,6 @@ def compile_target(tile_m: int = 16, group_size: int = 128, zero_point: bool = F
     """(kernel, fake arguments) for ``cutecourse.inspect.compile_report``: compiles on any machine."""
     import cuda.bindings.driver as cuda
 
-    kernel = HopperMixedGemm(tile_m, group_size=group_size, zero_point=zero_point, stages=stages)
-    x, w, sc, c, zeros = fake_operands(group_size, zero_point, split)
-    return kernel, (x, w, sc, c, cuda.CUstream(0), *zeros)
+    kernel = HopperMixedGemm(tile_m, group_size=group_size, zero_point=zero_point, split_k=split, stages=stages)
+    x, w, sc, y, extra = fake_operands(group_size, zero_point, split)
+    return kernel, (x, w, sc, y, cuda.CUstream(0), *extra)
