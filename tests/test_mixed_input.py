@@ -195,6 +195,17 @@ def test_ptx_register_wgmma_and_lop3_conversion(params):
         assert "st.global.b32" in ptx and "atom.global.acq_rel" in ptx and "ld.global.cg" in ptx
 
 
+def test_overlapping_conversion_with_wgmmas_makes_ptxas_serialize():
+    """The counter-example: converting the next chunk while the previous chunk's wgmmas run is
+    correct, but ptxas cannot prove it and serializes every wgmma (C7513). It also proves that
+    the compile log carries ptxas's remarks, so the test above can see a C7513."""
+    from cutecourse.inspect import compile_report
+
+    r = compile_report(TARGET, tile_m=16, overlap=True)
+    assert "C7513" in r.log
+    assert len(WGMMA_REG_A.findall(r.ptx)) == 16
+
+
 # -- bad input -------------------------------------------------------------------------------------
 def _operands(m=3, n=128, k=256, group=128, zero_point=False):
     w = torch.randn(n, k, generator=torch.Generator().manual_seed(6))

@@ -96,20 +96,24 @@ class HopperMixedGemm(Configured):
 
     ``tile_m``: tokens per CTA (wgmma's N: 8 .. 256). ``group_size``: weights per scale (part
     of the compiled code: the scale index of each 16-column slice is a constant).
-    ``zero_point``: the kernel reads uint8 zero points (else the zero is 8). ``stages``: ring
-    depth (default: as many as fit, at most 8, so that two CTAs can share an SM at small tile_m).
+    ``zero_point``: the kernel reads uint8 zero points (else the zero is 8). ``split_k``: the
+    grid splits K (``mixed_epilogue.store_split``). ``stages``: ring depth (default: a third of an
+    SM's smem). ``overlap``: the counter-example of the module docstring, kept to be compiled and
+    read: one chunk's wgmmas stay in flight while the next converts (correct, and ptxas
+    serializes every wgmma: its C7513 warning).
     """
 
     IN_DTYPES = ("bfloat16",)
 
     def __init__(self, tile_m: int = 16, *, group_size: int = 128, zero_point: bool = False,
-                 split_k: bool = False, stages: int | None = None):
+                 split_k: bool = False, stages: int | None = None, overlap: bool = False):
         from ..errors import ShapeError
 
         if tile_m not in TILE_MS:
             raise ShapeError(f"tile_m={tile_m} is not a wgmma N this kernel takes", f"use one of {TILE_MS}")
         check_group(group_size)
         self.tile_m, self.group_size, self.zero_point, self.split_k = tile_m, group_size, zero_point, split_k
+        self.overlap = overlap
         per = stage_smem(tile_m, group_size, zero_point)
         fit = (SMEM_BYTES - BARRIER_BYTES) // per
         # Default: a third of an SM's smem, so that 3 CTAs share an SM (2 at tile_m = 64): while
@@ -249,13 +253,14 @@ class HopperMixedGemm(Configured):
                 prod.advance()
         lane_row = (tidx // 32) * 16 + (tidx % 32) // 4  # row g of this thread's fragment
         released = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        in_flight = 1 if self.overlap else 0  # wgmma batches (chunks) left running while converting
         for k in cutlass.range(k_count, unroll=1):
             ring.consumer_wait(cons)
             for chunk in cutlass.range_constexpr(CHUNKS):
-                # The previous chunk's wgmmas must be done before this chunk's registers are
-                # written (see the module docstring: why not wait_group(1) here).
-                warpgroup.wait_group(0)
-                if cutlass.const_expr(chunk == 0):
+                # The previous chunk's wgmmas are done before this chunk's registers are written
+                # (``overlap``: all but the previous chunk's; see the module docstring).
+                warpgroup.wait_group(in_flight)
+                if cutlass.const_expr(chunk == in_flight):
                     if k > 0:  # every wgmma of k-tile k - 1 is done: its stage is free
                         ring.consumer_release(released)
                         released.advance()

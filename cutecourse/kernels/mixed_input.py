@@ -239,10 +239,11 @@ def fake_operands(group_size: int = 128, zero_point: bool = False, split: bool =
 
 
 def compile_target(tile_m: int = 16, group_size: int = 128, zero_point: bool = False, split: bool = False,
-                   stages: int | None = None):
+                   stages: int | None = None, overlap: bool = False):
     """(kernel, fake arguments) for ``cutecourse.inspect.compile_report``: compiles on any machine."""
     import cuda.bindings.driver as cuda
 
-    kernel = HopperMixedGemm(tile_m, group_size=group_size, zero_point=zero_point, split_k=split, stages=stages)
+    kernel = HopperMixedGemm(tile_m, group_size=group_size, zero_point=zero_point, split_k=split, stages=stages,
+                             overlap=overlap)
     x, w, sc, y, extra = fake_operands(group_size, zero_point, split)
     return kernel, (x, w, sc, y, cuda.CUstream(0), *extra)
