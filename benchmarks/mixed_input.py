@@ -113,7 +113,8 @@ def run_problem(n: int, k: int, m: int, group: int, rounds: int) -> bench.BenchR
                             cases, bench.Work(flops=2 * m * n * k), baseline="cuBLAS bf16", monitor=monitor,
                             progress=False, rounds=rounds, warmup=3, iterations=iterations, repeats=2,
                             params={"m": m, "n": n, "k": k, "group": group, "compulsory_bytes": compulsory,
-                                    "course_plan": {"tile_m": plan.tile_m, "splits": plan.splits},
+                                    "course_plan": {"tile_m": plan.tile_m, "splits": plan.splits,
+                                                    "warpgroups": plan.warpgroups},
                                     "weight_copies": len(copies), "tinygemm_rel_err": tiny_err})
     print(res.table(), flush=True)
     return res

@@ -174,7 +174,8 @@ INT_TO_FLOAT_CVT = re.compile(r"cvt(\.\w+)*\.(bf16|f16|f32)(x2)?\.(s|u)(4|8|16|3
 
 
 @pytest.mark.parametrize("params", [dict(tile_m=16), dict(tile_m=8, zero_point=True, group_size=64),
-                                    dict(tile_m=64, split=True)])
+                                    dict(tile_m=64, split=True),
+                                    dict(tile_m=16, warpgroups=2, split=True, zero_point=True, group_size=32)])
 def test_ptx_register_wgmma_and_lop3_conversion(params):
     from cutecourse.inspect import compile_report
 
@@ -263,10 +264,16 @@ def test_cpu_operands_are_a_device_error():
 def test_plan_splits_k_when_the_grid_is_small():
     # 128 CTAs of 32 k-tiles on 132 SMs x 3: one partial wave; 3 splits: 384 CTAs, 11 k-tiles each
     assert mi.split_cost(128, 1, 32, 396) == 32 and mi.split_cost(128, 3, 32, 396) == 11
-    assert mi.plan(1, 8192, 8192, 128).splits == 3
     # 448 CTAs on 396 slots: a second wave of 52 doubles the time; 4 splits: 5 waves of 8 k-tiles
     assert mi.split_cost(448, 1, 32, 396) == 64 and mi.split_cost(448, 4, 32, 396) == 40
-    assert mi.plan(1, 28672, 8192, 128).splits == 4
+    p = mi.plan(1, 8192, 8192, 128)  # 64 CTAs of 128 rows: 6 splits, 384 CTAs in one wave
+    assert (p.warpgroups, p.ctas, p.splits) == (2, 64, 6)
+    assert mi.plan(1, 8256, 8192, 128).warpgroups == 1  # N = 129 x 64: 64-row tiles, none padded
+    for m, n, k in [(1, 28672, 8192), (16, 8192, 28672), (64, 8192, 8192)]:
+        p = mi.plan(m, n, k, 128)
+        slots = mi.SMS * mi.ctas_per_sm(mi.HopperMixedGemm(p.tile_m, warpgroups=p.warpgroups))
+        costs = {s: mi.split_cost(p.ctas, s, k // 256, slots) for s in range(1, 9) if s * m * 32 <= k}
+        assert costs[p.splits] == min(costs.values()), (m, n, k, p, costs)
     assert mi.plan(4096, 8192, 8192, 128).splits == 1  # the fp32 slices would outweigh the weights
     assert mi.plan(256, 8192, 8192, 128).splits == 1
     assert [mi.plan(m, 8192, 8192, 128).tile_m for m in (1, 9, 16, 33, 4096)] == [8, 16, 16, 64, 64]
@@ -281,39 +288,42 @@ from cutecourse.kernels.mixed_input import launcher, mixed_mm
 from cutecourse.quant import dequantize, quantize_int4
 torch.manual_seed(0)
 rows = []
-for m, n, k, group, zp, splits in json.loads(sys.argv[1]):
+for m, n, k, group, zp, splits, wgs in json.loads(sys.argv[1]):
     w = torch.randn(n, k, device="cuda") * 0.02
     packed, scales, zeros = quantize_int4(w, group, zero_point=zp)
     wq = dequantize(packed, scales, zeros).float()
     x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-    y = mixed_mm(x, packed, scales, zeros, splits=splits).float()
+    y = mixed_mm(x, packed, scales, zeros, splits=splits, warpgroups=wgs).float()
     ref = x.float() @ wq.T
     bound = 2**-8 * ref.abs() + 2 * k * 2**-24 * (x.float().abs() @ wq.abs().T) + 1e-30
     # one-hot rows of x read single columns of W' back: exact, whatever the accumulation order
     cols = torch.randint(0, k, (m,), device="cuda")
     onehot = torch.zeros(m, k, device="cuda", dtype=torch.bfloat16)
     onehot[torch.arange(m), cols] = 1
-    y1 = mixed_mm(onehot, packed, scales, zeros, splits=splits)
+    y1 = mixed_mm(onehot, packed, scales, zeros, splits=splits, warpgroups=wgs)
     exact = torch.equal(y1.view(torch.int16), wq.to(torch.bfloat16)[:, cols].T.contiguous().view(torch.int16))
     # a launcher run twice gives the same bits (split-K: the counters went back to zero)
-    fn = launcher(x, packed, scales, zeros, splits=splits)
+    fn = launcher(x, packed, scales, zeros, splits=splits, warpgroups=wgs)
     fn()
     first = fn.y.clone()
     fn()
     again = torch.equal(first.view(torch.int16), fn.y.view(torch.int16)) and torch.equal(
-        first.view(torch.int16), mixed_mm(x, packed, scales, zeros, splits=splits).view(torch.int16))
+        first.view(torch.int16), mixed_mm(x, packed, scales, zeros, splits=splits, warpgroups=wgs).view(torch.int16))
     if getattr(fn, "counters", None) is not None:
         again = again and int(fn.counters.abs().sum()) == 0
-    rows.append([m, n, k, group, zp, fn.plan.splits, float(((y - ref).abs() / bound).max()), exact and again])
+    rows.append([m, n, k, group, zp, fn.plan.splits, fn.plan.warpgroups, float(((y - ref).abs() / bound).max()),
+                 exact and again])
     print(rows[-1], flush=True)
 print("RESULT" + json.dumps(rows))
 """
 
-#: (M, N, K, group, zero points, splits): odd M, N and K multiples of 64 that no tile divides.
+#: (M, N, K, group, zero points, splits, warpgroups; None: the planner's): odd M, N and K
+#: multiples of 64 that no tile divides; two warpgroups on N = 64 x odd pad the last tile.
 GPU_CASES = [
-    (1, 192, 384, 64, False, None), (3, 320, 640, 128, True, None), (17, 448, 1152, 64, True, 3),
-    (45, 64, 256, 128, False, 1), (130, 576, 896, 128, False, None), (9, 1088, 3200, 64, False, 5),
-    (250, 256, 512, 64, True, 2), (1000, 704, 1408, 128, True, None), (2, 512, 2048, 2048, False, 4),
+    (1, 192, 384, 64, False, None, None), (3, 320, 640, 128, True, None, 2), (17, 448, 1152, 64, True, 3, None),
+    (45, 64, 256, 128, False, 1, None), (130, 576, 896, 128, False, None, 2), (9, 1088, 3200, 64, False, 5, 1),
+    (250, 256, 512, 64, True, 2, None), (1000, 704, 1408, 128, True, None, None),
+    (2, 512, 2048, 2048, False, 4, None), (7, 1024, 4096, 128, False, None, None),
 ]
 
 

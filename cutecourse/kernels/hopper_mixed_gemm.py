@@ -6,7 +6,7 @@ the transposed product y.T (N x M) = W' (N x K) @ x.T. That also puts the batch 
 which can be as small as 8: a decode step with M = 1 wastes 7/8 of a narrow MMA, not 63/64 of
 a 64-row one.
 
-One CTA computes a 64 x ``tile_m`` tile of y.T (64 weight rows, ``tile_m`` tokens) over its
+One CTA computes a (64 x warpgroups) x ``tile_m`` tile of y.T (weight rows x tokens) over its
 share of K. Per k-tile of 256:
 
 * warp 0 TMA-loads the packed weights (64 rows x 32 words: 8 KB), the x tile (``tile_m`` x 256
@@ -50,8 +50,9 @@ TILE_K = 256
 WORDS_K = TILE_K // 8
 #: A k-tile is converted and multiplied in 4 chunks of 64 columns (one reorder block each).
 CHUNKS = TILE_K // BLOCK_K
-#: One warpgroup; warp 0 is also the TMA producer.
-THREADS = 128
+#: Threads of a warpgroup; a CTA has 1 or 2 (``warpgroups``), each owning 64 weight rows; warp 0
+#: is also the TMA producer.
+WG_THREADS = 128
 #: The batch tiles wgmma's N can take here (tokens per CTA).
 TILE_MS = (8, 16, 32, 64, 128, 256)
 SMEM_BYTES = 227 * 1024  # the most one CTA may have
@@ -77,18 +78,17 @@ def check_group(group_size: int, k: int | None = None):
                          "or one group per row")
 
 
-def stage_bytes(tile_m: int, group_size: int, zero_point: bool) -> int:
+def stage_bytes(tile_m: int, group_size: int, zero_point: bool, warpgroups: int = 1) -> int:
     """Bytes TMA writes into one stage (the full barrier's transaction count)."""
-    g = groups_per_tile(group_size)
-    return (BLOCK_N * WORDS_K * 4 + tile_m * TILE_K * 2 + g * BLOCK_N * 2
-            + (g * BLOCK_N if zero_point else 0))
+    g, rows = groups_per_tile(group_size), BLOCK_N * warpgroups
+    return rows * WORDS_K * 4 + tile_m * TILE_K * 2 + g * rows * 2 + (g * rows if zero_point else 0)
 
 
-def stage_smem(tile_m: int, group_size: int, zero_point: bool) -> int:
+def stage_smem(tile_m: int, group_size: int, zero_point: bool, warpgroups: int = 1) -> int:
     """Shared memory one stage takes: its bytes, the zeros' stage padded to 128 bytes."""
-    g = groups_per_tile(group_size)
-    pad = max(0, 128 - g * BLOCK_N) if zero_point else 0
-    return stage_bytes(tile_m, group_size, zero_point) + pad
+    g, rows = groups_per_tile(group_size), BLOCK_N * warpgroups
+    pad = max(0, 128 - g * rows) if zero_point else 0
+    return stage_bytes(tile_m, group_size, zero_point, warpgroups) + pad
 
 
 class HopperMixedGemm(Configured):
@@ -106,7 +106,7 @@ class HopperMixedGemm(Configured):
     IN_DTYPES = ("bfloat16",)
 
     def __init__(self, tile_m: int = 16, *, group_size: int = 128, zero_point: bool = False,
-                 split_k: bool = False, stages: int | None = None, overlap: bool = False):
+                 split_k: bool = False, warpgroups: int = 1, stages: int | None = None, overlap: bool = False):
         from ..errors import ShapeError
 
         if tile_m not in TILE_MS:
@@ -114,7 +114,10 @@ class HopperMixedGemm(Configured):
         check_group(group_size)
         self.tile_m, self.group_size, self.zero_point, self.split_k = tile_m, group_size, zero_point, split_k
         self.overlap = overlap
-        per = stage_smem(tile_m, group_size, zero_point)
+        if warpgroups not in (1, 2):
+            raise ShapeError(f"warpgroups={warpgroups}: the kernel has 1 or 2 consumer warpgroups", "use 1 or 2")
+        self.warpgroups, self.rows, self.threads = warpgroups, BLOCK_N * warpgroups, WG_THREADS * warpgroups
+        per = stage_smem(tile_m, group_size, zero_point, warpgroups)
         fit = (SMEM_BYTES - BARRIER_BYTES) // per
         # Default: a third of an SM's smem, so that 3 CTAs share an SM (2 at tile_m = 64): while
         # one converts, the others' wgmmas and loads run. 2 to 8 stages.
@@ -140,32 +143,32 @@ class HopperMixedGemm(Configured):
             partials, counters, zeros = extra[0], extra[1], extra[2:]
         self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
             cutlass.BFloat16, cutlass.BFloat16, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.K,
-            cutlass.Float32, (1, 1, 1), tiler_mn=(BLOCK_N, self.tile_m),
+            cutlass.Float32, (self.warpgroups, 1, 1), tiler_mn=(BLOCK_N, self.tile_m),
             a_source=warpgroup.OperandSource.RMEM)
         row_major = utils.LayoutEnum.ROW_MAJOR
         # Packed weights: 64 rows x 32 words (128 B), 128-byte swizzled like any K-major operand,
         # so that the 16-byte reads of the 8 threads of a quarter-warp hit 8 different chunks.
-        sW_layout = sm90_utils.make_smem_layout_a(row_major, (BLOCK_N, self.tile_m, WORDS_K), cutlass.Int32,
+        sW_layout = sm90_utils.make_smem_layout_a(row_major, (self.rows, self.tile_m, WORDS_K), cutlass.Int32,
                                                   self.stages)
-        sX_layout = sm90_utils.make_smem_layout_b(row_major, (BLOCK_N, self.tile_m, TILE_K), cutlass.BFloat16,
+        sX_layout = sm90_utils.make_smem_layout_b(row_major, (self.rows, self.tile_m, TILE_K), cutlass.BFloat16,
                                                   self.stages)
         # Scales (and zeros): a (groups, 64) box of the (K/group, N) tensor, rows of 128 (64) B.
-        sS_layout = cute.make_ordered_layout((self.gpt, BLOCK_N, self.stages), order=(1, 0, 2))
+        sS_layout = cute.make_ordered_layout((self.gpt, self.rows, self.stages), order=(1, 0, 2))
         # uint8 zeros: a stage of one group is 64 bytes; TMA writes smem at 128-byte alignment
-        sZ_layout = cute.make_layout((self.gpt, BLOCK_N, self.stages),
-                                     stride=(BLOCK_N, 1, max(128, self.gpt * BLOCK_N)))
+        sZ_layout = cute.make_layout((self.gpt, self.rows, self.stages),
+                                     stride=(self.rows, 1, max(128, self.gpt * self.rows)))
         g2s = cpasync.CopyBulkTensorTileG2SOp()
         tma_w, gW = cpasync.make_tiled_tma_atom(g2s, w, cute.slice_(sW_layout, (None, None, 0)),
-                                                (BLOCK_N, WORDS_K))
+                                                (self.rows, WORDS_K))
         tma_x, gX = cpasync.make_tiled_tma_atom(g2s, x, cute.slice_(sX_layout, (None, None, 0)),
                                                 (self.tile_m, TILE_K))
         tma_s, gS = cpasync.make_tiled_tma_atom(g2s, scales, cute.slice_(sS_layout, (None, None, 0)),
-                                                (self.gpt, BLOCK_N))
+                                                (self.gpt, self.rows))
         tma_z, gZ = tma_s, gS
         if cutlass.const_expr(self.zero_point):
             tma_z, gZ = cpasync.make_tiled_tma_atom(g2s, zeros[0], cute.slice_(sZ_layout, (None, None, 0)),
-                                                    (self.gpt, BLOCK_N))
-        self.tx_bytes = stage_bytes(self.tile_m, self.group_size, self.zero_point)
+                                                    (self.gpt, self.rows))
+        self.tx_bytes = stage_bytes(self.tile_m, self.group_size, self.zero_point, self.warpgroups)
 
         @cute.struct
         class SharedStorage:
@@ -179,9 +182,9 @@ class HopperMixedGemm(Configured):
         self.shared_storage = SharedStorage
         # One CTA per (64 weight rows, tile_m tokens, split): N / 64 x ceil(M / tile_m) x S.
         splits = partials.shape[0] if cutlass.const_expr(self.split_k) else 1
-        grid = (cute.ceil_div(w.shape[0], BLOCK_N), cute.ceil_div(x.shape[0], self.tile_m), splits)
+        grid = (cute.ceil_div(w.shape[0], self.rows), cute.ceil_div(x.shape[0], self.tile_m), splits)
         self.kernel(tma_w, gW, tma_x, gX, tma_s, gS, tma_z, gZ, y, partials, counters, self.tiled_mma,
-                    sW_layout, sX_layout, sS_layout, sZ_layout).launch(grid=grid, block=[THREADS, 1, 1], stream=stream)
+                    sW_layout, sX_layout, sS_layout, sZ_layout).launch(grid=grid, block=[self.threads, 1, 1], stream=stream)
 
     # -- device side -------------------------------------------------------------------------
     @cute.kernel
@@ -206,7 +209,7 @@ class HopperMixedGemm(Configured):
         ring = pipeline.PipelineTmaAsync.create(
             barrier_storage=storage.barriers.data_ptr(), num_stages=self.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, THREADS // 32),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.threads // 32),
             tx_count=self.tx_bytes, cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)), defer_sync=True)
         pipeline.pipeline_init_arrive(cluster_shape_mn=(1, 1), is_relaxed=True)
         sW = storage.sW.get_tensor(sW_layout.outer, swizzle=sW_layout.inner)
@@ -215,10 +218,10 @@ class HopperMixedGemm(Configured):
         sZ = storage.sZ.get_tensor(sZ_layout)
 
         # This CTA's k-tiles of W and x, its scale rows; its share of K (split-K).
-        gW = cute.local_tile(mW, (BLOCK_N, WORDS_K), (bn, None))      # (64, 32, k_tiles)
+        gW = cute.local_tile(mW, (self.rows, WORDS_K), (bn, None))    # (rows, 32, k_tiles)
         gX = cute.local_tile(mX, (self.tile_m, TILE_K), (bm, None))   # (tile_m, 256, k_tiles)
-        gS = cute.local_tile(mS, (self.gpt, BLOCK_N), (None, bn))     # (gpt, 64, scale tiles)
-        gZ = cute.local_tile(mZ, (self.gpt, BLOCK_N), (None, bn))
+        gS = cute.local_tile(mS, (self.gpt, self.rows), (None, bn))   # (gpt, rows, scale tiles)
+        gZ = cute.local_tile(mZ, (self.gpt, self.rows), (None, bn))
         k_tiles = cute.size(gX, mode=[2])
         per_split = cute.ceil_div(k_tiles, splits)
         k_first = split * per_split
@@ -233,9 +236,9 @@ class HopperMixedGemm(Configured):
         # The MMA: A (weights) a register fragment, 64 registers (4 per 16-column slice);
         # B (x) smem descriptors.
         thr_mma = tiled_mma.get_slice(tidx)
-        frag = tiled_mma.make_fragment_A(tiled_mma.partition_shape_A((BLOCK_N, TILE_K)))  # (8, 1, 16)
+        frag = tiled_mma.make_fragment_A(tiled_mma.partition_shape_A((self.rows, TILE_K)))  # (8, 1, 16)
         tCrX = tiled_mma.make_fragment_B(thr_mma.partition_B(sX))
-        c_tile = cute.make_identity_tensor((BLOCK_N, self.tile_m))
+        c_tile = cute.make_identity_tensor((self.rows, self.tile_m))
         acc = cute.make_rmem_tensor(thr_mma.partition_C(c_tile).shape, cutlass.Float32)
         acc.fill(0.0)
         tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
@@ -251,7 +254,10 @@ class HopperMixedGemm(Configured):
                 ring.producer_acquire(prod)
                 self._load(ring, loads, prod, k_first)
                 prod.advance()
-        lane_row = (tidx // 32) * 16 + (tidx % 32) // 4  # row g of this thread's fragment
+        # This thread's warpgroup owns rows 64 wg .. 64 wg + 63 of the tile; in them, row g of its
+        # fragment (and g + 8) is (warp in the warpgroup) * 16 + lane / 4.
+        wg, t = tidx // WG_THREADS, tidx % WG_THREADS
+        lane_row = wg * BLOCK_N + (t // 32) * 16 + (t % 32) // 4
         released = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         in_flight = 1 if self.overlap else 0  # wgmma batches (chunks) left running while converting
         for k in cutlass.range(k_count, unroll=1):
@@ -264,7 +270,7 @@ class HopperMixedGemm(Configured):
                     if k > 0:  # every wgmma of k-tile k - 1 is done: its stage is free
                         ring.consumer_release(released)
                         released.advance()
-                self._convert(sW, sS, sZ, cons.index, frag, tidx, lane_row, chunk)
+                self._convert(sW, sS, sZ, cons.index, frag, wg, t, lane_row, chunk)
                 self._mma(tiled_mma, frag, tCrX, acc, cons.index, chunk)
             cons.advance()
             if is_producer and prod.count < k_count:
@@ -275,7 +281,7 @@ class HopperMixedGemm(Configured):
         if k_count > 0:
             ring.consumer_release(released)
 
-        tile_mn = (BLOCK_N, self.tile_m)
+        tile_mn = (self.rows, self.tile_m)
         if cutlass.const_expr(self.split_k):
             mixed_epilogue.store_split(mY, mP, mCounters, acc, thr_mma, tile_mn, bn, bm, split, splits, tidx,
                                        storage.last.get_tensor(cute.make_layout(1)))
@@ -298,13 +304,13 @@ class HopperMixedGemm(Configured):
             cute.copy(tma_z, tZg[(None, g)], tZs[(None, state.index)], tma_bar_ptr=bar)
 
     @cute.jit
-    def _convert(self, sW, sS, sZ, stage, frag, tidx, lane_row, chunk: cutlass.Constexpr[int]):
+    def _convert(self, sW, sS, sZ, stage, frag, wg, t, lane_row, chunk: cutlass.Constexpr[int]):
         """This thread's 4 words of 64-column block ``chunk`` -> 16 registers of its A fragment."""
         regs = cute.recast_tensor(frag, cutlass.Int32)  # 4 registers per 16-column slice
         sS16 = cute.recast_tensor(sS, cutlass.Uint16)  # the scales' bit patterns
         # the 4 consecutive words (16 bytes) of thread t: row t / 2, word column 8 chunk + 4 (t % 2)
         words = cute.make_rmem_tensor((1, SLICES), cutlass.Int32)
-        src = cute.local_tile(sW[(None, None, stage)], (1, SLICES), (tidx // 2, 2 * chunk + tidx % 2))
+        src = cute.local_tile(sW[(None, None, stage)], (1, SLICES), (wg * BLOCK_N + t // 2, 2 * chunk + t % 2))
         cute.autovec_copy(src, words)
         rows = (lane_row, lane_row + 8)
         per_group = {}  # scale (and zero) registers, loaded once per group of this block

@@ -18,20 +18,26 @@ import cutlass.cute as cute
 
 
 def transposed_tile(mY, tile_mn, bn, bm):
-    """(tile of y.T (64, tile_m), its (n, m) coordinates, M): y (M, N) seen as y.T (N, M)."""
+    """(tile of y.T (rows, tile_m), its (n, m) coordinates, (N, M)): y (M, N) seen as y.T (N, M)."""
     yT = cute.make_tensor(mY.iterator, cute.select(mY.layout, mode=[1, 0]))
     gY = cute.local_tile(yT, tile_mn, (bn, bm))
     cY = cute.local_tile(cute.make_identity_tensor(yT.shape), tile_mn, (bn, bm))
-    return gY, cY, yT.shape[1]
+    return gY, cY, yT.shape
+
+
+@cute.jit
+def inside(coord, limits):
+    """(n, m) is a real element of y.T: tiles pad M (tokens) and, with 128-row tiles, N."""
+    return coord[0] < limits[0] and coord[1] < limits[1]
 
 
 @cute.jit
 def store(mY, acc, thr_mma, tile_mn: cutlass.Constexpr, bn, bm):
-    """acc -> y (bf16), skipping rows of y past M (tokens the tile pads)."""
-    gY, cY, m_limit = transposed_tile(mY, tile_mn, bn, bm)
+    """acc -> y (bf16), skipping the elements past M and N that the tile pads."""
+    gY, cY, limits = transposed_tile(mY, tile_mn, bn, bm)
     tY, tC = thr_mma.partition_C(gY), thr_mma.partition_C(cY)
     for i in cutlass.range_constexpr(cute.size(acc)):
-        if tC[i][1] < m_limit:
+        if inside(tC[i], limits):
             tY[i] = acc[i].to(mY.element_type)
 
 
@@ -41,10 +47,10 @@ def store_split(mY, mP, counters, acc, thr_mma, tile_mn: cutlass.Constexpr, bn, 
     """Split ``split`` of ``splits``: write acc to slice ``split`` of the fp32 partial sums
     ``mP`` (S, M, N); the last split of this tile to arrive adds all slices into y (bf16).
     ``last_flag``: one Int32 of smem, to tell every thread what thread 0 saw."""
-    gP, cY, m_limit = transposed_tile(mP[(split, None, None)], tile_mn, bn, bm)
+    gP, cY, limits = transposed_tile(mP[(split, None, None)], tile_mn, bn, bm)
     tP, tC = thr_mma.partition_C(gP), thr_mma.partition_C(cY)
     for i in cutlass.range_constexpr(cute.size(acc)):
-        if tC[i][1] < m_limit:
+        if inside(tC[i], limits):
             tP[i] = acc[i]
     # Every thread's stores, then one release by thread 0: the barrier orders them before it.
     cute.arch.sync_threads()
@@ -65,7 +71,7 @@ def store_split(mY, mP, counters, acc, thr_mma, tile_mn: cutlass.Constexpr, bn, 
             base = mP.iterator + s * mP.layout.stride[0]
             for i in cutlass.range_constexpr(cute.size(acc)):
                 n, m = tC[i]
-                if m < m_limit:
+                if inside(tC[i], limits):
                     # .cg: from L2, where the other splits' stores are (not a stale L1 line)
                     total[i] += cute.arch.load(base + (m * row + n), cutlass.Float32, cop="cg")
         store(mY, total, thr_mma, tile_mn, bn, bm)

@@ -40,7 +40,8 @@ MAX_SPLITS = 8
 
 def ctas_per_sm(kernel) -> int:
     """CTAs of ``kernel`` that fit one SM's shared memory (1 KB reserved per CTA)."""
-    per_cta = kernel.stages * stage_smem(kernel.tile_m, kernel.group_size, kernel.zero_point) + 2048
+    per_cta = kernel.stages * stage_smem(kernel.tile_m, kernel.group_size, kernel.zero_point,
+                                         kernel.warpgroups) + 2048
     return max(1, SM_SMEM // per_cta)
 
 
@@ -56,6 +57,7 @@ class Plan:
     splits: int
     group_size: int
     ctas: int  # CTAs of one split
+    warpgroups: int = 1
 
 
 def _name(dtype) -> str:
@@ -128,23 +130,29 @@ def check(x, packed, scales, zeros=None) -> tuple[int, int, int, int]:
 
 
 def plan(m: int, n: int, k: int, group: int, sms: int = SMS, tile_m: int | None = None,
-         splits: int | None = None, zero_point: bool = False) -> Plan:
-    """The batch tile and the split of K for an (M, N, K) problem on ``sms`` SMs."""
+         splits: int | None = None, zero_point: bool = False, warpgroups: int | None = None) -> Plan:
+    """The batch tile, the warpgroups (64 weight rows each) and the split of K for an (M, N, K)
+    problem on ``sms`` SMs. Two warpgroups where N is a multiple of 128: every CTA reads its
+    tile_m x K slice of x from L2, so 128 weight rows a CTA read x half as often as 64 (at
+    M = 16 on 8192 x 8192, 34 MB instead of 67: as much as the int4 weights themselves); the
+    parallelism lost to fewer CTAs comes back through split-K, which reads no more x."""
     if tile_m is None:
         tile_m = next(t for t in TILE_MS if t >= min(m, MAX_TILE_M))
-    ctas = (n // BLOCK_N) * -(-m // tile_m)
+    if warpgroups is None:
+        warpgroups = 2 if n % (2 * BLOCK_N) == 0 else 1
+    ctas = -(-n // (BLOCK_N * warpgroups)) * -(-m // tile_m)
     k_tiles = -(-k // TILE_K)
     if splits is None:
-        kernel = HopperMixedGemm(tile_m, group_size=group, zero_point=zero_point)
+        kernel = HopperMixedGemm(tile_m, group_size=group, zero_point=zero_point, warpgroups=warpgroups)
         slots = sms * ctas_per_sm(kernel)
-        # the fp32 slices (written once, read once) stay under 1/8 of the int4 weights' bytes:
-        # S * M * N * 8 <= N * K / 16
-        most = max(1, min(MAX_SPLITS, k_tiles // 2, k // (128 * m)))
+        # the fp32 slices (written once, read once) stay under half the int4 weights' bytes:
+        # S * M * N * 8 <= N * K / 4
+        most = max(1, min(MAX_SPLITS, k_tiles // 2, k // (32 * m)))
         splits = min(range(1, most + 1), key=lambda s: (split_cost(ctas, s, k_tiles, slots), s))
     if not 1 <= splits <= k_tiles:
         raise ShapeError(f"splits={splits}: K = {k} has {k_tiles} k-tiles of {TILE_K}",
                          f"use 1 .. {k_tiles} splits")
-    return Plan(tile_m, splits, group, ctas)
+    return Plan(tile_m, splits, group, ctas, warpgroups)
 
 
 class MixedLaunch:
@@ -159,7 +167,8 @@ class MixedLaunch:
         self.compiled(*self.args)
 
 
-def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=None, stages=None):
+def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=None, warpgroups=None,
+             stages=None):
     """Check, plan, compile once; return a :class:`MixedLaunch` writing into ``out`` (or a new y)."""
     import cuda.bindings.driver as cuda
     import torch
@@ -173,14 +182,14 @@ def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=Non
         raise DeviceError(f"the operands are on {x.device}; the kernel runs on a Hopper GPU",
                           "move them with .cuda(); on the CPU compute x @ dequantize(packed, scales, zeros).T")
     gpu = require_gpu("sm_90a")
-    p = plan(m, n, k, group, gpu.sm_count, tile_m, splits, zeros is not None)
+    p = plan(m, n, k, group, gpu.sm_count, tile_m, splits, zeros is not None, warpgroups)
     y = out if out is not None else torch.empty(m, n, dtype=torch.bfloat16, device=x.device)
     if tuple(y.shape) != (m, n) or y.dtype != torch.bfloat16 or not y.is_contiguous():
         raise ShapeError(f"out is {_name(y.dtype)} {tuple(y.shape)}; it must be a contiguous bfloat16 ({m}, {n})",
                          "allocate it with torch.empty(M, N, dtype=torch.bfloat16, device=x.device)")
     split = p.splits > 1
     kernel = HopperMixedGemm(p.tile_m, group_size=group, zero_point=zeros is not None, split_k=split,
-                             stages=stages)
+                             warpgroups=p.warpgroups, stages=stages)
     buffers = []
     if split:  # the fp32 slices, and one counter per tile (zero; the kernel leaves them zero)
         buffers = [torch.empty(p.splits, m, n, dtype=torch.float32, device=x.device),
@@ -198,16 +207,16 @@ def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=Non
     return fn
 
 
-def mixed_mm(x, packed, scales, zeros=None, *, tile_m=None, splits=None):
+def mixed_mm(x, packed, scales, zeros=None, *, tile_m=None, splits=None, warpgroups=None):
     """y = x @ dequantize(packed, scales, zeros).T on a Hopper GPU: x (M, K) bf16 -> y (M, N) bf16.
 
-    ``packed, scales, zeros``: what ``cutecourse.quant.quantize_int4`` returned. ``tile_m`` and
-    ``splits`` override the planner (:func:`plan`)."""
+    ``packed, scales, zeros``: what ``cutecourse.quant.quantize_int4`` returned. ``tile_m``,
+    ``splits`` and ``warpgroups`` override the planner (:func:`plan`)."""
     check(x, packed, scales, zeros)
     if zeros is not None and zeros.numel() and int(zeros.max()) > 15:
         raise DTypeError(f"zeros hold {int(zeros.max())}; int4 zero points are 0 .. 15",
                          "pass the zeros quantize_int4(..., zero_point=True) returned")
-    fn = launcher(x, packed, scales, zeros, tile_m=tile_m, splits=splits)
+    fn = launcher(x, packed, scales, zeros, tile_m=tile_m, splits=splits, warpgroups=warpgroups)
     fn()
     return fn.y
 
@@ -239,11 +248,11 @@ def fake_operands(group_size: int = 128, zero_point: bool = False, split: bool =
 
 
 def compile_target(tile_m: int = 16, group_size: int = 128, zero_point: bool = False, split: bool = False,
-                   stages: int | None = None, overlap: bool = False):
+                   warpgroups: int = 1, stages: int | None = None, overlap: bool = False):
     """(kernel, fake arguments) for ``cutecourse.inspect.compile_report``: compiles on any machine."""
     import cuda.bindings.driver as cuda
 
-    kernel = HopperMixedGemm(tile_m, group_size=group_size, zero_point=zero_point, split_k=split, stages=stages,
-                             overlap=overlap)
+    kernel = HopperMixedGemm(tile_m, group_size=group_size, zero_point=zero_point, split_k=split,
+                             warpgroups=warpgroups, stages=stages, overlap=overlap)
     x, w, sc, y, extra = fake_operands(group_size, zero_point, split)
     return kernel, (x, w, sc, y, cuda.CUstream(0), *extra)
