@@ -50,6 +50,21 @@ def test_fragment_offsets_follow_cute():
     assert rows_cols == {(1, 2), (1, 3), (9, 2), (9, 3), (1, 10), (1, 11), (9, 10), (9, 11)}
 
 
+def test_block_layout_is_the_packing():
+    """BLOCK_LAYOUT, evaluated by CuTe, says for (thread, slice, value) where in the 64 x 64 block
+    (m + 64 k) the value comes from; the packed block holds it in word 4 thread + slice, nibble
+    NIBBLE[value]: the same table as ``gather_index`` (which indexes m * 64 + k)."""
+    from cutecourse import layouts
+
+    table = layouts.evaluate(reorder.BLOCK_LAYOUT)
+    idx = reorder.gather_index().reshape(512, 8)  # (word, nibble) -> m * 64 + k
+    for (thr, s, val), off in zip(table.coords, table.offsets):
+        t = thr[0] + 4 * thr[1] + 32 * thr[2]
+        v = val[0] + 2 * val[1] + 4 * val[2]
+        m, k = off % 64, off // 64
+        assert idx[4 * t + s, reorder.NIBBLE[v]] == m * 64 + k
+
+
 def test_gather_index_is_a_permutation_of_the_block():
     idx = reorder.gather_index().reshape(-1)
     assert torch.equal(idx.sort().values, torch.arange(64 * 64))

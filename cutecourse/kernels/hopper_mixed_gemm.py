@@ -6,23 +6,24 @@ the transposed product y.T (N x M) = W' (N x K) @ x.T. That also puts the batch 
 which can be as small as 8: a decode step with M = 1 wastes 7/8 of a narrow MMA, not 63/64 of
 a 64-row one.
 
-One CTA computes a (64 x warpgroups) x ``tile_m`` tile of y.T (weight rows x tokens) over its
-share of K. Per k-tile of 256:
+One CTA computes a ``rows`` x ``tile_m`` tile of y.T (weight rows x tokens) over its share of
+K, with one warpgroup per 64 weight rows (``warpgroups`` = 1 or 2). Per k-tile of 256:
 
-* warp 0 TMA-loads the packed weights (64 rows x 32 words: 8 KB), the x tile (``tile_m`` x 256
-  bf16), the group scales (and zero points) of those rows into one stage of a smem ring;
-* the warpgroup waits for the stage, each thread reads its 16 words (``quant/reorder.py``: its
+* warp 0 TMA-loads the packed weights (``rows`` x 32 words: 8 KB per 64 rows), the x tile
+  (``tile_m`` x 256 bf16), the group scales (and zero points) of those rows into one stage of a
+  smem ring;
+* each warpgroup waits for the stage; each thread reads its 16 words (``quant/reorder.py``: its
   nibbles of a wgmma A fragment are one word, 4 consecutive words per 64 columns), converts
   them to 64 bf16 registers (``int4_convert.py``: lop3, sub, mul; no cvt) and issues 16 wgmmas
-  with A from those registers and B (x) from smem.
+  with A from those registers and B (x, shared by the warpgroups) from smem.
 
 A k-tile is converted and multiplied in 4 chunks of 64 columns: convert a chunk (16 registers),
 issue its 4 wgmmas, and wait for them before the next chunk's registers are written. Keeping one
 chunk's wgmmas in flight while the next converts (``wait_group(1)``) is correct, but ptxas
 cannot prove it: it reports "wgmma.mma_async instructions are serialized due to non wgmma
 instructions defining input registers" (C7513) and makes every wgmma wait, which is slower
-than waiting once per chunk. So the overlap comes from occupancy instead: at 53 registers a
-thread and a third of an SM's smem, 3 CTAs share an SM (2 at tile_m = 64), and while one
+than waiting once per chunk. So the overlap comes from occupancy instead: at about 50 registers
+a thread and a third of an SM's smem, 3 CTAs share an SM (2 at tile_m = 64), and while one
 converts the others' wgmmas and TMA loads run. (CUTLASS's answer is warp specialization: one
 warpgroup converts while the other's wgmmas run.)
 

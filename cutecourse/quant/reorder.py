@@ -32,6 +32,10 @@ import functools
 FRAGMENT = "((4,8,4),(2,2,2)):((128,1,16),(64,8,512))"
 FRAGMENT_SHAPE = ((4, 8, 4), (2, 2, 2))
 FRAGMENT_STRIDE = ((128, 1, 16), (64, 8, 512))
+#: The whole reorder block (64 x 64, offset m + 64 k) as one layout: (thread, 16-column slice,
+#: value) -> where that value sits in W. The packed block stores it in that order: word
+#: ``4 thread + slice`` (of the block's 512, row-major (64, 8)), nibble ``NIBBLE[value]``.
+BLOCK_LAYOUT = "((4,8,4),4,(2,2,2)):((128,1,16),1024,(64,8,512))"
 #: Value v of a thread's fragment lives in nibble NIBBLE[v] of its word.
 NIBBLE = (0, 4, 1, 5, 2, 6, 3, 7)
 #: The reorder's block: 64 rows (one warpgroup's wgmma M) by 64 columns (4 slices of K = 16).
