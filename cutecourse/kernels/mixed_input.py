@@ -184,6 +184,8 @@ def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=Non
     gpu = require_gpu("sm_90a")
     p = plan(m, n, k, group, gpu.sm_count, tile_m, splits, zeros is not None, warpgroups)
     y = out if out is not None else torch.empty(m, n, dtype=torch.bfloat16, device=x.device)
+    if y.device != x.device:
+        raise DeviceError(f"out is on {y.device}, x on {x.device}", "allocate out on x's GPU")
     if tuple(y.shape) != (m, n) or y.dtype != torch.bfloat16 or not y.is_contiguous():
         raise ShapeError(f"out is {_name(y.dtype)} {tuple(y.shape)}; it must be a contiguous bfloat16 ({m}, {n})",
                          "allocate it with torch.empty(M, N, dtype=torch.bfloat16, device=x.device)")
