@@ -5,11 +5,12 @@ and W' = ``cutecourse.quant.dequantize(packed, scales, zeros)``: x (M, K) bf16, 
 
 * :func:`check` refuses, on any machine and before anything touches a GPU, what the kernel
   cannot take, saying what is wrong and how to fix it;
-* :func:`plan` chooses the batch tile (the smallest wgmma N that holds M, at most 64) and the
-  split of K: the (N / 64) x (M / tile_m) CTAs run in waves of (SMs x CTAs per SM); a last
-  wave that is mostly empty costs as much as a full one, so the planner splits K where that
-  shortens the slowest slot's work (``split_cost``), e.g. 128 CTAs on 132 x 3 slots: 3 splits;
-* :func:`launcher` compiles once and returns a :class:`gemm_launch.Launch`-like callable;
+* :func:`plan` chooses the batch tile (the smallest wgmma N that holds M, at most 64), the
+  warpgroups (128 weight rows a CTA where N allows: x is read from L2 half as often) and the
+  split of K: the CTAs run in waves of (SMs x CTAs per SM); a last wave that is mostly empty
+  costs as much as a full one, so the planner splits K where that shortens the slowest slot's
+  work (``split_cost``), e.g. M = 1 on 8192 x 8192: 64 CTAs on 132 x 3 slots, 6 splits;
+* :func:`launcher` compiles once and returns a :class:`MixedLaunch` (one kernel launch);
   :func:`mixed_mm` allocates y and runs it once; :func:`compile_target` is for
   ``cutecourse.inspect`` (fake tensors, symbolic sizes, no GPU).
 
@@ -32,8 +33,6 @@ from .hopper_mixed_gemm import SM_SMEM, TILE_K, TILE_MS, HopperMixedGemm, check_
 SMS = 132
 #: The widest batch tile the planner picks (larger M: more tiles of 64 tokens).
 MAX_TILE_M = 64
-
-
 #: At most this many splits of K (each split adds an (M, N) fp32 slice to write and add).
 MAX_SPLITS = 8
 
@@ -53,6 +52,9 @@ def split_cost(ctas: int, splits: int, k_tiles: int, slots: int) -> int:
 
 @dataclass(frozen=True)
 class Plan:
+    """How one (M, N, K) problem runs: batch tile, splits of K, group size, CTAs of one split
+    (the tiles, hence the split-K counters), warpgroups a CTA."""
+
     tile_m: int
     splits: int
     group_size: int
