@@ -185,15 +185,16 @@ class HopperMixedGemm(Configured):
         splits = partials.shape[0] if cutlass.const_expr(self.split_k) else 1
         grid = (cute.ceil_div(w.shape[0], self.rows), cute.ceil_div(x.shape[0], self.tile_m), splits)
         self.kernel(tma_w, gW, tma_x, gX, tma_s, gS, tma_z, gZ, y, partials, counters, self.tiled_mma,
-                    sW_layout, sX_layout, sS_layout, sZ_layout).launch(grid=grid, block=[self.threads, 1, 1], stream=stream)
+                    sW_layout, sX_layout, sS_layout, sZ_layout).launch(grid=grid, block=[self.threads, 1, 1],
+                                                                       stream=stream)
 
     # -- device side -------------------------------------------------------------------------
     @cute.kernel
     def kernel(self, tma_w: cute.CopyAtom, mW: cute.Tensor, tma_x: cute.CopyAtom, mX: cute.Tensor,
                tma_s: cute.CopyAtom, mS: cute.Tensor, tma_z: cute.CopyAtom, mZ: cute.Tensor,
                mY: cute.Tensor, mP: cute.Tensor, mCounters: cute.Tensor, tiled_mma: cute.TiledMma,
-               sW_layout: cute.ComposedLayout,
-               sX_layout: cute.ComposedLayout, sS_layout: cute.Layout, sZ_layout: cute.Layout):
+               sW_layout: cute.ComposedLayout, sX_layout: cute.ComposedLayout, sS_layout: cute.Layout,
+               sZ_layout: cute.Layout):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         is_producer = warp_idx == 0

@@ -8,7 +8,7 @@ makes a 4-bit integer a bf16 number with one logic instruction, so no ``cvt`` is
     mul.rn.bf16x2 r, t, ss                                    // * scale: rounded once
 
 ``zz`` and ``ss`` are the zero and the scale of the register's row, in both halves. The PTX is
-written out (``cute.arch.inline_ptx``) so that what the notebook shows is what the GPU runs.
+written out (the DSL's ``inline_ptx``) so that what the notebook shows is what the GPU runs.
 """
 
 from __future__ import annotations
@@ -61,8 +61,8 @@ def both_halves(bits16) -> cutlass.Int32:
 @cute.jit
 def convert_word(word: cutlass.Int32, zz, ss, regs: cute.Tensor, first: cutlass.Constexpr[int]):
     """Write the 4 registers of ``word`` into ``regs[first .. first + 3]`` (Int32 view of the A
-    fragment). ``zz`` / ``ss``: (row g, row g + 8) pairs: register j is of row g + 8 (j % 2); ``zz`` may be
-    one Python int for both rows (a constant zero point)."""
+    fragment). ``zz`` / ``ss``: (row g, row g + 8) pairs, register j being of row g + 8 (j % 2);
+    ``zz`` may be one Python int for both rows (a constant zero point)."""
     for j in cutlass.range_constexpr(4):
         zj = zz if cutlass.const_expr(isinstance(zz, int)) else zz[j % 2]
         regs[first + j] = sub_mul_bf16x2(magic(word, j), zj, ss[j % 2])

@@ -71,7 +71,8 @@ def check(x, packed, scales, zeros=None) -> tuple[int, int, int, int]:
     import torch
 
     quantize = "quantize the weight with cutecourse.quant.quantize_int4(w, group_size)"
-    for name, t in (("x", x), ("packed", packed), ("scales", scales)) + ((("zeros", zeros),) if zeros is not None else ()):
+    named = (("x", x), ("packed", packed), ("scales", scales)) + ((("zeros", zeros),) if zeros is not None else ())
+    for name, t in named:
         if not isinstance(t, torch.Tensor):
             raise DTypeError(f"{name} is a {type(t).__name__}, not a torch.Tensor", "pass torch tensors")
         if t.dim() != 2:
