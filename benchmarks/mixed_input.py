@@ -19,7 +19,9 @@ Throughput is reported as TFLOP/s of 2 M N K; ``params`` records each case's com
 (weights + scales + x + y), from which the achieved bandwidth follows.
 
 ``--quick``: one shape (8192 x 8192), M = 1, 16, 256, two rounds: about two minutes with the
-compiles. Writes ``mixed_input<tag>.json`` (``_quick`` added with ``--quick``): a result set,
+compiles. ``--variant tile_m=128,warpgroups=2`` (repeatable): one more course row with those
+launcher arguments instead of the planner's (a row the kernel refuses at some M is left out
+there, with its reason printed). Writes ``mixed_input<tag>.json`` (``_quick`` added with ``--quick``): a result set,
 ``bench.load_set``, one problem per "N x K, M = m".
 """
 
@@ -79,7 +81,20 @@ def tinygemm_case(x, packed, scales, zeros, group, ref, copies):
     return None, last
 
 
-def run_problem(n: int, k: int, m: int, group: int, rounds: int) -> bench.BenchResult:
+def variant_case(name, opts, x, copies, y, ref):
+    """A course row with launcher arguments ``opts``; None (and why) where the kernel refuses them."""
+    from cutecourse.errors import CourseError
+
+    try:
+        launchers = [mixed_input.launcher(x, p, s, z, out=y, **opts) for p, s, z in copies]
+    except CourseError as exc:
+        print(f"skipped {name}: {exc.what}", flush=True)
+        return None
+    bench.checked_case(name, launchers[0], y, ref, 1e-2)
+    return bench.Case(name, lambda fn: fn(), [(fn,) for fn in launchers])
+
+
+def run_problem(n: int, k: int, m: int, group: int, rounds: int, variants=()) -> bench.BenchResult:
     import torch
 
     torch.manual_seed(0)
@@ -103,6 +118,11 @@ def run_problem(n: int, k: int, m: int, group: int, rounds: int) -> bench.BenchR
     bench.checked_case("course mixed_mm", launchers[0], y, ref, 1e-2)
     cases.append(bench.Case("course mixed_mm", lambda fn: fn(), [(fn,) for fn in launchers]))
     plan = launchers[0].plan
+    for opts in variants:
+        label = "course " + ",".join(f"{key}={val}" for key, val in opts.items())
+        case = variant_case(label, opts, x, copies, y, ref)
+        if case is not None:
+            cases.append(case)
 
     slowest = max(bench.time_us(c, 1, 2, 1)[0] for c in cases)
     iterations = max(3, min(100, int(REPEAT_S * 1e6 / slowest)))
@@ -115,7 +135,8 @@ def run_problem(n: int, k: int, m: int, group: int, rounds: int) -> bench.BenchR
                             params={"m": m, "n": n, "k": k, "group": group, "compulsory_bytes": compulsory,
                                     "course_plan": {"tile_m": plan.tile_m, "splits": plan.splits,
                                                     "warpgroups": plan.warpgroups},
-                                    "weight_copies": len(copies), "tinygemm_rel_err": tiny_err})
+                                    "weight_copies": len(copies), "tinygemm_rel_err": tiny_err,
+                                    "variants": [dict(v) for v in variants]})
     print(res.table(), flush=True)
     return res
 
@@ -129,19 +150,22 @@ def main() -> int:
     p.add_argument("--group", type=int, default=128)
     p.add_argument("--out", default=str(bench.RESULTS_DIR))
     p.add_argument("--tag", default="")
+    p.add_argument("--variant", action="append", default=[],
+                   help="launcher arguments of one more course row, e.g. tile_m=128,warpgroups=2")
     args = p.parse_args()
     cutecourse.modes.require_gpu("sm_90a")
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
     ms = [int(v) for v in args.ms.split(",")] if args.ms else MS
     rounds = args.rounds
     tag = args.tag
+    variants = [{key: int(val) for key, val in (kv.split("=") for kv in v.split(","))} for v in args.variant]
     if args.quick:
         shapes, ms, rounds, tag = QUICK["shapes"], QUICK["ms"], QUICK["rounds"], tag + "_quick"
     t0 = time.perf_counter()
     results = {}
     for n, k in shapes:
         for m in ms:
-            results[f"{n} x {k}, M = {m}"] = run_problem(n, k, m, args.group, rounds)
+            results[f"{n} x {k}, M = {m}"] = run_problem(n, k, m, args.group, rounds, variants)
     path = bench.save_set(f"mixed_input{tag}", results, args.out)
     print(f"wrote {path} ({time.perf_counter() - t0:.0f} s)", flush=True)
     print(json.dumps({key: {r.name: f"{r.ratio:.2f}x, {r.us:.1f} us" for r in res.rows}
