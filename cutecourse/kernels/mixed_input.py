@@ -1,0 +1,263 @@
+"""The mixed-input GEMM in torch's terms: ``mixed_mm(x, packed, scales, zeros=None)``.
+
+``y = x @ W'.T`` where ``packed, scales, zeros = cutecourse.quant.quantize_int4(W, group_size)``
+and W' = ``cutecourse.quant.dequantize(packed, scales, zeros)``: x (M, K) bf16, y (M, N) bf16.
+
+* :func:`check` refuses, on any machine and before anything touches a GPU, what the kernel
+  cannot take, saying what is wrong and how to fix it;
+* :func:`plan` chooses the batch tile (the smallest wgmma N that holds M, at most 64), the
+  warpgroups (128 weight rows a CTA where N allows: x is read from L2 half as often) and the
+  split of K: the CTAs run in waves of (SMs x CTAs per SM); a last wave that is mostly empty
+  costs as much as a full one, so the planner splits K where that shortens the slowest slot's
+  work (``split_cost``), e.g. M = 1 on 8192 x 8192: 64 CTAs on 132 x 3 slots, 6 splits;
+* :func:`launcher` compiles once and returns a :class:`MixedLaunch` (one kernel launch);
+  :func:`mixed_mm` allocates y and runs it once; :func:`compile_target` is for
+  ``cutecourse.inspect`` (fake tensors, symbolic sizes, no GPU).
+
+Split-K reduction: each split writes its fp32 partial sums into its own slice of an (S, M, N)
+buffer, and the last split of each tile to finish (a counter per tile) adds the slices in
+order and writes bf16 y, in the same kernel (``mixed_epilogue.py``). Not atomic float adds into
+y: they would need a zeroed fp32 buffer and a conversion pass, and their order, hence the
+result's last bits, would change from run to run; the slices give the same bits every time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import AlignmentError, DeviceError, DTypeError, LayoutError, ShapeError
+from ..quant.reorder import BLOCK_K, BLOCK_N
+from .hopper_mixed_gemm import SM_SMEM, TILE_K, TILE_MS, HopperMixedGemm, check_group, stage_smem
+
+#: SMs of an H100 / H200 SXM: the grid a split aims to fill when no GPU is there to ask.
+SMS = 132
+#: The widest batch tile the planner picks (larger M: more tiles of 64 tokens).
+MAX_TILE_M = 64
+#: At most this many splits of K (each split adds an (M, N) fp32 slice to write and add).
+MAX_SPLITS = 8
+
+
+def ctas_per_sm(kernel) -> int:
+    """CTAs of ``kernel`` that fit one SM's shared memory (1 KB reserved per CTA)."""
+    per_cta = kernel.stages * stage_smem(kernel.tile_m, kernel.group_size, kernel.zero_point,
+                                         kernel.warpgroups) + 2048
+    return max(1, SM_SMEM // per_cta)
+
+
+def split_cost(ctas: int, splits: int, k_tiles: int, slots: int) -> int:
+    """Time in k-tiles of the slowest SM slot: waves of CTAs (a partial last wave costs a whole
+    one) times the k-tiles each CTA computes. The planner takes the cheapest split."""
+    return -(-ctas * splits // slots) * -(-k_tiles // splits)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one (M, N, K) problem runs: batch tile, splits of K, group size, CTAs of one split
+    (the tiles, hence the split-K counters), warpgroups a CTA."""
+
+    tile_m: int
+    splits: int
+    group_size: int
+    ctas: int  # CTAs of one split
+    warpgroups: int = 1
+
+
+def _name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def check(x, packed, scales, zeros=None) -> tuple[int, int, int, int]:
+    """(M, N, K, group_size) of valid operands, or a CourseError saying what to change."""
+    import torch
+
+    quantize = "quantize the weight with cutecourse.quant.quantize_int4(w, group_size)"
+    named = (("x", x), ("packed", packed), ("scales", scales)) + ((("zeros", zeros),) if zeros is not None else ())
+    for name, t in named:
+        if not isinstance(t, torch.Tensor):
+            raise DTypeError(f"{name} is a {type(t).__name__}, not a torch.Tensor", "pass torch tensors")
+        if t.dim() != 2:
+            raise ShapeError(f"{name} has {t.dim()} dimensions; mixed_mm takes 2-D operands",
+                             "x (M, K), packed (N, K/8), scales (K/group, N): reshape x to (-1, K)")
+    if x.dtype != torch.bfloat16:
+        raise DTypeError(f"x is {_name(x.dtype)}; this kernel takes bfloat16 activations",
+                         "convert it: x.to(torch.bfloat16)")
+    if packed.is_floating_point():
+        raise DTypeError(f"packed is {_name(packed.dtype)}: unquantized weights, not int4", quantize)
+    if packed.dtype != torch.int32:
+        raise DTypeError(f"packed is {_name(packed.dtype)} {tuple(packed.shape)}; the kernel takes int32 words of "
+                         "8 nibbles each, in the reordered layout quantize_int4 writes",
+                         f"{quantize} (torch's _convert_weight_to_int4pack layout is a different one)")
+    n, k = packed.shape[0], packed.shape[1] * 8
+    if x.shape[1] != k:
+        hint = (" (packed holds one value per element: it is not packed)" if packed.shape[1] == x.shape[1]
+                else "")
+        raise ShapeError(f"x is {tuple(x.shape)} but packed {tuple(packed.shape)} holds K = {k} columns "
+                         f"(8 per int32){hint}", f"pass x with K = {k} columns, or {quantize}")
+    if n % BLOCK_N or k % BLOCK_K:
+        raise ShapeError(f"W is ({n}, {k}); the reordered layout needs N and K multiples of 64",
+                         "pad W with zeros to multiples of 64 before quantize_int4")
+    if scales.dtype != torch.bfloat16:
+        raise DTypeError(f"scales are {_name(scales.dtype)}; the kernel takes bfloat16 scales",
+                         "convert them: scales.to(torch.bfloat16)")
+    if scales.shape[1] != n:
+        fix = ("scales look transposed: pass scales.T.contiguous()" if scales.shape[0] == n
+               else "pass the scales quantize_int4 returned with these weights")
+        raise ShapeError(f"scales are {tuple(scales.shape)}; for W ({n}, {k}) they must be (K / group, N) = "
+                         f"(?, {n})", fix)
+    groups = scales.shape[0]
+    if groups < 1 or k % groups:
+        raise ShapeError(f"scales have {groups} rows, which does not divide K = {k} into whole groups",
+                         "pass scales of shape (K / group_size, N), as quantize_int4 returns")
+    group = k // groups
+    check_group(group, k)
+    if zeros is not None:
+        if zeros.dtype != torch.uint8 or tuple(zeros.shape) != tuple(scales.shape):
+            raise DTypeError(f"zeros are {_name(zeros.dtype)} {tuple(zeros.shape)}; the kernel takes uint8 zero "
+                             f"points shaped like the scales {tuple(scales.shape)}",
+                             "pass the zeros quantize_int4(..., zero_point=True) returned")
+    if x.shape[0] < 1:
+        raise ShapeError("x has no rows (M = 0)", "pass at least one row")
+    tensors = [("x", x), ("packed", packed), ("scales", scales)] + ([("zeros", zeros)] if zeros is not None else [])
+    for name, t in tensors:
+        if t.stride(1) != 1 or (t.shape[0] > 1 and t.stride(0) != t.shape[1]):
+            raise LayoutError(f"{name} is not a contiguous row-major tensor (strides {tuple(t.stride())})",
+                              f"pass {name}.contiguous()")
+        if t.data_ptr() % 16:
+            raise AlignmentError(f"{name} starts at an address that is not 16-byte aligned (TMA needs 16 B)",
+                                 f"pass {name}.clone()")
+    devices = {t.device for _, t in tensors}
+    if len(devices) > 1:
+        raise DeviceError(f"the operands are on different devices: {sorted(map(str, devices))}",
+                          "move x, packed, scales (and zeros) to the same GPU")
+    return x.shape[0], n, k, group
+
+
+def plan(m: int, n: int, k: int, group: int, sms: int = SMS, tile_m: int | None = None,
+         splits: int | None = None, zero_point: bool = False, warpgroups: int | None = None) -> Plan:
+    """The batch tile, the warpgroups (64 weight rows each) and the split of K for an (M, N, K)
+    problem on ``sms`` SMs. Two warpgroups where N is a multiple of 128: every CTA reads its
+    tile_m x K slice of x from L2, so 128 weight rows a CTA read x half as often as 64 (at
+    M = 16 on 8192 x 8192, 34 MB instead of 67: as much as the int4 weights themselves); the
+    parallelism lost to fewer CTAs comes back through split-K, which reads no more x."""
+    if tile_m is None:
+        tile_m = next(t for t in TILE_MS if t >= min(m, MAX_TILE_M))
+    if warpgroups is None:
+        warpgroups = 2 if n % (2 * BLOCK_N) == 0 else 1
+    ctas = -(-n // (BLOCK_N * warpgroups)) * -(-m // tile_m)
+    k_tiles = -(-k // TILE_K)
+    if splits is None:
+        kernel = HopperMixedGemm(tile_m, group_size=group, zero_point=zero_point, warpgroups=warpgroups)
+        slots = sms * ctas_per_sm(kernel)
+        # the fp32 slices (written once, read once) stay under half the int4 weights' bytes:
+        # S * M * N * 8 <= N * K / 4
+        most = max(1, min(MAX_SPLITS, k_tiles // 2, k // (32 * m)))
+        splits = min(range(1, most + 1), key=lambda s: (split_cost(ctas, s, k_tiles, slots), s))
+    if not 1 <= splits <= k_tiles:
+        raise ShapeError(f"splits={splits}: K = {k} has {k_tiles} k-tiles of {TILE_K}",
+                         f"use 1 .. {k_tiles} splits")
+    return Plan(tile_m, splits, group, ctas, warpgroups)
+
+
+class MixedLaunch:
+    """``fn()`` runs y = x @ W'.T on fixed operands: one kernel launch, no checks, no allocation.
+    It owns its split-K buffers (``fn.partials``, ``fn.counters``), so two launchers may run on
+    different streams at once."""
+
+    def __init__(self, compiled, args, y, plan_, keep):
+        self.compiled, self.args, self.y, self.plan, self.keep_alive = compiled, args, y, plan_, keep
+
+    def __call__(self):
+        self.compiled(*self.args)
+
+
+def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=None, warpgroups=None,
+             stages=None):
+    """Check, plan, compile once; return a :class:`MixedLaunch` writing into ``out`` (or a new y)."""
+    import cuda.bindings.driver as cuda
+    import torch
+    from cutlass.cute.runtime import from_dlpack
+
+    from ..modes import require_gpu
+    from .gemm_launch import compile_once
+
+    m, n, k, group = check(x, packed, scales, zeros)
+    if x.device.type != "cuda":
+        raise DeviceError(f"the operands are on {x.device}; the kernel runs on a Hopper GPU",
+                          "move them with .cuda(); on the CPU compute x @ dequantize(packed, scales, zeros).T")
+    gpu = require_gpu("sm_90a")
+    p = plan(m, n, k, group, gpu.sm_count, tile_m, splits, zeros is not None, warpgroups)
+    y = out if out is not None else torch.empty(m, n, dtype=torch.bfloat16, device=x.device)
+    if y.device != x.device:
+        raise DeviceError(f"out is on {y.device}, x on {x.device}", "allocate out on x's GPU")
+    if tuple(y.shape) != (m, n) or y.dtype != torch.bfloat16 or not y.is_contiguous():
+        raise ShapeError(f"out is {_name(y.dtype)} {tuple(y.shape)}; it must be a contiguous bfloat16 ({m}, {n})",
+                         "allocate it with torch.empty(M, N, dtype=torch.bfloat16, device=x.device)")
+    split = p.splits > 1
+    kernel = HopperMixedGemm(p.tile_m, group_size=group, zero_point=zeros is not None, split_k=split,
+                             warpgroups=p.warpgroups, stages=stages)
+    buffers = []
+    if split:  # the fp32 slices, and one counter per tile (zero; the kernel leaves them zero)
+        buffers = [torch.empty(p.splits, m, n, dtype=torch.float32, device=x.device),
+                   torch.zeros(p.ctas, dtype=torch.int32, device=x.device)]
+    tensors = [x, packed, scales, y]
+    dyn = [from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=t.dim() - 1) for t in tensors]
+    extra = [from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=t.dim() - 1)
+             for t in buffers + ([zeros] if zeros is not None else [])]
+    stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+    args = (*dyn, stream, *extra)
+    compiled = compile_once(kernel, args, key=("mixed",))
+    fn = MixedLaunch(compiled, args, y, p, (*tensors, zeros, *buffers))
+    if split:
+        fn.partials, fn.counters = buffers
+    return fn
+
+
+def mixed_mm(x, packed, scales, zeros=None, *, tile_m=None, splits=None, warpgroups=None):
+    """y = x @ dequantize(packed, scales, zeros).T on a Hopper GPU: x (M, K) bf16 -> y (M, N) bf16.
+
+    ``packed, scales, zeros``: what ``cutecourse.quant.quantize_int4`` returned. ``tile_m``,
+    ``splits`` and ``warpgroups`` override the planner (:func:`plan`)."""
+    check(x, packed, scales, zeros)
+    if zeros is not None and zeros.numel() and int(zeros.max()) > 15:
+        raise DTypeError(f"zeros hold {int(zeros.max())}; int4 zero points are 0 .. 15",
+                         "pass the zeros quantize_int4(..., zero_point=True) returned")
+    fn = launcher(x, packed, scales, zeros, tile_m=tile_m, splits=splits, warpgroups=warpgroups)
+    fn()
+    return fn.y
+
+
+def fake_operands(group_size: int = 128, zero_point: bool = False, split: bool = False):
+    """Fake x, packed, scales, y and the extra tensors (split-K buffers, zeros) with symbolic
+    M, N, K and 16-byte aligned rows."""
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_tensor
+
+    m, n, k = cute.sym_int(symbol="M"), cute.sym_int(symbol="N"), cute.sym_int(symbol="K")
+    kw, g, s = cute.sym_int(symbol="K8"), cute.sym_int(symbol="groups"), cute.sym_int(symbol="S")
+
+    def ld(div, name):
+        return cute.sym_int64(divisibility=div, symbol=name)
+
+    x = make_fake_tensor(cutlass.BFloat16, (m, k), (ld(8, "ldx"), 1), assumed_align=16)
+    w = make_fake_tensor(cutlass.Int32, (n, kw), (ld(4, "ldw"), 1), assumed_align=16)
+    sc = make_fake_tensor(cutlass.BFloat16, (g, n), (ld(8, "lds"), 1), assumed_align=16)
+    y = make_fake_tensor(cutlass.BFloat16, (m, n), (ld(8, "ldy"), 1), assumed_align=16)
+    extra = ()
+    if split:
+        extra = (make_fake_tensor(cutlass.Float32, (s, m, n), (ld(4, "ldp_split"), ld(4, "ldp"), 1), assumed_align=16),
+                 make_fake_tensor(cutlass.Int32, (cute.sym_int(symbol="tiles"),), (1,), assumed_align=16))
+    if zero_point:
+        extra += (make_fake_tensor(cutlass.Uint8, (g, n), (ld(16, "ldz"), 1), assumed_align=16),)
+    return x, w, sc, y, extra
+
+
+def compile_target(tile_m: int = 16, group_size: int = 128, zero_point: bool = False, split: bool = False,
+                   warpgroups: int = 1, stages: int | None = None, overlap: bool = False):
+    """(kernel, fake arguments) for ``cutecourse.inspect.compile_report``: compiles on any machine."""
+    import cuda.bindings.driver as cuda
+
+    kernel = HopperMixedGemm(tile_m, group_size=group_size, zero_point=zero_point, split_k=split,
+                             warpgroups=warpgroups, stages=stages, overlap=overlap)
+    x, w, sc, y, extra = fake_operands(group_size, zero_point, split)
+    return kernel, (x, w, sc, y, cuda.CUstream(0), *extra)

@@ -1,0 +1,102 @@
+"""int4 weights with group scales: quantize, pack, and the dequantization every result is held to.
+
+A weight matrix W (N, K), as torch's Linear holds it, becomes
+
+* ``packed``: int32 (N, K / 8), eight 4-bit values q in [0, 15] a word, reordered for the
+  kernel's registers (``reorder.py``);
+* ``scales``: bf16 (K / group, N), one scale per group of ``group_size`` consecutive weights of
+  a row (the layout GPTQ and torch's int4 kernel use: a group's N scales are one contiguous row,
+  which one TMA box loads);
+* ``zeros``: None (symmetric: the zero point is 8, q - 8 in [-8, 7]) or uint8 (K / group, N) in
+  [0, 15] (asymmetric: a group's range [min, max] maps onto [0, 15]).
+
+and ``dequantize`` gives back W' = (q - zero) * scale, computed in fp32 and rounded once to
+bf16. That one rounding is what the kernel's conversion does too (``convert.py``): q - zero is
+exact in bf16, the product is rounded once. So the kernel's weights equal W' bit for bit, and a
+GEMM result is compared with ``x @ W'.T``, never with the unquantized W.
+"""
+
+from __future__ import annotations
+
+from ..errors import DTypeError, ShapeError
+from . import reorder
+
+#: Symmetric quantization's zero point: q = round(w / s) + 8.
+SYMMETRIC_ZERO = 8
+QMAX = 15
+
+
+def group_of(k: int, group_size) -> int:
+    """The group size in columns (None or -1: one group per row, i.e. per channel), checked."""
+    g = k if group_size in (None, -1) else group_size
+    if not isinstance(g, int) or g <= 0 or g % reorder.SLICE_K or k % g:
+        raise ShapeError(f"group_size={group_size!r} does not split K = {k} into groups of whole "
+                         f"16-column wgmma slices",
+                         "use a multiple of 16 that divides K (64 and 128 are common), or None for one "
+                         "scale per row")
+    return g
+
+
+def _bf16_at_least(scale):
+    """The smallest bf16 >= scale (as fp32): rounding a scale down would shrink the range the 16
+    steps cover, and the group's extreme weights would fall off it. Zero (an all-zero group) -> 1."""
+    import torch
+
+    bf = scale.to(torch.bfloat16)
+    up = (bf.view(torch.int16) + 1).view(torch.bfloat16)  # next bf16 up (scales are positive)
+    bf = torch.where(bf.float() < scale, up, bf).float()
+    return torch.where(bf > 0, bf, torch.ones_like(bf))
+
+
+def quantize_int4(w, group_size: int | None = 128, zero_point: bool = False):
+    """Quantize W (N, K) (a float tensor, e.g. a Linear weight) to int4 with group scales.
+
+    Returns ``(packed, scales, zeros)``: int32 (N, K/8), bf16 (K/group, N), and None or uint8
+    (K/group, N). Scales are rounded to bf16 *before* q is chosen, so q is the best value for
+    the scale the kernel will use, and rounded up, so that the 16 steps still cover the group's
+    range. An all-zero group gets scale 1 (its q are all the zero point).
+    """
+    import torch
+
+    if not isinstance(w, torch.Tensor) or not w.is_floating_point():
+        raise DTypeError(f"w is {getattr(w, 'dtype', type(w).__name__)}; quantize_int4 takes a float tensor",
+                         "pass the weight in float32, bfloat16 or float16, e.g. linear.weight.data")
+    if w.dim() != 2:
+        raise ShapeError(f"w has {w.dim()} dimensions; quantize_int4 takes W (N, K) like a Linear weight",
+                         "reshape to 2-D")
+    n, k = w.shape
+    reorder.check_blocks(n, k)
+    g = group_of(k, group_size)
+    groups = w.detach().float().reshape(n, k // g, g)
+    if zero_point:
+        lo = groups.amin(-1).clamp(max=0)  # keep 0 representable: zeros padding stays exact
+        hi = groups.amax(-1).clamp(min=0)
+        scale = _bf16_at_least((hi - lo) / QMAX)
+        zero = torch.clamp(torch.round(-lo / scale), 0, QMAX)
+    else:
+        scale = _bf16_at_least(groups.abs().amax(-1) / 7)
+        zero = torch.full_like(scale, SYMMETRIC_ZERO)
+    q = torch.clamp(torch.round(groups / scale.unsqueeze(-1)) + zero.unsqueeze(-1), 0, QMAX)
+    packed = reorder.pack(q.reshape(n, k).to(torch.uint8))  # on w's device
+    scales = scale.T.contiguous().to(torch.bfloat16).to(w.device)
+    zeros = zero.T.contiguous().to(torch.uint8).to(w.device) if zero_point else None
+    return packed, scales, zeros
+
+
+def unpack(packed):
+    """The int4 values q (N, K), uint8 in [0, 15], in W's own order (the reorder undone)."""
+    return reorder.unpack(packed)
+
+
+def dequantize(packed, scales, zeros=None):
+    """W' (N, K) bf16 = (q - zero) * scale, in fp32, rounded once to bf16: the weights the
+    kernel multiplies by, bit for bit. The group size is K / scales.shape[0]."""
+    import torch
+
+    q = unpack(packed).float()
+    n, k = q.shape
+    g = k // scales.shape[0]
+    s = scales.float().T.repeat_interleave(g, dim=1)
+    z = (zeros.float().T.repeat_interleave(g, dim=1) if zeros is not None
+         else torch.full_like(s, SYMMETRIC_ZERO))
+    return ((q - z) * s).to(torch.bfloat16)
