@@ -286,7 +286,7 @@ def test_the_cluster_steps_are_overrides_of_the_1x1_kernel():
     for step in hc.CLUSTER_STEPS:
         assert step in hc.ClusterHopperGemm.__dict__ and step in hg.HopperGemm.__dict__
         assert diff_lines(getattr(hg.HopperGemm, step), getattr(hc.ClusterHopperGemm, step))
-    text = "\n".join(diff_lines(hg.HopperGemm._mainloop_done, hc.ClusterHopperGemm._mainloop_done))
+    text = "\n".join(diff_lines(hg.HopperGemm.mainloop_done, hc.ClusterHopperGemm.mainloop_done))
     assert "+    cute.arch.cluster_wait()" in text and "-    cute.arch.sync_threads()" in text
 
 

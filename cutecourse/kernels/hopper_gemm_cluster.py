@@ -87,7 +87,7 @@ class ClusterHopperGemm(HopperGemm):
         self.cluster_mn = check_cluster(cluster_mn)
         self.l2_hints = l2_hints
 
-    def _tile_coord(self):
+    def tile_coord(self):
         """The 1x1 kernel's band order over *clusters*, then this CTA's place in its cluster."""
         cx, cy, _ = cute.arch.cluster_idx()
         nx, ny, _ = cute.arch.cluster_dim()
@@ -96,13 +96,13 @@ class ClusterHopperGemm(HopperGemm):
         return (cluster_m * self.cluster_mn[0] + in_cluster[0],
                 cluster_n * self.cluster_mn[1] + in_cluster[1])
 
-    def _mainloop_done(self):
+    def mainloop_done(self):
         """Every CTA of the cluster is past the mainloop: a peer may still be sending its last
         "empty" arrivals to our barriers, and must not find the ring reused (or the CTA gone)."""
         cute.arch.cluster_arrive()
         cute.arch.cluster_wait()
 
-    def _load(self, ring, loads, state, pred=None):
+    def load(self, ring, loads, state, pred=None):
         """The 1x1 kernel's loads, optionally with L2 eviction hints (``l2_hints``)."""
         policies = (None, None)
         if self.l2_hints is not None:
@@ -110,8 +110,8 @@ class ClusterHopperGemm(HopperGemm):
         sm90.issue_tma(ring, loads, state, pred=pred, policies=policies)
 
 
-#: The steps ClusterHopperGemm replaces, for notebook 05 to show as diffs against HopperGemm.
-CLUSTER_STEPS = ("_tile_coord", "_mainloop_done", "_load")
+#: The hooks ClusterHopperGemm overrides, for notebook 05 to show as diffs against HopperGemm.
+CLUSTER_STEPS = ("tile_coord", "mainloop_done", "load")
 
 
 def make_kernel(*, tile=(128, 256), cluster=(2, 1), l2_hints: str | None = None, **options) -> HopperGemm:
