@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..models import gemm_plan
 from ..models import pipeline as pm
 from . import Result, answered, checker, failed, passed
-from ..kernels.hopper_gemm_ptx import loop_structure
+from ..ptx_loops import loop_structure
 from .kernel_check import kernel_checker
 from .replay_compare import COMPARE_RUNS
 

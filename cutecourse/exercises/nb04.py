@@ -147,7 +147,7 @@ def check_prefetch_stages(p, stages: int = 4, on_gpu: bool | None = None,
 # Kernel exercises: the learner writes the compiler-pipelined mainloop of the course kernel
 # ----------------------------------------------------------------------------------------
 # Checked as in kernel_check's manual: compiled for sm_90a here; the compiler's own diagnostic
-# and the shape of the loop it generated (kernels/hopper_gemm_ptx.loop_structure, the reading the
+# and the shape of the loop it generated (ptx_loops.loop_structure, the reading the
 # lesson uses) prove whether it pipelined; the learner's loop replayed on the CPU pipeline model;
 # on an H100, run against torch in a child process with a timeout and timed beside the course's.
 TILE = (128, 256)
@@ -190,7 +190,7 @@ EX3 = ("Exercise 3 (kernel): a loop the compiler pipelines",
 @kernel_checker(*EX3)
 def check_pipelined(cls) -> Result:
     """``cls``: your subclass of ``CompilerParts`` with its ``mainloop_compiler`` rewritten."""
-    from ..kernels.hopper_gemm_ptx import loop_structure
+    from ..ptx_loops import loop_structure
     from .learner_code import segment_of
     from .nb03 import gpu_verdict, kernel_expr, replay_verdict
 
@@ -259,7 +259,7 @@ def _state_mismatch(cls, stages: int = 4, k_tiles: int = 10) -> str | None:
 @kernel_checker(*EX4)
 def check_state_in_kernel(cls) -> Result:
     """``cls``: your subclass of ``CompilerParts`` whose ``_states(k)`` returns (cons, prod)."""
-    from ..kernels.hopper_gemm_ptx import loop_structure
+    from ..ptx_loops import loop_structure
     from .nb03 import gpu_verdict, kernel_expr, replay_verdict
 
     title = EX4[0]
@@ -298,7 +298,7 @@ def check_prefetch_lab(p, hangs, stages: int = 4) -> Result:
     registers) beside the course's default; on an H100 run and timed in a child with a timeout."""
     from ..inspect import compile_here
     from ..kernels.hopper_gemm import HopperGemm
-    from ..kernels.hopper_gemm_ptx import loop_structure
+    from ..ptx_loops import loop_structure
     from . import kernel_check as kc
 
     title = EX5[0]

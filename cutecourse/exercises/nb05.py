@@ -323,7 +323,7 @@ def check_cluster_lab(cluster, multicast_loads) -> Result:
     kernel is compiled with it beside the 1x1 kernel (registers, loads); timed on an H100."""
     from ..inspect import compile_here
     from ..errors import ShapeError
-    from ..kernels.hopper_gemm_cluster import check_cluster, expected_multicast_loads, make_kernel
+    from ..kernels.hopper_gemm_cluster import ENTRY, check_cluster, expected_multicast_loads
     from . import kernel_check as kc
 
     title = EX6[0]
@@ -338,7 +338,7 @@ def check_cluster_lab(cluster, multicast_loads) -> Result:
     want = expected_multicast_loads(cluster)
     rows = []
     for shape in dict.fromkeys((cluster, (1, 1))):
-        rep = compile_here(make_kernel(tile=TILE, cluster=shape), *kc.gemm_args(None),
+        rep = compile_here(ENTRY.kernel(tile=TILE, cluster=shape), *kc.gemm_args(None),
                            name=f"cluster {shape}")
         rows.append(f"{shape[0]}x{shape[1]}: {rep.registers} registers, "
                     f"{rep.count('TMA multicast loads')} multicast + "

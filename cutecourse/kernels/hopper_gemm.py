@@ -4,10 +4,10 @@
 inputs, fp32 accumulators, fp16 / bf16 / fp32 output. One CTA computes one (tile_m, tile_n) tile
 of C with two warpgroups (each owns 64 rows of the tile); warp 0 also acts as the TMA producer.
 
-Read it top-down: host side (``__call__``), device side (``kernel``), the mainloops (``MAINLOOPS``:
-``variant`` picks one), and the three hooks the cluster version (``hopper_gemm_cluster``) overrides. The building blocks
-(TMA atoms and views, the ring, one k-tile's loads and MMAs, the epilogue) are in ``sm90.py``,
-shared with the persistent kernel; the smem budget is ``models/gemm_plan.py``.
+Read it top-down: host side (``__call__``), device side (``kernel``), the mainloop hooks (``variant``
+picks one from ``MAINLOOPS``), and the three hooks the cluster version (``hopper_gemm_cluster``)
+overrides. The building blocks (TMA atoms and views, the ring, one k-tile's loads and MMAs, the
+epilogue) are in ``sm90.py``, shared with the persistent kernel; the smem budget is ``models/gemm_plan.py``.
 
 The teaching variants differ **only in the mainloop**, so a notebook can show them as diffs:
 ``naive`` (load k-tile k, wait, compute, release: every TMA latency exposed), ``prefetch`` (a
