@@ -14,19 +14,35 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+# The instructions the course reads, one spelling each (regular expressions over one PTX
+# instruction, its predicate guard and comment stripped). ``ptx_loops`` names the same ones.
+#: A TMA tensor load global -> shared. 4.8.1 writes ``shared::cta`` for a CTA-local destination
+#: and ``shared::cluster`` for a multicast one: both are loads.
+TMA_LOAD = r"^cp\.async\.bulk\.tensor\.\w+\.shared::(cta|cluster)\.global"
+#: A TMA load that one CTA issues for every CTA of its ctaMask.
+TMA_MULTICAST_LOAD = r"^cp\.async\.bulk\.tensor.*multicast::cluster"
+TMA_STORE = r"^cp\.async\.bulk\.tensor\.\w+\.global\.shared"
+WGMMA = r"^wgmma\.mma_async"
+WGMMA_FENCE = r"^wgmma\.fence"
+WGMMA_COMMIT = r"^wgmma\.commit_group"
+WGMMA_WAIT = r"^wgmma\.wait_group"
+MBARRIER_WAIT = r"^mbarrier\.try_wait"
+MBARRIER_ARRIVE = r"^mbarrier\.arrive"  # expect_tx arrives too
+MBARRIER_EXPECT_TX = r"^mbarrier\.arrive\.expect_tx"
+
 #: Named instruction patterns (regular expressions over PTX) that the notebooks ask about.
 PTX_FEATURES: dict[str, str] = {
     "vector global loads": r"^ld\.global(\.[\w:]+)*\.v[248]\.",
     "scalar global loads": r"^ld\.global(?!(\.[\w:]+)*\.v[248]\.)",
     "vector global stores": r"^st\.global(\.[\w:]+)*\.v[248]\.",
     "scalar global stores": r"^st\.global(?!(\.[\w:]+)*\.v[248]\.)",
-    "wgmma": r"^wgmma\.mma_async",
-    "wgmma wait_group": r"^wgmma\.wait_group",
-    "TMA loads": r"^cp\.async\.bulk\.tensor\.\w+\.shared::(cta|cluster)\.global",
-    "TMA stores": r"^cp\.async\.bulk\.tensor\.\w+\.global\.shared",
-    "TMA multicast loads": r"^cp\.async\.bulk\.tensor.*multicast::cluster",
-    "mbarrier waits": r"^mbarrier\.try_wait",
-    "mbarrier arrives": r"^mbarrier\.arrive",
+    "wgmma": WGMMA,
+    "wgmma wait_group": WGMMA_WAIT,
+    "TMA loads": TMA_LOAD,
+    "TMA stores": TMA_STORE,
+    "TMA multicast loads": TMA_MULTICAST_LOAD,
+    "mbarrier waits": MBARRIER_WAIT,
+    "mbarrier arrives": MBARRIER_ARRIVE,
     "tcgen05": r"^tcgen05\.",
     "block-scaled MMA": r"^tcgen05\.mma.*block_scale",
     "tensormap.replace": r"^tensormap\.replace",
@@ -47,7 +63,7 @@ PTX_FEATURES: dict[str, str] = {
     "griddepcontrol.launch_dependents": r"^griddepcontrol\.launch_dependents",
 }
 
-#: Colour escapes some tools put in their logs.
+#: Colour escapes some tools put in their logs (the package's one spelling of them).
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 

@@ -112,8 +112,8 @@ def test_the_prologue_solution_passes():
     # every warp runs the prologue (no `if is_producer:`)
     ([("        if is_producer:\n", "        if True:\n")], "if is_producer:"),
     # the load before the acquire
-    ([("                ring.producer_acquire(prod)\n                self._load(ring, loads, prod)\n",
-       "                self._load(ring, loads, prod)\n                ring.producer_acquire(prod)\n")],
+    ([("                ring.producer_acquire(prod)\n                self.load(ring, loads, prod)\n",
+       "                self.load(ring, loads, prod)\n                ring.producer_acquire(prod)\n")],
      "before its producer_acquire"),
     # no acquire at all
     ([("                ring.producer_acquire(prod)\n", "")], "producer_acquire"),
@@ -128,8 +128,8 @@ def test_prologue_mistakes_are_named(edits, words):
 
 
 def test_a_prologue_compile_error_names_the_line():
-    r = nb03.check_prologue(learner("MyPrologue", ("ring.producer_acquire(prod)\n                self._load",
-                                                   "ring.producer_acquire()\n                self._load")))
+    r = nb03.check_prologue(learner("MyPrologue", ("ring.producer_acquire(prod)\n                self.load",
+                                                   "ring.producer_acquire()\n                self.load")))
     assert not r and "line 6 of your cell" in r.message and "producer_acquire()" in r.message, r.message
 
 

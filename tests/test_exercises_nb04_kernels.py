@@ -11,7 +11,7 @@ CELLS = SolutionCells("04_compiler_pipelining.ipynb", ("MyPipelined", "MyState")
 learner = CELLS.learner
 
 
-COPY = "            self._load(ring, loads, prod, pred=producer_only)  # the copy at the top level\n"
+COPY = "            self.load(ring, loads, prod, pred=producer_only)  # the copy at the top level\n"
 ACQUIRE = ("            if is_producer:  # barrier bookkeeping may stay under the if\n"
            "                ring.producer_acquire(prod)\n")
 
@@ -24,8 +24,8 @@ def test_the_pipelined_solution_passes():
 
 def test_the_load_given_the_consumer_state_passes():
     """cons and prod differ only in the phase, which a TMA load does not use: the same copy."""
-    r = nb04.check_pipelined(learner("MyPipelined", ("self._load(ring, loads, prod, pred",
-                                                     "self._load(ring, loads, cons, pred")))
+    r = nb04.check_pipelined(learner("MyPipelined", ("self.load(ring, loads, prod, pred",
+                                                     "self.load(ring, loads, cons, pred")))
     assert r, r.message
 
 
@@ -33,14 +33,14 @@ def test_a_predicate_built_in_the_loop_passes():
     r = nb04.check_pipelined(learner("MyPipelined", (
         COPY, "            pred = cute.make_rmem_tensor((1,), cutlass.Boolean)\n"
               "            pred[0] = is_producer\n"
-              "            self._load(ring, loads, prod, pred=pred)\n")))
+              "            self.load(ring, loads, prod, pred=pred)\n")))
     assert r, r.message
 
 
 @pytest.mark.parametrize("edits, words", [
     # the starting point: the copy inside `if is_producer`
     ([(ACQUIRE + COPY, "            if is_producer:\n                ring.producer_acquire(prod)\n"
-                       "                self._load(ring, loads, prod)\n")], "did not pipeline"),
+                       "                self.load(ring, loads, prod)\n")], "did not pipeline"),
     # the copy at the top level but unpredicated: every warp issues it
     ([("pred=producer_only)", ")")], "every warp"),
     # a predicate that is True in every warp

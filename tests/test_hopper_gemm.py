@@ -14,8 +14,8 @@ import torch
 from cutecourse.errors import AlignmentError, DeviceError, DTypeError, LayoutError, ShapeError
 from cutecourse.inspect import compile_report
 from cutecourse.kernels import hopper_gemm as hg
-from cutecourse.kernels.hopper_gemm_ptx import loop_structure
 from cutecourse.models import gemm_plan as gp
+from cutecourse.ptx_loops import loop_structure
 
 TARGET = "cutecourse.kernels.hopper_gemm:compile_target"
 SKIPPED = r"software pipelining.*skipped"
@@ -39,6 +39,16 @@ def test_too_many_stages_is_a_shape_error():
         gp.plan_stages((128, 256), "float16", stages=5)
     with pytest.raises(ShapeError, match="tile"):
         gp.plan_stages((256, 256), "float16")
+
+
+# -- the variants: one table of mainloop hooks -------------------------------------------------
+def test_every_variant_names_a_mainloop_hook_and_every_hook_has_a_variant():
+    hooks = {name for name in vars(hg.HopperGemm) if name.startswith("mainloop_") and name != "mainloop_done"}
+    assert set(hg.MAINLOOPS.values()) == hooks
+    assert hg.VARIANTS + hg.DEMO_VARIANTS == tuple(hg.MAINLOOPS)
+    assert hg.HopperGemm(variant="compiler").variant == "compiler"
+    with pytest.raises(ValueError, match="compiler_overlap"):
+        hg.HopperGemm(variant="pipelined")
 
 
 # -- input errors (CPU tensors: validation runs before any GPU work) --------------------------

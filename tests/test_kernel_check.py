@@ -24,14 +24,14 @@ from cutecourse.kernels.hopper_gemm import HopperGemm
 NAIVE = """
 class Mine(HopperGemm):
     @cute.jit
-    def _mainloop_naive(self, ring, loads, mma, k_tiles, is_producer):
+    def mainloop_naive(self, ring, loads, mma, k_tiles, is_producer):
         for k in cutlass.range(k_tiles, unroll=1):
             stage, phase = k % self.stages, (k // self.stages) % 2
             cons = pipeline.PipelineState(self.stages, k, stage, phase)
             prod = pipeline.PipelineState(self.stages, k, stage, phase ^ 1)
             if is_producer:
                 ring.producer_acquire(prod)
-                self._load(ring, loads, prod)
+                self.load(ring, loads, prod)
             ring.consumer_wait(cons)
             sm90.issue_mma(mma, cons.index)
             warpgroup.wait_group({wait})
@@ -153,17 +153,17 @@ def test_loops_skip_the_spin_loops_of_barrier_waits():
 
 def test_the_pipeline_model_replays_the_learners_loop():
     mine, _ = learner(NAIVE.format(wait=0))
-    trace = pipeline_replay.replay(mine._mainloop_naive, stages=2, k_tiles=5)
+    trace = pipeline_replay.replay(mine.mainloop_naive, stages=2, k_tiles=5)
     assert trace.deadlock is None and not trace.hazards
     # releasing before the wgmmas are done: a race the model names
     early, _ = learner(NAIVE.format(wait=0).replace(
         "            warpgroup.wait_group(0)\n            ring.consumer_release(cons)\n",
         "            ring.consumer_release(cons)\n            warpgroup.wait_group(0)\n"))
-    trace = pipeline_replay.replay(early._mainloop_naive, stages=2, k_tiles=5)
+    trace = pipeline_replay.replay(early.mainloop_naive, stages=2, k_tiles=5)
     assert trace.hazards and "still read" in trace.hazards[0]
     # no consumer_wait: the wgmma reads a stage whose bytes have not landed
     blind, _ = learner(NAIVE.format(wait=0).replace("            ring.consumer_wait(cons)\n", ""))
-    trace = pipeline_replay.replay(blind._mainloop_naive, stages=2, k_tiles=5)
+    trace = pipeline_replay.replay(blind.mainloop_naive, stages=2, k_tiles=5)
     assert trace.hazards and "consumer_wait must come first" in trace.hazards[0]
 
 

@@ -22,9 +22,9 @@ def _ops(trace):
 @pytest.mark.parametrize("stages, k_tiles", COMPARE_RUNS)
 def test_the_parts_replay_like_the_course_kernel(stages, k_tiles):
     assert _ops(replay(PrefetchParts, stages, k_tiles)) == \
-        _ops(replay(HopperGemm._mainloop_prefetch, stages, k_tiles))
-    assert _ops(replay(CompilerParts, stages, k_tiles, method="_mainloop_compiler")) == \
-        _ops(replay(HopperGemm._mainloop_compiler, stages, k_tiles))
+        _ops(replay(HopperGemm.mainloop_prefetch, stages, k_tiles))
+    assert _ops(replay(CompilerParts, stages, k_tiles, method="mainloop_compiler")) == \
+        _ops(replay(HopperGemm.mainloop_compiler, stages, k_tiles))
 
 
 def test_the_solutions_agree_with_the_course():

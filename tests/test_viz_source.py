@@ -8,12 +8,12 @@ from cutecourse.viz.source import diff_lines, show_diff, show_source, snippet
 
 
 def test_snippet_of_a_jit_method_has_its_file_and_lines():
-    snip = snippet(hg.HopperGemm._mainloop_naive)
+    snip = snippet(hg.HopperGemm.mainloop_naive)
     assert snip.path == "cutecourse/kernels/hopper_gemm.py"
     with open(snip.path) as f:
         lines = f.read().splitlines()
     assert lines[snip.first - 1].strip() == "@cute.jit"  # decorators included
-    assert snip.lines[1].startswith("def _mainloop_naive(")  # dedented
+    assert snip.lines[1].startswith("def mainloop_naive(")  # dedented
     assert snip.where == f"{snip.path}:{snip.first}-{snip.first + len(snip.lines) - 1}"
 
 
@@ -34,10 +34,10 @@ def test_a_marker_that_moved_is_an_error():
 
 
 def test_diff_of_the_cluster_step(capsys):
-    lines = diff_lines(hg.HopperGemm._mainloop_done, hc.ClusterHopperGemm._mainloop_done)
+    lines = diff_lines(hg.HopperGemm.mainloop_done, hc.ClusterHopperGemm.mainloop_done)
     assert "+    cute.arch.cluster_arrive()" in lines
-    show_diff(hg.HopperGemm._mainloop_done, hc.ClusterHopperGemm._mainloop_done, title="step")
-    show_source(hg.HopperGemm._tile_coord)
+    show_diff(hg.HopperGemm.mainloop_done, hc.ClusterHopperGemm.mainloop_done, title="step")
+    show_source(hg.HopperGemm.tile_coord)
     out = capsys.readouterr().out  # outside IPython: plain text, with file:line
     assert "step  cutecourse/kernels/hopper_gemm.py:" in out and "-> cutecourse/kernels/hopper_gemm_cluster.py:" in out
     assert "cute.arch.block_idx()" in out

@@ -41,7 +41,7 @@ of lines (``wait``, ``expect_tx``, ``tma``, ``tma_multicast``, ``fence``, ``wgmm
 :func:`first` / :func:`wait_group_depths` / :func:`loops` answer the usual questions ("does the
 arrive come after the wait_group?", "what depth does the loop wait at?"). ``report.count(...)``
 and ``report.diagnostics()`` (inspect.py) count instructions and read compiler warnings;
-``kernels.hopper_gemm_ptx.loop_structure`` says whether a loop was software-pipelined. What the
+``ptx_loops.loop_structure`` says whether a loop was software-pipelined. What the
 PTX cannot show (the arguments the learner passed to a course helper) ``compile_kernel(...,
 spies=("module:function",))`` records, in the child too (:func:`spy` is the in-process tool).
 
@@ -90,9 +90,10 @@ from dataclasses import dataclass, field
 
 from .. import gpu_queue
 from ..errors import CompileError
+from ..ptx_loops import OPS, Loop, compact, first, loops, mainloop, ops, wait_group_depths  # noqa: F401
+from ..ptx_report import ANSI
 from . import Result, checker, failed, passed
 from .learner_code import LearnerCode, map_line, reason
-from .ptx_facts import OPS, Loop, compact, first, loops, mainloop, ops, wait_group_depths  # noqa: F401
 
 __all__ = ["CompilerCrash", "LearnerCode", "LearnerError", "Loop", "GpuRun", "compact", "compile_kernel", "first",
            "gemm_args", "gpu_here", "gpu_verdict", "kernel_checker", "loops", "mainloop", "ops",
@@ -288,7 +289,7 @@ def _child(code: LearnerCode, spec: dict, timeout: float):
                                   timeout=timeout, cwd=work)
         except subprocess.TimeoutExpired:
             return None, ""
-        log = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
+        log = ANSI.sub("", proc.stdout + proc.stderr)
         if not os.path.exists(spec["out"]) and proc.returncode < 0:
             return {"error": f"signal {-proc.returncode}", "crashed": True}, log
         if not os.path.exists(spec["out"]):

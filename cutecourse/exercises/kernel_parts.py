@@ -5,12 +5,12 @@ the neighbouring exercise asks for them. So each class here is the course kernel
 split into methods; an exercise subclasses it and overrides one method, and the others come from
 here (the course's own code, the same instructions as ``HopperGemm``'s loops).
 
-* :class:`PrefetchParts` (notebook 03): ``_mainloop_prefetch`` calls ``_fill_ring`` (the
+* :class:`PrefetchParts` (notebook 03): ``mainloop_prefetch`` calls ``_fill_ring`` (the
   prologue, Exercise 5), then per k-tile ``_consume`` and the refill, then ``_drain``
   (``_consume`` and ``_drain``: Exercise 4).
-* :class:`CompilerParts` (notebook 04): ``_mainloop_compiler`` calls ``_states(k)`` (Exercise 4)
+* :class:`CompilerParts` (notebook 04): ``mainloop_compiler`` calls ``_states(k)`` (Exercise 4)
   for the consumer's and the producer's pipeline state of k-tile ``k``.
-* :class:`MaskedCluster` (notebook 05): ``_load`` multicasts with the masks ``_masks()``
+* :class:`MaskedCluster` (notebook 05): ``load`` multicasts with the masks ``_masks()``
   returns (Exercise 4 writes ``_masks``).
 
 Pipeline states go in and come back out (``prod = self._fill_ring(..., prod, ...)``): a value
@@ -41,7 +41,7 @@ class PrefetchParts(HopperGemm):
     """``HopperGemm``'s prefetch mainloop as prologue, consumer step, refill and drain."""
 
     @cute.jit
-    def _mainloop_prefetch(self, ring, loads, mma, k_tiles, is_producer):
+    def mainloop_prefetch(self, ring, loads, mma, k_tiles, is_producer):
         prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
         cons = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         released = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
@@ -51,7 +51,7 @@ class PrefetchParts(HopperGemm):
                                       "cons, released", 2)
             if is_producer and prod.count < k_tiles:  # refill the stage k-1 just released
                 ring.producer_acquire(prod)
-                self._load(ring, loads, prod)
+                self.load(ring, loads, prod)
                 prod.advance()
         self._drain(ring, k_tiles, released)
 
@@ -61,7 +61,7 @@ class PrefetchParts(HopperGemm):
         if is_producer:
             for _ in cutlass.range(cutlass.min(self.stages - 1, k_tiles), unroll=1):
                 ring.producer_acquire(prod)
-                self._load(ring, loads, prod)
+                self.load(ring, loads, prod)
                 prod.advance()
         return prod
 
@@ -89,14 +89,14 @@ class CompilerParts(HopperGemm):
     """``HopperGemm``'s compiler-pipelined loop, its two pipeline states from ``_states(k)``."""
 
     @cute.jit
-    def _mainloop_compiler(self, ring, loads, mma, k_tiles, is_producer):
+    def mainloop_compiler(self, ring, loads, mma, k_tiles, is_producer):
         producer_only = cute.make_rmem_tensor((1,), cutlass.Boolean)
         producer_only[0] = is_producer
         for k in cutlass.range(k_tiles, prefetch_stages=self.prefetch, unroll=1):
             cons, prod = returned(self._states(k), "_states", "cons, prod", 2)
             if is_producer:
                 ring.producer_acquire(prod)
-            self._load(ring, loads, prod, pred=producer_only)
+            self.load(ring, loads, prod, pred=producer_only)
             ring.consumer_wait(cons)
             sm90.issue_mma(mma, cons.index)
             warpgroup.wait_group(0)
@@ -117,7 +117,7 @@ class MaskedCluster(ClusterHopperGemm):
         _, _, a_mask, b_mask = sm90.multicast_masks(self.cluster_mn)
         return a_mask, b_mask
 
-    def _load(self, ring, loads, state, pred=None):
+    def load(self, ring, loads, state, pred=None):
         a_mask, b_mask = self._masks()
         bar = ring.producer_get_barrier(state)
         cute.copy(loads.tma_a, loads.tAgA[(None, state.count)], loads.tAsA[(None, state.index)],

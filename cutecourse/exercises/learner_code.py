@@ -28,7 +28,8 @@ import textwrap
 import types
 from dataclasses import dataclass
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+from ..ptx_report import ANSI as _ANSI
+
 _CELL_FILE = re.compile(r"ipykernel_\d+|<ipython-input-|/tmp/ipykernel")
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..models import gemm_plan
 from ..models import pipeline as pm
 from . import Result, answered, checker, failed, passed
-from ..kernels.hopper_gemm_ptx import loop_structure
+from ..ptx_loops import loop_structure
 from .kernel_check import kernel_checker
 from .replay_compare import COMPARE_RUNS
 
@@ -115,7 +115,7 @@ def kernel_expr(cls, variant: str, **extra) -> str:
     return f"{cls.__name__}(tile_mn={TILE}, variant={variant!r}{more})"
 
 
-def model_verdict(hook, runs=REPLAY_RUNS, method: str = "_mainloop_prefetch") -> str | None:
+def model_verdict(hook, runs=REPLAY_RUNS, method: str = "mainloop_prefetch") -> str | None:
     """The CPU model's objection to the learner's mainloop ``hook`` (a function, or a kernel
     class whose ``method`` is replayed with the parts it calls), or None."""
     from .pipeline_replay import replay
@@ -135,12 +135,12 @@ def model_verdict(hook, runs=REPLAY_RUNS, method: str = "_mainloop_prefetch") ->
             return (f"your loop loads k-tile {early} but never calls producer_acquire for it: "
                     "nothing arms its full barrier (one arrival plus the bytes), so the "
                     "consumer_wait for it hangs. Call ring.producer_acquire(prod) (under "
-                    "`if is_producer:`) before self._load.")
+                    "`if is_producer:`) before self.load.")
         if early is not None:
             return (f"your loop issues the TMA load of k-tile {early} before its "
                     "producer_acquire: the stage may still be read by the tensor cores, and its "
                     "full barrier is not yet armed with the bytes. producer_acquire first, then "
-                    "self._load.")
+                    "self.load.")
         if t.deadlock:
             d = t.deadlock
             return (f"with {stages} stages and {k_tiles} k-tile(s) your loop hangs (CPU model): "
@@ -178,7 +178,7 @@ def _stuck_state(t, stages: int) -> str | None:
     return None
 
 
-def producer_only(hook, method: str = "_mainloop_prefetch") -> str | None:
+def producer_only(hook, method: str = "mainloop_prefetch") -> str | None:
     """The objection if warps other than warp 0 (``is_producer`` False) would issue loads."""
     from .pipeline_replay import replay
 
@@ -186,7 +186,7 @@ def producer_only(hook, method: str = "_mainloop_prefetch") -> str | None:
     loads = [e for e in t.events if e.op in ("producer_acquire", "tma_load")]
     if not loads:
         return None
-    if loads[0].op == "tma_load" and method == "_mainloop_compiler":
+    if loads[0].op == "tma_load" and method == "mainloop_compiler":
         return ("your copy's predicate is True in every warp, not only in warp 0: each of the 8 "
                 "warps would load the k-tile again (8x the bytes the full barrier expects). Set "
                 "the predicate from is_producer (producer_only[0] = is_producer); the copy itself "
@@ -223,14 +223,14 @@ EX4 = ("Exercise 4 (kernel): the consumer of the prefetch mainloop",
        "wait_group(0), then release `released` if there was a k-tile.")
 
 
-def replay_verdict(cls, method: str = "_mainloop_prefetch", code=None) -> str | None:
+def replay_verdict(cls, method: str = "mainloop_prefetch", code=None) -> str | None:
     """The CPU replay's objection: the first step where the learner's loop waits, reads or
     releases another stage (or calls another step) than the course's, then any hang or race
     of the model, then warps other than warp 0 loading."""
     from .kernel_parts import CompilerParts, PrefetchParts
     from .replay_compare import first_mistake
 
-    reference = PrefetchParts if method == "_mainloop_prefetch" else CompilerParts
+    reference = PrefetchParts if method == "mainloop_prefetch" else CompilerParts
     return (first_mistake(cls, reference, method=method, code=code)
             or model_verdict(cls, method=method)
             or producer_only(cls, method=method))
@@ -271,7 +271,7 @@ def check_consumer(cls) -> Result:
 
 EX5 = ("Exercise 5 (kernel): the producer's prologue",
        "warp 0 alone (if is_producer) loads min(stages - 1, k_tiles) k-tiles: producer_acquire, "
-       "self._load, prod.advance() each, then returns prod. Not `stages`: the first refill in "
+       "self.load, prod.advance() each, then returns prod. Not `stages`: the first refill in "
        "the loop needs a stage that only this same loop releases.")
 
 

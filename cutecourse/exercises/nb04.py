@@ -147,11 +147,11 @@ def check_prefetch_stages(p, stages: int = 4, on_gpu: bool | None = None,
 # Kernel exercises: the learner writes the compiler-pipelined mainloop of the course kernel
 # ----------------------------------------------------------------------------------------
 # Checked as in kernel_check's manual: compiled for sm_90a here; the compiler's own diagnostic
-# and the shape of the loop it generated (kernels/hopper_gemm_ptx.loop_structure, the reading the
+# and the shape of the loop it generated (ptx_loops.loop_structure, the reading the
 # lesson uses) prove whether it pipelined; the learner's loop replayed on the CPU pipeline model;
 # on an H100, run against torch in a child process with a timeout and timed beside the course's.
 TILE = (128, 256)
-METHOD = "_mainloop_compiler"
+METHOD = "mainloop_compiler"
 ISSUE_TMA = "cutecourse.kernels.sm90:issue_tma"
 
 
@@ -189,8 +189,8 @@ EX3 = ("Exercise 3 (kernel): a loop the compiler pipelines",
 
 @kernel_checker(*EX3)
 def check_pipelined(cls) -> Result:
-    """``cls``: your subclass of ``CompilerParts`` with its ``_mainloop_compiler`` rewritten."""
-    from ..kernels.hopper_gemm_ptx import loop_structure
+    """``cls``: your subclass of ``CompilerParts`` with its ``mainloop_compiler`` rewritten."""
+    from ..ptx_loops import loop_structure
     from .learner_code import segment_of
     from .nb03 import gpu_verdict, kernel_expr, replay_verdict
 
@@ -200,7 +200,7 @@ def check_pipelined(cls) -> Result:
     if skipped:
         return failed(title, f"the compiler did not pipeline your loop. It says: \"{skipped}\". "
                       "A TMA copy inside `if is_producer` is invisible to the pipeliner: move "
-                      "self._load(...) out of the `if`, with pred= a predicate tensor that is "
+                      "self.load(...) out of the `if`, with pred= a predicate tensor that is "
                       "True in warp 0 only")
     if calls and any(kw.get("pred") is None for kw in calls):
         return failed(title, "your loop issues the TMA copies with no pred=: every warp would issue "
@@ -211,11 +211,11 @@ def check_pipelined(cls) -> Result:
         return failed(title, objection)
     shape = loop_structure(report.ptx)
     if not shape.pipelined:
-        kept = "prefetch_stages" in segment_of(cls._mainloop_compiler).text
+        kept = "prefetch_stages" in segment_of(cls.mainloop_compiler).text
         return failed(title, f"the generated code is not pipelined ({shape}): expected TMA loads "
                       "before the MMA loop and a loop with both loads and wgmmas. "
                       + ("Your loop still has prefetch_stages=; the copy must be the loop body's "
-                         "own top-level self._load(..., pred=...), paired with the consumer_wait "
+                         "own top-level self.load(..., pred=...), paired with the consumer_wait "
                          "on the same stage" if kept else
                          "Keep prefetch_stages=self.prefetch in cutlass.range: it asks for the "
                          "pipelining"))
@@ -259,7 +259,7 @@ def _state_mismatch(cls, stages: int = 4, k_tiles: int = 10) -> str | None:
 @kernel_checker(*EX4)
 def check_state_in_kernel(cls) -> Result:
     """``cls``: your subclass of ``CompilerParts`` whose ``_states(k)`` returns (cons, prod)."""
-    from ..kernels.hopper_gemm_ptx import loop_structure
+    from ..ptx_loops import loop_structure
     from .nb03 import gpu_verdict, kernel_expr, replay_verdict
 
     title = EX4[0]
@@ -298,7 +298,7 @@ def check_prefetch_lab(p, hangs, stages: int = 4) -> Result:
     registers) beside the course's default; on an H100 run and timed in a child with a timeout."""
     from ..inspect import compile_here
     from ..kernels.hopper_gemm import HopperGemm
-    from ..kernels.hopper_gemm_ptx import loop_structure
+    from ..ptx_loops import loop_structure
     from . import kernel_check as kc
 
     title = EX5[0]

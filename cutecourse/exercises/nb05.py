@@ -251,7 +251,7 @@ EX5 = ("Exercise 5 (kernel): the multicast loads of a 2x2 cluster",
 
 @kernel_checker(*EX5)
 def check_multicast_loads(cls) -> Result:
-    """``cls``: your subclass of ``ClusterHopperGemm`` whose ``_load`` issues the two copies."""
+    """``cls``: your subclass of ``ClusterHopperGemm`` whose ``load`` issues the two copies."""
     from . import kernel_check as kc
 
     title = EX5[0]
@@ -261,14 +261,14 @@ def check_multicast_loads(cls) -> Result:
         p = plan(tile=(*TILE, 64), cluster=cluster, tiles=(cluster[0], cluster[1], 1))
         for rank in range(p.cluster_size):
             _, copies = _on_host(code, cls, cluster, rank,
-                                 lambda k, r, l, s: k._load(r, l, s))
+                                 lambda k, r, l, s: k.load(r, l, s))
             problem = _copy_problem(copies, p, rank, cluster)
             if problem:
                 return failed(title, problem)
     wrong = _compiled_multicasts(report)
     if wrong:
         return failed(title, wrong)
-    return _gpu(code, cls, title, "for every CTA of 2x2, 2x1 and 1x2 clusters your _load issues "
+    return _gpu(code, cls, title, "for every CTA of 2x2, 2x1 and 1x2 clusters your load issues "
                 "one copy of A and one of B, k-tile state.count into stage state.index, on the "
                 "stage's full barrier, multicast to the CTAs the planner says; compiled for 2x2, "
                 "the PTX has the 4 multicast loads.")
@@ -285,7 +285,7 @@ def _copy_problem(copies, p, rank, cluster) -> str | None:
     where = f"CTA rank {rank} of a {cluster[0]}x{cluster[1]} cluster"
     atoms = sorted(str(c["atom"]) for c in copies)
     if atoms != ["A's atom", "B's atom"]:
-        return (f"{where}: your _load issues {len(copies)} copies ({', '.join(atoms) or 'none'}); "
+        return (f"{where}: your load issues {len(copies)} copies ({', '.join(atoms) or 'none'}); "
                 "one k-tile needs exactly one copy with loads.tma_a and one with loads.tma_b")
     width = max(4, p.cluster_size)
     for c in copies:
@@ -323,7 +323,7 @@ def check_cluster_lab(cluster, multicast_loads) -> Result:
     kernel is compiled with it beside the 1x1 kernel (registers, loads); timed on an H100."""
     from ..inspect import compile_here
     from ..errors import ShapeError
-    from ..kernels.hopper_gemm_cluster import check_cluster, expected_multicast_loads, make_kernel
+    from ..kernels.hopper_gemm_cluster import ENTRY, check_cluster, expected_multicast_loads
     from . import kernel_check as kc
 
     title = EX6[0]
@@ -338,7 +338,7 @@ def check_cluster_lab(cluster, multicast_loads) -> Result:
     want = expected_multicast_loads(cluster)
     rows = []
     for shape in dict.fromkeys((cluster, (1, 1))):
-        rep = compile_here(make_kernel(tile=TILE, cluster=shape), *kc.gemm_args(None),
+        rep = compile_here(ENTRY.kernel(tile=TILE, cluster=shape), *kc.gemm_args(None),
                            name=f"cluster {shape}")
         rows.append(f"{shape[0]}x{shape[1]}: {rep.registers} registers, "
                     f"{rep.count('TMA multicast loads')} multicast + "

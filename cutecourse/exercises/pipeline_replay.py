@@ -1,9 +1,9 @@
 """Run a learner's mainloop, as written, on the CPU pipeline model (``models/pipeline``).
 
-A mainloop hook of the course GEMM (``_mainloop_prefetch(self, ring, loads, mma, k_tiles,
+A mainloop hook of the course GEMM (``mainloop_prefetch(self, ring, loads, mma, k_tiles,
 is_producer)``) is CuTe DSL code, but its *control* is plain Python: a loop over k-tiles, pipeline
 states that advance, ``ring.consumer_wait(cons)``, ``sm90.issue_mma(mma, cons.index)``,
-``warpgroup.wait_group(1)``, ``ring.consumer_release(...)``, ``self._load(ring, loads, prod)``.
+``warpgroup.wait_group(1)``, ``ring.consumer_release(...)``, ``self.load(ring, loads, prod)``.
 The model (:class:`~cutecourse.models.pipeline.PipelineModel`) has the same calls, written as
 generators that *yield* where the hardware would block. So :func:`replay` takes the hook's source,
 
@@ -11,7 +11,7 @@ generators that *yield* where the hardware would block. So :func:`replay` takes 
   ``wait_group``) into ``yield from`` that call, keeping the learner's line numbers;
 * runs it with the DSL names swapped for the model's: ``cutlass.range`` is ``range``,
   ``pipeline.make_pipeline_state`` the model's state, ``ring`` the model's barriers, ``sm90.issue_mma``
-  a wgmma on the stage the learner names, ``self._load`` a TMA load (skipped where its one-element ``pred`` is False),
+  a wgmma on the stage the learner names, ``self.load`` a TMA load (skipped where its one-element ``pred`` is False),
   ``cute.make_rmem_tensor`` a list; ``is_producer`` is True by default (the course kernel is
   not warp-specialized: warp 0 issues loads and MMAs); ``is_producer=False`` runs the program
   of the other warps, which must issue no load;
@@ -159,7 +159,7 @@ def _generator(fn, helpers=()) -> types.FunctionType:
 
 
 #: methods of the kernel a mainloop calls that are not replayed from their source
-NOT_HELPERS = ("_load",)
+NOT_HELPERS = ("load",)
 
 
 def _helpers(owner, fn) -> dict:
@@ -189,7 +189,7 @@ def _entering(gen_fn, name: str, calls: list):
 
 
 def replay(hook, stages: int = 4, k_tiles: int = 8, names: dict | None = None,
-           is_producer: bool = True, method: str = "_mainloop_prefetch") -> pm.Trace:
+           is_producer: bool = True, method: str = "mainloop_prefetch") -> pm.Trace:
     """Run the mainloop ``hook`` on the model; return the Trace.
 
     ``hook``: a function or method, or a kernel class, whose ``method`` is run; the methods it
@@ -229,7 +229,7 @@ def replay(hook, stages: int = 4, k_tiles: int = 8, names: dict | None = None,
         ring.calls.append(("tma_load", _as_tuple(state), _site()))
         model.tma_load(state)
 
-    me = _Namespace(stages=stages, prefetch=max(1, stages - 2), _load=load)
+    me = _Namespace(stages=stages, prefetch=max(1, stages - 2), load=load)
     for hname, h in helpers.items():
         setattr(me, hname, types.MethodType(_entering(program_of(h), hname, ring.calls), me))
     trace = pm.Trace(fn.__name__, stages, k_tiles, 0)

@@ -130,7 +130,7 @@ def _pair(mine: Step, want: Step, k_tiles: int, stages: int) -> str:
         return (f"{where} your loop issues the TMA load of k-tile {mine.arg[0]} before its "
                 "producer_acquire: the stage may still be read by the tensor cores, and its "
                 "full barrier is not armed with the bytes, so the wait for them hangs. "
-                "producer_acquire first, then self._load.")
+                "producer_acquire first, then self.load.")
     if mine.op in PRODUCER and want.op in CONSUMER + ("(end)",):
         past = mine.arg[0] >= k_tiles
         return (f"{where} your producer goes on to k-tile {mine.arg[0]} ({mine.op}) where the "
@@ -186,7 +186,7 @@ def _wrong_release(mine: Step, want: Step, k_tiles: int) -> str:
 
 
 def first_mistake(learner, reference, ops=CONSUMER + PRODUCER, runs=COMPARE_RUNS,
-                  method: str = "_mainloop_prefetch", code=None) -> str | None:
+                  method: str = "mainloop_prefetch", code=None) -> str | None:
     """The first step where the learner's mainloop (a class or a hook) parts from the course's
     ``reference``, named; None if they agree on every run. A hang or race first met by the
     learner's loop ends its log there: the caller's model verdict names it. ``code`` (the

@@ -210,15 +210,25 @@ class Entry:
     """The torch-facing functions of one kernel class (``build``: the class, or a function that
     takes the same keyword arguments and returns a kernel). Keyword arguments of every function:
     the constructor's, with ``tile`` / ``cluster`` for ``tile_mn`` / ``cluster_mn`` and a
-    scheduler by name (``tile_scheduler.SCHEDULERS``); ``defaults``: this entry's own defaults."""
+    scheduler by name (``tile_scheduler.SCHEDULERS``); ``defaults``: this entry's own defaults.
+    ``single``: the class a 1x1 cluster builds instead, where it takes every other argument given
+    (an argument given as None counts as not given)."""
 
-    def __init__(self, build, **defaults):
+    def __init__(self, build, *, single=None, **defaults):
         import inspect
 
-        self.build, self.defaults = build, defaults
+        self.build, self.defaults, self.single = build, defaults, single
         params = inspect.signature(build).parameters
         self.takes_sms = "sms" in params
-        self.aliases = {k: v for k, v in ALIASES.items() if k not in params}  # make_kernel takes tile=
+        self.aliases = {k: v for k, v in ALIASES.items() if k not in params}  # a function may take tile=
+        self.single_takes = set(inspect.signature(single).parameters) if single else set()
+
+    def _class_for(self, kw: dict):
+        """(class, its keyword arguments): ``single`` for a 1x1 cluster it can build, else ``build``."""
+        rest = {k: v for k, v in kw.items() if k != "cluster_mn" and v is not None}
+        if self.single is not None and kw.get("cluster_mn") == (1, 1) and set(rest) <= self.single_takes:
+            return self.single, rest
+        return self.build, kw
 
     def kernel(self, **params):
         """The kernel these (launcher-style) keyword arguments describe."""
@@ -235,8 +245,9 @@ class Entry:
             if kw["scheduler"] not in SCHEDULERS:
                 raise ValueError(f"scheduler must be one of {list(SCHEDULERS)}, not {kw['scheduler']!r}")
             kw["scheduler"] = SCHEDULERS[kw["scheduler"]]
+        build, kw = self._class_for(kw)
         try:
-            return self.build(**kw)
+            return build(**kw)
         except TypeError as exc:
             raise CourseError(f"{getattr(self.build, '__name__', 'the kernel')}: {exc}",
                               "pass only the keyword arguments the kernel's constructor takes") from None

@@ -4,10 +4,10 @@
 inputs, fp32 accumulators, fp16 / bf16 / fp32 output. One CTA computes one (tile_m, tile_n) tile
 of C with two warpgroups (each owns 64 rows of the tile); warp 0 also acts as the TMA producer.
 
-Read it top-down: host side (``__call__``), device side (``kernel``), the mainloops, and the
-three small steps the cluster version (``hopper_gemm_cluster``) replaces. The building blocks
-(TMA atoms and views, the ring, one k-tile's loads and MMAs, the epilogue) are in ``sm90.py``,
-shared with the persistent kernel; the smem budget is ``models/gemm_plan.py``.
+Read it top-down: host side (``__call__``), device side (``kernel``), the mainloop hooks (``variant``
+picks one from ``MAINLOOPS``), and the three hooks the cluster version (``hopper_gemm_cluster``)
+overrides. The building blocks (TMA atoms and views, the ring, one k-tile's loads and MMAs, the
+epilogue) are in ``sm90.py``, shared with the persistent kernel; the smem budget is ``models/gemm_plan.py``.
 
 The teaching variants differ **only in the mainloop**, so a notebook can show them as diffs:
 ``naive`` (load k-tile k, wait, compute, release: every TMA latency exposed), ``prefetch`` (a
@@ -33,11 +33,11 @@ from ..models.gemm_plan import TILES  # noqa: F401  (the tiles this kernel takes
 from . import gemm_launch, sm90
 from .configured import Configured
 
-#: The variants, in teaching order.
-VARIANTS = ("naive", "prefetch", "compiler")
-#: Plus, for notebook 04: a counter-example (prefetch_stages on a loop the compiler cannot
-#: pipeline) and an experiment (compiler-pipelined loads plus hand-kept MMA overlap).
-DEMO_VARIANTS = ("compiler_guarded", "compiler_overlap")
+#: variant -> the mainloop hook it runs: the variants in teaching order, then notebook 04's counter-example
+#: (prefetch_stages on a loop the compiler cannot pipeline) and experiment (plus hand-kept MMA overlap).
+MAINLOOPS = {"naive": "mainloop_naive", "prefetch": "mainloop_prefetch", "compiler": "mainloop_compiler",
+             "compiler_guarded": "mainloop_compiler_guarded", "compiler_overlap": "mainloop_compiler_overlap"}
+VARIANTS, DEMO_VARIANTS = tuple(MAINLOOPS)[:3], tuple(MAINLOOPS)[3:]
 #: Two warpgroups split the 128-row tile: each owns 64 rows (the M of one wgmma).
 WARPGROUPS = 2
 #: Band height (in tile-rows) of the L2-friendly tile order (models/tile_order.py).
@@ -61,8 +61,8 @@ class HopperGemm(Configured):
     def __init__(self, tile_mn=(128, 256), *, variant: str = "prefetch",
                  prefetch_stages: int | None = None, stages: int | None = None,
                  group_m: int = GROUP_M, epi_tile=EPI_TILE, epilogue_op=None):
-        if variant not in VARIANTS + DEMO_VARIANTS:
-            raise ValueError(f"variant must be one of {VARIANTS + DEMO_VARIANTS}, not {variant!r}")
+        if variant not in MAINLOOPS:
+            raise ValueError(f"variant must be one of {tuple(MAINLOOPS)}, not {variant!r}")
         self.tile_mn = check_tile(tile_mn)
         self.tile_mnk = (*self.tile_mn, TILE_K)
         self.variant = variant
@@ -131,7 +131,7 @@ class HopperGemm(Configured):
             cpasync.prefetch_descriptor(tma_a)
             cpasync.prefetch_descriptor(tma_b)
 
-        tile_m, tile_n = self._tile_coord()
+        tile_m, tile_n = self.tile_coord()
         cta_layout, cluster_coord, a_mcast_mask, b_mcast_mask = sm90.multicast_masks(self.cluster_mn)
 
         # The ring: full[s] flips when stage s's TMA bytes have landed, empty[s] when every
@@ -166,10 +166,10 @@ class HopperGemm(Configured):
         k_tiles = cute.size(gA, mode=[2])  # ceil(K / TILE_K): TMA zero-fills the ragged last tile
         loads = sm90.Loads(tma_a, tAgA, tAsA, a_mcast_mask, tma_b, tBgB, tBsB, b_mcast_mask)
         mma = sm90.Mma(tiled_mma, tCrA, tCrB, acc)
-        getattr(self, f"_mainloop_{self.variant}")(ring, loads, mma, k_tiles, is_producer)
+        getattr(self, MAINLOOPS[self.variant])(ring, loads, mma, k_tiles, is_producer)
 
         # Epilogue: C is staged in the A ring, so every warp must be past the mainloop first.
-        self._mainloop_done()
+        self.mainloop_done()
         sC = cute.make_tensor(cute.recast_ptr(sA.iterator, sC_layout.inner, dtype=self.c_dtype),
                               sC_layout.outer)
         epilogue = sm90.Epilogue(tma_c, sC, tiled_mma, acc, tidx, self.c_dtype, self.epi_tile,
@@ -182,7 +182,7 @@ class HopperGemm(Configured):
     # Each one consumes k-tiles 0..k_tiles-1 of the ring into ``mma.acc`` and ends with every
     # wgmma complete and every stage released.
     @cute.jit
-    def _mainloop_naive(self, ring, loads, mma, k_tiles, is_producer):
+    def mainloop_naive(self, ring, loads, mma, k_tiles, is_producer):
         """Load k-tile k, wait for it, compute it, release it. No overlap at all.
 
         The pipeline state (stage index and phase bit) is a function of k: stage k % stages,
@@ -194,14 +194,14 @@ class HopperGemm(Configured):
             prod = pipeline.PipelineState(self.stages, k, stage, phase ^ 1)  # empty barriers start "free"
             if is_producer:
                 ring.producer_acquire(prod)  # wait until the stage is empty, expect its bytes
-                self._load(ring, loads, prod)
+                self.load(ring, loads, prod)
             ring.consumer_wait(cons)  # wait until its bytes have landed: the full TMA latency
             sm90.issue_mma(mma, cons.index)
             warpgroup.wait_group(0)  # the MMAs read smem until they finish
             ring.consumer_release(cons)
 
     @cute.jit
-    def _mainloop_prefetch(self, ring, loads, mma, k_tiles, is_producer):
+    def mainloop_prefetch(self, ring, loads, mma, k_tiles, is_producer):
         """Prologue fills the ring; then compute k-tile k while TMA loads k + stages - 1.
 
         wgmmas are kept one batch in flight (wait_group(1)): tile k's MMAs run while tile k-1's
@@ -217,7 +217,7 @@ class HopperGemm(Configured):
         if is_producer:
             for _ in cutlass.range(cutlass.min(self.stages - 1, k_tiles), unroll=1):
                 ring.producer_acquire(prod)
-                self._load(ring, loads, prod)
+                self.load(ring, loads, prod)
                 prod.advance()
         for k in cutlass.range(k_tiles, unroll=1):
             ring.consumer_wait(cons)
@@ -229,17 +229,17 @@ class HopperGemm(Configured):
                 released.advance()
             if is_producer and prod.count < k_tiles:
                 ring.producer_acquire(prod)
-                self._load(ring, loads, prod)
+                self.load(ring, loads, prod)
                 prod.advance()
         warpgroup.wait_group(0)
         if k_tiles > 0:
             ring.consumer_release(released)
 
     @cute.jit
-    def _mainloop_compiler(self, ring, loads, mma, k_tiles, is_producer):
+    def mainloop_compiler(self, ring, loads, mma, k_tiles, is_producer):
         """The naive loop, plus ``prefetch_stages``: the compiler writes the prologue itself.
 
-        Two changes from ``_mainloop_naive`` make the compiler's software pipeliner take the loop:
+        Two changes from ``mainloop_naive`` make the compiler's software pipeliner take the loop:
 
         * ``prefetch_stages=P``: issue the TMA loads of k-tile k + P in iteration k (a prologue
           loads tiles 0..P-1, a drain loop computes the last P tiles).
@@ -256,14 +256,14 @@ class HopperGemm(Configured):
             prod = pipeline.PipelineState(self.stages, k, stage, phase ^ 1)
             if is_producer:
                 ring.producer_acquire(prod)
-            self._load(ring, loads, prod, pred=producer_only)
+            self.load(ring, loads, prod, pred=producer_only)
             ring.consumer_wait(cons)
             sm90.issue_mma(mma, cons.index)
             warpgroup.wait_group(0)
             ring.consumer_release(cons)
 
     @cute.jit
-    def _mainloop_compiler_overlap(self, ring, loads, mma, k_tiles, is_producer):
+    def mainloop_compiler_overlap(self, ring, loads, mma, k_tiles, is_producer):
         """The compiler variant plus the prefetch variant's MMA overlap (experiment, notebook 04).
 
         The compiler pipelines the loads; keeping one wgmma batch in flight across k-tiles is
@@ -277,7 +277,7 @@ class HopperGemm(Configured):
             prod = pipeline.PipelineState(self.stages, k, stage, phase ^ 1)
             if is_producer:
                 ring.producer_acquire(prod)
-            self._load(ring, loads, prod, pred=producer_only)
+            self.load(ring, loads, prod, pred=producer_only)
             ring.consumer_wait(cons)
             sm90.issue_mma(mma, cons.index)
             warpgroup.wait_group(1)
@@ -292,7 +292,7 @@ class HopperGemm(Configured):
                                                          (j // self.stages) % 2))
 
     @cute.jit
-    def _mainloop_compiler_guarded(self, ring, loads, mma, k_tiles, is_producer):
+    def mainloop_compiler_guarded(self, ring, loads, mma, k_tiles, is_producer):
         """What NOT to do (kept for notebook 04): the naive loop plus ``prefetch_stages`` only.
 
         The TMA copies are inside ``if is_producer``, where the pipeliner does not look: it prints
@@ -304,25 +304,25 @@ class HopperGemm(Configured):
             prod = pipeline.PipelineState(self.stages, k, stage, phase ^ 1)
             if is_producer:
                 ring.producer_acquire(prod)
-                self._load(ring, loads, prod)
+                self.load(ring, loads, prod)
             ring.consumer_wait(cons)
             sm90.issue_mma(mma, cons.index)
             warpgroup.wait_group(0)
             ring.consumer_release(cons)
 
-    # -- the steps the cluster version replaces (hopper_gemm_cluster.ClusterHopperGemm) -------
-    def _tile_coord(self):
+    # -- the hooks the cluster version overrides (hopper_gemm_cluster.ClusterHopperGemm) ------
+    def tile_coord(self):
         """(m, n) of this CTA's C tile: the launch order re-mapped to bands of ``group_m``
         tile-rows, so that the ~132 CTAs running at once share A and B tiles in L2."""
         bx, by, _ = cute.arch.block_idx()
         gx, gy, _ = cute.arch.grid_dim()
         return sm90.band_tile(bx + by * gx, gx, gy, self.group_m)
 
-    def _mainloop_done(self):
+    def mainloop_done(self):
         """Every warp of the CTA is past the mainloop: the A ring may be reused for C."""
         cute.arch.sync_threads()
 
-    def _load(self, ring, loads, state, pred=None):
+    def load(self, ring, loads, state, pred=None):
         """One k-tile's TMA loads (A and B) into the ring."""
         sm90.issue_tma(ring, loads, state, pred=pred)
 

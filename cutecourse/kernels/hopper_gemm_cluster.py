@@ -19,22 +19,22 @@ take their place inside the cluster), the barrier before the epilogue reuses the
 cluster, since peers may still arrive on our empty barriers), and - a separate experiment, not
 part of the multicast change - L2 eviction hints on the loads (``l2_hints``).
 
-``kernel_facts(cluster)`` reads back from a trace of the kernel (no GPU, no compile) the masks,
+The entry points (``ENTRY``: ``compile_target``, ``launcher``, ``gemm``, which runs it on an H100)
+build a ``ClusterHopperGemm`` for every cluster shape but one: at 1x1 without L2 hints they build
+the plain ``HopperGemm``, so "cluster 1x1" in every measurement is notebook 03's kernel itself.
+
+``cutecourse.kernel_facts`` reads back from a trace of the kernel (no GPU, no compile) the masks,
 transaction bytes and arrival counts it really uses, so tests can hold them against the CPU
-planner (``cutecourse.models.multicast``). ``launcher`` / ``gemm`` run it on an H100.
+planner (``cutecourse.models.multicast``).
 """
 
 from __future__ import annotations
-
-import contextlib
-from dataclasses import dataclass, field
-from unittest import mock
 
 import cutlass
 import cutlass.cute as cute
 
 from ..errors import CourseError, ShapeError
-from ..models.gemm_plan import EPI_TILE, TILE_K
+from ..models.gemm_plan import EPI_TILE
 from . import gemm_launch, sm90
 from .hopper_gemm import GROUP_M, HopperGemm
 
@@ -87,7 +87,7 @@ class ClusterHopperGemm(HopperGemm):
         self.cluster_mn = check_cluster(cluster_mn)
         self.l2_hints = l2_hints
 
-    def _tile_coord(self):
+    def tile_coord(self):
         """The 1x1 kernel's band order over *clusters*, then this CTA's place in its cluster."""
         cx, cy, _ = cute.arch.cluster_idx()
         nx, ny, _ = cute.arch.cluster_dim()
@@ -96,13 +96,13 @@ class ClusterHopperGemm(HopperGemm):
         return (cluster_m * self.cluster_mn[0] + in_cluster[0],
                 cluster_n * self.cluster_mn[1] + in_cluster[1])
 
-    def _mainloop_done(self):
+    def mainloop_done(self):
         """Every CTA of the cluster is past the mainloop: a peer may still be sending its last
         "empty" arrivals to our barriers, and must not find the ring reused (or the CTA gone)."""
         cute.arch.cluster_arrive()
         cute.arch.cluster_wait()
 
-    def _load(self, ring, loads, state, pred=None):
+    def load(self, ring, loads, state, pred=None):
         """The 1x1 kernel's loads, optionally with L2 eviction hints (``l2_hints``)."""
         policies = (None, None)
         if self.l2_hints is not None:
@@ -110,27 +110,16 @@ class ClusterHopperGemm(HopperGemm):
         sm90.issue_tma(ring, loads, state, pred=pred, policies=policies)
 
 
-#: The steps ClusterHopperGemm replaces, for notebook 05 to show as diffs against HopperGemm.
-CLUSTER_STEPS = ("_tile_coord", "_mainloop_done", "_load")
+#: The hooks ClusterHopperGemm overrides, for notebook 05 to show as diffs against HopperGemm.
+CLUSTER_STEPS = ("tile_coord", "mainloop_done", "load")
 
 
-def make_kernel(*, tile=(128, 256), cluster=(2, 1), l2_hints: str | None = None, **options) -> HopperGemm:
-    """The kernel for ``cluster``: at (1, 1) without hints, the plain 1x1 ``HopperGemm`` (the
-    baseline every cluster shape is compared with); otherwise a ``ClusterHopperGemm``.
-    ``options``: the constructors' other keyword arguments."""
-    if tuple(cluster) == (1, 1) and l2_hints is None:
-        return HopperGemm(tuple(tile), **options)
-    return ClusterHopperGemm(tuple(tile), cluster_mn=tuple(cluster), l2_hints=l2_hints, **options)
-
-
-#: The entry points (gemm_launch.Entry): compile_target, launcher(a, b, c, cluster=...), gemm.
-ENTRY = gemm_launch.Entry(make_kernel)
+#: The entry points (gemm_launch.Entry): compile_target, launcher(a, b, c, cluster=...), gemm; a 1x1
+#: cluster without L2 hints builds the plain HopperGemm.
+ENTRY = gemm_launch.Entry(ClusterHopperGemm, single=HopperGemm)
 compile_target, launcher, gemm = ENTRY.compile_target, ENTRY.launcher, ENTRY.gemm
 
 
-#: PTX of a multicast TMA load, and of any TMA load (CTA-local loads write ``shared::cta``).
-PTX_MULTICAST_LOAD = r"^cp\.async\.bulk\.tensor.*multicast::cluster"
-PTX_TMA_LOAD = r"^cp\.async\.bulk\.tensor\.\w+\.shared::(cta|cluster)\.global"
 #: Where each variant's PTX issues TMA loads: prefetch in its prologue and its mainloop; the
 #: compiler variant's pipeliner writes a prologue and a steady loop; naive, one loop body.
 _LOAD_PLACES = {"naive": 1, "prefetch": 2, "compiler": 2}
@@ -144,106 +133,3 @@ def expected_multicast_loads(cluster_mn, variant: str = "prefetch") -> int:
     """
     cm, cn = cluster_mn
     return _LOAD_PLACES[variant] * ((cn > 1) + (cm > 1))
-
-
-# ------------------------------------------------------------------------------------------
-# What the kernel really uses, read back from a trace (dry run: no compile, no GPU)
-# ------------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def _dry_run():
-    """``cute.compile`` traces the kernel to IR and stops: the DSL's dry-run setting
-    (``CUTE_DSL_DRYRUN``, read once at import into its settings object), flipped for one call."""
-    from cutlass.cutlass_dsl import CuTeDSL
-
-    envar = CuTeDSL._get_dsl().envar
-    saved, envar.dryrun = envar.dryrun, True
-    try:
-        yield
-    finally:
-        envar.dryrun = saved
-
-
-@dataclass
-class KernelFacts:
-    """The multicast parameters one ``ClusterHopperGemm`` passes to CuTe, for every rank."""
-
-    cluster: tuple[int, int]
-    tile: tuple[int, int]
-    masks: dict[int, dict[str, int]] = field(default_factory=dict)  # rank -> {"A": m, "B": m}
-    tx_count: int = 0  # the full barrier's expected bytes per stage
-    empty_arrivals: int = 0  # the empty barrier's arrival count per stage
-    multicast_copies: dict[str, int] = field(default_factory=dict)  # operand -> copy call sites
-    plain_copies: dict[str, int] = field(default_factory=dict)
-
-
-def kernel_facts(cluster=(2, 1), tile=(128, 256), variant: str = "prefetch") -> KernelFacts:
-    """Trace the kernel for ``cluster`` and record what it hands CuTe.
-
-    Every TMA load copy is recorded with its ``mcast_mask``; a mask that came from
-    ``cute.make_layout_image_mask`` is traced back to the layout and mode it was built from and
-    evaluated here, with CuTe, for every rank of the cluster (the kernel evaluates it for its own
-    rank at run time, from the same layout). ``PipelineTmaAsync.create`` is recorded for the
-    full barrier's ``tx_count`` and the empty barrier's arrival count.
-    """
-    import cutlass.pipeline as pipeline
-
-    from ..layouts import parse_layout, run_on_host
-
-    if tile[0] == tile[1]:
-        raise ShapeError(f"tile {tile}: kernel_facts tells A's loads from B's by their size",
-                         "use a tile whose M and N differ, e.g. (128, 256)")
-    jit_fn, args = compile_target(variant=variant, tile=tuple(tile), cluster=tuple(cluster))
-    a_elems, b_elems = tile[0] * TILE_K, tile[1] * TILE_K
-    built: dict[int, tuple[str, int]] = {}  # id(mask value) -> (layout text, mode)
-    copies: list[tuple[str, object]] = []
-    created: dict = {}
-    real_mask, real_copy, real_create = (cute.make_layout_image_mask, cute.copy,
-                                         pipeline.PipelineTmaAsync.create)
-
-    def image_mask(layout, coord, mode, **kw):
-        out = real_mask(layout, coord, mode, **kw)
-        built[id(out)] = (str(layout), mode)
-        return out
-
-    def copy(atom, src, dst, **kw):
-        if "mcast_mask" in kw and kw.get("tma_bar_ptr") is not None:
-            size = cute.size(dst)
-            operand = "A" if size == a_elems else "B" if size == b_elems else "?"
-            copies.append((operand, built.get(id(kw["mcast_mask"]), kw["mcast_mask"])))
-        return real_copy(atom, src, dst, **kw)
-
-    def create(**kw):
-        created.update(kw)
-        return real_create(**kw)
-
-    with mock.patch.object(cute, "make_layout_image_mask", image_mask), \
-            mock.patch.object(cute, "copy", copy), \
-            mock.patch.object(pipeline.PipelineTmaAsync, "create", staticmethod(create)), \
-            _dry_run():
-        cute.compile(jit_fn, *args)
-
-    cm, cn = cluster
-    facts = KernelFacts((cm, cn), tuple(tile))
-    sources: dict[str, tuple[str, int] | None] = {}
-    for operand, mask in copies:
-        is_mc = isinstance(mask, tuple)
-        bucket = facts.multicast_copies if is_mc else facts.plain_copies
-        bucket[operand] = bucket.get(operand, 0) + 1
-        sources[operand] = mask if is_mc else None
-    shapes = {op: parse_layout(src[0]) for op, src in sources.items() if src is not None}
-
-    def evaluate():
-        out = {}
-        for op, (shape, stride) in shapes.items():
-            lay = cute.make_layout(shape, stride=stride)
-            mode = sources[op][1]
-            out[op] = [int(real_mask(lay, lay.get_flat_coord(r), mode)) for r in range(cm * cn)]
-        return out
-
-    evaluated = run_on_host(evaluate) if shapes else {}
-    for r in range(cm * cn):
-        # an operand loaded without multicast lands in this CTA only: mask = its own bit
-        facts.masks[r] = {op: evaluated[op][r] if op in evaluated else 1 << r for op in "AB"}
-    facts.tx_count = int(created["tx_count"])
-    facts.empty_arrivals = int(created["consumer_group"].size)
-    return facts
