@@ -263,7 +263,7 @@ class Plan(ClosedFormMixin):
         lines = [f"cluster {cluster}, wave {wave}, k-tile {k}  (tile {self.tile}, cluster "
                  f"{self.cluster[0]}x{self.cluster[1]}, {self.order} order)",
                  "rank (cm,cn)  C tile    A mask  B mask  issues A rows  issues B rows  "
-                 "full tx B  empty arrivals"]
+                 "full bytes  empty arrivals"]
         width = max(4, self.cluster_size)
         for r in range(self.cluster_size):
             mn = self.output_tile(cluster, wave, r)
@@ -276,7 +276,7 @@ class Plan(ClosedFormMixin):
                 f"{fmt_mask(self.mask('A', cluster, wave, r, k), width):>7} "
                 f"{fmt_mask(self.mask('B', cluster, wave, r, k), width):>7} "
                 f"{rows.get('A', '-'):>13}  {rows.get('B', '-'):>13}  "
-                f"{self.tx_bytes(cluster, wave, r, k):>9}  {self.empty_arrivals(cluster, wave, r, k):>14}")
+                f"{self.tx_bytes(cluster, wave, r, k):>10}  {self.empty_arrivals(cluster, wave, r, k):>14}")
         return "\n".join(lines)
 
 

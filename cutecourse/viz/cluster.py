@@ -52,7 +52,8 @@ def mask_text(p: Plan, mask: int) -> str:
 def _load_text(p: Plan, s) -> str:
     rows = f"{s.operand} rows {s.rows[0]}:{s.rows[1]}"
     if len(s.receivers) == 1:  # only the issuer needs the tile: a plain TMA load
-        return f"loads {rows} itself ({s.bytes // 1024} KiB, no multicast: mask {mask_text(p, s.mask)})"
+        return (f"loads {rows} itself ({s.bytes // 1024} KiB): a plain TMA load, no mask (the planner "
+                f"marks its own bit, {mask_text(p, s.mask)})")
     return (f"issues {rows} (slice {s.index} of {s.count}, {s.bytes // 1024} KiB) with mask "
             f"{mask_text(p, s.mask)}, multicast to ranks {', '.join(map(str, s.receivers))}")
 

@@ -111,7 +111,7 @@ def picture(variant: str = "prefetch", stages: int = 4, k_tiles: int = 8, prefet
 def legend_text() -> str:
     return ("stage colours: white empty · amber loading (TMA in flight) · green full · "
             "blue being read by WGMMA · pale blue read, not yet released.  "
-            "'ph' = barrier phase bit, 'need' = arrivals still expected, 'tx' = bytes still expected; "
+            "'ph' = barrier phase bit, 'need' = arrivals still expected, '+N KiB' = bytes still expected; "
             "when a phase completes the counters re-arm for the next one, so a full stage's "
             "'ph 1 need 1' is the next phase still waiting, not this one.")
 

@@ -160,7 +160,7 @@ def draw_warp_access(thr_layout: Any, val_layout: Any = None, *, tensor: Any, wa
     # Right: each instruction's 128-byte lines side by side (gaps between them collapsed), each
     # line as its four 32-byte sectors, the bytes the warp asked for coloured. Coalesced: a few
     # lines, all coloured. Strided: many lines, each mostly empty, yet every sector is moved.
-    gap, max_lines = 24, 32
+    gap, max_lines = 24, 8  # more than 8 lines would shrink each to a barcode
     widest, notes = 0, []
     for j, a in enumerate(shown):
         y = len(shown) - 1 - j
@@ -179,7 +179,7 @@ def draw_warp_access(thr_layout: Any, val_layout: Any = None, *, tensor: Any, wa
                 ax1.add_patch(Rectangle((x0 + s0, y - 0.35), e0 - s0, 0.7, color=palette(j)))
         shown_lines = min(len(line_ids), max_lines)
         widest = max(widest, shown_lines * (128 + gap))
-        more = f" (first {max_lines} drawn)" if len(line_ids) > max_lines else ""
+        more = f" ({len(line_ids) - max_lines} more not drawn)" if len(line_ids) > max_lines else ""
         ax1.text(-10, y, f"instr {j}", va="center", ha="right", fontsize=8)
         notes.append((y, f"{a.vector_bits}-bit x {WARP} threads = {a.bytes_requested} B\n"
                        f"{len(line_ids)} lines, {a.sectors} sectors{more}: {a.efficiency:.0%} used"))
@@ -192,7 +192,7 @@ def draw_warp_access(thr_layout: Any, val_layout: Any = None, *, tensor: Any, wa
     ax1.set_title(f"128-byte lines each instruction touches (boxes: 32-byte sectors)\n"
                   f"tensor {to_text(shape)}:{to_text(stride)}, {8 * elem_bytes}-bit elements", fontsize=9)
     fig.suptitle(f"warp {warp} of make_layout_tv({tv.thr.layout}, {tv.val.layout}): "
-                 f"{len(acc)} instructions of {acc[0].vector_bits if acc else 0} bits per thread",
+                 f"{len(acc)} instruction{'s' if len(acc) != 1 else ''} of {acc[0].vector_bits if acc else 0} bits per thread",
                  fontsize=10)
     fig.tight_layout()
     plt.close(fig)
