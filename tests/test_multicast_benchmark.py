@@ -4,7 +4,6 @@ back through ``cutecourse.bench``, paired ratios give verdicts, the ncu CSV pars
 from __future__ import annotations
 
 from cutecourse.kernels import hopper_gemm_cluster as hc
-from cutecourse.models.multicast import traffic_summary
 
 
 def test_result_helpers_read_the_committed_measurement():
@@ -16,8 +15,6 @@ def test_result_helpers_read_the_committed_measurement():
                                           (f"cluster {a}x{b}" for a, b in hc.CLUSTERS)}
     text = bench.paired_ratio(res, "cluster 2x2")
     assert text.startswith("cluster 2x2 vs cluster 1x1: ") and "paired repeats" in text
-    summary = traffic_summary(res)
-    assert "cluster 2x1: planner   8.00 GiB" in summary
     # every check the benchmark made before timing passed (it exits otherwise) and was recorded
     assert all(err < 1e-2 for err in res.params["max_rel_error"].values())
 

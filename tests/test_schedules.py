@@ -270,11 +270,33 @@ def test_widget_prints_the_models_error_beside_the_picture():
     assert "was not measured" in w.accuracy.value
 
 
+def pingpong_vs_cooperative(fixed_clock: dict, sustained: dict,
+                            row: str = "ping-pong 64x256") -> dict[str, list[tuple[int, float]]]:
+    """Ping-pong's speed over the cooperative kernel's (both 1x1) on 8192 x 8192 x K, per K.
+
+    ``fixed_clock``: the parsed ``experiment_schedules_fixed_clock*.json`` (Nsight Compute, SM
+    clock locked); ``sustained``: ``{dtype: {shape: BenchResult}}``, result sets of
+    ``benchmarks/schedules.py`` (700 W cap); ``row``: the ping-pong row (``"ping-pong 64x256"``:
+    the 4-stage ring, ``"ping-pong 64x256 S=5"``: 5 stages). Returns
+    ``{"<dtype> <how>": [(K, ratio), ...]}``.
+    """
+    series: dict[str, list[tuple[int, float]]] = {}
+    for dt in ("float16", "bfloat16"):
+        rows = [r for r in fixed_clock["rows"] if r["dtype"] == dt and r["m"] == r["n"] == 8192
+                and r["kernel"] == row]
+        series[f"{dt} fixed clock"] = sorted((r["k"], r["vs_cooperative"]) for r in rows)
+        points = {}
+        for res in sustained.get(dt, {}).values():
+            p = res.params
+            if p["m"] == p["n"] == 8192 and any(r.name == row for r in res.rows):
+                points[p["k"]] = res.row(row).tflops / res.row("persistent 128x256").tflops
+        series[f"{dt} at the power cap"] = sorted(points.items())
+    return series
+
+
 def test_pingpong_vs_cooperative_series_from_synthetic_results():
     """The series divides ping-pong by the cooperative kernel per K, keeps only 8192 x 8192,
     and sorts by K, for both the fixed-clock rows and the sustained result sets."""
-    import matplotlib.pyplot as plt
-
     from cutecourse import bench
 
     def result(m, n, k, pp, coop):
@@ -291,13 +313,10 @@ def test_pingpong_vs_cooperative_series_from_synthetic_results():
     sustained = {"float16": {"a": result(8192, 8192, 1024, 600.0, 800.0),
                              "b": result(8192, 8192, 512, 500.0, 500.0),
                              "c": result(4096, 4096, 1024, 1.0, 100.0)}}
-    series = vs.pingpong_vs_cooperative(fixed, sustained)
+    series = pingpong_vs_cooperative(fixed, sustained)
     assert series["float16 fixed clock"] == [(512, 1.13), (2048, 1.04)]
     assert series["float16 at the power cap"] == [(512, 1.0), (1024, 0.75)]
     assert series["bfloat16 fixed clock"] == [] and series["bfloat16 at the power cap"] == []
-    ax = vs.draw_pingpong_vs_k(series)
-    assert len(ax.get_lines()) == 3  # two series and the 1.0 line
-    plt.close(ax.figure)
 
 
 def test_pingpong_vs_cooperative_on_the_committed_measurements():
@@ -310,7 +329,7 @@ def test_pingpong_vs_cooperative_on_the_committed_measurements():
     fixed = json.loads((bench.RESULTS_DIR / "experiment_schedules_fixed_clock.json").read_text())
     sustained = {dt: {**bench.load_set(f"schedules_{dt}_small_k"), **bench.load_set(f"schedules_{dt}_noattr_full")}
                  for dt in ("float16", "bfloat16")}
-    series = vs.pingpong_vs_cooperative(fixed, sustained)
+    series = pingpong_vs_cooperative(fixed, sustained)
     for dt in ("float16", "bfloat16"):
         at_fixed = dict(series[f"{dt} fixed clock"])
         assert sorted(at_fixed) == [512, 1024, 2048, 4096, 8192]

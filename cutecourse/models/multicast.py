@@ -332,32 +332,3 @@ def l2_traffic(p: Plan) -> dict[str, int]:
                 with_mc += p.l2_bytes(c, wave, r, 0, multicast=True)
                 without += p.l2_bytes(c, wave, r, 0, multicast=False)
     return {"with_multicast": with_mc * p.tiles[2], "without_multicast": without * p.tiles[2]}
-
-
-def traffic_summary(result) -> str:
-    """L2 -> SM traffic of a ``benchmarks/multicast.py`` result: the planner's prediction per
-    cluster shape, next to what Nsight Compute counted (when it could read the counters)."""
-    predicted = result.params.get("predicted_l2_to_smem_bytes", {})
-    ncu = result.params.get("ncu", {})
-    measured = ncu.get("metrics", {})
-    clock = ncu.get("clock_control", "none")
-    lines = ["L2 -> shared memory bytes of the whole GEMM (GiB = 2**30 B); ncu durations at "
-             + ("the base clock" if clock == "base" else "the GPU's own clock")]
-    for name, nbytes in predicted.items():
-        line = f"  {name}: planner {nbytes / 2**30:6.2f} GiB"
-        m = measured.get(name)
-        if m:
-            if "lts__t_sectors_srcunit_tex_op_read.sum" in m:
-                line += (f" | ncu L2 reads by the SMs "
-                         f"{m['lts__t_sectors_srcunit_tex_op_read.sum'] * 32 / 2**30:6.2f} GiB")
-            line += f" | all L2 traffic {m.get('lts__t_bytes.sum', float('nan')) / 2**30:6.2f} GiB"
-            line += f" | DRAM reads {m.get('dram__bytes_read.sum', float('nan')) / 2**30:5.2f} GiB"
-            if "gpu__time_duration.sum" in m:  # ns, at the clock ncu fixed (params["ncu"])
-                line += f" | {m['gpu__time_duration.sum'] / 1e3:6.0f} us"
-        lines.append(line)
-    if not measured:
-        lines.append(f"  (no counters: {ncu.get('error', 'not recorded')})")
-    for name, why in ncu.get("errors", {}).items():
-        if name not in measured:
-            lines.append(f"  {name}: ncu could not read counters: {why[:200]}")
-    return "\n".join(lines)

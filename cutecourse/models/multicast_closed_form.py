@@ -140,9 +140,6 @@ class ClosedFormMixin:
                                  "to the next)", s % cn_size == 0))
         return out
 
-    def closed_form_holds(self, operand: Operand) -> bool:
-        return all(c.holds for c in self.conditions(operand))
-
     def differences(self, operand: Operand, k_tiles: int | None = None) -> list[Difference]:
         """Every working CTA (cluster, wave, rank) whose closed-form mask differs from the brute
         force: its formula names a CTA that needs another tile, has none, or does not exist (a

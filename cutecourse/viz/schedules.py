@@ -192,52 +192,6 @@ def draw_measured(results: dict, title: str = "", kernels=None, ax=None):
     return ax
 
 
-def pingpong_vs_cooperative(fixed_clock: dict, sustained: dict,
-                            row: str = "ping-pong 64x256") -> dict[str, list[tuple[int, float]]]:
-    """Ping-pong's speed over the cooperative kernel's (both 1x1) on 8192 x 8192 x K, per K.
-
-    ``fixed_clock``: the parsed ``experiment_schedules_fixed_clock*.json`` (Nsight Compute, SM
-    clock locked); ``sustained``: ``{dtype: {shape: BenchResult}}``, result sets of
-    ``benchmarks/schedules.py`` (700 W cap); ``row``: the ping-pong row (``"ping-pong 64x256"``:
-    the 4-stage ring, ``"ping-pong 64x256 S=5"``: 5 stages). Returns
-    ``{"<dtype> <how>": [(K, ratio), ...]}``.
-    """
-    series: dict[str, list[tuple[int, float]]] = {}
-    for dt in ("float16", "bfloat16"):
-        rows = [r for r in fixed_clock["rows"] if r["dtype"] == dt and r["m"] == r["n"] == 8192
-                and r["kernel"] == row]
-        series[f"{dt} fixed clock"] = sorted((r["k"], r["vs_cooperative"]) for r in rows)
-        points = {}
-        for res in sustained.get(dt, {}).values():
-            p = res.params
-            if p["m"] == p["n"] == 8192 and any(r.name == row for r in res.rows):
-                points[p["k"]] = res.row(row).tflops / res.row("persistent 128x256").tflops
-        series[f"{dt} at the power cap"] = sorted(points.items())
-    return series
-
-
-def draw_pingpong_vs_k(series: dict, ax=None, title: str = ""):
-    """``pingpong_vs_cooperative``'s series: ping-pong / cooperative against K (log scale)."""
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 3.4))
-    styles = {"float16": "#1e88e5", "bfloat16": "#e53935"}
-    for label, points in series.items():
-        if not points:
-            continue
-        ks, ratios = zip(*points)
-        ax.plot(ks, ratios, marker="o", color=styles[label.split()[0]],
-                ls="-" if "fixed" in label else "--", label=label)
-    ax.axhline(1.0, color="black", lw=0.8)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("K (M = N = 8192)")
-    ax.set_ylabel("ping-pong / cooperative")
-    ax.set_title(title or "ping-pong vs cooperative: at a fixed clock, and at the 700 W cap")
-    ax.legend(fontsize=8)
-    return ax
-
-
 def draw_stream_k(tiles: int, ctas: int, k_tiles: int, show: int = 10, fixup: float = 0.0,
                   min_saved: int | None = None, ax=None):
     """The stream-K schedule of ``models/stream_k``: the first ``show`` CTAs' units over time (x:
