@@ -247,14 +247,15 @@ class GpuMonitor:
         import subprocess
         import threading
 
+        from .torch_build import nvidia_smi
+
         exe = shutil.which("nvidia-smi")
         if exe is None:
             return self
         # power.draw is a 1 s average; power.draw.instant (newer drivers) follows short bursts
-        probe = subprocess.run([exe, "--query-gpu=power.draw.instant", "--format=csv,noheader,nounits"],
-                               capture_output=True, text=True)
-        power = "power.draw.instant" if probe.returncode == 0 and "N/A" not in probe.stdout \
-            and "nvalid" not in probe.stdout else "power.draw"
+        probe = nvidia_smi("power.draw.instant", units=False)
+        power = "power.draw.instant" if probe and not any("N/A" in ln or "nvalid" in ln for ln in probe) \
+            else "power.draw"
         self._proc = subprocess.Popen(
             [exe, f"--query-gpu=clocks.sm,{power}", "--format=csv,noheader,nounits",
              f"-lms={self.interval_ms}", "-i", "0"],

@@ -27,7 +27,6 @@ from __future__ import annotations
 import importlib
 import importlib.metadata as metadata
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import DSL_VERSION, course, modes, room, torch_build
+from .child import run_child
 
 ROOT = Path(__file__).resolve().parent.parent
 _IMPORTED = time.monotonic()  # elapsed()'s fallback where /proc cannot say when the process began
@@ -149,15 +149,7 @@ def _smi_fields(line: str) -> tuple[str, str | None]:
 
 def _nvidia_smi() -> list[str] | None:
     """``"name, driver version"`` per GPU from nvidia-smi; None without it, [] if it fails."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return None
-    try:
-        out = subprocess.run([exe, "--query-gpu=name,driver_version",
-                              "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [ln.strip() for ln in out.stdout.splitlines() if ln.strip()] if out.returncode == 0 else []
+    return torch_build.nvidia_smi("name,driver_version")
 
 
 def check_gpu() -> list[Line]:
@@ -267,14 +259,12 @@ def check_run() -> Line | None:
     hang or a crash is a failed line, not a stuck check). None where no kernel can run."""
     if not modes.mode_for("any").run:
         return None
-    try:
-        proc = subprocess.run([sys.executable, "-c", _RUN_SCRIPT], capture_output=True, text=True,
-                              timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    except subprocess.TimeoutExpired:
+    run = run_child(None, source=_RUN_SCRIPT, timeout=120)
+    if run.hang:
         return Line("GPU run", "fail", "the elementwise add did not finish in 120 s",
                     "check the driver with nvidia-smi; a GPU shared with a busy job can stall")
-    if proc.returncode != 0 or "OK" not in proc.stdout:
-        err = (proc.stderr.strip().splitlines() or ["no message"])[-1][:200]
+    if not run.ok or "OK" not in run.stdout:
+        err = (run.stderr.strip().splitlines() or ["no message"])[-1][:200]
         return Line("GPU run", "fail", f"the elementwise add failed on the GPU: {err}",
                     "the driver may be too old for the DSL's CUDA: update it, then run again")
     return Line("GPU run", "ok", f"the elementwise add ran on {modes.gpu().name} and matches torch")

@@ -30,21 +30,18 @@ import io
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from typing import Callable
 
+from .child import COMPILER_OPT, dsl_environment, run_child  # noqa: F401  (dsl_environment: re-exported)
 from .errors import CompileError
 from .ptx_report import ANSI as _ANSI
 from .ptx_report import PTX_FEATURES, KernelResources, Report, parse_ptxas_remarks  # noqa: F401
 
 ARCHS = ("sm_90a", "sm_100a")
 
-#: ptxas's resource remarks (registers, spills) and every warning. With remarks{} alone the DSL
-#: hides untagged warnings, among them "software pipelining ('prefetch_stages') skipped".
-COMPILER_OPT = "remarks{ptx} warnings"
 
 
 # ----------------------------------------------------------------------------------------
@@ -58,17 +55,6 @@ def _nvdisasm_available() -> bool:
         return True
     except Exception:
         return False
-
-
-def dsl_environment(arch: str, dump_dir: str, sass: bool) -> dict[str, str]:
-    """The DSL settings a compile-and-inspect run needs (see the module docstring)."""
-    return {
-        "CUTE_DSL_ARCH": arch,
-        "CUTE_DSL_KEEP": "ptx,cubin,sass" if sass else "ptx,cubin",
-        "CUTE_DSL_DUMP_DIR": dump_dir,
-        "CUTE_DSL_DISABLE_FILE_CACHING": "1",
-        "CUTE_DSL_COMPILER_OPT": COMPILER_OPT,
-    }
 
 
 def _resolve(target: str) -> Callable:
@@ -186,33 +172,25 @@ def compile_report(target: str, arch: str = "sm_90a", timeout: float = 300.0, **
     try:
         dump = os.path.join(work, "dump")
         os.makedirs(dump)  # the DSL silently treats a missing dump dir as a file path
-        env = dict(os.environ)
-        env.update(dsl_environment(arch, dump, _nvdisasm_available()))
-        env["CUTECOURSE_INSPECT_WORKER"] = "1"
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-        spec = json.dumps({"target": target, "params": params, "out": work})
-        t0 = time.perf_counter()
-        try:
-            proc = subprocess.run([sys.executable, "-m", "cutecourse.inspect"], input=spec,
-                                  capture_output=True, text=True, env=env, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise CompileError(f"compiling {target} for {arch} took over {timeout:.0f} s",
-                               "a compile takes seconds; pass a larger timeout= if the machine is slow") from None
-        seconds = time.perf_counter() - t0
-        log = _ANSI.sub("", proc.stdout + proc.stderr)
         result_path = os.path.join(work, "result.json")
-        if proc.returncode != 0 or not os.path.exists(result_path):
+        t0 = time.perf_counter()
+        run = run_child("cutecourse.inspect", {"target": target, "params": params, "out": work}, timeout,
+                        {"CUTECOURSE_INSPECT_WORKER": "1"}, dsl=(arch, dump, _nvdisasm_available()),
+                        result_file=result_path)
+        if run.hang:
+            raise CompileError(f"compiling {target} for {arch} took over {timeout:.0f} s",
+                               "a compile takes seconds; pass a larger timeout= if the machine is slow")
+        seconds = time.perf_counter() - t0
+        if not run.ok or run.result is None:
             err = ""
             if os.path.exists(os.path.join(work, "error.txt")):
                 with open(os.path.join(work, "error.txt")) as f:
                     err = f.read().strip()
-            raise CompileError(f"{target} did not compile for {arch}: {err or 'the compiler exited with code %d' % proc.returncode}",
-                               "the compiler's log is in the exception's .log attribute", log)
-        with open(result_path) as f:
-            res = json.load(f)
-        report = Report(target, arch, params, res["ptx"], res["sass"], res["cubin_bytes"], log,
-                        seconds, parse_ptxas_remarks(log))
+            raise CompileError(f"{target} did not compile for {arch}: {err or 'the compiler exited with code %d' % run.returncode}",
+                               "the compiler's log is in the exception's .log attribute", run.log)
+        res = run.result
+        report = Report(target, arch, params, res["ptx"], res["sass"], res["cubin_bytes"], run.log,
+                        seconds, parse_ptxas_remarks(run.log))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     _CACHE[key] = report

@@ -94,17 +94,27 @@ def choose(driver: str | None, machine: str = "x86_64", system: str = "Linux",
                   "build, so the course compiles and inspects; update the driver to run kernels")
 
 
+def nvidia_smi(query: str, units: bool = True, timeout: float = 20.0) -> list[str] | None:
+    """``nvidia-smi --query-gpu=query`` as CSV lines, one per GPU: None where nvidia-smi is not
+    installed, [] where it fails or does not answer within ``timeout`` (a wedged driver). The
+    course's one probe of the driver (``check`` and ``bench`` ask it too)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    fmt = "--format=csv,noheader" + ("" if units else ",nounits")
+    try:
+        out = subprocess.run([exe, f"--query-gpu={query}", fmt], capture_output=True, text=True,
+                             timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [ln.strip() for ln in out.stdout.splitlines() if ln.strip()] if out.returncode == 0 else []
+
+
 def driver_version() -> str | None:
     """The NVIDIA driver's version, from nvidia-smi or /proc; None where there is none."""
-    exe = shutil.which("nvidia-smi")
-    if exe:
-        try:
-            out = subprocess.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=20)
-            if out.returncode == 0 and out.stdout.strip():
-                return out.stdout.split()[0]
-        except (OSError, subprocess.TimeoutExpired):
-            pass
+    lines = nvidia_smi("driver_version")
+    if lines:
+        return lines[0].split()[0]
     try:
         with open("/proc/driver/nvidia/version") as f:
             m = re.search(r"Kernel Module\s+(\d+\.\d+(?:\.\d+)?)", f.read())

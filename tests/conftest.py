@@ -1,7 +1,5 @@
 """Shared test setup: import cutecourse first (it fixes the DSL's arch before cutlass loads)."""
 
-import textwrap
-
 import pytest
 
 import cutecourse  # noqa: F401
@@ -55,18 +53,19 @@ def far_from_torch(results):
 
 
 def _run_gpu_script(script: str, cases, timeout: float = 300):
-    """Run a GPU check ``script`` (argv[1]: the JSON ``cases``) in a subprocess; return the JSON
-    it prints after ``RESULT``. A pipeline that deadlocks becomes a TimeoutExpired, not a stuck
-    test run, and a crash (illegal instruction) fails this test only."""
+    """Run a GPU check ``script`` (a module under tests/gpu, run with -m, or a script's text;
+    argv[1]: the JSON ``cases``) in a child process; return the JSON it prints after ``RESULT``.
+    A pipeline that deadlocks fails this test (killed at ``timeout``), not the test run, and so
+    does a crash (illegal instruction)."""
     import json
-    import os
-    import subprocess
-    import sys
 
-    proc = subprocess.run([sys.executable, "-c", script, json.dumps(cases)], capture_output=True,
-                          text=True, timeout=timeout, env=dict(os.environ))
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    return json.loads(proc.stdout.split("RESULT", 1)[1])
+    from cutecourse.child import run_child
+
+    module = script if "\n" not in script else None
+    run = run_child(module, timeout=timeout, source=None if module else script, argv=[json.dumps(cases)])
+    assert not run.hang, f"no result in {timeout:.0f} s (a hang?): " + run.log[-2000:]
+    assert run.ok, run.stdout[-2000:] + run.stderr[-3000:]
+    return json.loads(run.stdout.split("RESULT", 1)[1])
 
 
 @pytest.fixture
@@ -75,41 +74,10 @@ def run_gpu_script():
     return _run_gpu_script
 
 
-_PDL_CHAIN = textwrap.dedent("""
-    import importlib, json, sys, torch
-    torch.manual_seed(0)
-    out = []
-    for module, p, opts in json.loads(sys.argv[1]):
-        launcher = importlib.import_module(module).launcher
-        kw = {**{k: tuple(v) if isinstance(v, list) else v for k, v in opts.items()}, "pdl": True}
-        # With PDL a launch may start while the previous one still runs. Three launches, no sync:
-        # c1 = x @ y.T; d = c1 @ e.T reads c1 (read after write); c1 = x2 @ y.T overwrites c1
-        # while the second may still read it (write after read). Small integers: every product
-        # is exact (|c1| <= 1024 in fp16, |d| < 2^24 in fp32), so any race shows as a mismatch.
-        m, n, k = 4096, 4096, 256
-        ints = lambda *s: torch.randint(-2, 2, s, device="cuda").half()
-        x, x2, y, e = ints(m, k), ints(m, k), ints(n, k), ints(p, n)
-        c1 = torch.empty(m, n, device="cuda", dtype=torch.float16)
-        d = torch.empty(m, p, device="cuda", dtype=torch.float32)
-        first, second, third = (launcher(x, y, c1, **kw), launcher(c1, e, d, **kw),
-                                launcher(x2, y, c1, **kw))
-        want_d = (x.float() @ y.float().T) @ e.float().T
-        want_c1 = (x2.float() @ y.float().T).half()
-        bad = 0
-        for _ in range(20):
-            first(); second(); third()
-            torch.cuda.synchronize()
-            bad += int(not torch.equal(d, want_d)) + int(not torch.equal(c1, want_c1))
-        out.append([opts, bad])
-        print(out[-1], flush=True)
-    print("RESULT" + json.dumps(out))
-""")
-
-
 @pytest.fixture
 def run_pdl_chain():
     """``run_pdl_chain(module, p, options)``: for each launcher-keyword dict in ``options``, 20
     chains of three PDL launches of ``module.launcher`` without syncs (read after write, write
     after read; the second GEMM is 4096 x ``p``), in a subprocess; returns [options, mismatches]
     per dict."""
-    return lambda module, p, options: _run_gpu_script(_PDL_CHAIN, [[module, p, o] for o in options])
+    return lambda module, p, options: _run_gpu_script("tests.gpu.pdl_chain", [[module, p, o] for o in options])

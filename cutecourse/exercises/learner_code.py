@@ -275,3 +275,55 @@ def as_cell(source: str, namespace: dict | None = None) -> dict:
     namespace = namespace if namespace is not None else {"__name__": "__main__"}
     exec(compile(source, name, "exec"), namespace)  # noqa: S102
     return namespace
+
+
+# -- the learner's words for the DSL's errors -------------------------------------------------
+#: The DSL's words for a learner's mistake, and what they mean in the learner's terms.
+DSL_HINTS = {
+    "expects a multicast mask to be provided": (
+        "a multicast copy needs mcast_mask= a DSL integer; a mask computed from Python numbers "
+        "alone is a Python int: wrap it where you compute it, e.g. cutlass.Int16(mask)"),
+    "expects Tensor or Layout, but got Boolean": (
+        "a predicate (pred=) is a one-element Boolean register tensor, not a Boolean: "
+        "p = cute.make_rmem_tensor((1,), cutlass.Boolean); p[0] = is_producer"),
+    "an illegal instruction was encountered": (
+        "the kernel crashed: a tile or a load outside the tensors it was given, e.g. a group, "
+        "row or tensor map your code picked wrong; the CPU check above names the first wrong one"),
+    "an illegal memory access was encountered": (
+        "the kernel crashed: it read or wrote outside the tensors it was given, e.g. a tile or "
+        "group your code picked wrong; the CPU check above names the first wrong one"),
+}
+
+
+def with_hint(text: str) -> str:
+    for key, hint in DSL_HINTS.items():
+        if key in text and hint not in text:
+            return f"{text} ({hint})"
+    return text
+
+
+def child_error(code: "LearnerCode | None", res: dict, what: str) -> str:
+    """A child's error ``res`` (its ``error``, ``where``) as the learner's message: ``what``
+    happened to their code, at their line."""
+    res = dict(res, error=with_hint(res["error"]))
+    if code is None:
+        return f"the kernel {what}: {res['error']}"
+    m = re.search(r"name '(\w+)' is not defined", res["error"])
+    if m and m.group(1) in code.missing:
+        return (f"your {code.name} uses `{m.group(1)}`, defined in another cell as a value the "
+                "checker cannot copy into the separate process it compiles and runs your code "
+                "in: make it a constant, or define it inside your class or function")
+    where = res.get("where")
+    if where:
+        return f"your {code.name} {what}: {code.describe(*where)}: {res['error']}"
+    return f"your {code.name} {what}: {res['error']}"
+
+
+def learner_message(code: "LearnerCode", exc: BaseException) -> str:
+    where = code.locate(exc)
+    """The compile error ``exc`` in the learner's terms: their line, the reason, a DSL hint."""
+    why = with_hint(reason(exc))
+    if where is None:
+        return (f"your {code.name} does not compile, and the error is not on one of its lines: "
+                f"{why}. Check the arguments your code passes to the course's functions.")
+    return f"your {code.name} does not compile: {code.describe(*where)}: {why}"

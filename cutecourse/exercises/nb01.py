@@ -6,7 +6,8 @@ import numpy as np
 
 from .. import layouts, modes
 from . import Result, checker, failed, passed
-from .kernel_check import kernel_checker
+from .kernel_check import KernelExercise, compact
+from .learner_code import LearnerCode
 
 
 def _first_difference(mine: layouts.LayoutTable, want: layouts.LayoutTable) -> str:
@@ -71,12 +72,11 @@ SUM_GUESSES = [
 ]
 
 
-def _cpu_verdict(host_fn, want, guesses, what):
+def _cpu_verdict(host_fn, want, guesses, what, code=None):
     """(learner code, the CPU run's finding or None, what it checked or why it could not)."""
     from . import elementwise_run as er
-    from .learner_code import LearnerCode
 
-    code = LearnerCode(host_fn)
+    code = code if code is not None else LearnerCode(host_fn)
     if code.unanswered or er.unanswered(code):
         raise NotImplementedError  # @checker: "not answered yet"
     try:
@@ -96,9 +96,7 @@ def check_vector_kernel(host_fn, m: int = 256, n: int = 256) -> Result:
     from cutlass.cute.runtime import make_fake_compact_tensor
 
     from ..inspect import compile_here
-
     from . import elementwise_run as er
-    from .learner_code import LearnerCode
 
     title, hint = EX3
     if er.unanswered(LearnerCode(host_fn)):
@@ -229,8 +227,6 @@ RELU_GUESSES = [
 def _fused_problem(report, numbers_checked: bool) -> str | None:
     """What is wrong with the compiled kernel's memory traffic (always) and, where the CPU could
     not run the kernel on numbers, with its arithmetic as the PTX shows it."""
-    from .kernel_check import compact
-
     kinds, consts, bounds = [], {}, []
     for ln in report.instructions():
         op = ln.split()[0]
@@ -283,29 +279,35 @@ def _fused_problem(report, numbers_checked: bool) -> str | None:
     return None
 
 
-@kernel_checker(*EX4)
+def _relu_on_numbers(attempt) -> str | None:
+    """First on numbers on the CPU: every thread, every element of C, A and B untouched."""
+    _, finding, attempt.notes["cpu"] = _cpu_verdict(attempt.answer, lambda a, b: np.maximum(a + b, 0),
+                                                    RELU_GUESSES, "relu(A + B)", attempt.code)
+    return finding
+
+
+def _relu_compiled(attempt) -> str | None:
+    return _fused_problem(attempt.report, numbers_checked=attempt.notes["cpu"].startswith("numbers checked"))
+
+
+def _relu_passes(attempt) -> str:
+    report = attempt.report
+    adds, maxes = report.count(r"^add(\.rn)?\.f16x2"), report.count(r"^max(\.NaN)?\.f16x2")
+    clamp = f"{maxes} max.f16x2" if maxes else "a compare-and-select per element"
+    return (f"{attempt.notes['cpu']}. Compiled for sm_90a: two 128-bit loads, {adds} add.f16x2, {clamp}, "
+            "one 128-bit store per thread: the activation costs no memory traffic")
+
+
+RELU = KernelExercise(
+    *EX4, kernel=lambda host_fn: host_fn.__name__, args="cutecourse.exercises.nb01:elementwise_args",
+    model=(_relu_on_numbers,), objections=(_relu_compiled,), passes=_relu_passes,
+    runner="cutecourse.exercises.nb01:relu_runner", gpu="any", elsewhere="no GPU here: not run on one",
+    then=". On the GPU: ")
+
+
+@RELU.checker
 def check_fused_kernel(host_fn) -> Result:
     """``host_fn``: your ``@cute.jit`` host function launching C = relu(A + B) on fp16 tiles.
     First on numbers on the CPU (every thread, every element of C, A and B untouched); then
     compiled for sm_90a (the memory traffic read from the PTX); on a GPU, against torch."""
-    from . import kernel_check as kc
-
-    title = EX4[0]
-    code, finding, cpu = _cpu_verdict(host_fn, lambda a, b: np.maximum(a + b, 0), RELU_GUESSES,
-                                      "relu(A + B)")
-    if finding:
-        return failed(title, finding)
-    report = kc.compile_kernel(code, host_fn.__name__, args="cutecourse.exercises.nb01:elementwise_args")
-    problem = _fused_problem(report, numbers_checked=cpu.startswith("numbers checked"))
-    if problem:
-        return failed(title, problem)
-    adds, maxes = report.count(r"^add(\.rn)?\.f16x2"), report.count(r"^max(\.NaN)?\.f16x2")
-    clamp = f"{maxes} max.f16x2" if maxes else "a compare-and-select per element"
-    message = (f"{cpu}. Compiled for sm_90a: two 128-bit loads, {adds} add.f16x2, {clamp}, one "
-               "128-bit store per thread: the activation costs no memory traffic")
-    if not kc.gpu_here("any"):
-        return passed(title, message + " (no GPU here: not run on one)")
-    run = kc.run_on_gpu(code, host_fn.__name__, runner="cutecourse.exercises.nb01:relu_runner")
-    if not run.ok:
-        return failed(title, run.message)
-    return passed(title, message + ". On the GPU: " + run.message)
+    return RELU.check(host_fn)

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from ..models import gemm_plan
 from ..models import pipeline as pm
-from . import Result, answered, checker, failed, passed
 from ..ptx_loops import loop_structure
-from .kernel_check import kernel_checker
+from . import Result, answered, checker, failed, passed
+from .kernel_check import compact, first, gpu_here, kernel_checker, loops, mainloop, run_on_gpu, wait_group_depths
+from .pipeline_checks import REPLAY_RUNS, TILE, hook_exercise, loop_ops, replayed
+from .pipeline_replay import replay
 from .replay_compare import COMPARE_RUNS
 
 #: (stages, k-tiles) the loop-order checker runs: a short loop, one lap, several laps.
 ORDER_RUNS = [(2, 1), (2, 5), (3, 7), (4, 12)]
-
 
 
 @checker("the order of one naive mainloop step",
@@ -99,123 +100,8 @@ def check_stages(stages_fn) -> Result:
 # ----------------------------------------------------------------------------------------
 # Kernel exercises: the learner writes part of the prefetch mainloop of the course kernel
 # ----------------------------------------------------------------------------------------
-# Each is checked the same way (kernel_check's manual): compiled for sm_90a here, facts read from
-# the generated mainloop, the learner's loop replayed on the CPU pipeline model (pipeline_replay),
-# and on an H100 run against torch in a child process with a timeout, timed beside the course's.
-
-#: (stages, k-tiles) the model replays: the course's ring, a problem shorter than the ring, two
-#: stages (every refill waits), and several laps of an odd ring.
-REPLAY_RUNS = [(4, 8), (4, 2), (2, 1), (2, 5), (3, 7)]
-TILE = (128, 256)
-
-
-def kernel_expr(cls, variant: str, **extra) -> str:
-    """The expression that builds the learner's kernel (keyword arguments only)."""
-    more = "".join(f", {k}={v!r}" for k, v in extra.items())
-    return f"{cls.__name__}(tile_mn={TILE}, variant={variant!r}{more})"
-
-
-def model_verdict(hook, runs=REPLAY_RUNS, method: str = "mainloop_prefetch") -> str | None:
-    """The CPU model's objection to the learner's mainloop ``hook`` (a function, or a kernel
-    class whose ``method`` is replayed with the parts it calls), or None."""
-    from .pipeline_replay import replay
-
-    for stages, k_tiles in runs:
-        t = replay(hook, stages=stages, k_tiles=k_tiles, method=method)
-        stuck = _stuck_state(t, stages)
-        if stuck:
-            return f"with {stages} stages and {k_tiles} k-tile(s) your loop hangs (CPU model): {stuck}"
-        acquired, early = set(), None
-        for e in t.events:
-            if e.op == "producer_acquire":
-                acquired.add(e.k_tile)
-            elif e.op == "tma_load" and e.k_tile not in acquired and early is None:
-                early = e.k_tile
-        if early is not None and early not in acquired:
-            return (f"your loop loads k-tile {early} but never calls producer_acquire for it: "
-                    "nothing arms its full barrier (one arrival plus the bytes), so the "
-                    "consumer_wait for it hangs. Call ring.producer_acquire(prod) (under "
-                    "`if is_producer:`) before self.load.")
-        if early is not None:
-            return (f"your loop issues the TMA load of k-tile {early} before its "
-                    "producer_acquire: the stage may still be read by the tensor cores, and its "
-                    "full barrier is not yet armed with the bytes. producer_acquire first, then "
-                    "self.load.")
-        if t.deadlock:
-            d = t.deadlock
-            return (f"with {stages} stages and {k_tiles} k-tile(s) your loop hangs (CPU model): "
-                    f"{d.op} waits on {d.barrier} for phase {d.parity} forever. {d.explanation}")
-        if t.hazards:
-            text = t.hazards[0]
-            if text.startswith("consumer_release"):
-                text += (". A wait_group(n) returns while the n newest groups still run: "
-                         "release only the stage of a k-tile whose group is older than those "
-                         "(after wait_group(1), k-tile k-1's)")
-            return (f"with {stages} stages and {k_tiles} k-tile(s) your loop races (CPU model): "
-                    f"{text}")
-        if len(t.release_stages) != k_tiles:
-            return (f"with {stages} stages and {k_tiles} k-tile(s) your loop releases "
-                    f"{len(t.release_stages)} stage(s): each k-tile's stage must be released once, "
-                    "the last one after the loop (after wait_group(0)). A ring left with a stage "
-                    "held hangs its next user: a persistent kernel's next tile, a cluster's peer.")
-        late = sorted({e.k_tile for e in t.events if e.op == "tma_load" and e.k_tile >= k_tiles})
-        if late:
-            return (f"with {stages} stages and {k_tiles} k-tile(s) your loop loads k-tile(s) "
-                    f"{late}, past the last one: those TMA writes may land in the ring after "
-                    "the epilogue has reused it for C")
-    return None
-
-
-def _stuck_state(t, stages: int) -> str | None:
-    """A hang whose cause is a pipeline state that never advances, named as such."""
-    if not t.deadlock or stages < 2:
-        return None
-    for what, seen, state in (("consumer_wait", t.wait_stages, "cons"),
-                              ("consumer_release", t.release_stages, "released")):
-        if len(seen) >= 2 and len(set(seen)) == 1:
-            return (f"your {len(seen)} {what} calls all use stage {seen[0]}: the state "
-                    f"they are given never advances. Call {state}.advance() after each {what}.")
-    return None
-
-
-def producer_only(hook, method: str = "mainloop_prefetch") -> str | None:
-    """The objection if warps other than warp 0 (``is_producer`` False) would issue loads."""
-    from .pipeline_replay import replay
-
-    t = replay(hook, stages=4, k_tiles=8, is_producer=False, method=method)
-    loads = [e for e in t.events if e.op in ("producer_acquire", "tma_load")]
-    if not loads:
-        return None
-    if loads[0].op == "tma_load" and method == "mainloop_compiler":
-        return ("your copy's predicate is True in every warp, not only in warp 0: each of the 8 "
-                "warps would load the k-tile again (8x the bytes the full barrier expects). Set "
-                "the predicate from is_producer (producer_only[0] = is_producer); the copy itself "
-                "stays at the top level of the loop body.")
-    return (f"your loop runs {loads[0].op} in every warp, not only in warp 0 (is_producer): "
-            "each of the 8 warps would arm the full barrier, which expects one arrival, and "
-            "load the k-tile again. Keep it under `if is_producer:`.")
-
-
-def gpu_verdict(code, expr: str, title: str, message: str, baseline: str) -> Result:
-    """On an H100: the learner's kernel against torch, timed beside ``baseline``."""
-    from . import kernel_check as kc
-
-    return kc.gpu_verdict(code, expr, title, message, NOT_HERE, baseline=baseline)
-
-
-#: What a pass on a machine without an H100 did not prove.
-NOT_HERE = ("Not checked here: no H100, so C was not computed and nothing was timed; on an H100 "
-            "this check also runs your kernel against torch and times it beside the course's")
-
-
-def _loop_ops(report, what: str):
-    from . import kernel_check as kc
-
-    loop = kc.mainloop(report)
-    if loop is None:
-        raise kc.LearnerError(f"the compiled kernel has no loop that issues wgmmas: {what}")
-    return loop.ops()
-
+# Each is a KernelExercise (kernel_check) of a hook of HopperGemm; pipeline_checks holds what the
+# mainloop exercises of notebooks 03-05 object to.
 
 EX4 = ("Exercise 4 (kernel): the consumer of the prefetch mainloop",
        "_consume: consumer_wait(cons), issue_mma on cons.index, wait_group(1), advance cons, "
@@ -223,50 +109,38 @@ EX4 = ("Exercise 4 (kernel): the consumer of the prefetch mainloop",
        "wait_group(0), then release `released` if there was a k-tile.")
 
 
-def replay_verdict(cls, method: str = "mainloop_prefetch", code=None) -> str | None:
-    """The CPU replay's objection: the first step where the learner's loop waits, reads or
-    releases another stage (or calls another step) than the course's, then any hang or race
-    of the model, then warps other than warp 0 loading."""
-    from .kernel_parts import CompilerParts, PrefetchParts
-    from .replay_compare import first_mistake
+def _consumer_loop(attempt) -> str | None:
+    """The CPU replay agreed; the compiled loop must say the same (a Python-level branch can
+    make the two differ)."""
+    report = attempt.report
+    names = loop_ops(report, "write the loop's wgmmas with sm90.issue_mma(mma, cons.index)")
+    attempt.notes["seq"] = seq = compact(names)
+    wait = first(names, "wait")
+    depths = wait_group_depths(mainloop(report).lines)
+    mma = first(names, "wgmma")
+    arrive, group = first(names, "arrive", mma), first(names, "wait_group", mma)
+    if wait < 0 or depths != [1] or arrive < group or \
+            wait_group_depths(report.instructions()).count(0) < 1:
+        return (f"your loop replays like the course's on the CPU model, but the "
+                f"compiled mainloop is {seq}: expected one mbarrier wait, the wgmmas, "
+                "wait_group 1, then the release (arrive), and a wait_group 0 after the "
+                "loop. Look for a Python-level `if` or constant that the compiler resolved "
+                "differently.")
+    return None
 
-    reference = PrefetchParts if method == "mainloop_prefetch" else CompilerParts
-    return (first_mistake(cls, reference, method=method, code=code)
-            or model_verdict(cls, method=method)
-            or producer_only(cls, method=method))
+
+CONSUMER = hook_exercise(
+    *EX4, "prefetch", objections=(replayed(), _consumer_loop),
+    passes=lambda a: (f"your mainloop compiles for sm_90a to {a.notes['seq']} per k-tile. On the CPU "
+                      f"model it waits, reads and releases the same stage as the course's at every "
+                      f"step ({len(COMPARE_RUNS)} ring/problem sizes, an empty problem among them), "
+                      "with no hang and no race."))
 
 
-@kernel_checker(*EX4)
+@CONSUMER.checker
 def check_consumer(cls) -> Result:
     """``cls``: your subclass of ``PrefetchParts`` with ``_consume`` and ``_drain`` written."""
-    from . import kernel_check as kc
-
-    title = EX4[0]
-    code = kc.LearnerCode(cls)
-    report = kc.compile_kernel(code, kernel_expr(cls, "prefetch"))
-    objection = replay_verdict(cls, code=code)
-    if objection:
-        return failed(title, objection)
-    names = _loop_ops(report, "write the loop's wgmmas with sm90.issue_mma(mma, cons.index)")
-    seq = kc.compact(names)
-    mma, wait = kc.first(names, "wgmma"), kc.first(names, "wait")
-    depths = kc.wait_group_depths(kc.mainloop(report).lines)
-    arrive, group = kc.first(names, "arrive", mma), kc.first(names, "wait_group", mma)
-    # the CPU replay agreed; the compiled loop must say the same (a Python-level branch can
-    # make the two differ)
-    if wait < 0 or depths != [1] or arrive < group or \
-            kc.wait_group_depths(report.instructions()).count(0) < 1:
-        return failed(title, f"your loop replays like the course's on the CPU model, but the "
-                      f"compiled mainloop is {seq}: expected one mbarrier wait, the wgmmas, "
-                      "wait_group 1, then the release (arrive), and a wait_group 0 after the "
-                      "loop. Look for a Python-level `if` or constant that the compiler resolved "
-                      "differently.")
-    message = (f"your mainloop compiles for sm_90a to {seq} per k-tile. On the CPU model it "
-               f"waits, reads and releases the same stage as the course's at every step "
-               f"({len(COMPARE_RUNS)} ring/problem sizes, an empty problem among them), "
-               "with no hang and no race.")
-    return gpu_verdict(code, kernel_expr(cls, "prefetch"), title, message,
-                       f"HopperGemm(tile_mn={TILE}, variant='prefetch')")
+    return CONSUMER.check(cls)
 
 
 EX5 = ("Exercise 5 (kernel): the producer's prologue",
@@ -275,43 +149,47 @@ EX5 = ("Exercise 5 (kernel): the producer's prologue",
        "the loop needs a stage that only this same loop releases.")
 
 
-@kernel_checker(*EX5)
-def check_prologue(cls) -> Result:
-    """``cls``: your subclass of ``PrefetchParts`` whose ``_fill_ring`` is your prologue."""
-    from . import kernel_check as kc
-    from .pipeline_replay import replay
-
-    title = EX5[0]
-    code = kc.LearnerCode(cls)
-    report = kc.compile_kernel(code, kernel_expr(cls, "prefetch"))
-    for stages, k_tiles in REPLAY_RUNS:  # the counts first: they name this exercise's mistakes
-        t = replay(cls, stages=stages, k_tiles=k_tiles)
+def _prologue_count(attempt) -> str | None:
+    """The counts first: they name this exercise's mistakes."""
+    for stages, k_tiles in REPLAY_RUNS:
+        t = replay(attempt.answer, stages=stages, k_tiles=k_tiles)
         if t.deadlock or t.hazards:
             break
-        first = next((i for i, e in enumerate(t.events) if e.op == "wgmma"), len(t.events))
-        loaded = sorted({e.k_tile for e in t.events[:first] if e.op == "tma_load"})
+        wgmma = next((i for i, e in enumerate(t.events) if e.op == "wgmma"), len(t.events))
+        loaded = sorted({e.k_tile for e in t.events[:wgmma] if e.op == "tma_load"})
         want = min(stages - 1, k_tiles)
         if len(loaded) < want:
-            return failed(title, f"with {stages} stages and {k_tiles} k-tiles your prologue loads "
-                          f"{len(loaded)} k-tile(s) before the first wgmma; {want} fit without a "
-                          "hang, and each one more hides more TMA latency")
-    objection = replay_verdict(cls, code=code)
-    if objection:
-        return failed(title, objection)
+            return (f"with {stages} stages and {k_tiles} k-tiles your prologue loads "
+                    f"{len(loaded)} k-tile(s) before the first wgmma; {want} fit without a "
+                    "hang, and each one more hides more TMA latency")
+    return None
+
+
+def _prologue_compiled(attempt) -> str | None:
+    report = attempt.report
     shape = loop_structure(report.ptx)
-    if kc.mainloop(report) is None or not shape.prologue_tma_loads:
-        return failed(title, "your prologue replays like the course's on the CPU model, but the "
-                      "compiled kernel issues no TMA load before its mainloop: keep the loads in "
-                      "a cutlass.range loop (a Python `range` over a run-time k_tiles cannot be "
-                      "traced)")
-    before = [lp for lp in kc.loops(report.ptx) if "wgmma" not in lp.ops() and "tma" in lp.ops()]
-    prologue = kc.compact(before[0].ops() if before else ["tma"] * shape.prologue_tma_loads)
-    message = (f"the prologue compiles to a loop of ({prologue}) before the mainloop. On the "
-               "CPU model warp 0 alone acquires and loads the same k-tiles into the same stages "
-               f"as the course's, min(stages - 1, k_tiles) of them ({len(COMPARE_RUNS)} "
-               "ring/problem sizes), with no hang and no race.")
-    return gpu_verdict(code, kernel_expr(cls, "prefetch"), title, message,
-                       f"HopperGemm(tile_mn={TILE}, variant='prefetch')")
+    if mainloop(report) is None or not shape.prologue_tma_loads:
+        return ("your prologue replays like the course's on the CPU model, but the "
+                "compiled kernel issues no TMA load before its mainloop: keep the loads in "
+                "a cutlass.range loop (a Python `range` over a run-time k_tiles cannot be "
+                "traced)")
+    before = [lp for lp in loops(report.ptx) if "wgmma" not in lp.ops() and "tma" in lp.ops()]
+    attempt.notes["prologue"] = compact(before[0].ops() if before else ["tma"] * shape.prologue_tma_loads)
+    return None
+
+
+PROLOGUE = hook_exercise(
+    *EX5, "prefetch", objections=(_prologue_count, replayed(), _prologue_compiled),
+    passes=lambda a: (f"the prologue compiles to a loop of ({a.notes['prologue']}) before the "
+                      "mainloop. On the CPU model warp 0 alone acquires and loads the same k-tiles "
+                      "into the same stages as the course's, min(stages - 1, k_tiles) of them "
+                      f"({len(COMPARE_RUNS)} ring/problem sizes), with no hang and no race."))
+
+
+@PROLOGUE.checker
+def check_prologue(cls) -> Result:
+    """``cls``: your subclass of ``PrefetchParts`` whose ``_fill_ring`` is your prologue."""
+    return PROLOGUE.check(cls)
 
 
 EX6 = ("Exercise 6 (lab): a ring of fewer stages",
@@ -322,7 +200,6 @@ EX6 = ("Exercise 6 (lab): a ring of fewer stages",
 def check_stages_lab(stages, ring_kib) -> Result:
     """Compile the course kernel with ``stages`` beside the default; your ``ring_kib`` prediction
     (the ring's shared memory in KiB) is checked against the kernel's own plan."""
-    from . import kernel_check as kc
     from ..inspect import compile_report
     from ..kernels import registry
 
@@ -349,7 +226,7 @@ def check_stages_lab(stages, ring_kib) -> Result:
         # in a fresh process, as the course's other compile cells: nothing this notebook (or a
         # learner's cell) traced earlier can change what the course kernel compiles to
         rep = compile_report(registry.target("one"), tile=TILE, variant="prefetch", stages=n)
-        loop = kc.compact(kc.mainloop(rep).ops())
+        loop = compact(mainloop(rep).ops())
         seen.append((rep.registers, loop))
         p = gemm_plan.plan_stages(TILE, stages=n)
         rows.append(f"{n} stages: a {p.ring_bytes // 1024} KiB ring ({p.smem_bytes - p.ring_bytes} B "
@@ -361,9 +238,9 @@ def check_stages_lab(stages, ring_kib) -> Result:
         message += " Same code, same registers: only the ring depth changed."
     else:
         message += " The depth changed the code too: compare the two lines above."
-    if kc.gpu_here("sm_90a"):
-        run = kc.run_on_gpu(None, f"HopperGemm(tile_mn={TILE}, stages={stages})",
-                            baseline=f"HopperGemm(tile_mn={TILE})")
+    if gpu_here("sm_90a"):
+        run = run_on_gpu(None, f"HopperGemm(tile_mn={TILE}, stages={stages})",
+                         baseline=f"HopperGemm(tile_mn={TILE})")
         message += " On the GPU: " + run.message
     else:
         message += (" Nothing was timed (no H100 here): what the depth costs, TMA latency no "

@@ -9,15 +9,17 @@ forever, and a notebook kernel stuck in a launch cannot be interrupted.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 from dataclasses import dataclass
 
+from ..child import run_child
+from ..ptx_loops import loop_structure
 from ..models import pipeline as pm
 from . import Result, answered, checker, failed, passed
-from .kernel_check import kernel_checker
+from .kernel_check import KernelExercise, gemm_args, gpu_here, kernel_checker, run_on_gpu
+from .learner_code import segment_of
+from .pipeline_checks import TILE, hook_exercise, replay_verdict, replayed
+from .pipeline_replay import replay
 
 
 
@@ -57,14 +59,10 @@ def run_isolated(code: str, timeout: float = 120.0) -> GpuRun:
     The process is killed on timeout (a deadlocked kernel holds its GPU context until then; the
     notebook's own process and GPU context are never touched).
     """
-    try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              timeout=timeout, env=dict(os.environ))
-    except subprocess.TimeoutExpired as exc:
-        out = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        return GpuRun("hang", out)
-    status = "ok" if proc.returncode == 0 else "error"
-    return GpuRun(status, proc.stdout + proc.stderr)
+    run = run_child(None, source=code, timeout=timeout)
+    if run.hang:
+        return GpuRun("hang", run.stdout)
+    return GpuRun("ok" if run.ok else "error", run.log)
 
 
 _GEMM_RUN = textwrap.dedent("""
@@ -146,31 +144,17 @@ def check_prefetch_stages(p, stages: int = 4, on_gpu: bool | None = None,
 # ----------------------------------------------------------------------------------------
 # Kernel exercises: the learner writes the compiler-pipelined mainloop of the course kernel
 # ----------------------------------------------------------------------------------------
-# Checked as in kernel_check's manual: compiled for sm_90a here; the compiler's own diagnostic
-# and the shape of the loop it generated (ptx_loops.loop_structure, the reading the
-# lesson uses) prove whether it pipelined; the learner's loop replayed on the CPU pipeline model;
-# on an H100, run against torch in a child process with a timeout and timed beside the course's.
-TILE = (128, 256)
+# Each is a KernelExercise (kernel_check): the compiler's own diagnostic and the shape of the loop
+# it generated (ptx_loops.loop_structure, the reading the lesson uses) prove whether
+# it pipelined; the learner's loop replayed on the CPU pipeline model (pipeline_checks).
 METHOD = "mainloop_compiler"
 ISSUE_TMA = "cutecourse.kernels.sm90:issue_tma"
 
 
-def _compile_pipelined(cls):
-    """(code, report, TMA-load calls recorded during the compile) for the learner's class."""
-    from . import kernel_check as kc
-    from .nb03 import kernel_expr, replay_verdict
-
-    code = kc.LearnerCode(cls)
-    try:
-        report = kc.compile_kernel(code, kernel_expr(cls, "compiler"), spies=(ISSUE_TMA,))
-    except kc.CompilerCrash:
-        # the pipeliner has been seen to crash on a loop whose copy has no barrier armed for
-        # it; the CPU model usually names the mistake
-        objection = _state_mismatch(cls) or replay_verdict(cls, method=METHOD)
-        if objection:
-            raise kc.LearnerError(objection) from None
-        raise
-    return code, report, report.calls[ISSUE_TMA]
+def _crash_objection(attempt) -> str | None:
+    """The pipeliner has been seen to crash on a loop whose copy has no barrier armed for it; the
+    CPU model usually names the mistake."""
+    return _state_mismatch(attempt.answer) or replay_verdict(attempt.answer, method=METHOD)
 
 
 def _skipped(report) -> str | None:
@@ -181,50 +165,65 @@ def _skipped(report) -> str | None:
     return text.split(";")[0][:240]  # the reason, without the compiler's "compiled as written"
 
 
+def pipelined_exercise(title: str, hint: str, objections, passes) -> KernelExercise:
+    """A rewrite of the compiler-pipelined mainloop: compiled with the TMA loads it issues
+    recorded (their pred=), the CPU model asked first when the pipeliner crashes."""
+    return hook_exercise(title, hint, "compiler", spies=(ISSUE_TMA,), crash=(_crash_objection,),
+                         objections=objections, passes=passes)
+
+
 EX3 = ("Exercise 3 (kernel): a loop the compiler pipelines",
        "the pipeliner splits the loop body at a TMA copy paired with a wait on the same mbarrier, "
        "and does not look inside an `if`: issue the copies at the top level of the body, "
        "predicated (pred=) so only warp 0 issues them; keep producer_acquire under the `if`.")
 
 
-@kernel_checker(*EX3)
+def _not_pipelined(attempt) -> str | None:
+    skipped = _skipped(attempt.report)
+    if skipped:
+        return (f"the compiler did not pipeline your loop. It says: \"{skipped}\". "
+                "A TMA copy inside `if is_producer` is invisible to the pipeliner: move "
+                "self.load(...) out of the `if`, with pred= a predicate tensor that is "
+                "True in warp 0 only")
+    return None
+
+
+def _no_pred(attempt) -> bool:
+    calls = attempt.report.calls[ISSUE_TMA]
+    return bool(calls) and any(kw.get("pred") is None for kw in calls)
+
+
+def _loop_shape(attempt) -> str | None:
+    attempt.notes["shape"] = shape = loop_structure(attempt.report.ptx)
+    if shape.pipelined:
+        return None
+    kept = "prefetch_stages" in segment_of(attempt.answer.mainloop_compiler).text
+    return (f"the generated code is not pipelined ({shape}): expected TMA loads "
+            "before the MMA loop and a loop with both loads and wgmmas. "
+            + ("Your loop still has prefetch_stages=; the copy must be the loop body's "
+               "own top-level self.load(..., pred=...), paired with the consumer_wait "
+               "on the same stage" if kept else
+               "Keep prefetch_stages=self.prefetch in cutlass.range: it asks for the "
+               "pipelining"))
+
+
+PIPELINED = pipelined_exercise(
+    *EX3, objections=(
+        _not_pipelined,
+        (_no_pred, "your loop issues the TMA copies with no pred=: every warp would issue "
+         "them (8 copies of each k-tile, 8x the bytes the full barrier expects). "
+         "Pass pred= a one-element Boolean register tensor set to is_producer"),
+        replayed(METHOD), _loop_shape),
+    passes=lambda a: (f"no 'pipelining skipped' diagnostic, and the compiler wrote a pipelined loop: "
+                      f"{a.notes['shape']}. On the CPU model your loop acquires, loads, waits and "
+                      "releases the same stages as the course's at every step, only warp 0 loads, "
+                      "and nothing hangs or races."))
+
+
+@PIPELINED.checker
 def check_pipelined(cls) -> Result:
     """``cls``: your subclass of ``CompilerParts`` with its ``mainloop_compiler`` rewritten."""
-    from ..ptx_loops import loop_structure
-    from .learner_code import segment_of
-    from .nb03 import gpu_verdict, kernel_expr, replay_verdict
-
-    title = EX3[0]
-    code, report, calls = _compile_pipelined(cls)
-    skipped = _skipped(report)
-    if skipped:
-        return failed(title, f"the compiler did not pipeline your loop. It says: \"{skipped}\". "
-                      "A TMA copy inside `if is_producer` is invisible to the pipeliner: move "
-                      "self.load(...) out of the `if`, with pred= a predicate tensor that is "
-                      "True in warp 0 only")
-    if calls and any(kw.get("pred") is None for kw in calls):
-        return failed(title, "your loop issues the TMA copies with no pred=: every warp would issue "
-                      "them (8 copies of each k-tile, 8x the bytes the full barrier expects). "
-                      "Pass pred= a one-element Boolean register tensor set to is_producer")
-    objection = replay_verdict(cls, method=METHOD, code=code)
-    if objection:
-        return failed(title, objection)
-    shape = loop_structure(report.ptx)
-    if not shape.pipelined:
-        kept = "prefetch_stages" in segment_of(cls.mainloop_compiler).text
-        return failed(title, f"the generated code is not pipelined ({shape}): expected TMA loads "
-                      "before the MMA loop and a loop with both loads and wgmmas. "
-                      + ("Your loop still has prefetch_stages=; the copy must be the loop body's "
-                         "own top-level self.load(..., pred=...), paired with the consumer_wait "
-                         "on the same stage" if kept else
-                         "Keep prefetch_stages=self.prefetch in cutlass.range: it asks for the "
-                         "pipelining"))
-    message = (f"no 'pipelining skipped' diagnostic, and the compiler wrote a pipelined loop: "
-               f"{shape}. On the CPU model your loop acquires, loads, waits and releases the same "
-               "stages as the course's at every step, only warp 0 loads, and nothing hangs or "
-               "races.")
-    return gpu_verdict(code, kernel_expr(cls, "compiler"), title, message,
-                       f"HopperGemm(tile_mn={TILE}, variant='compiler')")
+    return PIPELINED.check(cls)
 
 
 EX4 = ("Exercise 4 (kernel): the pipeline state from the loop index",
@@ -237,8 +236,6 @@ def _state_mismatch(cls, stages: int = 4, k_tiles: int = 10) -> str | None:
     """The first state the learner's loop computes that k calls of advance() would not give.
 
     Phases are compared modulo 2: the barrier wait reads only the parity."""
-    from .pipeline_replay import replay
-
     t = replay(cls, stages=stages, k_tiles=k_tiles, method=METHOD)
     for who, seen, user in (("consumer", t.wait_states, "consumer"),
                             ("producer", t.acquire_states, "producer")):
@@ -256,34 +253,41 @@ def _state_mismatch(cls, stages: int = 4, k_tiles: int = 10) -> str | None:
     return None
 
 
-@kernel_checker(*EX4)
+def _wrong_states(attempt) -> str | None:
+    objection = (_state_mismatch(attempt.answer)
+                 or replay_verdict(attempt.answer, method=METHOD, code=attempt.code))
+    if objection:
+        return objection + (" Check your state for k-tile k: stage k % stages, a phase that flips "
+                            "each time k wraps around the ring, the producer's the other bit.")
+    return None
+
+
+def _states_pipelined(attempt) -> str | None:
+    skipped = _skipped(attempt.report)
+    if skipped:
+        return (f"the compiler did not pipeline the loop: \"{skipped}\". Keep the given "
+                "loop as it is and make `_states` a formula of k alone, as the exercise "
+                "asks; the quoted words say what the compiler objected to")
+    attempt.notes["shape"] = shape = loop_structure(attempt.report.ptx)
+    if not shape.pipelined:
+        return (f"your states are right on the CPU model, but the generated code is "
+                f"not pipelined ({shape})")
+    return None
+
+
+STATES = pipelined_exercise(
+    *EX4, objections=(_wrong_states, _states_pipelined),
+    passes=lambda a: (f"the loop compiles and is pipelined (no diagnostic; loops "
+                      f"{', '.join(a.notes['shape'].kinds())}). On the CPU model your states equal "
+                      "k calls of advance() for every k (10 k-tiles, 4 stages), and the loop waits, "
+                      "loads and releases the same stages as the course's on every ring size tried, "
+                      "with no hang or race."))
+
+
+@STATES.checker
 def check_state_in_kernel(cls) -> Result:
     """``cls``: your subclass of ``CompilerParts`` whose ``_states(k)`` returns (cons, prod)."""
-    from ..ptx_loops import loop_structure
-    from .nb03 import gpu_verdict, kernel_expr, replay_verdict
-
-    title = EX4[0]
-    code, report, _ = _compile_pipelined(cls)
-    objection = _state_mismatch(cls) or replay_verdict(cls, method=METHOD, code=code)
-    if objection:
-        return failed(title, objection + " Check your state for k-tile k: stage k % stages, a "
-                      "phase that flips each time k wraps around the ring, the producer's the "
-                      "other bit.")
-    skipped = _skipped(report)
-    if skipped:
-        return failed(title, f"the compiler did not pipeline the loop: \"{skipped}\". Keep the given "
-                      "loop as it is and make `_states` a formula of k alone, as the exercise "
-                      "asks; the quoted words say what the compiler objected to")
-    shape = loop_structure(report.ptx)
-    if not shape.pipelined:
-        return failed(title, f"your states are right on the CPU model, but the generated code is "
-                      f"not pipelined ({shape})")
-    message = (f"the loop compiles and is pipelined (no diagnostic; loops {', '.join(shape.kinds())}). "
-               "On the CPU model your states equal k calls of advance() for every k (10 k-tiles, "
-               "4 stages), and the loop waits, loads and releases the same stages as the "
-               "course's on every ring size tried, with no hang or race.")
-    return gpu_verdict(code, kernel_expr(cls, "compiler"), title, message,
-                       f"HopperGemm(tile_mn={TILE}, variant='compiler')")
+    return STATES.check(cls)
 
 
 EX5 = ("Exercise 5 (lab): how deep to prefetch",
@@ -298,8 +302,6 @@ def check_prefetch_lab(p, hangs, stages: int = 4) -> Result:
     registers) beside the course's default; on an H100 run and timed in a child with a timeout."""
     from ..inspect import compile_here
     from ..kernels.hopper_gemm import HopperGemm
-    from ..ptx_loops import loop_structure
-    from . import kernel_check as kc
 
     title = EX5[0]
     p, hangs = answered(p, "p"), answered(hangs, "hangs")
@@ -323,17 +325,17 @@ def check_prefetch_lab(p, hangs, stages: int = 4) -> Result:
     rows = []
     for depth in dict.fromkeys((p, default)):
         rep = compile_here(HopperGemm(tile_mn=TILE, variant="compiler", prefetch_stages=depth,
-                                      stages=stages), *kc.gemm_args(None), name=f"P={depth}")
+                                      stages=stages), *gemm_args(None), name=f"P={depth}")
         shape = loop_structure(rep.ptx)
         rows.append(f"P={depth}: {rep.registers} registers, loops {', '.join(shape.kinds())} "
                     f"({shape.prologue_tma_loads} TMA load instructions before the MMA loop, "
                     "run P times)")
     message = verdict + "Compiled: " + "; ".join(rows) + "."
-    if kc.gpu_here("sm_90a"):
-        run = kc.run_on_gpu(None, f"HopperGemm(tile_mn={TILE}, variant='compiler', "
-                            f"prefetch_stages={p}, stages={stages})",
-                            baseline=f"HopperGemm(tile_mn={TILE}, variant='compiler', stages={stages})",
-                            timeout=60)
+    if gpu_here("sm_90a"):
+        run = run_on_gpu(None, f"HopperGemm(tile_mn={TILE}, variant='compiler', "
+                         f"prefetch_stages={p}, stages={stages})",
+                         baseline=f"HopperGemm(tile_mn={TILE}, variant='compiler', stages={stages})",
+                         timeout=60)
         message += " On the GPU: " + run.message
     else:
         message += (" Nothing was run or timed (no H100 here): on one, the kernel with your P "

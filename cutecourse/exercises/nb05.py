@@ -11,11 +11,12 @@ from types import SimpleNamespace
 
 from ..models.multicast import fmt_mask, plan
 from . import Result, answered, checker, failed, passed
-from .kernel_check import LearnerError, kernel_checker
+from .kernel_check import KernelExercise, LearnerError, gemm_args, gpu_here, kernel_checker, run_on_gpu
+from .learner_code import reason
+from .pipeline_checks import NOT_HERE
 
 #: Cluster shapes the mask checker tries, small to large (the 16-bit mask allows up to 16 CTAs).
 MASK_CLUSTERS = [(1, 1), (2, 1), (1, 2), (2, 2), (4, 1), (1, 4), (4, 2), (2, 4), (4, 4)]
-
 
 
 @checker("ctaMask of each CTA (CuTe's column-major cluster)",
@@ -90,9 +91,9 @@ def check_empty_arrivals(arrivals_fn) -> Result:
 # ----------------------------------------------------------------------------------------
 # Kernel exercises: the learner writes the multicast masks and loads of the cluster kernel
 # ----------------------------------------------------------------------------------------
-# As in kernel_check's manual: the learner's hook is compiled for sm_90a here (a 2x2 cluster)
-# and its multicast loads counted in the PTX; the hook itself is run on the host, once per CTA
-# rank, with the rank as a number, and what it hands ``cute.copy`` is held against the
+# Each is a KernelExercise (kernel_check): the learner's hook is compiled for sm_90a here (a 2x2
+# cluster) and its multicast loads counted in the PTX; the hook itself is run on the host, once per
+# CTA rank, with the rank as a number, and what it hands ``cute.copy`` is held against the
 # brute-force planner; on an H100 the kernel runs against torch in a child with a timeout.
 TILE = (128, 256)
 CLUSTER = (2, 2)
@@ -156,38 +157,30 @@ def _on_host(code, cls, cluster, rank, call):
     except NotImplementedError:
         raise
     except Exception as exc:
-        from .learner_code import reason
-
         where = code.locate(exc)
         at = f"{code.describe(*where)}: " if where else ""
         raise LearnerError(f"your {code.name} failed for CTA rank {rank} of a "
                            f"{cluster[0]}x{cluster[1]} cluster: {at}{reason(exc)}") from None
 
 
-def _compile(code, cls):
-    """The 2x2 kernel compiled for sm_90a (a compile error is the learner's message)."""
-    from . import kernel_check as kc
-
-    return kc.compile_kernel(code, kernel_expr(cls))
-
-
-def _compiled_multicasts(report) -> str | None:
+def _compiled_multicasts(attempt) -> str | None:
     """None if the 2x2 kernel compiled to the expected multicast loads, else what is wrong.
     Checked after the host run, which names a wrong mask, operand or index more precisely."""
     from ..kernels.hopper_gemm_cluster import expected_multicast_loads
 
-    got, want = report.count("TMA multicast loads"), expected_multicast_loads(CLUSTER)
+    got, want = attempt.report.count("TMA multicast loads"), expected_multicast_loads(CLUSTER)
     if got != want:
         return (f"compiled for a 2x2 cluster, your kernel has {got} multicast TMA loads in its "
                 f"PTX; {want} expected (A and B, in the prologue and in the mainloop)")
     return None
 
 
-def _gpu(code, cls, title, message) -> Result:
-    from .nb03 import gpu_verdict
-
-    return gpu_verdict(code, kernel_expr(cls), title, message,
-                       f"ClusterHopperGemm(tile_mn={TILE}, cluster_mn={CLUSTER})")
+def cluster_exercise(title: str, hint: str, host_objection, passes) -> KernelExercise:
+    """A hook of the cluster kernel: compiled at 2x2, run on the host once per CTA rank
+    (``host_objection``), its multicast loads counted in the PTX; timed beside the course's."""
+    return KernelExercise(title, hint, kernel=kernel_expr, passes=passes,
+                          objections=(host_objection, _compiled_multicasts), elsewhere=NOT_HERE,
+                          baseline=f"ClusterHopperGemm(tile_mn={TILE}, cluster_mn={CLUSTER})")
 
 
 EX4 = ("Exercise 4 (kernel): the multicast masks, computed in the kernel",
@@ -196,14 +189,9 @@ EX4 = ("Exercise 4 (kernel): the multicast masks, computed in the kernel",
        "from cn * CM. The CTA's own bit is set too.")
 
 
-@kernel_checker(*EX4)
-def check_masks_in_kernel(cls) -> Result:
-    """``cls``: your subclass of ``MaskedCluster`` whose ``_masks()`` returns (A's, B's)."""
-    from . import kernel_check as kc
-
-    title = EX4[0]
-    code = kc.LearnerCode(cls)
-    report = _compile(code, cls)
+def _wrong_mask(attempt) -> str | None:
+    """The learner's masks for every CTA of every cluster, against the planner's."""
+    code, cls = attempt.code, attempt.answer
     answers, plans = {}, {}
     for cluster in MASK_CLUSTERS:
         plans[cluster] = p = plan(tile=(*TILE, 64), cluster=cluster, tiles=(cluster[0], cluster[1], 1))
@@ -223,16 +211,24 @@ def check_masks_in_kernel(cls) -> Result:
         want = plans[cluster].mask(op, 0, 0, rank)
         if mine != want:
             width = max(4, plans[cluster].cluster_size)
-            return failed(title, f"cluster {cluster[0]}x{cluster[1]}, CTA rank {rank}: your {op} "
-                          f"mask is {fmt_mask(mine, width)}, the CTAs that need the same {op} "
-                          f"tile are {fmt_mask(want, width)}{why}")
-    tried = len(answers)
-    wrong = _compiled_multicasts(report)
-    if wrong:
-        return failed(title, wrong)
-    return _gpu(code, cls, title, f"your masks compile into the kernel (2x2: 4 multicast loads) "
-                f"and, run on the host, agree with the brute-force planner for all {tried} (CTA, "
-                "operand) pairs of clusters 1x1 to 4x4.")
+            return (f"cluster {cluster[0]}x{cluster[1]}, CTA rank {rank}: your {op} "
+                    f"mask is {fmt_mask(mine, width)}, the CTAs that need the same {op} "
+                    f"tile are {fmt_mask(want, width)}{why}")
+    attempt.notes["tried"] = len(answers)
+    return None
+
+
+MASKS = cluster_exercise(
+    *EX4, _wrong_mask,
+    passes=lambda a: (f"your masks compile into the kernel (2x2: 4 multicast loads) and, run on the "
+                      f"host, agree with the brute-force planner for all {a.notes['tried']} (CTA, "
+                      "operand) pairs of clusters 1x1 to 4x4."))
+
+
+@MASKS.checker
+def check_masks_in_kernel(cls) -> Result:
+    """``cls``: your subclass of ``MaskedCluster`` whose ``_masks()`` returns (A's, B's)."""
+    return MASKS.check(cls)
 
 
 def _row_major_mask(op: str, rank: int, cluster) -> int:
@@ -249,29 +245,31 @@ EX5 = ("Exercise 5 (kernel): the multicast loads of a 2x2 cluster",
        "tma_bar_ptr=ring.producer_get_barrier(state), mcast_mask=a_mask), and the same for B.")
 
 
-@kernel_checker(*EX5)
-def check_multicast_loads(cls) -> Result:
-    """``cls``: your subclass of ``ClusterHopperGemm`` whose ``load`` issues the two copies."""
-    from . import kernel_check as kc
-
-    title = EX5[0]
-    code = kc.LearnerCode(cls)
-    report = _compile(code, cls)
+def _wrong_copy(attempt) -> str | None:
+    """What the learner's load hands cute.copy for every CTA of three clusters, on the host."""
     for cluster in (CLUSTER, (2, 1), (1, 2)):
         p = plan(tile=(*TILE, 64), cluster=cluster, tiles=(cluster[0], cluster[1], 1))
         for rank in range(p.cluster_size):
-            _, copies = _on_host(code, cls, cluster, rank,
+            _, copies = _on_host(attempt.code, attempt.answer, cluster, rank,
                                  lambda k, r, l, s: k.load(r, l, s))
             problem = _copy_problem(copies, p, rank, cluster)
             if problem:
-                return failed(title, problem)
-    wrong = _compiled_multicasts(report)
-    if wrong:
-        return failed(title, wrong)
-    return _gpu(code, cls, title, "for every CTA of 2x2, 2x1 and 1x2 clusters your load issues "
-                "one copy of A and one of B, k-tile state.count into stage state.index, on the "
-                "stage's full barrier, multicast to the CTAs the planner says; compiled for 2x2, "
-                "the PTX has the 4 multicast loads.")
+                return problem
+    return None
+
+
+LOADS = cluster_exercise(
+    *EX5, _wrong_copy,
+    passes=lambda a: ("for every CTA of 2x2, 2x1 and 1x2 clusters your load issues one copy of A "
+                      "and one of B, k-tile state.count into stage state.index, on the stage's full "
+                      "barrier, multicast to the CTAs the planner says; compiled for 2x2, the PTX "
+                      "has the 4 multicast loads."))
+
+
+@LOADS.checker
+def check_multicast_loads(cls) -> Result:
+    """``cls``: your subclass of ``ClusterHopperGemm`` whose ``load`` issues the two copies."""
+    return LOADS.check(cls)
 
 
 def _view(seen, what: str) -> str:
@@ -324,7 +322,6 @@ def check_cluster_lab(cluster, multicast_loads) -> Result:
     from ..inspect import compile_here
     from ..errors import ShapeError
     from ..kernels.hopper_gemm_cluster import ENTRY, check_cluster, expected_multicast_loads
-    from . import kernel_check as kc
 
     title = EX6[0]
     cluster, guess = answered(cluster, "cluster"), answered(multicast_loads, "multicast_loads")
@@ -338,7 +335,7 @@ def check_cluster_lab(cluster, multicast_loads) -> Result:
     want = expected_multicast_loads(cluster)
     rows = []
     for shape in dict.fromkeys((cluster, (1, 1))):
-        rep = compile_here(ENTRY.kernel(tile=TILE, cluster=shape), *kc.gemm_args(None),
+        rep = compile_here(ENTRY.kernel(tile=TILE, cluster=shape), *gemm_args(None),
                            name=f"cluster {shape}")
         rows.append(f"{shape[0]}x{shape[1]}: {rep.registers} registers, "
                     f"{rep.count('TMA multicast loads')} multicast + "
@@ -354,10 +351,10 @@ def check_cluster_lab(cluster, multicast_loads) -> Result:
     p = plan(tile=(*TILE, 64), cluster=cluster, tiles=(cluster[0], cluster[1], 1))
     message = (f"right: {why}. Compiled: {measured}. Each CTA reads {p.l2_bytes(0, 0, 0) // 1024} "
                f"KiB per stage from L2 instead of {p.tx_bytes(0, 0, 0) // 1024} KiB (the planner).")
-    if kc.gpu_here("sm_90a"):
-        run = kc.run_on_gpu(None, f"ClusterHopperGemm(tile_mn={TILE}, cluster_mn={cluster})"
-                            if cluster != (1, 1) else f"HopperGemm(tile_mn={TILE})",
-                            baseline=f"HopperGemm(tile_mn={TILE})")
+    if gpu_here("sm_90a"):
+        run = run_on_gpu(None, f"ClusterHopperGemm(tile_mn={TILE}, cluster_mn={cluster})"
+                         if cluster != (1, 1) else f"HopperGemm(tile_mn={TILE})",
+                         baseline=f"HopperGemm(tile_mn={TILE})")
         message += " On the GPU: " + run.message
     else:
         message += (" Nothing was timed (no H100 here): whether the saved L2 traffic makes the "

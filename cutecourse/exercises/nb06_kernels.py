@@ -13,7 +13,7 @@ import re
 
 from . import Result, answered, failed, passed
 from . import epilogue_run as er
-from .kernel_check import LearnerError, kernel_checker
+from .kernel_check import KernelExercise, LearnerError, gpu_here, kernel_checker, run_on_gpu
 
 PERSISTENT = '__import__("cutecourse.kernels.hopper_gemm_persistent", fromlist=["x"])'
 
@@ -61,44 +61,50 @@ EX9 = ("Exercise 9 (kernel): a fused epilogue, bias + ReLU",
        "Python's max, min, `if v < 0` or `a if c else b` on it do not compile.")
 
 
-@kernel_checker(*EX9)
+def _op_on_numbers(attempt) -> str | None:
+    """The op's apply on Python floats, every element of a 5 x 24 C (``epilogue_run``)."""
+    try:
+        objection = op_verdict(attempt.answer(), attempt.code)
+        attempt.notes["cpu"] = (f"numbers checked on the CPU model: your apply gives relu(x + bias[n]) "
+                                f"on all {2 * er.ROWS * er.COLS} (x, m, n) of a {er.ROWS} x {er.COLS} C "
+                                "(every column's bias different, x of either sign and 100.0)")
+    except er.DslOnly as exc:
+        objection = None
+        attempt.notes["cpu"] = (f"numbers NOT checked on the CPU: at {exc} your apply calls a DSL "
+                                "operation that exists only inside a kernel, which the CPU model "
+                                "cannot run; the exact PTX counts below are the only proof here")
+    return objection and objection + " (checked on the CPU: your apply on Python floats)"
+
+
+def _op_compiled(attempt) -> str | None:
+    attempt.notes["facts"] = facts = epilogue_facts(attempt.report)
+    return _ptx_problem(facts, numbers_checked=attempt.notes["cpu"].startswith("numbers checked"))
+
+
+def _fused_passes(attempt) -> str:
+    facts = attempt.notes["facts"]
+    return (f"{attempt.notes['cpu']}. Compiled for sm_90a, per consumer thread: exactly "
+            f"{facts['bias loads']} bias loads (one per column it holds), {facts['adds']} adds (one "
+            f"per accumulator) and {facts['clamps at 0']} clamps at 0 (compare-selects or max.f32), "
+            f"then the conversion to fp16; registers {attempt.report.registers}.")
+
+
+FUSED = KernelExercise(
+    *EX9, kernel=lambda op_cls: f"{PERSISTENT}.PersistentHopperGemm(epilogue_op={op_cls.__name__}())",
+    args="cutecourse.exercises.nb06_kernels:fused_args", model=(_op_on_numbers,),
+    objections=(_op_compiled,), passes=_fused_passes,
+    elsewhere="not run on a GPU here: on an H100 this notebook runs it against torch and times it "
+              "beside a GEMM followed by torch's bias and ReLU",
+    baseline=f"{PERSISTENT}.PersistentHopperGemm()", runner="cutecourse.exercises.nb06_kernels:fused_runner",
+    run_params={"timeout": 300})
+
+
+@FUSED.checker
 def check_fused_epilogue(op_cls) -> Result:
     """``op_cls``: your ``EpilogueOp`` subclass for C = relu(A @ B.T + bias), bias[n] per column.
     Its ``apply`` on numbers on the CPU (every element of a 5 x 24 C), then compiled into the
     persistent kernel for sm_90a (exact counts of bias loads, adds and clamps per thread)."""
-    from . import kernel_check as kc
-
-    title = EX9[0]
-    code = kc.LearnerCode(op_cls)
-    if code.unanswered:
-        raise NotImplementedError
-    op = op_cls()
-    try:
-        objection = op_verdict(op, code)
-        cpu = (f"numbers checked on the CPU model: your apply gives relu(x + bias[n]) on all "
-               f"{2 * er.ROWS * er.COLS} (x, m, n) of a {er.ROWS} x {er.COLS} C (every column's bias "
-               "different, x of either sign and 100.0)")
-    except er.DslOnly as exc:
-        objection, cpu = None, (f"numbers NOT checked on the CPU: at {exc} your apply calls a DSL "
-                                "operation that exists only inside a kernel, which the CPU model "
-                                "cannot run; the exact PTX counts below are the only proof here")
-    if objection:
-        return failed(title, objection + " (checked on the CPU: your apply on Python floats)")
-    expr = f"{PERSISTENT}.PersistentHopperGemm(epilogue_op={op_cls.__name__}())"
-    report = kc.compile_kernel(code, expr, args="cutecourse.exercises.nb06_kernels:fused_args")
-    facts = epilogue_facts(report)
-    problem = _ptx_problem(facts, numbers_checked=cpu.startswith("numbers checked"))
-    if problem:
-        return failed(title, problem)
-    message = (f"{cpu}. Compiled for sm_90a, per consumer thread: exactly {facts['bias loads']} bias "
-               f"loads (one per column it holds), {facts['adds']} adds (one per accumulator) and "
-               f"{facts['clamps at 0']} clamps at 0 (compare-selects or max.f32), then the conversion "
-               f"to fp16; registers {report.registers}.")
-    return kc.gpu_verdict(code, expr, title, message, "not run on a GPU here: on an H100 this "
-                          "notebook runs it against torch and times it beside a GEMM followed by "
-                          "torch's bias and ReLU",
-                          baseline=f"{PERSISTENT}.PersistentHopperGemm()",
-                          runner="cutecourse.exercises.nb06_kernels:fused_runner", timeout=300)
+    return FUSED.check(op_cls)
 
 
 def _ptx_problem(facts: dict, numbers_checked: bool) -> str | None:
@@ -179,7 +185,6 @@ def check_pingpong_lab(epi_stages, stages, c_kib) -> Result:
     ``stages`` and the C staging in KiB (``c_kib``). Checked against the kernel's own plan; then
     both configurations compiled (registers, smem, the ring's wrap in the PTX) and, on an H100,
     timed beside the cooperative kernel at 8192 x 8192 x 1024."""
-    from . import kernel_check as kc
     from ..inspect import compile_report
     from ..kernels import hopper_gemm_pingpong as hpp
 
@@ -207,7 +212,7 @@ def check_pingpong_lab(epi_stages, stages, c_kib) -> Result:
                     f"{rep.registers} registers, {rep.count('wgmma')} wgmma")
     message = ("your prediction matches the kernel's plan. Compiled for sm_90a: " + "; ".join(rows)
                + ". Only the ring's depth and the C buffers changed.")
-    if not kc.gpu_here("sm_90a"):
+    if not gpu_here("sm_90a"):
         message += (" Nothing was timed here (no H100): on one, this check runs ping-pong with "
                     f"epi_stages={epi_stages} against torch and times it beside the cooperative kernel "
                     f"at {' x '.join(map(str, LAB_SHAPE))}, which is what tells whether the stage or "
@@ -215,10 +220,10 @@ def check_pingpong_lab(epi_stages, stages, c_kib) -> Result:
     else:
         m, n_, k = LAB_SHAPE
         pp = '__import__("cutecourse.kernels.hopper_gemm_pingpong", fromlist=["x"])'
-        run = kc.run_on_gpu(None, f"{pp}.PingPongHopperGemm(epi_stages={epi_stages})",
-                            baseline=f"{PERSISTENT}.PersistentHopperGemm()",
-                            runner="cutecourse.exercises.nb06_kernels:persistent_runner", m=m, n=n_, k=k,
-                            timeout=300)
+        run = run_on_gpu(None, f"{pp}.PingPongHopperGemm(epi_stages={epi_stages})",
+                         baseline=f"{PERSISTENT}.PersistentHopperGemm()",
+                         runner="cutecourse.exercises.nb06_kernels:persistent_runner", m=m, n=n_, k=k,
+                         timeout=300)
         if not run.ok:
             return failed(title, message + " On the GPU: " + run.message)
         message += " On the GPU: " + run.message
@@ -328,37 +333,46 @@ EX8 = ("Exercise 8 (kernel): the tile order of a scheduler",
 ORDER_SHAPE = (2944, 4096, 1024)
 
 
-@kernel_checker(*EX8)
+def _calls_the_answer(attempt) -> str | None:
+    called = re.search(r"\bband_(coord|tile)\b", "".join(seg.text for seg in attempt.code.segments))
+    if called:
+        return (f"your tile_of calls the course's {called.group(0)}, which computes the "
+                "answer: write the band arithmetic yourself")
+    return None
+
+
+def _order_on_numbers(attempt) -> str | None:
+    objection = order_verdict(attempt.answer, attempt.code)
+    return objection and objection + " (checked on the CPU: your tile_of on Python ints)"
+
+
+def _order_passes(attempt) -> str:
+    mine = panels(learner_order(attempt.answer, 64, 32, 16))
+    rows = panels([(w // 32, w % 32) for w in range(64 * 32)])
+    items = sum(tm * tn for tm, tn, _ in ORDER_GRIDS)
+    return (f"numbers checked on the CPU model: your tile_of gives the banded order's tile for all "
+            f"{items} work items of {len(ORDER_GRIDS)} grids, short last bands included; it "
+            f"compiles into the persistent kernel for sm_90a ({attempt.report.registers} registers). "
+            f"At 8192^3 in 128x256 tiles the first {WAVE} tiles read {mine[0]} A and {mine[1]} B "
+            f"panels; row by row they would read {rows[0]} and {rows[1]}.")
+
+
+ORDER = KernelExercise(
+    *EX8, kernel=lambda cls: f"{PERSISTENT}.PersistentHopperGemm(scheduler={cls.__name__})",
+    args="cutecourse.exercises.nb06_kernels:persistent_args",
+    model=(_calls_the_answer, _order_on_numbers), passes=_order_passes,
+    elsewhere="not run on a GPU here: on an H100 this notebook runs it against torch and times it "
+              "beside the course's kernel",
+    baseline=f"{PERSISTENT}.PersistentHopperGemm()",
+    runner="cutecourse.exercises.nb06_kernels:persistent_runner",
+    run_params=dict(zip("mnk", ORDER_SHAPE), timeout=300))
+
+
+@ORDER.checker
 def check_tile_order(cls) -> Result:
     """``cls``: your ``tile_scheduler.StaticScheduler`` subclass whose ``tile_of(self, work)``
     returns work item ``work``'s (m, n) C tile in bands of ``group_m`` tile-rows."""
-    from . import kernel_check as kc
-
-    title = EX8[0]
-    code = kc.LearnerCode(cls)
-    called = re.search(r"\bband_(coord|tile)\b", "".join(seg.text for seg in code.segments))
-    if called:
-        return failed(title, f"your tile_of calls the course's {called.group(0)}, which computes the "
-                      "answer: write the band arithmetic yourself")
-    objection = order_verdict(cls, code)
-    if objection:
-        return failed(title, objection + " (checked on the CPU: your tile_of on Python ints)")
-    expr = f"{PERSISTENT}.PersistentHopperGemm(scheduler={cls.__name__})"
-    report = kc.compile_kernel(code, expr, args="cutecourse.exercises.nb06_kernels:persistent_args")
-    mine = panels(learner_order(cls, 64, 32, 16))
-    rows = panels([(w // 32, w % 32) for w in range(64 * 32)])
-    items = sum(tm * tn for tm, tn, _ in ORDER_GRIDS)
-    message = (f"numbers checked on the CPU model: your tile_of gives the banded order's tile for all "
-               f"{items} work items of {len(ORDER_GRIDS)} grids, short last bands included; it "
-               f"compiles into the persistent kernel for sm_90a ({report.registers} registers). "
-               f"At 8192^3 in 128x256 tiles the first {WAVE} tiles read {mine[0]} A and {mine[1]} B "
-               f"panels; row by row they would read {rows[0]} and {rows[1]}.")
-    m, n, k = ORDER_SHAPE
-    return kc.gpu_verdict(code, expr, title, message, "not run on a GPU here: on an H100 this notebook "
-                          "runs it against torch and times it beside the course's kernel",
-                          baseline=f"{PERSISTENT}.PersistentHopperGemm()",
-                          runner="cutecourse.exercises.nb06_kernels:persistent_runner", m=m, n=n, k=k,
-                          timeout=300)
+    return ORDER.check(cls)
 
 
 def persistent_args(kernel):

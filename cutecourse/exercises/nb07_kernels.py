@@ -36,7 +36,7 @@ from ..kernels import group_walk
 from ..kernels import hopper_grouped_gemm_fp8 as hg8
 from ..kernels import hopper_grouped_gemm_fp8_onepart as hg8one
 from ..kernels.hopper_grouped_gemm import GroupedHopperGemm
-from . import Result, failed, passed
+from . import Result
 from . import kernel_check as kc
 from .nb07_cpu import CpuModelError, CpuModelSkipped, run_pair_search
 from .nb07_cpu_promote import run_promote_columns
@@ -167,8 +167,18 @@ def early_exit(code) -> str | None:
     return None
 
 
-def _gpu(code, expr: str, runner: str, title: str, message: str, baseline: str, hang: str = "") -> Result:
-    return kc.gpu_verdict(code, expr, title, message, NO_GPU, hang=hang, baseline=baseline, runner=runner)
+def counted(which: str):
+    """Note the PTX counts of the learner's kernel (``mine``) and of the course's (``course``)."""
+    def note(attempt) -> None:
+        attempt.notes["mine"], attempt.notes["course"] = facts(attempt.report), course_facts(which)
+    return note
+
+
+def vs_course(holds, message):
+    """An objection on (mine, course), the PTX counts :func:`counted` noted: where
+    ``holds(mine, course)``, ``message(mine, course)``."""
+    return (lambda a: holds(a.notes["mine"], a.notes["course"]),
+            lambda a: message(a.notes["mine"], a.notes["course"]))
 
 
 # -- Exercise 9 (kernel): the group search, two groups a pass --------------------------------------
@@ -180,48 +190,55 @@ EX9 = ("Exercise 9 (kernel): a search that reads two groups per pass",
        "in a run-time loop: carry a flag in the `while`.")
 
 
-@kc.kernel_checker(*EX9)
+def _search_on_numbers(attempt) -> str | None:
+    """The CPU model first: an instant verdict on the logic."""
+    try:
+        verdict, attempt.notes["seen"] = run_pair_search(attempt.code, attempt.answer.__name__)
+    except CpuModelError as e:
+        return str(e)
+    except CpuModelSkipped as e:
+        return (f"your search calls a GPU-only operation ({e}): the search reads "
+                "the groups' shapes and adds; it needs no barrier, wait or copy")
+    return verdict
+
+
+def _search_passes(attempt) -> str:
+    seen, mine, course = (attempt.notes[k] for k in ("seen", "mine", "course"))
+    return (f"numbers checked on the CPU model: {seen['calls']} searches (every work item of "
+            f"every CTA of {seen['problems']} ragged problems with empty groups, runs of empty "
+            "groups and sizes that are not multiples of the tile) found the right group and "
+            "first item, two groups per pass, resuming where the last stopped. Compiled for "
+            f"sm_90a into the course's grouped kernel: {mine['ld.global']} global loads "
+            f"(the course kernel: {course['ld.global']}), {mine['loops']} loops, "
+            f"{mine['registers']} registers (the course kernel: {course['registers']})")
+
+
+SEARCH = kc.KernelExercise(
+    *EX9, kernel=lambda fn: f"{_MODULE}.with_search({fn.__name__})",
+    args="cutecourse.exercises.nb07_kernels:bf16_args",
+    model=(lambda a: early_exit(a.code), _search_on_numbers),
+    objections=(
+        counted("bf16"),
+        vs_course(lambda mine, course: mine["loops"] < course["loops"],
+                  lambda mine, course: f"your search compiles to no loop ({mine['loops']} loops in "
+                  f"the PTX, the course kernel {course['loops']}): a Python `for` or `while` over "
+                  "plain numbers runs once at compile time. Loop with `while` over a flag"),
+        vs_course(lambda mine, course: mine["ld.global"] <= course["ld.global"],
+                  lambda mine, course: "your kernel loads no more from global memory than the "
+                  f"course's ({mine['ld.global']} ld.global in the PTX, the course kernel "
+                  f"{course['ld.global']}): a search that reads two groups per pass loads two "
+                  "groups' M and N in each pass, four loads where the course's has two")),
+    passes=_search_passes, elsewhere=NO_GPU,
+    baseline=f"{_MODULE}.GroupedHopperGemm(tile_mn={BF16_TILE}, cluster_mn=(1, 1), sms={SMS})",
+    runner="cutecourse.exercises.nb07_gpu:search_runner",
+    hang="the walk ends only when your search returns group = groups.count for an item "
+         "past the last group; on the GPU it never did")
+
+
+@SEARCH.checker
 def check_search(fn) -> Result:
     """``fn``: your ``@cute.jit`` ``find_group(groups, work, group, first) -> (group, first)``."""
-    title = EX9[0]
-    code = kc.LearnerCode(fn)
-    expr = f"{_MODULE}.with_search({fn.__name__})"
-    if code.unanswered:
-        raise NotImplementedError  # @checker: "not answered yet"
-    exit_ = early_exit(code)
-    if exit_:
-        return failed(title, exit_)
-    try:  # the CPU model first: an instant verdict on the logic
-        verdict, seen = run_pair_search(code, fn.__name__)
-    except CpuModelError as e:
-        return failed(title, str(e))
-    except CpuModelSkipped as e:
-        return failed(title, f"your search calls a GPU-only operation ({e}): the search reads "
-                      "the groups' shapes and adds; it needs no barrier, wait or copy")
-    if verdict:
-        return failed(title, verdict)
-    report = kc.compile_kernel(code, expr, args="cutecourse.exercises.nb07_kernels:bf16_args")
-    mine, course = facts(report), course_facts("bf16")
-    if mine["loops"] < course["loops"]:
-        return failed(title, f"your search compiles to no loop ({mine['loops']} loops in the PTX, "
-                      f"the course kernel {course['loops']}): a Python `for` or `while` over "
-                      "plain numbers runs once at compile time. Loop with `while` over a flag")
-    if mine["ld.global"] <= course["ld.global"]:
-        return failed(title, f"your kernel loads no more from global memory than the course's "
-                      f"({mine['ld.global']} ld.global in the PTX, the course kernel "
-                      f"{course['ld.global']}): a search that reads two groups per pass loads two "
-                      "groups' M and N in each pass, four loads where the course's has two")
-    message = (f"numbers checked on the CPU model: {seen['calls']} searches (every work item of "
-               f"every CTA of {seen['problems']} ragged problems with empty groups, runs of empty "
-               "groups and sizes that are not multiples of the tile) found the right group and "
-               "first item, two groups per pass, resuming where the last stopped. Compiled for "
-               f"sm_90a into the course's grouped kernel: {mine['ld.global']} global loads "
-               f"(the course kernel: {course['ld.global']}), {mine['loops']} loops, "
-               f"{mine['registers']} registers (the course kernel: {course['registers']})")
-    return _gpu(code, expr, "cutecourse.exercises.nb07_gpu:search_runner", title, message,
-                f"{_MODULE}.GroupedHopperGemm(tile_mn={BF16_TILE}, cluster_mn=(1, 1), sms={SMS})",
-                hang="the walk ends only when your search returns group = groups.count for an item "
-                     "past the last group; on the GPU it never did")
+    return SEARCH.check(fn)
 
 
 # -- Exercise 10 (kernel): the promotion across two blocks of B's scales --------------------------
@@ -232,60 +249,73 @@ EX10 = ("Exercise 10 (kernel): a promotion across two blocks of B's scales",
         "register: which product is the same for many registers?")
 
 
-@kc.kernel_checker(*EX10)
+def _own_promotion(attempt) -> bool:
+    fn, code = attempt.answer, attempt.code
+    return (getattr(fn, "__module__", "").startswith("cutecourse.")
+            or bool(re.search(r"\b_promote(_columns)?\b", "".join(seg.text for seg in code.segments))))
+
+
+def _promote_on_numbers(attempt) -> str | None:
+    """The CPU model first: every register of every thread, on numbers."""
+    try:
+        verdict, attempt.notes["compared"] = run_promote_columns(attempt.code, attempt.answer.__name__)
+    except CpuModelError as e:
+        return str(e)
+    except CpuModelSkipped as e:
+        return (f"your promotion calls a GPU-only operation ({e}): the mainloop "
+                "around it waits for the wgmmas and frees the stage; the promotion only "
+                "adds part, scaled, into acc")
+    return verdict and f"your promotion is wrong on the CPU model: {verdict}"
+
+
+def _promote_passes(attempt) -> str:
+    compared, mine, course = (attempt.notes[k] for k in ("compared", "mine", "course"))
+    return (f"numbers checked on the CPU model: {compared} register values (a third of the "
+            "threads of both warpgroups, 128x128, 128x192 and 128x256 tiles with first = 0, "
+            "64, 128, three k-tiles each with its own scale per row and per block of B), every "
+            "one right. Compiled for sm_90a into the one-part kernel at 128x192: "
+            f"{mine['ffma']} FFMAs and {mine['mul']} multiplies of scales (the course kernel: "
+            f"{course['ffma']}, {course['mul']}), {mine['registers']} registers, no spills")
+
+
+PROMOTE = kc.KernelExercise(
+    *EX10, kernel=lambda fn: f"{_MODULE}.with_promote({fn.__name__})",
+    args="cutecourse.exercises.nb07_kernels:fp8_args",
+    model=((_own_promotion, "your promote is (or calls) the course kernel's own promotion, which "
+            "computes the answer: write the choice of scales and the multiply-add yourself"),
+           _promote_on_numbers),
+    objections=(
+        counted("columns"),
+        vs_course(lambda mine, course: mine["wait_group 0"] > course["wait_group 0"],
+                  lambda mine, course: f"your promotion waits for the wgmmas ({mine['wait_group 0']} "
+                  f"wait_group 0 in the PTX, the course kernel {course['wait_group 0']}): the "
+                  "mainloop already waited before calling you: wait for nothing"),
+        vs_course(lambda mine, course: mine["ffma"] < course["ffma"] and mine["loops"] > course["loops"],
+                  lambda mine, course: f"your promotion compiles to a run-time loop ({mine['ffma']} "
+                  f"FFMAs in the PTX, the course kernel {course['ffma']}): a register array indexed "
+                  "by a run-time value cannot stay in registers, and the choice of scale must be "
+                  "made at compile time. Loop with cutlass.range_constexpr(cute.size(part))"),
+        vs_course(lambda mine, course: mine["ffma"] != course["ffma"],
+                  lambda mine, course: f"your kernel has {mine['ffma']} FFMAs where the course's has "
+                  f"{course['ffma']} (the part of a 128x192 tile: 96 registers per thread): add "
+                  "each register as one fused multiply-add, acc[i] + part[i] * scale"),
+        vs_course(lambda mine, course: mine["mul"] > course["mul"],
+                  lambda mine, course: f"your promotion costs two instructions per register: "
+                  f"{mine['mul']} mul.f32 beside the FFMAs (the course kernel: {course['mul']}). "
+                  "part[i] * sa * sb multiplies left to right; write part[i] * (sa * sb): a thread "
+                  "has two rows and a tile two blocks of B, so four products sa * sb serve all 96 "
+                  "registers, and the compiler computes each once"),
+        vs_course(lambda mine, course: bool(mine["spills"]),
+                  lambda mine, course: f"your kernel spills {mine['spills']} bytes of registers to "
+                  "local memory: keep the promotion to the FFMAs into acc")),
+    passes=_promote_passes, elsewhere=NO_GPU, baseline=f"{_MODULE}.course_columns()",
+    runner="cutecourse.exercises.nb07_gpu:promote_runner")
+
+
+@PROMOTE.checker
 def check_promote(fn) -> Result:
     """``fn``: your ``@cute.jit`` ``promote(acc, part, sab, at0, first: cutlass.Constexpr)``."""
-    title = EX10[0]
-    code = kc.LearnerCode(fn)
-    expr = f"{_MODULE}.with_promote({fn.__name__})"
-    if code.unanswered:
-        raise NotImplementedError  # @checker: "not answered yet"
-    course_own = getattr(fn, "__module__", "").startswith("cutecourse.")
-    if course_own or re.search(r"\b_promote(_columns)?\b", "".join(seg.text for seg in code.segments)):
-        return failed(title, "your promote is (or calls) the course kernel's own promotion, which "
-                      "computes the answer: write the choice of scales and the multiply-add yourself")
-    try:  # the CPU model first: every register of every thread, on numbers
-        verdict, compared = run_promote_columns(code, fn.__name__)
-    except CpuModelError as e:
-        return failed(title, str(e))
-    except CpuModelSkipped as e:
-        return failed(title, f"your promotion calls a GPU-only operation ({e}): the mainloop "
-                      "around it waits for the wgmmas and frees the stage; the promotion only "
-                      "adds part, scaled, into acc")
-    if verdict:
-        return failed(title, f"your promotion is wrong on the CPU model: {verdict}")
-    report = kc.compile_kernel(code, expr, args="cutecourse.exercises.nb07_kernels:fp8_args")
-    mine, course = facts(report), course_facts("columns")
-    if mine["wait_group 0"] > course["wait_group 0"]:
-        return failed(title, f"your promotion waits for the wgmmas ({mine['wait_group 0']} "
-                      f"wait_group 0 in the PTX, the course kernel {course['wait_group 0']}): the "
-                      "mainloop already waited before calling you: wait for nothing")
-    if mine["ffma"] < course["ffma"] and mine["loops"] > course["loops"]:
-        return failed(title, f"your promotion compiles to a run-time loop ({mine['ffma']} FFMAs in "
-                      f"the PTX, the course kernel {course['ffma']}): a register array indexed by a "
-                      "run-time value cannot stay in registers, and the choice of scale must be "
-                      "made at compile time. Loop with cutlass.range_constexpr(cute.size(part))")
-    if mine["ffma"] != course["ffma"]:
-        return failed(title, f"your kernel has {mine['ffma']} FFMAs where the course's has "
-                      f"{course['ffma']} (the part of a 128x192 tile: 96 registers per thread): add "
-                      "each register as one fused multiply-add, acc[i] + part[i] * scale")
-    if mine["mul"] > course["mul"]:
-        return failed(title, f"your promotion costs two instructions per register: {mine['mul']} "
-                      f"mul.f32 beside the FFMAs (the course kernel: {course['mul']}). part[i] * "
-                      "sa * sb multiplies left to right; write part[i] * (sa * sb): a thread has "
-                      "two rows and a tile two blocks of B, so four products sa * sb serve all 96 "
-                      "registers, and the compiler computes each once")
-    if mine["spills"]:
-        return failed(title, f"your kernel spills {mine['spills']} bytes of registers to local "
-                      "memory: keep the promotion to the FFMAs into acc")
-    message = (f"numbers checked on the CPU model: {compared} register values (a third of the "
-               "threads of both warpgroups, 128x128, 128x192 and 128x256 tiles with first = 0, "
-               "64, 128, three k-tiles each with its own scale per row and per block of B), every "
-               "one right. Compiled for sm_90a into the one-part kernel at 128x192: "
-               f"{mine['ffma']} FFMAs and {mine['mul']} multiplies of scales (the course kernel: "
-               f"{course['ffma']}, {course['mul']}), {mine['registers']} registers, no spills")
-    return _gpu(code, expr, "cutecourse.exercises.nb07_gpu:promote_runner", title, message,
-                f"{_MODULE}.course_columns()")
+    return PROMOTE.check(fn)
 
 
 def course_fp8():
