@@ -21,10 +21,7 @@ from ..models import block_scaling
 from ..models.blackwell_plan import check_format
 from .gemm_launch import check_operands
 from .hopper_grouped_gemm_fp8 import BLOCK
-
-
-def dtype_name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
+from ..tensors import dtype_name
 
 
 # -- Hopper, list form ----------------------------------------------------------------------------
