@@ -268,7 +268,7 @@ class Entry:
     def validate(self, a, b, out_dtype=None, c=None, **params):
         """Check torch operands on any machine; return the kernel's smem plan."""
         kernel = self.kernel(**params)
-        return kernel.plan(*check_operands(a, b, out_dtype, c, in_dtypes=torch_dtypes(kernel)))
+        return kernel.plan(*check_operands(a, b, out_dtype, c, in_dtypes=torch_dtypes(kernel.IN_DTYPES)))
 
     def launcher(self, a, b, c, epilogue_args=(), **params):
         """Check, compile once, and return a :class:`Launch`: ``fn()`` writes A @ B.T (through
@@ -281,7 +281,7 @@ class Entry:
         import torch
 
         kernel = self.kernel(**params)  # the kernel's own checks first
-        check_operands(a, b, out_dtype, in_dtypes=torch_dtypes(kernel))
+        check_operands(a, b, out_dtype, in_dtypes=torch_dtypes(kernel.IN_DTYPES))
         c = torch.empty((a.shape[0], b.shape[0]), dtype=out_dtype or a.dtype, device=a.device)
         self._launcher(a, b, c, epilogue_args, params, checked=True)()
         return c
@@ -289,7 +289,7 @@ class Entry:
     def _launcher(self, a, b, c, epilogue_args, params, checked: bool):
         kernel = self.kernel(**params)
         names = (dtype_name(a.dtype), dtype_name(c.dtype)) if checked else \
-            check_operands(a, b, c.dtype, c, in_dtypes=torch_dtypes(kernel))
+            check_operands(a, b, c.dtype, c, in_dtypes=torch_dtypes(kernel.IN_DTYPES))
         kernel.plan(*names)
         check_epilogue_args(kernel.epilogue_op, epilogue_args, a.device, a.shape[0], b.shape[0])
         if self.takes_sms and params.get("sms") is None:
@@ -337,18 +337,20 @@ def fake_epilogue_operands(op) -> tuple:
                  for o in described(op))
 
 
-def torch_dtypes(kernel):
-    """The torch dtypes of the inputs ``kernel`` takes (its ``IN_DTYPES``)."""
+def torch_dtypes(names):
+    """The torch dtypes of these names (a kernel's ``IN_DTYPES``); None for none."""
     import torch
 
-    return tuple(getattr(torch, name) for name in kernel.IN_DTYPES)
+    return tuple(getattr(torch, name) for name in names) or None
 
 
 def epilogue_tail(kernel, epilogue_args) -> list:
-    """(tensor, alignment) of each epilogue operand, as the kernel's op describes them."""
+    """(tensor, alignment) of each epilogue operand, as the kernel's op describes them (one
+    element for a tensor it does not describe: unchecked callers pass what they pass)."""
     from .epilogue_op import described
 
-    return list(zip(epilogue_args, (o.align for o in described(getattr(kernel, "epilogue_op", None)))))
+    want = described(getattr(kernel, "epilogue_op", None))
+    return [(t, want[i].align if i < len(want) else t.element_size()) for i, t in enumerate(epilogue_args)]
 
 
 def check_epilogue_args(op, epilogue_args, device, m: int, n: int):

@@ -82,7 +82,7 @@ def fp8_cluster(rows: int, groups: int) -> tuple[int, int]:
 HOPPER = GroupedEntry(GroupedHopperGemm, in_dtypes=IN_DTYPES)
 FP8 = GroupedEntry(fp8_kernel, columns=5, in_dtypes=FP8_DTYPES, out_dtype="bfloat16",
                    choose=lambda groups: {"cluster": fp8_cluster(*groups.rows())})
-BLACKWELL = GroupedEntry(BlackwellGroupedBlockScaledGemm, arch="sm_100a", columns=5,
+BLACKWELL = GroupedEntry(BlackwellGroupedBlockScaledGemm, arch="sm_100a", columns=5, choose=QuantizedGroups.params,
                          templates=fake_blockscaled_operands)
 
 

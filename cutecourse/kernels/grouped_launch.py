@@ -1,20 +1,14 @@
-"""Grouped GEMMs from the host: a batch of groups in one of three forms, on the one host layer.
+"""Grouped GEMMs on the one host layer: :class:`GroupedEntry` is ``gemm_launch.Entry`` for a batch of groups.
 
 Every grouped kernel (Hopper bf16 and FP8, Blackwell block-scaled) takes, besides the templates
 of its tensor maps, the same three small tensors: ``shapes`` (G, 4), ``ptrs`` and ``strides``
-(G, operands) (:class:`Metadata`). A *form* is how a caller holds its groups, and it is the only
-thing that changes from one grouped launcher to the next; each form checks its tensors, allocates
-its outputs and builds the metadata:
-
-* :class:`ListGroups`: lists As, Bs, Cs (:func:`list_metadata`, from host sizes);
-* :class:`PackedGroups`: the packed MoE form of ``torch._grouped_mm`` (:func:`packed_metadata`,
-  computed on the GPU from ``offs``: no host sync);
-* :class:`QuantizedGroups`: the Blackwell kernel's quantized groups.
-
-``scales``: the FP8 kernel's block scales, two more metadata columns. :class:`GroupedEntry` is
-``gemm_launch.Entry`` for a batch of groups: it builds the kernel from launcher keywords, checks
-the form, and launches through ``gemm_launch.launcher`` (compiled once per configuration: G and
-every size are run-time values). The torch-facing functions are in ``grouped.py``.
+(G, operands) (:class:`Metadata`). What changes from one grouped launcher to the next is only the
+*form* in which the caller holds its groups; a form checks its tensors, allocates its outputs and
+builds the metadata: :class:`ListGroups` (lists As, Bs, Cs: :func:`list_metadata` from host
+sizes), :class:`PackedGroups` (``torch._grouped_mm``'s packed MoE form: :func:`packed_metadata`,
+on the GPU from ``offs``, no host sync), :class:`QuantizedGroups` (the Blackwell kernel's). The
+FP8 kernel's block scales (``scales=``) are two more columns. Compiled once per configuration: G
+and every size are run-time values. The torch-facing functions are in ``grouped.py``.
 """
 
 from __future__ import annotations
@@ -92,11 +86,14 @@ class ListGroups:
     """As[g] (M_g, K_g), Bs[g] (N_g, K_g), Cs[g] (M_g, N_g) (None: :meth:`allocate` makes them);
     ``scales``: the FP8 kernel's (SAs, SBs), sa[g] (M_g, K_g/128), sb[g] (N_g/128, K_g/128)."""
 
+    empty = False  # nothing to launch (set when the outputs are allocated)
+
     def __init__(self, As, Bs, Cs=None, scales=None):
         self.As, self.Bs, self.Cs, self.scales = As, Bs, Cs, scales
 
     def check(self, in_dtypes, out_dtype=None, outputs=False):
         """The inputs (the dense GEMM's checks per group), and with ``outputs`` the Cs too."""
+        in_dtypes = gemm_launch.torch_dtypes(in_dtypes)
         checks.check_groups(self.As, self.Bs, self.Cs[0].dtype if outputs and self.Cs else out_dtype, in_dtypes)
         if self.scales is not None:
             checks.check_scales(self.As, self.scales[0], self.Bs, self.scales[1])
@@ -107,7 +104,8 @@ class ListGroups:
     def allocate(self, dtype):
         import torch
 
-        self.Cs = [torch.empty((a.shape[0], b.shape[0]), dtype=dtype, device=a.device) for a, b in zip(self.As, self.Bs)]
+        self.Cs = [torch.empty((a.shape[0], b.shape[0]), dtype=dtype, device=a.device)
+                   for a, b in zip(self.As, self.Bs)]
         return self.Cs
 
     def rows(self):
@@ -139,10 +137,13 @@ class PackedGroups:
     weights (G, N, K)), ``offs`` the int32 cumulative row ends, c (sum M, N); ``scales``: the FP8
     kernel's sa (sum M, K/128) and sb (G, N/128, K/128)."""
 
+    empty = False
+
     def __init__(self, a, b, offs, c=None, scales=None):
         self.a, self.b, self.offs, self.c, self.scales = a, b, offs, c, scales
 
     def check(self, in_dtypes, out_dtype=None, outputs=False):
+        in_dtypes = gemm_launch.torch_dtypes(in_dtypes)
         checks.check_packed(self.a, self.b, self.offs, self.c.dtype if outputs else out_dtype, in_dtypes)
         if self.scales is not None:
             checks.check_packed_scales(self.a, self.scales[0], self.b, self.scales[1])
@@ -214,15 +215,13 @@ class GroupedEntry(gemm_launch.Entry):
                  choose=None, templates=None, **defaults):
         super().__init__(build, arch, **defaults)
         self.columns, self.in_dtypes, self.out_dtype = columns, in_dtypes, out_dtype
-        self.choose = choose or (lambda groups: getattr(groups, "params", dict)())
-        self.templates = templates or (lambda kernel, in_dtype, out_dtype: gemm_launch.fake_operands(in_dtype, out_dtype))
+        self.choose = choose or (lambda groups: {})
+        self.templates = templates or (lambda kernel, in_dtype, out: gemm_launch.fake_operands(in_dtype, out))
 
     def launcher(self, groups, epilogue_args=(), **params):
-        """Check ``groups`` and their outputs (any machine), compile once, return a
-        ``gemm_launch.Launch``: ``fn()`` writes every group's C; ``fn.trace`` (CTAs, 2): per CTA its
-        work items and groups entered in the last launch; ``fn.ctas``: the grid; ``fn.metadata``.
-        ``params``: the kernel's keywords (``sms`` default: the GPU's)."""
-        groups.check(self._torch_in(), outputs=True)
+        """Check ``groups`` with their outputs (any machine), compile once: a ``gemm_launch.Launch``
+        (``fn.trace`` (CTAs, 2): each CTA's work items and groups entered; ``fn.ctas``: the grid)."""
+        groups.check(self.in_dtypes, outputs=True)
         return self._launch(groups, epilogue_args, params)
 
     def gemm(self, groups, out_dtype=None, epilogue_args=(), **params):
@@ -230,16 +229,11 @@ class GroupedEntry(gemm_launch.Entry):
         import torch
 
         out_dtype = out_dtype or (getattr(torch, self.out_dtype) if self.out_dtype else None)
-        groups.check(self._torch_in(), out_dtype)
+        groups.check(self.in_dtypes, out_dtype)
         out = groups.allocate(out_dtype or groups.dtype)
-        if not getattr(groups, "empty", False):
+        if not groups.empty:
             self._launch(groups, epilogue_args, params)()
         return out
-
-    def _torch_in(self):
-        import torch
-
-        return tuple(getattr(torch, name) for name in self.in_dtypes) or None
 
     def _launch(self, groups, epilogue_args, params):
         """The op's operands checked, then the kernel built once, for this GPU's SMs (without a
