@@ -30,7 +30,6 @@ class Metadata(NamedTuple):
     ptrs: object  # (G, operands) int64: addresses, in group_walk.OPERANDS order
     strides: object  # (G, operands) int64: each operand's stride (A, B, C: rows, in elements)
     work_bound: int  # >= the work items (cluster tiles) of all groups: it sizes the grid
-    sizes: list | None  # [(M, N, K), ...] when known on the host (the list forms)
 
 
 def cluster_tile(kernel) -> tuple[int, int]:
@@ -49,7 +48,7 @@ def list_metadata(kernel, sizes, columns, device) -> Metadata:
         torch.tensor([[m, n, k, 1] for m, n, k in sizes], dtype=torch.int32, device=device),
         torch.tensor([[ts[g].data_ptr() for ts, _ in columns] for g in groups], dtype=torch.int64, device=device),
         torch.tensor([[st[g] for _, st in columns] for g in groups], dtype=torch.int64, device=device),
-        sum(-(-m // bm) * -(-n // bn) for m, n, _ in sizes), list(sizes))
+        sum(-(-m // bm) * -(-n // bn) for m, n, _ in sizes))
 
 
 def packed_metadata(kernel, a, b, c, offs, scales=None) -> Metadata:
@@ -78,7 +77,7 @@ def packed_metadata(kernel, a, b, c, offs, scales=None) -> Metadata:
     bm, bn = cluster_tile(kernel)
     return Metadata(shapes, torch.stack(ptrs, dim=1),
                     torch.tensor(strides, dtype=torch.int64, device=offs.device).expand(groups, len(strides))
-                    .contiguous(), (-(-a.shape[0] // bm) + groups) * -(-n // bn), None)
+                    .contiguous(), (-(-a.shape[0] // bm) + groups) * -(-n // bn))
 
 
 # -- the forms: how a caller holds its groups -------------------------------------------------------
