@@ -30,11 +30,12 @@ too; the JSON's ``summary`` holds each row's ratio to the best peer. DeepGEMM co
 ``tools/deepgemm_kit.py build`` (``/tmp/deepgemm``); a row that cannot be built or is wrong is left
 out with a note, the others still count, and the exit status is 1.
 
-DeepGEMM runs first in a child process (``--probe-deepgemm``: the same imports, inputs and first
+DeepGEMM runs first in a child process (``deepgemm_probe.py``: the same imports, inputs and first
 calls, on every shape, its JIT filling the shared cache): a crash there (a segmentation fault in
 its extension, say) costs only DeepGEMM's rows, noted with how the child died; this process loads
 DeepGEMM only for the shapes the child checked. Each shape's results are saved as soon as it is
-timed, so a later failure cannot lose them.
+timed, so a later failure cannot lose them. DeepGEMM's layout, call and import:
+``deepgemm_call.py``.
 """
 
 from __future__ import annotations
@@ -42,10 +43,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
@@ -58,9 +57,14 @@ from cutecourse import bench  # noqa: E402
 from cutecourse.kernels import grouped  # noqa: E402
 from cutecourse.models import blockwise_fp8 as fp8b  # noqa: E402
 
-import deepgemm_kit  # noqa: E402
+import deepgemm_build  # noqa: E402
+import deepgemm_pack  # noqa: E402
 import gemm  # noqa: E402  (the protocols)
 import grouped_peers as peers  # noqa: E402
+from deepgemm_call import (MAX_REL_ERR, deepgemm_call, deepgemm_inputs, deepgemm_kernels,  # noqa: E402
+                           emulate_deepgemm, import_deepgemm, save_sass)
+from deepgemm_probe import probe_deepgemm  # noqa: E402
+from row_checks import rel_err  # noqa: E402
 
 SHAPES = [name for name in peers.PROBLEMS if name.startswith("dg ")]
 DEEPGEMM = "DeepGEMM"
@@ -69,52 +73,8 @@ TWIN = "cuBLAS blockwise dense twin"
 #: torch's rowwise rows (grouped and dense): context, not the same recipe.
 ROWWISE = (peers.TORCH_FP8[0], peers.TORCH_FP8[1])
 PEERS = (DEEPGEMM, TWIN)
-MAX_REL_ERR = 1e-2  # the course's FP8 tests' bound against scaled_mm_reference
 RESULT = "grouped_fp8_deepgemm"
 SMOKE = dict(rounds=1, warmup=2, iterations=5, repeats=1, settle_s=0.05)
-
-
-def deepgemm_inputs(qA, SA, qB, SB, rows):
-    """DeepGEMM's m-grouped contiguous layout of the course's quantized groups: (a, sfa, b, sfb,
-    m_indices). ``a`` (sum M, K) e4m3 and ``sfa`` (sum M, K/128) fp32, row-major (DeepGEMM's sm90
-    path makes sfa MN-major and TMA-aligned itself: ``deepgemm_call`` does that once, ahead);
-    ``b`` (G, N, K), ``sfb`` (G, N/128, K/128) fp32; ``m_indices`` (sum M,) int32, the group of
-    each row (every group here is a multiple of 128 rows, DeepGEMM's alignment)."""
-    import torch
-
-    e4m3 = torch.float8_e4m3fn  # joined as bytes: not every torch concatenates float8 tensors
-    a = torch.cat([q.view(torch.uint8) for q in qA]).view(e4m3)
-    sfa = torch.cat([s.contiguous() for s in SA])
-    b = torch.stack([q.view(torch.uint8) for q in qB]).view(e4m3)
-    sfb = torch.stack([s.contiguous() for s in SB])
-    m_indices = torch.repeat_interleave(torch.arange(len(rows), dtype=torch.int32),
-                                        torch.tensor(rows)).to(a.device)
-    return a, sfa, b, sfb, m_indices
-
-
-def emulate_deepgemm(a, sfa, b, sfb, m_indices):
-    """What DeepGEMM computes from ``deepgemm_inputs``, in plain torch (fp32, per k-block):
-    each row times its group's weight. On the CPU this checks the packing, not DeepGEMM."""
-    import torch
-
-    k = a.shape[1]
-    ablk = a.float().reshape(a.shape[0], -1, 128) * sfa[:, :, None]
-    out = torch.empty(a.shape[0], b.shape[1])
-    for g in range(b.shape[0]):
-        sel = m_indices == g
-        wq = b[g].float().reshape(b.shape[1] // 128, 128, k // 128, 128)
-        w = (wq * sfb[g][:, None, :, None]).reshape(b.shape[1], k)
-        out[sel] = ablk[sel].reshape(int(sel.sum()), k) @ w.T
-    return out
-
-
-def deepgemm_call(dg, a, sfa, b, sfb, m_indices, d):
-    """``fn()`` launching DeepGEMM's grouped kernel into ``d``; A's scales are put in the layout
-    its sm90 kernel reads here, once, so the timed call transforms nothing."""
-    sfa_tma = dg.get_mn_major_tma_aligned_tensor(sfa)
-    if dg.get_mn_major_tma_aligned_tensor(sfa_tma).data_ptr() != sfa_tma.data_ptr():
-        raise RuntimeError("DeepGEMM copies A's scales on every call: the timing would include that copy")
-    return lambda: dg.m_grouped_fp8_gemm_nt_contiguous((a, sfa_tma), (b, sfb), d, m_indices, recipe=(1, 128, 128))
 
 
 def blockwise_twin(qa, sa, qw, sw, reference):
@@ -134,7 +94,7 @@ def blockwise_twin(qa, sa, qw, sw, reference):
                 return F.scaled_mm(qa, qw.t(), sa_, kind.BlockWise1x128, sw_, kind.BlockWise128x128,
                                    output_dtype=torch.bfloat16)
             try:
-                err = peers._err(fn(), reference)
+                err = rel_err(fn(), reference)
             except Exception as e:  # noqa: BLE001  (this layout refused: try the next)
                 tried.append(f"{a_name}, {b_name}: {str(e).strip().splitlines()[0][:120]}")
                 continue
@@ -150,106 +110,6 @@ def course_launcher(qA, SA, qB, SB, Cs, opts):
     as a TypeError instead of a dtype refusal on the GPU; its checks all run before any GPU is
     needed (a CPU test calls this)."""
     return grouped.launcher_fp8(As=qA, Bs=qB, SAs=SA, SBs=SB, Cs=Cs, **opts)
-
-
-def import_deepgemm():
-    """(module, "") or (None, why not): DeepGEMM as ``tools/deepgemm_kit.py build`` left it,
-    with the environment its JIT needs (CUDA home, a writable cache)."""
-    env = deepgemm_kit.env_for(deepgemm_kit.DEST)
-    for key in ("CUDA_HOME", "DG_JIT_CACHE_DIR"):
-        os.environ.setdefault(key, env[key])
-    os.environ.setdefault("DG_PRINT_CONFIGS", "1")  # the tile, cluster and stages it picks, in the log
-    os.environ.setdefault("DG_JIT_PTXAS_VERBOSE", "1")  # registers and spills of each kernel, in the log
-    if (Path(os.environ["CUDA_HOME"]) / "bin" / "cuobjdump").exists():  # DeepGEMM asserts it works
-        os.environ.setdefault("DG_JIT_DUMP_SASS", "1")  # kept beside each cubin; save_sass archives them
-    if str(deepgemm_kit.DEST) not in sys.path:
-        sys.path.insert(0, str(deepgemm_kit.DEST))
-    try:
-        import deep_gemm
-    except Exception as e:  # noqa: BLE001  (not built, or built for another torch: reported)
-        return None, (f"import deep_gemm failed: {type(e).__name__}: {str(e).strip()[:200]}; build it with "
-                      "`python tools/deepgemm_kit.py build` on this machine")
-    return deep_gemm, ""
-
-
-PROBE = "DEEPGEMM_PROBE"
-
-
-def probe_child(shapes) -> int:
-    """In the child (``--probe-deepgemm``): DeepGEMM's first calls on each shape's inputs, checked
-    as the timed row will be; one ``DEEPGEMM_PROBE {json}`` line per shape."""
-    deepgemm_kit.install_crash_handler()  # a crash in DeepGEMM then prints its native stack
-    import torch
-
-    dg, why_not = import_deepgemm()
-    torch.manual_seed(0)
-    for name in shapes:
-        t0 = time.perf_counter()
-        print(f"{name}: DeepGEMM's first calls", flush=True)
-        if dg is None:
-            print(PROBE, json.dumps({"shape": name, "why": why_not}), flush=True)
-            continue
-        d = None
-        try:
-            rows, n, _k, _kind, x, w, offs, _c = peers.problem_data(name)
-            starts = [0] + offs.tolist()[:-1]
-            qA, SA, qB, SB = grouped.quantize_fp8([x[s:s + m] for s, m in zip(starts, rows)], list(w))
-            ref8 = torch.cat([fp8b.scaled_mm_reference(*q) for q in zip(qA, SA, qB, SB)])
-            a, sfa, b, sfb, m_indices = deepgemm_inputs(qA, SA, qB, SB, rows)
-            d = torch.empty(a.shape[0], n, device="cuda", dtype=torch.bfloat16)
-            deepgemm_call(dg, a, sfa, b, sfb, m_indices, d)()
-            torch.cuda.synchronize()
-            err = peers._err(d, ref8)
-            why = "" if err <= MAX_REL_ERR else f"wrong: relative error {err:.3g} > {MAX_REL_ERR}"
-        except Exception as e:  # noqa: BLE001  (reported to the parent, which leaves DeepGEMM out here)
-            why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:240]}"
-        print(PROBE, json.dumps({"shape": name, "why": why, "s": round(time.perf_counter() - t0, 1)}), flush=True)
-        del d
-        torch.cuda.empty_cache()
-    return 0
-
-
-def probe_deepgemm(shapes, timeout: float, log_dirs=(), cmd=None) -> dict[str, str]:
-    """Run ``probe_child`` in a fresh process (or ``cmd``, in tests); shape -> "" where DeepGEMM ran
-    and checked there, else why not (its error, or how the child died and on which shape). The
-    child's output is echoed and kept as ``deepgemm_probe.log`` in ``log_dirs``."""
-    env = dict(os.environ)
-    if cmd is None:
-        handler, _ = deepgemm_kit.crash_handler(deepgemm_kit.DEST.parent / "deepgemm_diag")
-        if handler is not None:
-            env["DG_DIAG_CRASH_HANDLER"] = str(handler)
-    cmd = cmd or [sys.executable, "-X", "faulthandler", str(Path(__file__).resolve()), "--probe-deepgemm",
-                  "--shapes", ",".join(shapes)]
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
-                              env=env)
-        rc, out = proc.returncode, proc.stdout
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        rc = None
-    for d in log_dirs:
-        (Path(d) / "deepgemm_probe.log").write_text(out)
-    found = {}
-    for line in out.splitlines():
-        if line.startswith(PROBE + " "):
-            entry = json.loads(line[len(PROBE) + 1:])
-            found[entry["shape"]] = entry["why"]
-        elif line.strip():
-            print(f"  | {line[:300]}", flush=True)
-    how = "timed out after %.0f s" % timeout if rc is None else deepgemm_kit._describe(rc)
-    result, first = {}, True
-    for name in shapes:
-        if name in found:
-            result[name] = found[name]
-        else:  # the child died on this shape (the first one missing) or never reached it
-            tail = " | ".join(line for line in out.strip().splitlines()[-3:])[-300:]
-            result[name] = (f"DeepGEMM's probe process {how} on this shape (last output: {tail})" if first
-                            else f"not probed: DeepGEMM's probe process {how} on an earlier shape")
-            first = False
-    print(f"{DEEPGEMM} probe ({time.perf_counter() - t0:.0f} s, child {how}): "
-          + "; ".join(f"{k}: {v or 'ok'}" for k, v in result.items()), flush=True)
-    return result
 
 
 def shape_cases(name, dg, cases, errors, notes, course_rows=(COURSE,)):
@@ -268,7 +128,7 @@ def shape_cases(name, dg, cases, errors, notes, course_rows=(COURSE,)):
         t0 = time.perf_counter()
         try:
             cases.append(bench.checked_case(label, build(), out, ref, MAX_REL_ERR))
-            errors[label] = peers._err(out, ref)
+            errors[label] = rel_err(out, ref)
             print(f"  {label}: checked ({time.perf_counter() - t0:.0f} s, error {errors[label]:.3g})", flush=True)
         except Exception as e:  # noqa: BLE001  (a build or JIT failure, a wrong result: noted, not timed)
             notes[label] = f"not timed: {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:240]}"
@@ -285,7 +145,7 @@ def shape_cases(name, dg, cases, errors, notes, course_rows=(COURSE,)):
     fn, how = blockwise_twin(a, sfa, qB[0], SB[0], dense_ref)
     notes[TWIN] = how
     if fn is not None:
-        errors[TWIN] = peers._err(fn(), dense_ref)
+        errors[TWIN] = rel_err(fn(), dense_ref)
         cases.append(bench.Case(TWIN, fn))
     peers.torch_fp8_cases(x, w, offs, exact, cases, errors, notes, ROWWISE)
     return 2 * sum(rows) * n * k, rows, n, k
@@ -314,7 +174,7 @@ def provenance(dg) -> dict:
             "check": f"max relative error <= {MAX_REL_ERR} against scaled_mm_reference"}
     if dg is not None:
         info["deep_gemm"] = getattr(dg, "__version__", "?")
-        kit = deepgemm_kit.DEST / "MANIFEST.json"
+        kit = deepgemm_build.DEST / "MANIFEST.json"
         if kit.exists():
             info["kit"] = {k: v for k, v in json.loads(kit.read_text()).items() if k != "files"}
         try:
@@ -325,33 +185,6 @@ def provenance(dg) -> dict:
             pass
         info["kernels"] = deepgemm_kernels()
     return info
-
-
-def deepgemm_kernels() -> dict[str, str]:
-    """DeepGEMM's compiled grouped kernels (its JIT cache): folder -> the template arguments it
-    instantiated (major of B's scales, M/N/K compiled in, groups, BLOCK_M/N/K, swizzles, stages,
-    TMA and math threads, multicast and on A, SMs, GEMM type, output type, epilogue)."""
-    cache = Path(os.environ.get("DG_JIT_CACHE_DIR", "/nonexistent")) / "cache"
-    out = {}
-    for d in sorted(cache.glob("kernel.sm90_m_grouped_fp8_gemm_contiguous_1d2d.*")):
-        code = (d / "kernel.cu").read_text() if (d / "kernel.cu").exists() else ""
-        args = re.search(r"sm90_fp8_gemm_1d2d_impl<(.*?)>\)", code, re.S)
-        out[d.name] = " ".join(args.group(1).split()) if args else "?"
-    return out
-
-
-def save_sass(out_dir: str) -> Path | None:
-    """The SASS of DeepGEMM's grouped kernels (``DG_JIT_DUMP_SASS``) in one archive under ``out_dir``:
-    the instruction schedule to set beside the course kernel's."""
-    cache = Path(os.environ.get("DG_JIT_CACHE_DIR", "/nonexistent")) / "cache"
-    sass = sorted(cache.glob("kernel.sm90_m_grouped_fp8_gemm_contiguous_1d2d.*/kernel.sass"))
-    if not sass:
-        return None
-    path = Path(out_dir) / "deepgemm_sass.tar.xz"
-    with tarfile.open(path, "w:xz") as t:
-        for f in sass:
-            t.add(f, arcname=f"{f.parent.name}.sass")
-    return path
 
 
 def run(shapes, protocol: dict, dg, why_not: str, course_rows=(COURSE,), skip=None,
@@ -417,7 +250,7 @@ def cpu_check(shapes) -> int:
     qA, SA, qB, SB = grouped.quantize_fp8(As, Ws)
     a, sfa, b, sfb, m_indices = deepgemm_inputs(qA, SA, qB, SB, rows)
     ref = torch.cat([fp8b.scaled_mm_reference(*q) for q in zip(qA, SA, qB, SB)])
-    err = peers._err(emulate_deepgemm(a, sfa, b, sfb, m_indices), ref)
+    err = rel_err(emulate_deepgemm(a, sfa, b, sfb, m_indices), ref)
     print(f"packing: a {tuple(a.shape)} {a.dtype}, sfa {tuple(sfa.shape)}, b {tuple(b.shape)}, sfb {tuple(sfb.shape)}, "
           f"m_indices {m_indices.tolist()[::128]} per 128 rows; emulated DeepGEMM vs scaled_mm_reference: {err:.2e}")
     if not err <= 1e-5:
@@ -428,10 +261,10 @@ def cpu_check(shapes) -> int:
     has_twin = hasattr(F, "scaled_mm") and hasattr(getattr(F, "ScalingType", None), "BlockWise128x128")
     print(f"torch {torch.__version__}: F.scaled_mm blockwise {'present' if has_twin else 'MISSING'} "
           "(the GPU machine's torch is the one that counts)")
-    kit = deepgemm_kit.KIT
+    kit = deepgemm_pack.KIT
     if kit.exists():
-        m = deepgemm_kit.manifest(kit)
-        missing = [p for p in deepgemm_kit.REQUIRED if p not in m["files"]]
+        m = deepgemm_pack.manifest(kit)
+        missing = [p for p in deepgemm_pack.REQUIRED if p not in m["files"]]
         print(f"kit {kit.relative_to(HERE.parent)}: {kit.stat().st_size / 2**20:.2f} MiB, "
               f"DeepGEMM {m['deepgemm'][:7]}, CUTLASS {m['cutlass'][:7]}, fmt {m['fmt'][:7]}, {len(m['files'])} files"
               + (f"; MISSING {missing}" if missing else ""))
@@ -462,7 +295,6 @@ def main() -> int:
     p.add_argument("--no-deepgemm", action="store_true", help="time the other rows only")
     p.add_argument("--probe-timeout", type=float, default=480,
                    help="seconds for DeepGEMM's first calls on every shape (its JIT compiles), in a child process")
-    p.add_argument("--probe-deepgemm", action="store_true", help=argparse.SUPPRESS)  # the child's side
     args = p.parse_args()
     shapes = [s.strip() for s in args.shapes.split(",")] if args.shapes else SHAPES
     unknown = [s for s in shapes if s not in SHAPES]
@@ -473,8 +305,6 @@ def main() -> int:
         raise SystemExit(f"--kernels: {course_rows}; the course's FP8 rows are {list(peers.COURSE_FP8)}")
     if args.cpu_check:
         return cpu_check(shapes)
-    if args.probe_deepgemm:
-        return probe_child(shapes)
     import cutecourse
 
     cutecourse.modes.require_gpu("sm_90a")

@@ -35,7 +35,6 @@ it is compiled once per problem.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import time
@@ -51,6 +50,7 @@ from cutecourse.kernels import grouped  # noqa: E402
 from cutecourse.models import group_scheduler as gs  # noqa: E402
 
 import gemm  # noqa: E402  (the protocols)
+from result_sets import save_and_show  # noqa: E402
 
 N = K = 4096
 MIXED = [256, 512, 768, 1024, 1536, 2048, 3072, 4096]
@@ -197,10 +197,7 @@ def main() -> int:
     t0 = time.perf_counter()
     results = run(args.dtype, args.rounds, args.problems and args.problems.split(","),
                   args.kernels and args.kernels.split(","), args.nvidia, args.ceilings)
-    path = bench.save_set(f"grouped_{args.dtype}{args.tag}", results, args.out)
-    print(f"wrote {path} ({time.perf_counter() - t0:.0f} s)", flush=True)
-    print(json.dumps({p: {r.name: f"{r.ratio:.3f}x, {r.tflops:.0f} TFLOP/s" for r in res.rows}
-                      for p, res in results.items()}, indent=1))
+    save_and_show(f"grouped_{args.dtype}{args.tag}", results, args.out, t0)
     return 0
 
 

@@ -36,6 +36,8 @@ from cutecourse.models import blockwise_fp8 as fp8b  # noqa: E402
 
 import gemm  # noqa: E402  (the protocols)
 from grouped import K, N, PROBLEMS  # noqa: E402
+from result_sets import save_and_show  # noqa: E402
+from row_checks import rel_err  # noqa: E402
 
 #: Both in bands of 8 cluster rows (``hopper_grouped_gemm_fp8.GROUP_M``); "m fastest" is the tile
 #: order the FP8 kernel had before it took bands (whole columns of a group).
@@ -65,7 +67,7 @@ def find_torch_layout(qa, sa, qb, sb, ref):
         try:
             out = torch_blockwise(qa, sa, qb, sb, layout)()
             torch.cuda.synchronize()
-            err = _err(out, ref)
+            err = rel_err(out, ref)
             if err < 1e-2:
                 return layout, ""
             errors.append(f"{layout}: error {err:.3g}")
@@ -97,16 +99,16 @@ def run(rounds: int, problems=None) -> tuple[dict, dict]:
 
         cases = [bench.checked_case("course bf16 grouped", grouped.packed_launcher(
             a16, w16.transpose(-2, -1), offs, c), c, ref16, 1e-2)]
-        errors = {"course bf16 grouped": _err(c, ref16)}
+        errors = {"course bf16 grouped": rel_err(c, ref16)}
         b16 = w16.transpose(-2, -1)
-        errors["torch._grouped_mm bf16"] = _err(torch._grouped_mm(a16, b16, offs=offs), ref16)
+        errors["torch._grouped_mm bf16"] = rel_err(torch._grouped_mm(a16, b16, offs=offs), ref16)
         cases.append(bench.Case("torch._grouped_mm bf16", lambda: torch._grouped_mm(a16, b16, offs=offs)))
         layout, why = find_torch_layout(qA[0], SA[0], qB[0], SB[0], ref8[:rows[0]])
         notes[name] = {"torch._scaled_mm blockwise": f"sb as {layout}" if layout else f"unavailable: {why}"}
         if layout:
             calls = [torch_blockwise(*q, layout) for q in zip(qA, SA, qB, SB)]
             try:
-                errors["torch._scaled_mm loop"] = max(_err(f(), r) for f, r in zip(calls, ref8.split(rows)))
+                errors["torch._scaled_mm loop"] = max(rel_err(f(), r) for f, r in zip(calls, ref8.split(rows)))
             except RuntimeError as e:  # cuBLAS refuses some shapes (e.g. M not a multiple of 4)
                 notes[name]["torch._scaled_mm blockwise"] += f"; refused here: {str(e).splitlines()[0][:120]}"
                 calls = None
@@ -118,7 +120,7 @@ def run(rounds: int, problems=None) -> tuple[dict, dict]:
         for label, opts in KERNELS.items():
             fn = grouped.launcher_fp8(qA, qB, SA, SB, Cs, **opts)
             cases.append(bench.checked_case(label, fn, c, ref8, 1e-2))
-            errors[label] = _err(c, ref8)
+            errors[label] = rel_err(c, ref8)
         print(f"{name}: every case matches its reference; errors {errors}; {notes[name]}", flush=True)
         notes[name]["relative errors"] = errors
         with bench.GpuMonitor() as monitor:
@@ -137,10 +139,6 @@ def run(rounds: int, problems=None) -> tuple[dict, dict]:
     return out, notes
 
 
-def _err(out, ref) -> float:
-    return ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-
-
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=3)
@@ -151,10 +149,7 @@ def main() -> int:
     cutecourse.modes.require_gpu("sm_90a")
     t0 = time.perf_counter()
     results, notes = run(args.rounds, args.problems and args.problems.split(","))
-    path = bench.save_set(f"grouped_fp8{args.tag}", results, args.out)
-    print(f"wrote {path} ({time.perf_counter() - t0:.0f} s)", flush=True)
-    print(json.dumps({p: {r.name: f"{r.ratio:.3f}x, {r.tflops:.0f} TFLOP/s" for r in res.rows}
-                      for p, res in results.items()}, indent=1))
+    save_and_show(f"grouped_fp8{args.tag}", results, args.out, t0)
     print(json.dumps(notes, indent=1))
     return 0
 

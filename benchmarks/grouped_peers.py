@@ -27,7 +27,6 @@ sustained protocol (``benchmarks/gemm.py``). Writes ``grouped_peers<tag>.json`` 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -42,6 +41,8 @@ from cutecourse.models import blockwise_fp8 as fp8b  # noqa: E402
 from cutecourse.models import group_scheduler as gs  # noqa: E402
 
 import gemm  # noqa: E402  (the protocols)
+from result_sets import save_and_show  # noqa: E402
+from row_checks import rel_err, torch_case  # noqa: E402
 
 #: Fine-grained MoE: 128 experts, 0-512 tokens each (mean 256, seed 0), experts 5, 37 and 90 empty.
 MOE_ROWS = [0 if g in (5, 37, 90) else m for g, (m, _, _) in enumerate(gs.moe_sizes(128, 1536, 2048, (0, 512)))]
@@ -178,7 +179,7 @@ def torch_fp8_cases(x, w, offs, exact, cases, errors, notes, labels=TORCH_FP8):
         qb = torch.stack(qw).transpose(-2, -1)
         sb = torch.stack([s.reshape(-1) for s in sw])
         try:
-            _torch_case(cases, errors, TORCH_FP8[0], exact, lambda: torch._scaled_grouped_mm(
+            torch_case(cases, errors, TORCH_FP8[0], exact, lambda: torch._scaled_grouped_mm(
                 qa, qb, sa.reshape(-1), sb, offs=offs, out_dtype=torch.bfloat16))
         except RuntimeError as e:
             notes["torch._scaled_grouped_mm"] = f"refused: {str(e).splitlines()[0][:160]}"
@@ -193,7 +194,7 @@ def torch_fp8_cases(x, w, offs, exact, cases, errors, notes, labels=TORCH_FP8):
              TORCH_FP8[2]: lambda: torch._scaled_mm(qt, qdt.t(), st, sdt, out_dtype=torch.bfloat16)}
     for label, fn in twins.items():
         if label in labels:
-            _torch_case(cases, errors, label, dense_exact, fn)
+            torch_case(cases, errors, label, dense_exact, fn)
 
 
 def _course_case(cases, errors, notes, label, build, out, ref, exact):
@@ -202,20 +203,11 @@ def _course_case(cases, errors, notes, label, build, out, ref, exact):
     run still count."""
     try:
         cases.append(bench.checked_case(label, build(), out, ref, 1e-2))
-        errors[label] = _err(out, exact)
+        errors[label] = rel_err(out, exact)
     except Exception as e:  # noqa: BLE001  (a compile error, a wrong result: reported, not timed)
         first_line = (str(e).strip().splitlines() or [""])[0]
         notes[label] = f"not timed: {type(e).__name__}: {first_line[:200]}"
         print(f"{label}: {notes[label]}", flush=True)
-
-
-def _torch_case(cases, errors, label, exact, fn, max_rel_err=5e-2):
-    """A torch function that returns a new tensor: checked once against the exact product (FP8
-    with one scale per row or tensor is coarser than 1x128 blocks, so the bound is looser)."""
-    errors[label] = _err(fn(), exact)
-    if not errors[label] <= max_rel_err:
-        raise AssertionError(f"{label}: relative error {errors[label]:.3g} (allowed {max_rel_err})")
-    cases.append(bench.Case(label, fn))
 
 
 def bf16_cases(rows, n, k, x, w, offs, c, cases, errors, notes, only=None):
@@ -229,7 +221,7 @@ def bf16_cases(rows, n, k, x, w, offs, c, cases, errors, notes, only=None):
             build = lambda: grouped.packed_launcher(a16, w16.transpose(-2, -1), offs, c, **opts)  # noqa: E731
             _course_case(cases, errors, notes, label, build, c, exact, exact)
     b16 = w16.transpose(-2, -1)
-    _torch_case(cases, errors, "torch._grouped_mm", exact, lambda: torch._grouped_mm(a16, b16, offs=offs), 1e-2)
+    torch_case(cases, errors, "torch._grouped_mm", exact, lambda: torch._grouped_mm(a16, b16, offs=offs), 1e-2)
     dense = torch.empty_like(c)
     twin = lambda: torch.matmul(a16, w16[0].T, out=dense)  # noqa: E731
     cases.append(bench.checked_case("dense twin torch.matmul", twin, dense, (a16 @ w16[0].T).float(), 1e-2))
@@ -267,10 +259,6 @@ def run(rounds: int, problems=None, only=None, save=None) -> dict:
     return out
 
 
-def _err(out, ref) -> float:
-    return ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-
-
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=3)
@@ -291,10 +279,7 @@ def main() -> int:
         return bench.save_set(f"grouped_peers{args.tag}", results, args.out)
 
     results = run(args.rounds, problems, only, save=save)
-    path = bench.save_set(f"grouped_peers{args.tag}", results, args.out)
-    print(f"wrote {path} ({time.perf_counter() - t0:.0f} s)", flush=True)
-    print(json.dumps({p: {r.name: f"{r.ratio:.3f}x, {r.tflops:.0f} TFLOP/s" for r in res.rows}
-                      for p, res in results.items()}, indent=1))
+    save_and_show(f"grouped_peers{args.tag}", results, args.out, t0)
     return 0
 
 

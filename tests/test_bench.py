@@ -84,7 +84,8 @@ def test_checked_case_poisons_runs_and_compares():
 def test_benchmark_scripts_import_without_running_and_say_what_they_measure():
     """Every script in benchmarks/ and benchmarks/experiments/ imports (nothing runs: the work
     is behind ``if __name__ == "__main__"``), opens with a docstring that says what it measures,
-    and has a ``main`` to run; benchmarks/README.md names each of them."""
+    and has a ``main`` to run; benchmarks/README.md names each of them. A module the scripts share
+    (no ``__main__`` block: ``row_checks.py``) needs the docstring and the README's word only."""
     import importlib.util
 
     root = bench.RESULTS_DIR.parent
@@ -96,7 +97,8 @@ def test_benchmark_scripts_import_without_running_and_say_what_they_measure():
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         assert module.__doc__ and len(module.__doc__.split()) >= 10, f"{path.name}: no docstring"
-        assert callable(getattr(module, "main", None)), f"{path.name}: no main()"
+        if 'if __name__ == "__main__":' in path.read_text():
+            assert callable(getattr(module, "main", None)), f"{path.name}: no main()"
         assert f"`{path.name}`" in readme, f"benchmarks/README.md does not list {path.name}"
 
 

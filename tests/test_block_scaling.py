@@ -1,4 +1,6 @@
-"""CPU references of block scaling: formats, scale rules, the SF layout (checked against CuTe)."""
+"""CPU references of block scaling: formats, scale rules, grouped references, error tables.
+
+The Hopper FP8 blockwise reference: test_blockwise_fp8.py; the SF layout: test_sf_layout.py."""
 
 import math
 
@@ -9,14 +11,9 @@ from cutecourse.errors import CourseError, DTypeError, ShapeError
 from cutecourse.models import block_scaling as bs
 from cutecourse.models import blockwise_fp8 as fp8b
 
+from block_data import randn
+
 BLOCK_FORMATS = ("nvfp4", "mxfp4", "mxfp8")
-
-
-def randn(rows, cols, seed=0, spread=0.0):
-    """Gaussian rows, each row scaled by 10**u with u uniform in [-spread, spread]."""
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(rows, cols, generator=g)
-    return x * 10 ** ((torch.rand(rows, 1, generator=g) * 2 - 1) * spread)
 
 
 def e4m3_positive_values():
@@ -229,92 +226,6 @@ def test_nvfp4_global_scale_rescues_tiny_tensors():
     assert ((d - x).norm() / x.norm()).item() < 0.12
 
 
-# ------------------------------------------------------------------- Hopper fp8 blockwise ----
-
-def test_blockwise_fp8_scales_and_ragged_edges():
-    x = randn(130, 200, seed=8, spread=2.0)
-    qa, sa = fp8b.quantize_blockwise_fp8(x, (1, 128))
-    assert qa.shape == (130, 200) and sa.shape == (130, 2) and sa.dtype == torch.float32
-    assert torch.allclose(sa[:, 1], x[:, 128:].abs().amax(1) / 448)  # partial block: real elements
-    qb, sb = fp8b.quantize_blockwise_fp8(x, (128, 128))
-    assert sb.shape == (2, 2)
-    assert torch.allclose(sb[1, 1], x[128:, 128:].abs().max() / 448)
-    d = fp8b.dequantize_blockwise(qb, sb, (128, 128))
-    assert ((d - x).abs() <= torch.maximum(x.abs() * 2**-4, sb.max() * 2**-10)).all()
-    q0, s0 = fp8b.quantize_blockwise_fp8(torch.zeros(2, 128))
-    assert (q0.float() == 0).all() and torch.allclose(s0, torch.full((2, 1), 1e-4 / 448))
-
-
-@pytest.mark.parametrize("m,n,k", [(64, 256, 512), (70, 200, 200)])  # second: ragged N and K
-def test_scaled_mm_reference_matches_dequantized_matmul(m, n, k):
-    a = randn(m, k, seed=9, spread=2.0)
-    w = bs.outlier_weights(n, k, seed=1)
-    qa, sa = fp8b.quantize_blockwise_fp8(a, (1, 128))
-    qb, sb = fp8b.quantize_blockwise_fp8(w, (128, 128))
-    c = fp8b.scaled_mm_reference(qa, sa, qb, sb)
-    ref = fp8b.dequantize_blockwise(qa, sa, (1, 128)) @ fp8b.dequantize_blockwise(qb, sb, (128, 128)).T
-    scale = (a.abs() @ w.abs().T).max()
-    assert (c - ref).abs().max() <= 1e-5 * scale  # same products, fp32 rounding apart
-    assert ((c - a @ w.T).norm() / (a @ w.T).norm()).item() < 0.05  # and close to the exact GEMM
-    assert fp8b.scaled_mm_reference(qa, sa, qb, sb, out_dtype=torch.bfloat16).dtype == torch.bfloat16
-    with pytest.raises(ShapeError):
-        fp8b.scaled_mm_reference(qa, sa[:, :1], qb, sb)
-    with pytest.raises(DTypeError):
-        fp8b.scaled_mm_reference(qa.float(), sa, qb, sb)
-
-
-# ------------------------------------------------------------- the interleaved SF layout ----
-
-def test_sf_offset_is_a_bijection_on_the_padded_shape():
-    rows, kbl = 200, 5
-    pr, pk = bs.padded_sf_shape(rows, kbl)
-    assert (pr, pk) == (256, 8)
-    offs = [bs.sf_offset(r, k, pr, pk) for r in range(pr) for k in range(pk)]
-    assert sorted(offs) == list(range(pr * pk))
-    assert bs.sf_offset(1, 0, 128, 4) == 16 and bs.sf_offset(32, 0, 128, 4) == 4
-    assert bs.sf_offset(0, 4, 128, 8) == 512 and bs.sf_offset(128, 0, 256, 8) == 1024
-    with pytest.raises(ShapeError):
-        bs.sf_offset(200, 0, rows, kbl)
-
-
-def test_interleave_round_trip_and_offsets():
-    x = randn(200, 5 * 16, seed=10)
-    _, sf = bs.quantize(x, "nvfp4")
-    buf = bs.to_interleaved(sf)
-    assert buf.shape == (256 * 8,) and buf.dtype == sf.dtype
-    u, s = buf.view(torch.uint8), sf.view(torch.uint8)
-    for r in range(200):
-        for k in range(5):
-            assert u[bs.sf_offset(r, k, 200, 5)] == s[r, k]
-    assert int(u.sum()) == int(s.int().sum())  # padding bytes are zero
-    assert torch.equal(bs.from_interleaved(buf, 200, 5).view(torch.uint8), s)
-    with pytest.raises(ShapeError):
-        bs.from_interleaved(buf[:-1], 200, 5)
-
-
-def test_sf_offset_equals_cute_tile_atom_to_shape_SF():
-    """CuTe's own layout (cutlass.utils.blockscaled_layout), evaluated on the host by tracing."""
-    from cutecourse.layouts import run_on_host
-
-    cases = [(256, 8, 16), (200, 5, 32)]  # rows, k-blocks, sf_vec (the second ragged: padded)
-
-    def build():
-        from cutlass.utils.blockscaled_layout import tile_atom_to_shape_SF
-
-        out = []
-        for rows, kbl, vec in cases:
-            L = tile_atom_to_shape_SF((rows, kbl * vec, 1), vec)
-            # The atom gives every element of a k-block the same offset (stride 0): probe the
-            # block's first and last element.
-            out.append((str(L), [(L((r, k * vec, 0)), L((r, k * vec + vec - 1, 0)))
-                                 for r in range(rows) for k in range(kbl)]))
-        return out
-
-    for (rows, kbl, vec), (text, offs) in zip(cases, run_on_host(build)):
-        assert "((16,4)," in text and "((0,1)," in text, text  # the 32x4 atom, strides (16,4)x(0,1)
-        mine = [bs.sf_offset(r, k, rows, kbl) for r in range(rows) for k in range(kbl)]
-        assert [a for a, _ in offs] == mine and [b for _, b in offs] == mine
-
 
 def test_formats_name_real_cutlass_types():
     import cutlass
@@ -392,11 +303,6 @@ def test_bad_input_raises_course_errors():
         bs.dequantize(q, sf[:, :0], "mxfp8")
     with pytest.raises(DTypeError):
         bs.error_table(torch.randn(4, 32), ("bf16", "int3"))
-    with pytest.raises(ShapeError):
-        fp8b.quantize_blockwise_fp8(torch.randn(4, 32), (0, 128))
-    with pytest.raises(ShapeError, match="K differs"):
-        fp8b.scaled_mm_reference(*fp8b.quantize_blockwise_fp8(torch.randn(4, 64)),
-                               *fp8b.quantize_blockwise_fp8(torch.randn(4, 32), (128, 128)))
 
 
 def test_outlier_weights_without_outliers_has_none():

@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 
 from cutecourse.errors import ShapeError  # noqa: E402
 from cutecourse.viz.cluster import ClusterWidget, draw_cluster, summary  # noqa: E402
-from cutecourse.viz.widgets import classes_of  # noqa: E402
+from widget_classes import classes_of  # noqa: E402
 
 
 def _texts(fig):

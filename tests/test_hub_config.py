@@ -66,9 +66,15 @@ def _load(tmp_path, gpu="compile", **more):
     return c, room
 
 
-def _env_for(c, name):
-    spawner = SimpleNamespace(user=SimpleNamespace(name=name))
-    return {k: (v(spawner) if callable(v) else v) for k, v in c.Spawner.environment.items()}
+def _env_for(c, name, monkeypatch):
+    """The environment the hub gives ``name``'s server: what the pre-spawn hook sets (its copies,
+    made with runuser, are recorded instead of run)."""
+    ran = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: ran.append(cmd))
+    spawner = SimpleNamespace(user=SimpleNamespace(name=name), environment={})
+    c.Spawner.pre_spawn_hook(spawner)
+    assert ran and all(cmd[:4] == ["runuser", "-u", name, "--"] for cmd in ran)  # never as root
+    return spawner.environment
 
 
 def test_config_sets_up_the_hub_the_room_chose(tmp_path):
@@ -91,29 +97,33 @@ def test_config_https_when_given_a_certificate(tmp_path):
     assert c.JupyterHub.ssl_cert == "/etc/ssl/r.crt" and c.JupyterHub.ssl_key == "/etc/ssl/r.key"
 
 
-def test_compile_mode_for_learners_and_not_for_the_teacher(tmp_path):
-    c, _ = _load(tmp_path, gpu="compile")  # root is the teacher here
-    spawner = SimpleNamespace(user=SimpleNamespace(name="ada"))
-    assert c.Spawner.environment["CUTECOURSE_MODE"](spawner) == "compile"
-    teacher = _env_for(c, "root")
-    assert teacher["CUTECOURSE_MODE"] == ""
+def test_compile_mode_for_learners_and_not_for_the_teacher(tmp_path, monkeypatch):
+    c, _ = _load(tmp_path, gpu="compile", teacher="someone-else")  # root plays a learner
+    assert _env_for(c, "root", monkeypatch)["CUTECOURSE_MODE"] == "compile"
+    (tmp_path / "teacher").mkdir()
+    c, _ = _load(tmp_path / "teacher", gpu="compile")  # root is the teacher here
+    teacher = _env_for(c, "root", monkeypatch)
+    assert "CUTECOURSE_MODE" not in teacher
     assert teacher["PATH"].startswith("/opt/r/env/bin:")
     assert teacher["CUTE_DSL_CACHE_DIR"] == "/root/.cache/cutlass_python_cache"
     assert "CUTECOURSE_GPU_QUEUE" not in teacher
 
 
-def test_queue_mode_gives_everyone_the_queue(tmp_path):
+def test_queue_mode_gives_everyone_the_queue(tmp_path, monkeypatch):
     c, _ = _load(tmp_path, gpu="queue")
-    env = _env_for(c, "root")
+    env = _env_for(c, "root", monkeypatch)
     assert env["CUTECOURSE_GPU_QUEUE"] == "/opt/r/gpu-queue" and "CUTECOURSE_MODE" not in env
 
 
 @pytest.mark.parametrize("gpu", ["compile", "queue"])
-def test_rollup_checks_a_learner_in_the_environment_their_server_gets(tmp_path, gpu):
+def test_rollup_checks_a_learner_in_the_environment_their_server_gets(tmp_path, gpu, monkeypatch):
     c, room = _load(tmp_path, gpu=gpu, teacher="someone-else")  # root plays a learner
-    hub_env, mine = _env_for(c, "root"), rollup.learner_env(room, "root")
-    for key, value in hub_env.items():
-        assert mine.get(key) == value, key
+    ran = []
+    monkeypatch.setattr(rollup.subprocess, "run", lambda cmd, **kw: ran.append(cmd) or
+                        SimpleNamespace(stdout="{}", returncode=0))
+    rollup.check_as(room, "root", tmp_path / "root.json")
+    env = dict(a.split("=", 1) for a in ran[0][ran[0].index("-i") + 1:] if "=" in a)
+    assert env == _env_for(c, "root", monkeypatch)
 
 
 def test_the_environment_is_rebuilt_only_when_the_learner_edition_changes(tmp_path):

@@ -1,5 +1,7 @@
 """The package's shape (docs/DEVELOPING.md): no module of ``cutecourse`` imports, directly or
-through others, a module that imports it back, and no module is over 400 lines.
+through others, a module that imports it back, and no module is over 400 lines; nor is any file
+of ``tools/``, ``benchmarks/`` and ``tests/``, and no script there reaches into another's private
+helpers (a shared helper lives in a module of its own).
 
 The import graph is read from the source (every ``import``, at the top of a file or inside a
 function: a lazy import still ties two modules together), so it needs no GPU and imports nothing.
@@ -10,13 +12,19 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "cutecourse"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "cutecourse"
+#: The rest of the tree's Python, held to the same length.
+SCRIPT_DIRS = ("tools", "benchmarks", "tests")
 MAX_LINES = 400
 
 #: Circles and long files that are known and being taken apart; each entry must still exist, so
 #: the list shrinks as they go (an entry that no longer applies fails the test: delete it).
 KNOWN_CIRCLES: set[frozenset] = set()
 KNOWN_LONG: set[str] = set()
+#: Test files over the limit that are being split right now, along the modules they test.
+BEING_SPLIT: set[str] = {"tests/test_group_scheduler.py", "tests/test_schedules.py", "tests/test_multicast.py",
+                         "tests/test_exercises_nb06_kernels.py"}
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -100,3 +108,47 @@ def test_no_module_over_400_lines():
     new = {p: n for p, n in long.items() if p not in KNOWN_LONG}
     assert not new, f"split these along their seams (one idea per module): {new}"
     assert KNOWN_LONG <= set(long), f"no longer long, delete from KNOWN_LONG: {KNOWN_LONG - set(long)}"
+
+
+def _scripts() -> list[Path]:
+    return sorted(p for d in SCRIPT_DIRS for p in (ROOT / d).rglob("*.py"))
+
+
+def test_no_tool_benchmark_or_test_file_over_400_lines():
+    long = {str(p.relative_to(ROOT)): n for p in _scripts() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    new = {p: n for p, n in long.items() if p not in BEING_SPLIT}
+    assert not new, f"split these along their ideas (a test file: along the modules it tests): {new}"
+    assert BEING_SPLIT <= set(long), f"no longer long, delete from BEING_SPLIT: {BEING_SPLIT - set(long)}"
+
+
+def private_reaches(path: Path, siblings: set[str]) -> list[str]:
+    """``module._name`` and ``from module import _name`` in ``path``, for the sibling modules it
+    imports (the scripts of its own folder, of benchmarks/ and of tools/)."""
+    tree = ast.parse(path.read_text())
+    aliases, found = {}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            aliases.update({a.asname or a.name: a.name for a in node.names if a.name in siblings})
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module in siblings:
+            found += [f"from {node.module} import {a.name}" for a in node.names if a.name.startswith("_")]
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                and node.attr.startswith("_") and not node.attr.startswith("__")):
+            found.append(f"{aliases[node.value.id]}.{node.attr}")
+    return sorted(set(found))
+
+
+def test_the_private_reach_finder_finds_both_forms(tmp_path):
+    f = tmp_path / "x.py"
+    f.write_text("import peers as p\nfrom kit import _describe, build\np._err(1)\np.run()\nother._x\n")
+    assert private_reaches(f, {"peers", "kit"}) == ["from kit import _describe", "peers._err"]
+
+
+def test_no_script_uses_another_scripts_private_helpers():
+    """A benchmark or tool that needs another's helper imports it from a shared module, under a
+    public name (``benchmarks/row_checks.py``), so that the helper's owner can see who uses it."""
+    dirs = [ROOT / "benchmarks", ROOT / "benchmarks" / "experiments", ROOT / "tools"]
+    siblings = {p.stem for d in dirs for p in d.glob("*.py")}
+    found = {str(p.relative_to(ROOT)): r for d in dirs for p in sorted(d.glob("*.py"))
+             if (r := private_reaches(p, siblings))}
+    assert not found, f"move these helpers to a shared module, public: {found}"

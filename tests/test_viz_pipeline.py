@@ -9,7 +9,7 @@ import pytest  # noqa: E402
 from cutecourse.errors import ShapeError  # noqa: E402
 from cutecourse.models import pipeline as pm  # noqa: E402
 from cutecourse.viz import pipeline as vp  # noqa: E402
-from cutecourse.viz.widgets import classes_of  # noqa: E402
+from widget_classes import classes_of  # noqa: E402
 
 
 def test_widget_steps_and_recomputes():

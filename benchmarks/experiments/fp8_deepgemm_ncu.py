@@ -45,8 +45,9 @@ STALL = re.compile(r"^smsp__average_warps?_issue_stalled_(\w+?)_per_issue_active
 
 def child(shape: str, kernels: list[str]) -> int:
     import deepgemm_peer as dp
+    from deepgemm_call import import_deepgemm
 
-    dg, why = dp.import_deepgemm()
+    dg, why = import_deepgemm()
     if dg is None:
         print(why, flush=True)
     cases, errors, notes = [], {}, {}

@@ -49,6 +49,7 @@ import cutecourse  # noqa: E402
 from cutecourse.kernels import grouped  # noqa: E402
 
 import grouped_peers as gp  # noqa: E402
+from row_checks import rel_err, torch_case  # noqa: E402
 
 MOE = "moe 128 n1536 k2048"
 #: The course's rows: label -> ``grouped.packed_launcher`` keywords.
@@ -78,12 +79,12 @@ def cases(errors: dict):
     out = []
     for label, opts in COURSE.items():
         out.append(bench.checked_case(label, grouped.packed_launcher(a16, b16, offs, c, **opts), c, exact, 1e-2))
-        errors[label] = gp._err(c, exact)
+        errors[label] = rel_err(c, exact)
     # every expert multiplies by w16[0]: only the padding and the per-group work remain
     dense_ref = (a16 @ w16[0].T).float()
     out.append(bench.checked_case("course bf16 1x1, one weight for all", grouped.launcher(
         list(a16.split(rows)), [w16[0]] * len(rows), list(c.split(rows)), tile=(128, 256)), c, dense_ref, 1e-2))
-    gp._torch_case(out, errors, "torch._grouped_mm", exact, lambda: torch._grouped_mm(a16, b16, offs=offs), 1e-2)
+    torch_case(out, errors, "torch._grouped_mm", exact, lambda: torch._grouped_mm(a16, b16, offs=offs), 1e-2)
     dense = torch.empty_like(c)
     out.append(bench.checked_case("dense twin torch.matmul", lambda: torch.matmul(a16, w16[0].T, out=dense),
                                   dense, dense_ref, 1e-2))

@@ -9,8 +9,8 @@ choices into JupyterHub's settings, using only JupyterHub's own classes:
 * one JupyterLab per learner, a local process running as that learner (LocalProcessSpawner),
   from the room's read-only environment, opening notebook 01 of their own copy of the learner
   edition, which a hook copies into their home at their first log-in;
-* each server's environment, set here and nowhere else: the hub passes a learner's server no PATH
-  and no variable of its own unless this file sets it;
+* each server's environment, from ``cutecourse.hub.server_env`` (the one definition, which
+  ``room rollup`` uses too): the hub passes a learner's server no PATH and no variable of its own;
 * a service token, for the teacher's ``room status`` and ``room rollup`` and for the tests.
 """
 
@@ -18,6 +18,8 @@ import json
 import os
 import pwd
 import subprocess
+
+from cutecourse.hub.server_env import learner_env  # the room's Python has the course installed
 
 # ``c`` is the config object JupyterHub passes to this file; ``__file__`` is this file's path.
 ROOM = os.path.dirname(os.path.abspath(__file__))
@@ -69,33 +71,12 @@ def _home(spawner):
     return pwd.getpwnam(spawner.user.name).pw_dir
 
 
-def _gpu_settings():
-    """compile: learners compile and inspect, the teacher runs the GPU cells at announced moments;
-    queue: everyone may run kernels, one at a time, through the queue's lock folder. Both are
-    conventions a learner can undo in their own kernel; docs/workshop.md says what enforces."""
-    if room["gpu"] == "queue":
-        return {"CUTECOURSE_GPU_QUEUE": room["gpu_queue"]}
-    return {}
-
-
-c.Spawner.environment = {
-    "PATH": f"{ENV}/bin:/usr/local/bin:/usr/bin:/bin",
-    "VIRTUAL_ENV": ENV,
-    "CUTECOURSE_VENV": ENV,  # a learner's ./course.sh check uses the room's environment
-    # The DSL's compile cache defaults to /tmp/$USER/...: under a shared /tmp another account can
-    # create that folder first. In the home it is the learner's own.
-    "CUTE_DSL_CACHE_DIR": lambda spawner: os.path.join(_home(spawner), ".cache", "cutlass_python_cache"),
-    **_gpu_settings(),
-}
-if room["gpu"] == "compile":
-    c.Spawner.environment["CUTECOURSE_MODE"] = (
-        lambda spawner: "" if spawner.user.name == room["teacher"] else "compile")
-
-
 def give_handout(spawner):
-    """At a learner's first log-in: their own copy of the learner edition in their home, copied
-    as the learner (so it is theirs, and root never writes into a home a learner controls)."""
+    """Before each server starts: its environment; and at a learner's first log-in their own copy
+    of the learner edition in their home, copied as the learner (so it is theirs, and root never
+    writes into a home a learner controls)."""
     name, home = spawner.user.name, _home(spawner)
+    spawner.environment = learner_env(room, name)
     dest = os.path.join(home, room["home_folder"])
     if not os.path.lexists(dest):
         subprocess.run(["runuser", "-u", name, "--", "cp", "-R", LEARNER, dest], check=True)

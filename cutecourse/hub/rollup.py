@@ -13,20 +13,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .accounts import home
-
-
-def learner_env(room: dict, name: str) -> dict[str, str]:
-    """What ``jupyterhub_config.py`` gives a learner's server (kept in step with it)."""
-    h = str(home(name))
-    env = {"HOME": h, "USER": name, "LOGNAME": name, "LANG": "C.UTF-8",
-           "PATH": f"{room['env']}/bin:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": room["env"],
-           "CUTECOURSE_VENV": room["env"], "CUTE_DSL_CACHE_DIR": f"{h}/.cache/cutlass_python_cache"}
-    if room["gpu"] == "compile" and name != room["teacher"]:
-        env["CUTECOURSE_MODE"] = "compile"
-    if room["gpu"] == "queue":
-        env["CUTECOURSE_GPU_QUEUE"] = room["gpu_queue"]
-    return env
+from .server_env import learner_env
 
 
 def check_as(room: dict, name: str, out: Path) -> int:

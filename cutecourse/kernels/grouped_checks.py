@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from ..errors import AlignmentError, CourseError, DeviceError, DTypeError, LayoutError, ShapeError
 from ..models import block_scaling
 from ..models.blackwell_plan import check_format
-from .gemm_launch import check_operands
-from .hopper_grouped_gemm_fp8 import BLOCK
+from ..models.blockwise_fp8 import BLOCK
 from ..tensors import dtype_name
+from .gemm_launch import check_operands
 
 
 # -- Hopper, list form ----------------------------------------------------------------------------

@@ -16,11 +16,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..errors import DeviceError
+from ..tensors import dtype_name
 from . import gemm_launch
 from . import grouped_checks as checks
 from .group_walk import OPERANDS
 from .tensor_maps import MAP_BYTES, MAP_WORDS
-from ..tensors import dtype_name
 
 
 class Metadata(NamedTuple):

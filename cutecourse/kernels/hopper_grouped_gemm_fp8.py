@@ -47,13 +47,13 @@ import cutlass
 import cutlass.cute as cute
 from cutlass.cute.nvgpu import warpgroup
 
+from ..models.blockwise_fp8 import BLOCK
 from ..models.gemm_plan import EPI_TILE, FP8_DTYPES, fp8_epi_stages, tile_k
 from .group_walk import SFA, SFB, M, N, operand_pointer
 from .hopper_gemm_persistent import PRODUCER_WARPGROUPS
 from .hopper_grouped_gemm import GroupedHopperGemm
 
-#: Scale blocks: 1 x 128 of A, 128 x 128 of B (= one k-tile, = one tile's columns).
-BLOCK = 128
+#: ``BLOCK`` (models/blockwise_fp8): scale blocks 1 x 128 of A, 128 x 128 of B (= one k-tile, one tile's columns).
 #: The launchers' cluster for groups of 384 rows and more (``grouped.fp8_cluster``): pairs of CTAs
 #: along M share B's k-tiles by multicast.
 #: Measured 1.03-1.05x the 1x1 launch (benchmarks/results/grouped_fp8.json).

@@ -18,6 +18,8 @@ from ..errors import DTypeError, ShapeError
 from .float_formats import E4M3_MAX
 from .float_formats import as_matrix as _matrix
 
+#: Scale blocks: 1 x 128 of A, 128 x 128 of B (one k-tile of the FP8 kernels, one tile's columns).
+BLOCK = 128
 #: DeepGEMM's floor on a block's amax, so a zero block gets a finite scale (1e-4 / 448).
 AMAX_FLOOR = 1e-4
 

@@ -251,10 +251,6 @@ class GemmPlan:
         """fp32 accumulators each thread holds: tile_m * tile_n / threads (of 255 registers)."""
         return self.tile_mn[0] * self.tile_mn[1] // self.threads
 
-    @property
-    def smem_left(self) -> int:
-        return self.capacity - self.smem_bytes
-
     def row(self) -> dict:
         return {
             "tile": f"{self.tile_mn[0]}x{self.tile_mn[1]}x{self.tile_k}",

@@ -150,10 +150,6 @@ class Plan(ClosedFormMixin):
             return rank % cm_size, rank // cm_size
         return rank // cn_size, rank % cn_size
 
-    def rank_of(self, cm: int, cn: int) -> int:
-        cm_size, cn_size = self.cluster
-        return cm + cn * cm_size if self.order == "cluster" else cm * cn_size + cn
-
     # -- who computes what -----------------------------------------------------------------
     def output_tile(self, cluster: int, wave: int, rank: int) -> tuple[int, int] | None:
         """The (m, n) output tile this CTA computes in ``wave``, or None if it idles."""

@@ -359,9 +359,3 @@ def _esc(s: str) -> str:
     import html
 
     return html.escape(str(s))
-
-
-def explore_tv(thr: str = "(4,32):(32,1)", val: str = "(4,8):(8,1)",
-               tensor: str = "(64,512):(512,1)") -> TVExplorer:
-    """Make a :class:`TVExplorer` (display it, or leave it as a cell's last expression)."""
-    return TVExplorer(thr, val, tensor)

@@ -19,7 +19,7 @@ tests:
 from __future__ import annotations
 
 import base64
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from .picture import error_html  # noqa: F401 (the message line's HTML: one copy, in viz.picture)
 
@@ -78,13 +78,3 @@ def widget_bundle(widget: w.Widget, png: bytes, text: str) -> dict[str, Any]:
     bundle["text/plain"] = text
     return bundle
 
-
-def classes_of(widgets: Iterable[w.Widget]) -> set[str]:
-    """Every CSS class on these widgets and their children (what a browser test can find)."""
-    found: set[str] = set()
-    stack = list(widgets)
-    while stack:
-        x = stack.pop()
-        found.update(getattr(x, "_dom_classes", ()))
-        stack.extend(getattr(x, "children", ()))
-    return found
