@@ -106,6 +106,37 @@ def test_grouped_keywords_go_through_the_entry():
     assert grouped.FP8.kernel(**grouped.FP8.choose(groups), sms=132).cluster_mn == (1, 1)
 
 
+def test_every_launcher_builds_its_kernel_for_the_gpu(monkeypatch):
+    """With a pretended 100-SM GPU, every launcher, dense and grouped, reaches the launch with its
+    kernel built once for 100 SMs (where it takes ``sms``) and its templates in order."""
+    from types import SimpleNamespace
+
+    from cutecourse import modes
+
+    launched = []
+    monkeypatch.setattr(modes, "require_gpu", lambda arch=None: SimpleNamespace(sm_count=100))
+    monkeypatch.setattr(gemm_launch, "launcher", lambda kernel, *templates, **kw: launched.append(
+        (kernel, templates)) or kw.get("ctas"))
+    a, b, c = torch.zeros(256, 64).half(), torch.zeros(128, 64).half(), torch.zeros(256, 128).half()
+    for name in registry.DENSE:
+        registry.entry(name).launcher(a, b, c)
+    assert [getattr(k, "sms", 100) for k, _ in launched] == [100] * len(registry.DENSE)
+    assert all(t == (a, b, c) for _, t in launched)
+    launched.clear()
+    assert grouped.launcher([a, a[:0]], [b, b], [c, c[:0]]) == 2  # two 128-row tiles: 2 CTAs
+    pa, pb, offs = _packed()
+    grouped.packed_launcher(pa, pb, offs, torch.zeros(300, 128).bfloat16())
+    (qA, SA, qB, SB) = grouped.quantize_fp8([torch.randn(256, 128)], [torch.randn(128, 128)])
+    grouped.launcher_fp8(qA, qB, SA, SB, [torch.zeros(256, 128).bfloat16()])
+    quantized = grouped.quantize_blockscaled([torch.randn(128, 64)], [torch.randn(128, 64)], "nvfp4")
+    grouped.launcher_blockscaled(quantized, "nvfp4")
+    kernels = [type(k).__name__ for k, _ in launched]
+    assert kernels == ["GroupedHopperGemm"] * 2 + ["OnePartBlockScaledGroupedHopperGemm",
+                                                   "BlackwellGroupedBlockScaledGemm"]
+    assert [k.sms for k, _ in launched] == [100] * 4 and launched[2][0].cluster_mn == (1, 1)  # 256 rows
+    assert launched[3][1] == tuple(getattr(quantized[0], n) for n in ("a", "b", "c", "sfa", "sfb"))
+
+
 def test_all_empty_groups_launch_nothing():
     kernel = grouped.HOPPER.kernel(sms=132)
     As, Bs = [torch.zeros(0, 64).half()] * 2, [torch.zeros(128, 64).half()] * 2

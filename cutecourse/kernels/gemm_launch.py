@@ -211,7 +211,7 @@ class Entry:
 
         self.build, self.arch, self.defaults = build, arch, defaults
         params = inspect.signature(build).parameters
-        self.takes_sms = "sms" in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
+        self.takes_sms = "sms" in params
         self.aliases = {k: v for k, v in ALIASES.items() if k not in params}  # make_kernel takes tile=
 
     def kernel(self, **params):

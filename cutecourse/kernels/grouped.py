@@ -43,14 +43,14 @@ from .hopper_grouped_gemm_fp8_onepart import OnePartBlockScaledGroupedHopperGemm
 QuantizedGroup = checks.QuantizedGroup
 
 
-def fp8_kernel(tile=None, cluster=CLUSTER, parts: int = 1, **config):
+def fp8_kernel(tile=None, cluster=CLUSTER, parts: int = 1, sms: int = 132, **config):
     """The FP8 kernel of a configuration, what ``launcher_fp8`` and ``packed_launcher_fp8``
     launch. ``parts=1`` (default): one k-tile's product in flight per warpgroup
     (``OnePartBlockScaledGroupedHopperGemm``: 128x128, 128x192 or 128x256 tiles; it passes the
     turn to issue on when its wgmmas are issued, and loads its scales a k-tile ahead); ``parts=2``:
     two (``BlockScaledGroupedHopperGemm``, 128x128 tiles only: the kernel notebook 07 teaches).
-    ``tile`` by default 128x256 for one part, 128x128 for two; ``config``: the kernel's keywords
-    (sms, stages, group_m, epilogue_op). The default, one part at 128x256, ran 1.10-1.13x the
+    ``tile`` by default 128x256 for one part, 128x128 for two; ``sms``: the CTAs (the launchers
+    pass the GPU's); ``config``: more of the kernel's keywords (stages, group_m, epilogue_op). The default, one part at 128x256, ran 1.10-1.13x the
     two-part kernel on an H100 on DeepGEMM's shapes, the down projection and the fine-grained MoE
     (``docs/grouped_measured.md``, "DeepGEMM on the same H100")."""
     tile = tuple(tile or ((128, 256) if parts == 1 else (128, 128)))
@@ -59,7 +59,7 @@ def fp8_kernel(tile=None, cluster=CLUSTER, parts: int = 1, **config):
                          f"products next to the fp32 sum (3 x {tile[1] // 2} registers per thread); only "
                          "128x128 leaves room for that", "use parts=1 for the wider tiles, or tile (128, 128)")
     kernel = OnePartBlockScaledGroupedHopperGemm if parts == 1 else BlockScaledGroupedHopperGemm
-    return kernel(tile, cluster_mn=tuple(cluster), **config)
+    return kernel(tile, cluster_mn=tuple(cluster), sms=sms, **config)
 
 
 #: Fewer rows than this per group on average, and the FP8 launchers take 1x1 clusters instead of
