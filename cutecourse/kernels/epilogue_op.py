@@ -70,7 +70,7 @@ def described(op) -> tuple[Operand, ...]:
 class EpilogueOp:
     """The identity: C = the accumulator. Subclass it and override :meth:`apply`."""
 
-    #: The tensors the op reads, in the order the launcher takes them: :class:`Operand`\\ s or names.
+    #: The tensors the op reads, in the order the launcher takes them: :class:`Operand` objects or names.
     operands: tuple = ()
 
     def apply(self, x, m, n, *operands):

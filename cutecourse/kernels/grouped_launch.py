@@ -32,17 +32,12 @@ class Metadata(NamedTuple):
     work_bound: int  # >= the work items (cluster tiles) of all groups: it sizes the grid
 
 
-def cluster_tile(kernel) -> tuple[int, int]:
-    """The block of C one work item covers: the CTA tile times the cluster shape."""
-    return kernel.tile_mn[0] * kernel.cluster_mn[0], kernel.tile_mn[1] * kernel.cluster_mn[1]
-
-
 def list_metadata(kernel, sizes, columns, device) -> Metadata:
     """The list forms' metadata: ``sizes`` [(M, N, K)] per group, ``columns`` one (tensors,
     strides) pair per operand in OPERANDS order (each group's tensor and its stride)."""
     import torch
 
-    bm, bn = cluster_tile(kernel)
+    bm, bn = (t * c for t, c in zip(kernel.tile_mn, kernel.cluster_mn))  # C covered by one work item
     groups = range(len(sizes))
     return Metadata(
         torch.tensor([[m, n, k, 1] for m, n, k in sizes], dtype=torch.int32, device=device),
@@ -74,7 +69,7 @@ def packed_metadata(kernel, a, b, c, offs, scales=None) -> Metadata:
         strides += [sa.stride(1), sb.stride(1)]
     # Without reading offs on the host: the tiles of all groups are at most ceil(sum M / BM) + G
     # rows (each group wastes less than one) times ceil(N / BN) columns.
-    bm, bn = cluster_tile(kernel)
+    bm, bn = (t * c for t, c in zip(kernel.tile_mn, kernel.cluster_mn))
     return Metadata(shapes, torch.stack(ptrs, dim=1),
                     torch.tensor(strides, dtype=torch.int64, device=offs.device).expand(groups, len(strides))
                     .contiguous(), (-(-a.shape[0] // bm) + groups) * -(-n // bn))
