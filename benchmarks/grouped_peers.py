@@ -57,8 +57,8 @@ PROBLEMS = {
 }
 #: The course's rows: name -> the launcher's keywords (``grouped.fp8_kernel``'s, ``grouped.launcher``'s).
 #: The FP8 candidates (docs/grouped_fp8_speed.md): one accumulator part per warpgroup
-#: ("1part"), the warpgroups passing the turn to issue when their wgmmas are issued (the default),
-#: done ("done") or never taking turns ("free"); and the wider tiles one part makes room for.
+#: ("1part"), the warpgroups passing the turn to issue when their wgmmas are issued; and the wider
+#: tiles one part makes room for.
 COURSE_FP8 = {
     # the launchers' defaults: one part at 128x256 since 2026-11-27 (before: the two-part kernel, so in
     # older results "course fp8", "course fp8 1x1", "2x1", the bands and "1x2" rows are two parts);
@@ -68,14 +68,7 @@ COURSE_FP8 = {
     "course fp8 1x1": dict(cluster=(1, 1)),
     "course fp8 2x1": dict(cluster=(2, 1)),
     "course fp8 1part 2x1": dict(tile=(128, 128), parts=1, cluster=(2, 1)),
-    "course fp8 1part done 2x1": dict(tile=(128, 128), parts=1, turns="done", cluster=(2, 1)),
     "course fp8 128x192 2x1": dict(tile=(128, 192), parts=1, cluster=(2, 1)),
-    "course fp8 128x192 done 2x1": dict(tile=(128, 192), parts=1, turns="done", cluster=(2, 1)),
-    "course fp8 128x192 free 2x1": dict(tile=(128, 192), parts=1, turns=None, cluster=(2, 1)),
-    # the one-part kernels load a k-tile's scales during the previous k-tile's wgmmas (``ahead``);
-    # "top": at the k-tile's own top, the load then sits between the full barrier and the wgmmas
-    "course fp8 128x192 free top 2x1": dict(tile=(128, 192), parts=1, turns=None, ahead=False, cluster=(2, 1)),
-    "course fp8 1part free 2x1": dict(tile=(128, 128), parts=1, turns=None, cluster=(2, 1)),
     "course fp8 128x256 2x1": dict(tile=(128, 256), parts=1, cluster=(2, 1)),
     "course fp8 128x256 1x1": dict(tile=(128, 256), parts=1, cluster=(1, 1)),
     "course fp8 128x192 1x1": dict(tile=(128, 192), parts=1, cluster=(1, 1)),

@@ -77,7 +77,7 @@ def test_packed_metadata_matches_the_groups():
     w = torch.zeros(4, n, k, dtype=torch.float16)
     c = torch.zeros(300, n, dtype=torch.float16)
     b = w.transpose(-2, -1)
-    shapes, ptrs, strides, bound, _ = grouped.packed_metadata(hg.GroupedHopperGemm(), a, b, c, offs)
+    shapes, ptrs, strides, bound = grouped.packed_metadata(hg.GroupedHopperGemm(), a, b, c, offs)
     sizes = [(100, n, k), (0, n, k), (150, n, k), (50, n, k)]
     assert shapes.tolist() == [[m, n_, k_, 1] for m, n_, k_ in sizes]
     starts = [0, 100, 100, 250]

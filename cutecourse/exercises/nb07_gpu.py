@@ -50,8 +50,7 @@ def search_runner(kernel, baseline=None) -> dict:
 
     def launch(k):
         c = torch.full((a.shape[0], N), float("nan"), device="cuda", dtype=torch.bfloat16)
-        meta = grouped.packed_metadata(k, a, w.transpose(-2, -1), c, offs)
-        fn = grouped.launch_closure(k, (a, w[0], c), meta, "sm_90a")
+        fn = grouped.HOPPER.launch_kernel(k, grouped.PackedGroups(a, w.transpose(-2, -1), offs, c))
         fn()
         torch.cuda.synchronize()
         return fn, c
@@ -94,8 +93,7 @@ def fp8_runner(kernel, baseline=None) -> dict:
 
     def launch(k):
         Cs = [torch.full((a.shape[0], N), float("nan"), device="cuda", dtype=torch.bfloat16) for a in qA]
-        fn = grouped.list_closure(k, qA, qW, Cs, extra=[(sas, [sa.stride(1) for sa in sas]),
-                                                        (SW, [sb.stride(0) for sb in SW])])
+        fn = grouped.FP8.launch_kernel(k, grouped.ListGroups(qA, qW, Cs, scales=(sas, SW)))
         fn()
         torch.cuda.synchronize()
         return fn, Cs

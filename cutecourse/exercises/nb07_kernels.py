@@ -98,16 +98,16 @@ def with_promote(fn, sms: int = SMS, tile_mn=COLUMNS_TILE) -> ColumnsHook:
 
 def bf16_args(kernel):
     """Compile arguments of the grouped bf16 kernel (fake operands and metadata)."""
-    from ..kernels.grouped_targets import _hopper_arguments
+    from ..kernels import grouped
 
-    return _hopper_arguments(kernel, "bfloat16", "bfloat16", 3)
+    return grouped.HOPPER.fake_arguments(kernel, "bfloat16", "bfloat16")
 
 
 def fp8_args(kernel):
     """Compile arguments of the FP8 kernels (e4m3 operands, bf16 C, five metadata columns)."""
-    from ..kernels.grouped_targets import _hopper_arguments
+    from ..kernels import grouped
 
-    return _hopper_arguments(kernel, "float8_e4m3fn", "bfloat16", 5)
+    return grouped.FP8.fake_arguments(kernel, "float8_e4m3fn", "bfloat16")
 
 
 @functools.lru_cache(maxsize=None)

@@ -9,36 +9,79 @@ stored.
 
 ``apply`` runs on the GPU, once per accumulator of the thread (the loop is unrolled at compile
 time), with the element's row ``m`` and column ``n`` in C, so an op can read per-row or
-per-column operands. Such operands (a bias vector, a per-channel scale) are named in
-``operands``; the launcher takes them as torch tensors (``epilogue_args=(bias,)``, in that
-order) and the kernel passes them to ``apply`` after ``m`` and ``n``. Without an op
-(``epilogue_op=None``) the kernels convert the accumulators unchanged: the code the course's
-measurements were taken with.
+per-column operands. Such operands (a bias vector, a per-channel scale) are described in
+``operands``: each an :class:`Operand` (its name, dtype, and whether it holds one value per column,
+per row, or one in all), or just a name for an fp32 value per column. The launcher takes them as
+torch tensors (``epilogue_args=(bias,)``, in that order) and checks each against its description;
+the kernel passes them to ``apply`` after ``m`` and ``n``. Without an op (``epilogue_op=None``)
+the kernels convert the accumulators unchanged: the code the course's measurements were taken with.
 
 An op is part of the kernel's configuration: two kernels with different ops are two compiled
-kernels (the compile cache's key holds the op's class and its attributes).
+kernels (the compile cache's key holds the op's class, its attributes and its operands'
+descriptions, so an op whose bias is bf16 never reuses the kernel compiled for an fp32 one).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import cutlass
+
+from ..errors import CourseError
+
+#: What an operand may hold, and its bytes per element.
+OPERAND_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4}
+#: An operand's length: one value per column of C (N), per row (M), or a single value.
+KINDS = ("col", "row", "scalar")
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One tensor an op reads: ``name`` (apply's parameter), ``dtype`` (a torch dtype name),
+    ``kind`` (``KINDS``: its length is N, M or 1) and ``align``: the bytes the kernel may assume
+    its address is a multiple of (0: one element). The launcher checks a tensor against it; the
+    compile targets make a fake tensor from it."""
+
+    name: str
+    dtype: str = "float32"
+    kind: str = "col"
+    align: int = 0
+
+    def __post_init__(self):
+        if self.dtype not in OPERAND_BYTES:
+            raise CourseError(f"operand {self.name!r}: dtype {self.dtype!r} is not one of {list(OPERAND_BYTES)}",
+                              "name a torch dtype, e.g. Operand('scale', 'bfloat16')")
+        if self.kind not in KINDS:
+            raise CourseError(f"operand {self.name!r}: kind {self.kind!r} is not one of {list(KINDS)}",
+                              "'col': one value per column of C, 'row': one per row, 'scalar': one")
+        object.__setattr__(self, "align", self.align or OPERAND_BYTES[self.dtype])
+
+    def length(self, m: int, n: int) -> int:
+        """The elements it holds for a C of M rows and N columns."""
+        return {"col": n, "row": m, "scalar": 1}[self.kind]
+
+
+def described(op) -> tuple[Operand, ...]:
+    """The operands ``op`` (or None) reads, each as an :class:`Operand` (a bare name: fp32 per column)."""
+    names = op.operands if op is not None else ()
+    return tuple(o if isinstance(o, Operand) else Operand(o) for o in names)
 
 
 class EpilogueOp:
     """The identity: C = the accumulator. Subclass it and override :meth:`apply`."""
 
-    #: Names of the tensors the op reads, in the order the launcher takes them.
-    operands: tuple[str, ...] = ()
+    #: The tensors the op reads, in the order the launcher takes them: :class:`Operand` objects or names.
+    operands: tuple = ()
 
     def apply(self, x, m, n, *operands):
         """One accumulator ``x`` (Float32) of C's row ``m``, column ``n`` (run-time Int32);
-        ``operands``: the tensors named in :attr:`operands`. Returns a Float32."""
+        ``operands``: the tensors described in :attr:`operands`. Returns a Float32."""
         return x
 
     def key(self):
-        """What the compiled code depends on: the op's class and its attributes (by ``repr``,
-        so that a list or a dict attribute can be part of the compile cache's key too)."""
-        return (type(self), tuple(sorted((k, repr(v)) for k, v in vars(self).items())))
+        """What the compiled code depends on: the op's class, its attributes (by ``repr``, so that
+        a list or a dict attribute can be part of the compile cache's key too) and its operands."""
+        return (type(self), tuple(sorted((k, repr(v)) for k, v in vars(self).items())), described(self))
 
     def __repr__(self):
         fields = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items()))
@@ -55,7 +98,7 @@ class Relu(EpilogueOp):
 class AddBias(EpilogueOp):
     """C = acc + bias[n]: one fp32 value per column of C (a Linear layer's bias)."""
 
-    operands = ("bias",)
+    operands = (Operand("bias", "float32", "col"),)
 
     def apply(self, x, m, n, bias):
         return x + bias[n]

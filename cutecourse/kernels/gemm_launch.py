@@ -12,10 +12,11 @@ Every course GEMM takes the same operands, ``C = A @ B.T`` with A (M, K) and B (
   kernel class provides ``plan(in_dtype, out_dtype)`` (its smem plan: clear errors before any
   tracing), ``IN_DTYPES`` and ``scratch()`` (the tensors it needs besides A, B, C);
 * :func:`compile_once` compiles a kernel once per configuration (its class and constructor
-  arguments, ``configured.py``; M, N and K are run-time values, so a new shape reuses it). The
-  grouped GEMMs use it too.
+  arguments, ``configured.py``; M, N and K are run-time values, so a new shape reuses it).
 
-``kernels/registry.py`` lists the dense kernels' entries by name.
+The grouped GEMMs enter through the same layer: ``grouped_launch.GroupedEntry`` is an
+:class:`Entry` whose operands are a batch of groups. ``kernels/registry.py`` lists the dense
+kernels' entries by name.
 """
 
 from __future__ import annotations
@@ -24,12 +25,9 @@ from dataclasses import dataclass
 
 from ..errors import AlignmentError, CourseError, DeviceError, DTypeError, LayoutError, ShapeError
 from ..models.gemm_plan import BYTES, FP8_DTYPES, IN_DTYPES, check_dtype_names
+from ..tensors import dtype_name
 
 _COMPILED: dict = {}
-
-
-def _name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 @dataclass(frozen=True)
@@ -55,16 +53,16 @@ def check_operands(a, b, out_dtype=None, c=None, in_dtypes=None) -> tuple[str, s
         if not isinstance(t, torch.Tensor):
             raise DTypeError(f"{name} is a {type(t).__name__}, not a torch.Tensor", "pass torch tensors")
         if t.dtype not in in_dtypes:
-            names = " or ".join(_name(d) for d in in_dtypes)
-            raise DTypeError(f"{name} is {_name(t.dtype)}; this Hopper GEMM takes {names} inputs",
-                             f"convert it, e.g. {name}.to(torch.{_name(in_dtypes[0])})")
+            names = " or ".join(dtype_name(d) for d in in_dtypes)
+            raise DTypeError(f"{name} is {dtype_name(t.dtype)}; this Hopper GEMM takes {names} inputs",
+                             f"convert it, e.g. {name}.to(torch.{dtype_name(in_dtypes[0])})")
         if t.dim() != 2:
             raise ShapeError(f"{name} has {t.dim()} dimensions; the GEMM takes 2-D A (M, K) and B (N, K)",
                              "reshape to 2-D (batch by calling once per matrix)")
     if a.dtype != b.dtype:
         raise DTypeError(f"a is {a.dtype} but b is {b.dtype}", "give A and B the same dtype")
     out = (c.dtype if c is not None else a.dtype) if out_dtype is None else out_dtype
-    if not isinstance(out, torch.dtype) or _name(out) not in BYTES:
+    if not isinstance(out, torch.dtype) or dtype_name(out) not in BYTES:
         raise DTypeError(f"out_dtype {out} is not supported", "use torch.float16, torch.bfloat16 or torch.float32")
     if a.shape[1] != b.shape[1]:
         raise ShapeError(f"A is {tuple(a.shape)} and B is {tuple(b.shape)}: their K (dim 1) differ",
@@ -86,7 +84,7 @@ def check_operands(a, b, out_dtype=None, c=None, in_dtypes=None) -> tuple[str, s
                 f"{name}'s rows are {t.stride(0) * el} bytes apart; TMA needs a multiple of 16 bytes "
                 f"(K = {t.shape[1]} is not a multiple of {16 // el})",
                 f"pad K to a multiple of {16 // el} with zeros (torch.nn.functional.pad)")
-    out_bytes = BYTES[_name(out)]
+    out_bytes = BYTES[dtype_name(out)]
     if (b.shape[0] * out_bytes) % 16:
         raise AlignmentError(f"C would have rows of {b.shape[0]} elements, not a multiple of 16 bytes (TMA store)",
                              f"pad N to a multiple of {16 // out_bytes}")
@@ -98,7 +96,7 @@ def check_operands(a, b, out_dtype=None, c=None, in_dtypes=None) -> tuple[str, s
                              f"contiguous {(a.shape[0], b.shape[0])}", "allocate c as torch.empty(M, N)")
         if c.device != a.device:
             raise DeviceError(f"c is on {c.device}, a and b on {a.device}", "put A, B and C on the same GPU")
-    return _name(a.dtype), _name(out)
+    return dtype_name(a.dtype), dtype_name(out)
 
 
 def compile_once(kernel, args, key=()):
@@ -149,23 +147,31 @@ def fake_scratch(kernel) -> tuple:
 
 class Launch:
     """``fn()`` launches a compiled kernel on fixed operands, with no checks and no allocation;
-    the scratch tensors it owns are attributes (``fn.counters``), so two launchers may run on
-    different streams at once."""
+    the tensors it owns are attributes (``fn.counters``; a grouped launch's ``fn.trace``,
+    ``fn.ctas``, ``fn.metadata``), so two launchers may run on different streams at once."""
 
-    def __init__(self, compiled, args, keep=(), **scratch):
+    def __init__(self, compiled, args, keep=(), **attrs):
         self.compiled, self.args, self.keep_alive = compiled, args, list(keep)
-        self.__dict__.update(scratch)
+        self.__dict__.update(attrs)
 
     def __call__(self):
         self.compiled(*self.args)
 
+    @classmethod
+    def empty(cls, metadata=None):
+        """Nothing to launch (every group empty): ``fn()`` does nothing, on no CTAs."""
+        return cls(lambda: None, (), trace=None, ctas=0, metadata=metadata)
 
-def launcher(kernel, a, b, c, extra=(), tail=()):
+
+def launcher(kernel, *templates, extra=(), scalars=(), tail=(), arch: str = "sm_90a", keep=(), **attrs):
     """Compile ``kernel`` for these operands once (:func:`compile_once`) and return a
-    :class:`Launch` that runs ``c = a @ b.T`` on the current stream with no further checks.
+    :class:`Launch` running it on the current stream with no further checks.
 
-    ``extra``: (torch tensor, alignment) pairs passed after C (the scratch tensors);
-    ``tail``: tensors passed after the stream (the epilogue op's operands).
+    ``templates``: A, B, C (row-major, 16-byte aligned; a grouped kernel builds its tensor maps
+    from them), then 1-D byte tensors (scale factors); ``extra``: (torch tensor, alignment) pairs
+    after them (scratch tensors; a grouped kernel's metadata, 2-D and more: their sizes stay
+    run-time values); ``scalars``: run-time numbers after those; ``tail``: (tensor, alignment)
+    pairs after the stream (the epilogue op's operands). ``attrs``: attributes of the Launch.
     """
     import cuda.bindings.driver as cuda
     import torch
@@ -173,32 +179,19 @@ def launcher(kernel, a, b, c, extra=(), tail=()):
 
     from ..modes import require_gpu
 
-    require_gpu("sm_90a")
-    if a.device.type != "cuda":
-        raise DeviceError(f"the operands are on {a.device}", "move them to the GPU with .cuda()")
-    args = [from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=1) for t in (a, b, c)]
-    args += [from_dlpack(t, assumed_align=align) for t, align in extra]
-    tail = [t if isinstance(t, tuple) else (t, 4) for t in tail]
+    require_gpu(arch)
+    if templates[0].device.type != "cuda":
+        raise DeviceError(f"the operands are on {templates[0].device}", "move them to the GPU with .cuda()")
+    args = [from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=1) if t.dim() == 2
+            else from_dlpack(t.view(torch.uint8), assumed_align=16).mark_layout_dynamic() for t in templates]
+    for t, align in extra:
+        arg = from_dlpack(t, assumed_align=align)
+        args.append(arg.mark_layout_dynamic(leading_dim=t.dim() - 1) if t.dim() > 1 else arg)
     after = [from_dlpack(t, assumed_align=align) for t, align in tail]
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    compiled = compile_once(kernel, (*args, stream, *after), key=(a.dtype, c.dtype))
-    return Launch(compiled, (*args, stream, *after), keep=[t for t, _ in (*extra, *tail)])
-
-
-def counted_launcher(kernel, a, b, c):
-    """:func:`launcher` with ``kernel.scratch()`` allocated (zeroed where it must be)."""
-    return Entry.launch_kernel(kernel, a, b, c)
-
-
-def fake_persistent_arguments(in_dtype: str, out_dtype: str) -> tuple:
-    """A persistent kernel's arguments for compiling without a GPU: fake A, B, C, the dynamic
-    scheduler's counters and a stream."""
-    import cuda.bindings.driver as cuda
-    import cutlass
-    from cutlass.cute.runtime import make_fake_tensor
-
-    counters = make_fake_tensor(cutlass.Int32, (2,), (1,), assumed_align=8)
-    return (*fake_operands(in_dtype, out_dtype), counters, cuda.CUstream(0))
+    full = (*args, *scalars, stream, *after)
+    compiled = compile_once(kernel, full, key=tuple(t.dtype for t in templates) + tuple(t.dtype for t, _ in tail))
+    return Launch(compiled, full, keep=[templates, extra, tail, keep], **attrs)
 
 
 #: The launchers' names for constructor arguments (JSON-able, as notebooks pass them).
@@ -208,16 +201,17 @@ _TUPLES = ("tile_mn", "cluster_mn", "epi_tile")
 
 class Entry:
     """The torch-facing functions of one kernel class (``build``: the class, or a function that
-    takes the same keyword arguments and returns a kernel). Keyword arguments of every function:
-    the constructor's, with ``tile`` / ``cluster`` for ``tile_mn`` / ``cluster_mn`` and a
-    scheduler by name (``tile_scheduler.SCHEDULERS``); ``defaults``: this entry's own defaults.
-    ``single``: the class a 1x1 cluster builds instead, where it takes every other argument given
-    (an argument given as None counts as not given)."""
+    takes the same keyword arguments and returns a kernel), for ``arch``. Keyword arguments of
+    every function: the constructor's, with ``tile`` / ``cluster`` for ``tile_mn`` /
+    ``cluster_mn``, a scheduler by name (``tile_scheduler.SCHEDULERS``) and an epilogue op by
+    name (:func:`named_epilogue_op`); ``defaults``: this entry's own defaults. ``single``: the
+    class a 1x1 cluster builds instead, where it takes every other argument given (an argument
+    given as None counts as not given)."""
 
-    def __init__(self, build, *, single=None, **defaults):
+    def __init__(self, build, arch: str = "sm_90a", *, single=None, **defaults):
         import inspect
 
-        self.build, self.defaults, self.single = build, defaults, single
+        self.build, self.arch, self.defaults, self.single = build, arch, defaults, single
         params = inspect.signature(build).parameters
         self.takes_sms = "sms" in params
         self.aliases = {k: v for k, v in ALIASES.items() if k not in params}  # a function may take tile=
@@ -231,7 +225,8 @@ class Entry:
         return self.build, kw
 
     def kernel(self, **params):
-        """The kernel these (launcher-style) keyword arguments describe."""
+        """The kernel these (launcher-style) keyword arguments describe: the one place a kernel is
+        built from them (an unknown keyword is a ``CourseError`` naming the kernel)."""
         from .tile_scheduler import SCHEDULERS
 
         kw = dict(self.defaults)
@@ -245,29 +240,46 @@ class Entry:
             if kw["scheduler"] not in SCHEDULERS:
                 raise ValueError(f"scheduler must be one of {list(SCHEDULERS)}, not {kw['scheduler']!r}")
             kw["scheduler"] = SCHEDULERS[kw["scheduler"]]
+        if "epilogue_op" in kw:
+            kw["epilogue_op"] = named_epilogue_op(kw["epilogue_op"])
         build, kw = self._class_for(kw)
         try:
             return build(**kw)
         except TypeError as exc:
+            if isinstance(exc, CourseError):  # DTypeError is a TypeError too: the kernel's own message
+                raise
             raise CourseError(f"{getattr(self.build, '__name__', 'the kernel')}: {exc}",
                               "pass only the keyword arguments the kernel's constructor takes") from None
 
+    def on_gpu(self, params) -> dict:
+        """``params`` with ``sms`` this GPU's SM count unless given (needs the GPU)."""
+        from ..modes import require_gpu
+
+        if self.takes_sms and params.get("sms") is None:
+            return {**params, "sms": require_gpu(self.arch).sm_count}
+        return params
+
     def compile_target(self, in_dtype: str = "float16", out_dtype: str = "float16", **params):
-        """(kernel, fake arguments) for ``cutecourse.inspect.compile_report``: symbolic M, N, K.
+        """(kernel, fake arguments) for ``cutecourse.inspect.compile_report``: symbolic sizes.
         ``epilogue_op`` may be a class name of ``epilogue_op.py`` (JSON-able), e.g. "AddBias"."""
+        kernel = self.kernel(**params)
+        if callable(getattr(kernel, "plan", None)):
+            kernel.plan(in_dtype, out_dtype)  # clear errors before tracing
+        return kernel, self.fake_arguments(kernel, in_dtype, out_dtype)
+
+    @staticmethod
+    def fake_arguments(kernel, in_dtype: str = "float16", out_dtype: str = "float16", epilogue_args=None):
+        """A dense kernel's arguments for compiling without a GPU: fake A, B, C, its scratch
+        tensors, a stream, and ``epilogue_args`` (default: fakes of its epilogue op's operands)."""
         import cuda.bindings.driver as cuda
 
-        if isinstance(params.get("epilogue_op"), str):
-            params["epilogue_op"] = named_epilogue_op(params["epilogue_op"])
-        kernel = self.kernel(**params)
-        kernel.plan(in_dtype, out_dtype)  # clear errors before tracing
-        return kernel, (*fake_operands(in_dtype, out_dtype), *fake_scratch(kernel), cuda.CUstream(0),
-                        *fake_epilogue_operands(kernel.epilogue_op))
+        tail = fake_epilogue_operands(getattr(kernel, "epilogue_op", None)) if epilogue_args is None else epilogue_args
+        return (*fake_operands(in_dtype, out_dtype), *fake_scratch(kernel), cuda.CUstream(0), *tail)
 
     def validate(self, a, b, out_dtype=None, c=None, **params):
         """Check torch operands on any machine; return the kernel's smem plan."""
         kernel = self.kernel(**params)
-        return kernel.plan(*check_operands(a, b, out_dtype, c, in_dtypes=_torch_dtypes(kernel)))
+        return kernel.plan(*check_operands(a, b, out_dtype, c, in_dtypes=torch_dtypes(kernel.IN_DTYPES)))
 
     def launcher(self, a, b, c, epilogue_args=(), **params):
         """Check, compile once, and return a :class:`Launch`: ``fn()`` writes A @ B.T (through
@@ -280,75 +292,100 @@ class Entry:
         import torch
 
         kernel = self.kernel(**params)  # the kernel's own checks first
-        check_operands(a, b, out_dtype, in_dtypes=_torch_dtypes(kernel))
+        check_operands(a, b, out_dtype, in_dtypes=torch_dtypes(kernel.IN_DTYPES))
         c = torch.empty((a.shape[0], b.shape[0]), dtype=out_dtype or a.dtype, device=a.device)
         self._launcher(a, b, c, epilogue_args, params, checked=True)()
         return c
 
     def _launcher(self, a, b, c, epilogue_args, params, checked: bool):
-        from ..modes import require_gpu
-
         kernel = self.kernel(**params)
-        names = (_name(a.dtype), _name(c.dtype)) if checked else \
-            check_operands(a, b, c.dtype, c, in_dtypes=_torch_dtypes(kernel))
+        names = (dtype_name(a.dtype), dtype_name(c.dtype)) if checked else \
+            check_operands(a, b, c.dtype, c, in_dtypes=torch_dtypes(kernel.IN_DTYPES))
         kernel.plan(*names)
-        _check_epilogue_args(kernel, a, epilogue_args)
+        check_epilogue_args(kernel.epilogue_op, epilogue_args, a.device, a.shape[0], b.shape[0])
         if self.takes_sms and params.get("sms") is None:
-            kernel = self.kernel(**{**params, "sms": require_gpu("sm_90a").sm_count})
+            kernel = self.kernel(**self.on_gpu(params))
         return self.launch_kernel(kernel, a, b, c, epilogue_args)
 
     @staticmethod
     def launch_kernel(kernel, a, b, c, epilogue_args=()):
-        """:func:`launcher` with the kernel's scratch tensors allocated."""
+        """:func:`launcher` with the kernel's scratch tensors allocated (zeroed where they must be)."""
         import torch
 
         scratch = {s.name: (torch.zeros if s.zero else torch.empty)(s.size, dtype=getattr(torch, s.dtype),
                                                                     device=a.device)
                    for s in kernel.scratch()}
-        fn = launcher(kernel, a, b, c, extra=[(scratch[s.name], s.align) for s in kernel.scratch()],
-                      tail=tuple(epilogue_args))
-        fn.__dict__.update(scratch)
-        return fn
+        return launcher(kernel, a, b, c, extra=[(scratch[s.name], s.align) for s in kernel.scratch()],
+                        tail=epilogue_tail(kernel, epilogue_args), **scratch)
 
 
-def named_epilogue_op(name: str):
-    """An op of ``epilogue_op.py`` by class name (compile targets take JSON-able arguments)."""
+def named_epilogue_op(name):
+    """An op of ``epilogue_op.py`` by class name, or by ``[name, {constructor keywords}]``
+    (compile targets take JSON-able arguments); an op object (or None) as it is."""
     from . import epilogue_op
 
+    if name is None or isinstance(name, epilogue_op.EpilogueOp):
+        return name
+    name, kwargs = (name, {}) if isinstance(name, str) else name
     op = getattr(epilogue_op, name, None)
     if not (isinstance(op, type) and issubclass(op, epilogue_op.EpilogueOp)):
         raise CourseError(f"epilogue_op={name!r} is not an op of cutecourse/kernels/epilogue_op.py",
                           "pass an EpilogueOp object, or the name of one defined there, e.g. 'Relu'")
-    return op()
+    return op(**kwargs)
 
 
 def fake_epilogue_operands(op) -> tuple:
-    """Fake float32 vectors (symbolic length) for the tensors an epilogue op reads."""
+    """Fake tensors (symbolic length) for the operands an epilogue op reads, as it describes them."""
     import cutlass
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_tensor
 
-    names = op.operands if op is not None else ()
-    return tuple(make_fake_tensor(cutlass.Float32, (cute.sym_int(symbol=n),), (1,), assumed_align=4) for n in names)
+    from .epilogue_op import described
+    from .sm90 import DTYPES
+
+    types = {**DTYPES, "int32": cutlass.Int32}
+    return tuple(make_fake_tensor(types[o.dtype], (cute.sym_int(symbol=o.name),), (1,), assumed_align=o.align)
+                 for o in described(op))
 
 
-def _torch_dtypes(kernel):
+def torch_dtypes(names):
+    """The torch dtypes of these names (a kernel's ``IN_DTYPES``); None for none."""
     import torch
 
-    return tuple(getattr(torch, name) for name in kernel.IN_DTYPES)
+    return tuple(getattr(torch, name) for name in names) or None
 
 
-def _check_epilogue_args(kernel, a, epilogue_args):
-    """The epilogue op's operands: as many as it names, torch tensors on A's device."""
+def epilogue_tail(kernel, epilogue_args) -> list:
+    """(tensor, alignment) of each epilogue operand, as the kernel's op describes them (one
+    element for a tensor it does not describe: unchecked callers pass what they pass)."""
+    from .epilogue_op import described
+
+    want = described(getattr(kernel, "epilogue_op", None))
+    return [(t, want[i].align if i < len(want) else t.element_size()) for i, t in enumerate(epilogue_args)]
+
+
+def check_epilogue_args(op, epilogue_args, device, m: int, n: int):
+    """An epilogue op's operands against its description: one torch tensor per operand, of its
+    dtype, of its length (N per column, M per row: ``m``, ``n`` the largest C), on ``device``."""
     import torch
 
-    op = getattr(kernel, "epilogue_op", None)
-    names = op.operands if op is not None else ()
-    if len(epilogue_args) != len(names):
-        raise ShapeError(f"the epilogue op {op!r} reads {len(names)} tensor(s) {names}, "
+    from .epilogue_op import described
+
+    want = described(op)
+    if len(epilogue_args) != len(want):
+        raise ShapeError(f"the epilogue op {op!r} reads {len(want)} tensor(s) {tuple(o.name for o in want)}, "
                          f"but {len(epilogue_args)} were given",
                          "pass epilogue_args=(...) with one torch tensor per name, in that order")
-    for name, t in zip(names, epilogue_args):
-        if not isinstance(t, torch.Tensor) or t.device != a.device:
-            raise DeviceError(f"epilogue operand {name!r} is not a torch tensor on {a.device}",
-                              f"pass it as a tensor on the GPU, e.g. {name}.to(a.device)")
+    for o, t in zip(want, epilogue_args):
+        if not isinstance(t, torch.Tensor) or t.device != device:
+            raise DeviceError(f"epilogue operand {o.name!r} is not a torch tensor on {device}",
+                              f"pass it as a tensor on the GPU, e.g. {o.name}.to(a.device)")
+        if dtype_name(t.dtype) != o.dtype:
+            raise DTypeError(f"epilogue operand {o.name!r} is {dtype_name(t.dtype)}; the op reads {o.dtype}",
+                             f"pass {o.name}.to(torch.{o.dtype})")
+        size = o.length(m, n)
+        what = {"col": f"per column of C (N = {n})", "row": f"per row of C (M = {m})", "scalar": "in all"}[o.kind]
+        if t.dim() != 1 or t.numel() != size or t.stride(0) != 1 or t.data_ptr() % o.align:
+            raise ShapeError(f"epilogue operand {o.name!r} is {tuple(t.shape)} with strides {tuple(t.stride())}; "
+                             f"the op reads one value {what}, contiguous, {o.align}-byte aligned",
+                             f"pass a contiguous 1-D tensor of {size} elements")

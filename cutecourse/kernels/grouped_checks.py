@@ -20,11 +20,8 @@ from ..errors import AlignmentError, CourseError, DeviceError, DTypeError, Layou
 from ..models import block_scaling
 from ..models.blackwell_plan import check_format
 from ..models.blockwise_fp8 import BLOCK
+from ..tensors import dtype_name
 from .gemm_launch import check_operands
-
-
-def dtype_name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 # -- Hopper, list form ----------------------------------------------------------------------------

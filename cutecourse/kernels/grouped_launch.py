@@ -1,11 +1,14 @@
-"""Grouped GEMMs from the host: the device metadata of a batch of groups, and launch closures.
+"""Grouped GEMMs on the one host layer: :class:`GroupedEntry` is ``gemm_launch.Entry`` for a batch of groups.
 
 Every grouped kernel (Hopper bf16 and FP8, Blackwell block-scaled) takes, besides the templates
 of its tensor maps, the same three small tensors: ``shapes`` (G, 4), ``ptrs`` and ``strides``
-(G, operands), built here from a list of groups (:func:`list_metadata`) or from the packed MoE
-form on the GPU (:func:`packed_metadata`, no host sync), and is launched through
-:func:`launch_closure` (compiled once per configuration: G and every size are run-time values).
-The torch-facing functions that use them are in ``grouped.py``.
+(G, operands) (:class:`Metadata`). What changes from one grouped launcher to the next is only the
+*form* in which the caller holds its groups; a form checks its tensors, allocates its outputs and
+builds the metadata: :class:`ListGroups` (lists As, Bs, Cs: :func:`list_metadata` from host
+sizes), :class:`PackedGroups` (``torch._grouped_mm``'s packed MoE form: :func:`packed_metadata`,
+on the GPU from ``offs``, no host sync), :class:`QuantizedGroups` (the Blackwell kernel's). The
+FP8 kernel's block scales (``scales=``) are two more columns. Compiled once per configuration: G
+and every size are run-time values. The torch-facing functions are in ``grouped.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..errors import DeviceError
+from ..tensors import dtype_name
 from . import gemm_launch
+from . import grouped_checks as checks
+from .group_walk import OPERANDS
 from .tensor_maps import MAP_BYTES, MAP_WORDS
 
 
@@ -24,12 +30,6 @@ class Metadata(NamedTuple):
     ptrs: object  # (G, operands) int64: addresses, in group_walk.OPERANDS order
     strides: object  # (G, operands) int64: each operand's stride (A, B, C: rows, in elements)
     work_bound: int  # >= the work items (cluster tiles) of all groups: it sizes the grid
-    sizes: list | None  # [(M, N, K), ...] when known on the host (the list forms)
-
-
-def cluster_tile(kernel) -> tuple[int, int]:
-    """The block of C one work item covers: the CTA tile times the cluster shape."""
-    return kernel.tile_mn[0] * kernel.cluster_mn[0], kernel.tile_mn[1] * kernel.cluster_mn[1]
 
 
 def list_metadata(kernel, sizes, columns, device) -> Metadata:
@@ -37,13 +37,13 @@ def list_metadata(kernel, sizes, columns, device) -> Metadata:
     strides) pair per operand in OPERANDS order (each group's tensor and its stride)."""
     import torch
 
-    bm, bn = cluster_tile(kernel)
+    bm, bn = (t * c for t, c in zip(kernel.tile_mn, kernel.cluster_mn))  # C covered by one work item
     groups = range(len(sizes))
     return Metadata(
         torch.tensor([[m, n, k, 1] for m, n, k in sizes], dtype=torch.int32, device=device),
         torch.tensor([[ts[g].data_ptr() for ts, _ in columns] for g in groups], dtype=torch.int64, device=device),
         torch.tensor([[st[g] for _, st in columns] for g in groups], dtype=torch.int64, device=device),
-        sum(-(-m // bm) * -(-n // bn) for m, n, _ in sizes), list(sizes))
+        sum(-(-m // bm) * -(-n // bn) for m, n, _ in sizes))
 
 
 def packed_metadata(kernel, a, b, c, offs, scales=None) -> Metadata:
@@ -69,57 +69,242 @@ def packed_metadata(kernel, a, b, c, offs, scales=None) -> Metadata:
         strides += [sa.stride(1), sb.stride(1)]
     # Without reading offs on the host: the tiles of all groups are at most ceil(sum M / BM) + G
     # rows (each group wastes less than one) times ceil(N / BN) columns.
-    bm, bn = cluster_tile(kernel)
+    bm, bn = (t * c for t, c in zip(kernel.tile_mn, kernel.cluster_mn))
     return Metadata(shapes, torch.stack(ptrs, dim=1),
                     torch.tensor(strides, dtype=torch.int64, device=offs.device).expand(groups, len(strides))
-                    .contiguous(), (-(-a.shape[0] // bm) + groups) * -(-n // bn), None)
+                    .contiguous(), (-(-a.shape[0] // bm) + groups) * -(-n // bn))
 
 
-# -- compile once, launch many times --------------------------------------------------------------
-def launch_closure(kernel, templates, meta: Metadata, arch: str, keep=()):
-    """``fn()`` launching ``kernel`` on ``meta``: compiled once per configuration and template
-    dtypes (G and every size are run-time values). ``templates``: the tensors the host builds the
-    TMA atoms from (a non-empty group's operands). ``fn.trace`` (CTAs, 2): per CTA its work items
-    and groups entered in the last launch; ``fn.ctas``: the grid; ``fn.metadata``."""
-    import cuda.bindings.driver as cuda
+# -- the forms: how a caller holds its groups -------------------------------------------------------
+class ListGroups:
+    """As[g] (M_g, K_g), Bs[g] (N_g, K_g), Cs[g] (M_g, N_g) (None: :meth:`allocate` makes them);
+    ``scales``: the FP8 kernel's (SAs, SBs), sa[g] (M_g, K_g/128), sb[g] (N_g/128, K_g/128)."""
+
+    empty = False  # nothing to launch (set when the outputs are allocated)
+
+    def __init__(self, As, Bs, Cs=None, scales=None):
+        self.As, self.Bs, self.Cs, self.scales = As, Bs, Cs, scales
+
+    def check(self, in_dtypes, out_dtype=None, outputs=False):
+        """The inputs (the dense GEMM's checks per group), and with ``outputs`` the Cs too."""
+        in_dtypes = gemm_launch.torch_dtypes(in_dtypes)
+        checks.check_groups(self.As, self.Bs, self.Cs[0].dtype if outputs and self.Cs else out_dtype, in_dtypes)
+        if self.scales is not None:
+            checks.check_scales(self.As, self.scales[0], self.Bs, self.scales[1])
+        if outputs:
+            checks.check_outputs(self.As, self.Bs, self.Cs)
+        self.device, self.dtype = self.As[0].device, self.As[0].dtype
+
+    def allocate(self, dtype):
+        import torch
+
+        self.Cs = [torch.empty((a.shape[0], b.shape[0]), dtype=dtype, device=a.device)
+                   for a, b in zip(self.As, self.Bs)]
+        return self.Cs
+
+    def rows(self):
+        """(rows of all groups, groups), what the FP8 launchers choose their cluster by."""
+        return sum(a.shape[0] for a in self.As), len(self.As)
+
+    def extent(self):
+        """The largest C_g's (M, N): an epilogue operand's length."""
+        return max(a.shape[0] for a in self.As), max(b.shape[0] for b in self.Bs)
+
+    def metadata(self, kernel):
+        """(Metadata, templates, tensors to keep alive). Zeroes the C_g of empty groups (M_g or
+        K_g = 0): the kernel never visits them. Templates: a non-empty group's A, B, C."""
+        sizes = [(a.shape[0] if a.shape[1] else 0, b.shape[0], a.shape[1]) for a, b in zip(self.As, self.Bs)]
+        for (m, _, _), c in zip(sizes, self.Cs):
+            if m == 0 and c.numel():
+                c.zero_()
+        columns = [(ts, [t.stride(0) for t in ts]) for ts in (self.As, self.Bs, self.Cs)]
+        if self.scales is not None:  # SFA: sa's k-block stride (it is M-major), SFB: sb's row stride
+            sas = [checks.m_major(sa) for sa in self.scales[0]]
+            columns += [(sas, [sa.stride(1) for sa in sas]), (self.scales[1], [sb.stride(0) for sb in self.scales[1]])]
+        meta = list_metadata(kernel, sizes, columns, self.As[0].device)
+        live = next((g for g, (m, _, _) in enumerate(sizes) if m), 0)
+        return meta, (self.As[live], self.Bs[live], self.Cs[live]), columns[3:]
+
+
+class PackedGroups:
+    """``torch._grouped_mm``'s 2d x 3d form: a (sum M, K), b (G, K, N) (the transpose of K-major
+    weights (G, N, K)), ``offs`` the int32 cumulative row ends, c (sum M, N); ``scales``: the FP8
+    kernel's sa (sum M, K/128) and sb (G, N/128, K/128)."""
+
+    empty = False
+
+    def __init__(self, a, b, offs, c=None, scales=None):
+        self.a, self.b, self.offs, self.c, self.scales = a, b, offs, c, scales
+
+    def check(self, in_dtypes, out_dtype=None, outputs=False):
+        in_dtypes = gemm_launch.torch_dtypes(in_dtypes)
+        checks.check_packed(self.a, self.b, self.offs, self.c.dtype if outputs else out_dtype, in_dtypes)
+        if self.scales is not None:
+            checks.check_packed_scales(self.a, self.scales[0], self.b, self.scales[1])
+        if outputs:
+            checks.check_packed_output(self.a, self.b, self.c)
+        self.device, self.dtype = self.a.device, self.a.dtype
+
+    def allocate(self, dtype):
+        """C; rows past ``offs[-1]`` belong to no group and are zero (checking offs: one host sync)."""
+        import torch
+
+        self.c = torch.empty((self.a.shape[0], self.b.shape[2]), dtype=dtype, device=self.a.device)
+        self.c[checks.check_offs(self.offs, self.a.shape[0]):].zero_()
+        self.empty = self.a.shape[0] == 0 or self.a.shape[1] == 0  # C = 0, nothing to launch
+        if self.empty:
+            self.c.zero_()
+        return self.c
+
+    def rows(self):
+        return self.a.shape[0], self.b.shape[0]
+
+    def extent(self):
+        return self.a.shape[0], self.b.shape[2]
+
+    def metadata(self, kernel):
+        scales = None if self.scales is None else (checks.m_major(self.scales[0]), self.scales[1])
+        meta = packed_metadata(kernel, self.a, self.b, self.c, self.offs, scales)
+        return meta, (self.a, self.b[0].transpose(0, 1), self.c), scales or ()
+
+
+class QuantizedGroups:
+    """The Blackwell kernel's groups: a list of ``grouped_checks.QuantizedGroup`` (data,
+    interleaved scale factors and C of each group)."""
+
+    def __init__(self, groups, fmt: str = "nvfp4"):
+        self.groups, self.fmt = groups, fmt
+
+    def check(self, in_dtypes=None, out_dtype=None, outputs=True):
+        """Dtypes, shapes, scale-factor sizes, alignment and devices (C is part of each group)."""
+        self.sizes = checks.check_quantized(self.groups, self.fmt)
+        self.device = self.groups[0].a.device
+
+    def extent(self):
+        return max(m for m, _, _ in self.sizes), max(n for _, n, _ in self.sizes)
+
+    def metadata(self, kernel):
+        """Strides count elements (fp4: 2 per byte); the interleaved scale factors have none (0)."""
+        per_byte = 2 if kernel.format.data == "e2m1" else 1
+        times = {"a": per_byte, "b": per_byte, "c": 1, "sfa": 0, "sfb": 0}
+        columns = [([getattr(op, n) for op in self.groups], [getattr(op, n).stride(0) * times[n] for op in self.groups])
+                   for n in OPERANDS]
+        meta = list_metadata(kernel, self.sizes, columns, self.groups[0].a.device)
+        t = next(op for op, (m, _, _) in zip(self.groups, self.sizes) if m)  # templates: a non-empty group
+        return meta, (t.a, t.b, t.c, t.sfa, t.sfb), self.groups
+
+    def params(self):
+        """The kernel keywords the groups fix: their format and C's dtype."""
+        return {"fmt": self.fmt, "out_dtype": dtype_name(self.groups[0].c.dtype)}
+
+
+# -- the entry ---------------------------------------------------------------------------------------
+class GroupedEntry(gemm_launch.Entry):
+    """``gemm_launch.Entry`` for a batch of groups in any form: ``columns``, the metadata's
+    operands (3: A, B, C; 5 with the scales); ``in_dtypes`` the inputs it takes (torch dtype
+    names); ``out_dtype``: C's default (None: the inputs'); ``choose``: the launcher defaults the
+    checked groups decide (a function of the form, e.g. the FP8 cluster)."""
+
+    def __init__(self, build, arch: str = "sm_90a", columns: int = 3, in_dtypes=(), out_dtype=None,
+                 choose=None, templates=None, **defaults):
+        super().__init__(build, arch, **defaults)
+        self.columns, self.in_dtypes, self.out_dtype = columns, in_dtypes, out_dtype
+        self.choose = choose or (lambda groups: {})
+        self.templates = templates or (lambda kernel, in_dtype, out: gemm_launch.fake_operands(in_dtype, out))
+
+    def launcher(self, groups, epilogue_args=(), **params):
+        """Check ``groups`` with their outputs (any machine), compile once: a ``gemm_launch.Launch``
+        (``fn.trace`` (CTAs, 2): each CTA's work items and groups entered; ``fn.ctas``: the grid)."""
+        groups.check(self.in_dtypes, outputs=True)
+        return self._launch(groups, epilogue_args, params)
+
+    def gemm(self, groups, out_dtype=None, epilogue_args=(), **params):
+        """Check the inputs, allocate the outputs (``out_dtype``), launch once; return them."""
+        import torch
+
+        out_dtype = out_dtype or (getattr(torch, self.out_dtype) if self.out_dtype else None)
+        groups.check(self.in_dtypes, out_dtype)
+        out = groups.allocate(out_dtype or groups.dtype)
+        if not groups.empty:
+            self._launch(groups, epilogue_args, params)()
+        return out
+
+    def _launch(self, groups, epilogue_args, params):
+        """The op's operands checked, then the kernel built once, for this GPU's SMs (without a
+        GPU it is built anyway, so that a wrong keyword is named before the missing GPU)."""
+        params = {**self.choose(groups), **params}
+        op = params["epilogue_op"] = gemm_launch.named_epilogue_op(params.get("epilogue_op"))
+        gemm_launch.check_epilogue_args(op, epilogue_args, groups.device, *groups.extent())
+        try:
+            params = self.on_gpu(params)
+        except DeviceError:
+            self.kernel(**params)
+            raise
+        return self.launch_kernel(self.kernel(**params), groups, epilogue_args)
+
+    def launch_kernel(self, kernel, groups, epilogue_args=()):
+        """``gemm_launch.launcher`` for ``kernel`` on checked ``groups``, with the workspace of the
+        CTAs' tensor maps and the trace allocated."""
+        import cutlass
+        import torch
+
+        meta, templates, keep = groups.metadata(kernel)
+        if meta.work_bound == 0:  # every group empty
+            return gemm_launch.Launch.empty(meta)
+        device = meta.shapes.device
+        map_workspace = torch.empty((kernel.sms, kernel.MAPS, MAP_WORDS), dtype=torch.int64, device=device)
+        trace = torch.zeros((kernel.sms, 2), dtype=torch.int32, device=device)
+        cs = kernel.cluster_mn[0] * kernel.cluster_mn[1]
+        return gemm_launch.launcher(
+            kernel, *templates, extra=[(meta.shapes, 16), (meta.ptrs, 8), (meta.strides, 8),
+                                       (map_workspace, MAP_BYTES), (trace, 8)],
+            scalars=(cutlass.Int32(meta.work_bound),), tail=gemm_launch.epilogue_tail(kernel, epilogue_args),
+            arch=self.arch, keep=(meta, keep), trace=trace, metadata=meta,
+            ctas=min(meta.work_bound, kernel.sms // cs) * cs)
+
+    def fake_arguments(self, kernel, in_dtype: str = "float16", out_dtype: str = "float16", epilogue_args=None):
+        """Fake templates (symbolic sizes), metadata with a symbolic group count G, the workspace,
+        the trace, the work bound and a stream, then the epilogue op's operands."""
+        import cuda.bindings.driver as cuda
+        import cutlass
+
+        templates = self.templates(kernel, in_dtype, out_dtype)
+        tail = gemm_launch.fake_epilogue_operands(kernel.epilogue_op) if epilogue_args is None else epilogue_args
+        return (*templates, *fake_metadata(self.columns, kernel.sms, kernel.MAPS), cutlass.Int32(kernel.sms),
+                cuda.CUstream(0), *tail)
+
+
+def fake_metadata(columns: int, ctas: int, maps: int) -> tuple:
+    """Fake shapes (G, 4), ptrs and strides (G, columns), workspace (ctas, maps, 16), trace."""
     import cutlass
-    import torch
-    from cutlass.cute.runtime import from_dlpack
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_tensor
 
-    from ..modes import require_gpu
-
-    require_gpu(arch)
-    device = meta.shapes.device
-    if device.type != "cuda":
-        raise DeviceError(f"the operands are on {device}", "move them to the GPU with .cuda()")
-    map_workspace = torch.empty((kernel.sms, kernel.MAPS, MAP_WORDS), dtype=torch.int64, device=device)
-    trace = torch.zeros((kernel.sms, 2), dtype=torch.int32, device=device)
-    # 2-D templates are row-major (K-major operands, N-major C); 1-D ones are scale-factor bytes
-    args = [from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=1) if t.dim() == 2
-            else from_dlpack(t.view(torch.uint8), assumed_align=16).mark_layout_dynamic() for t in templates]
-    args += [from_dlpack(t, assumed_align=align).mark_layout_dynamic(leading_dim=t.dim() - 1)
-             for t, align in ((meta.shapes, 16), (meta.ptrs, 8), (meta.strides, 8), (map_workspace, MAP_BYTES),
-                              (trace, 8))]
-    stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    bound = cutlass.Int32(max(1, meta.work_bound))
-    compiled = gemm_launch.compile_once(kernel, (*args, bound, stream), key=tuple(t.dtype for t in templates))
-
-    def fn():
-        compiled(*args, bound, stream)
-
-    cs = kernel.cluster_mn[0] * kernel.cluster_mn[1]
-    fn.trace, fn.ctas, fn.metadata = trace, min(max(1, meta.work_bound), kernel.sms // cs) * cs, meta
-    fn.keep_alive = (templates, meta, map_workspace, keep)
-    return fn
+    g = cute.sym_int(symbol="G")
+    return (make_fake_tensor(cutlass.Int32, (g, 4), (4, 1), assumed_align=16),
+            make_fake_tensor(cutlass.Int64, (g, columns), (columns, 1), assumed_align=8),
+            make_fake_tensor(cutlass.Int64, (g, columns), (columns, 1), assumed_align=8),
+            make_fake_tensor(cutlass.Int64, (ctas, maps, MAP_WORDS), (maps * MAP_WORDS, MAP_WORDS, 1),
+                             assumed_align=MAP_BYTES),
+            make_fake_tensor(cutlass.Int32, (ctas, 2), (2, 1), assumed_align=8))
 
 
-def _nothing_to_do(meta=None):
-    fn = lambda: None  # noqa: E731  (every group empty)
-    fn.trace, fn.ctas, fn.metadata = None, 0, meta
-    return fn
+def fake_blockscaled_operands(kernel, fmt=None, out_dtype: str = "float16") -> tuple:
+    """Fake A (M, K), B (N, K) of the Blackwell kernel's data type, C (M, N), and 1-D scale-factor
+    bytes: rows 16-byte aligned, so K a multiple of 32 (fp4) or 16 (fp8) elements."""
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_tensor
 
-
-def _sms(arch: str, sms):
-    from ..modes import require_gpu
-
-    return require_gpu(arch).sm_count if sms is None else sms
+    per_16b = 128 // kernel.data_dtype.width  # elements in 16 bytes: TMA's row alignment
+    m, n = cute.sym_int(symbol="M"), cute.sym_int(symbol="N")
+    k = cute.sym_int(divisibility=per_16b, symbol="K")
+    lda, ldb = (cute.sym_int64(divisibility=per_16b, symbol=s) for s in ("lda", "ldb"))
+    ldc = cute.sym_int64(divisibility=8, symbol="ldc")
+    c_dtype = cutlass.Float16 if out_dtype == "float16" else cutlass.BFloat16
+    a = make_fake_tensor(kernel.data_dtype, (m, k), (lda, 1), assumed_align=16)
+    b = make_fake_tensor(kernel.data_dtype, (n, k), (ldb, 1), assumed_align=16)
+    c = make_fake_tensor(c_dtype, (m, n), (ldc, 1), assumed_align=16)
+    sfa, sfb = (make_fake_tensor(cutlass.Uint8, (cute.sym_int(symbol=s),), (1,), assumed_align=16)
+                for s in ("SFA", "SFB"))
+    return a, b, c, sfa, sfb

@@ -1,0 +1,226 @@
+"""The one host layer for every GEMM: grouped launchers through ``grouped_launch.GroupedEntry``,
+epilogue ops that describe their operands (checks, fakes, compile key), the op that
+docs/DEVELOPING.md adds, and on an H100 an epilogue op through the grouped launchers."""
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from cutecourse.errors import CourseError, DeviceError, DTypeError, ShapeError
+from cutecourse.kernels import epilogue_op, gemm_launch, grouped, registry
+from cutecourse.kernels.epilogue_op import AddBias, EpilogueOp, Operand, described
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Bias(EpilogueOp):
+    """C = acc + bias[n], the bias of any dtype: one apply, the operand's dtype a parameter."""
+
+    def __init__(self, dtype: str = "float32"):
+        self.operands = (Operand("bias", dtype, "col"),)
+
+    def apply(self, x, m, n, bias):
+        import cutlass
+
+        return x + bias[n].to(cutlass.Float32)
+
+
+# -- an op describes its operands ---------------------------------------------------------------------
+def test_an_operand_is_described_and_checked_when_declared():
+    assert described(AddBias()) == (Operand("bias", "float32", "col", 4),)
+    assert described(None) == ()
+
+    class Named(EpilogueOp):
+        operands = ("bias",)  # a bare name: fp32, one per column (what notebook 06 declares)
+
+    assert described(Named()) == (Operand("bias"),) and Operand("s", "bfloat16").align == 2
+    assert [Operand(k, kind=k).length(300, 256) for k in epilogue_op.KINDS] == [256, 300, 1]
+    with pytest.raises(CourseError, match="dtype"):
+        Operand("bias", "float64")
+    with pytest.raises(CourseError, match="kind"):
+        Operand("bias", kind="column")
+
+
+def test_ops_whose_operands_differ_in_dtype_never_share_a_compiled_kernel(monkeypatch):
+    import cutlass.cute as cute
+
+    from cutecourse.kernels.hopper_gemm_persistent import PersistentHopperGemm
+
+    fp32, bf16 = PersistentHopperGemm(epilogue_op=Bias()), PersistentHopperGemm(epilogue_op=Bias("bfloat16"))
+    assert fp32.key() != bf16.key()
+    assert fp32.key() == PersistentHopperGemm(epilogue_op=Bias("float32")).key()
+    compiled = []
+    monkeypatch.setattr(cute, "compile", lambda kernel, *args: compiled.append(kernel) or kernel)
+    monkeypatch.setattr(gemm_launch, "_COMPILED", {})
+    assert gemm_launch.compile_once(fp32, (), key=("f16",)) is fp32
+    assert gemm_launch.compile_once(bf16, (), key=("f16",)) is bf16  # not fp32's kernel
+    assert gemm_launch.compile_once(PersistentHopperGemm(epilogue_op=Bias()), (), key=("f16",)) is fp32
+    assert compiled == [fp32, bf16]
+
+
+def test_epilogue_operands_are_checked_against_their_description():
+    """dtype, length and count, on any machine before the GPU; right ones reach the GPU check."""
+    a, c = torch.zeros(256, 64).half(), torch.zeros(256, 128).half()
+    persistent = registry.entry("persistent")
+    with pytest.raises(DTypeError, match="bias.*bfloat16.*float32"):
+        persistent.launcher(a, a[:128], c, epilogue_op=AddBias(), epilogue_args=(torch.zeros(128).bfloat16(),))
+    with pytest.raises(ShapeError, match=r"per column of C \(N = 128\)"):
+        persistent.launcher(a, a[:128], c, epilogue_op=AddBias(), epilogue_args=(torch.zeros(256),))
+    with pytest.raises(ShapeError, match="reads 1 tensor"):
+        persistent.launcher(a, a[:128], c, epilogue_op=Bias("bfloat16"))
+    with pytest.raises(DeviceError):  # the checks passed: needs a Hopper GPU (or GPU tensors)
+        persistent.launcher(a, a[:128], c, epilogue_op=Bias("bfloat16"), epilogue_args=(torch.zeros(128).bfloat16(),))
+
+
+# -- the grouped launchers on the one host layer ----------------------------------------------------
+def _packed(g=4, k=64, n=128):
+    offs = torch.tensor([100, 100, 250, 300][:g], dtype=torch.int32)
+    return torch.zeros(300, k).bfloat16(), torch.zeros(g, n, k).bfloat16().transpose(-2, -1), offs
+
+
+def test_grouped_launchers_take_an_epilogue_op_and_check_its_operands():
+    a, b, offs = _packed()
+    with pytest.raises(ShapeError, match=r"per column of C \(N = 128\)"):
+        grouped.grouped_mm(a, b, offs, epilogue_op=AddBias(), epilogue_args=(torch.zeros(300),))
+    with pytest.raises(ShapeError, match="reads 1 tensor"):
+        grouped.grouped_gemm([a[:100]], [b[0].T.contiguous()], epilogue_op="AddBias")
+    with pytest.raises(DTypeError, match="bias"):
+        grouped.packed_launcher(a, b, offs, torch.zeros(300, 128).bfloat16(), epilogue_op=AddBias(),
+                                epilogue_args=(torch.zeros(128).half(),))
+    with pytest.raises(DeviceError):  # the checks passed
+        grouped.grouped_mm(a, b, offs, epilogue_op=AddBias(), epilogue_args=(torch.zeros(128),))
+
+
+def test_grouped_keywords_go_through_the_entry():
+    a, b, offs = _packed()
+    with pytest.raises(CourseError, match="keyword"):  # not a bare TypeError
+        grouped.grouped_mm(a, b, offs, tile_shape=(128, 256))
+    kernel = grouped.HOPPER.kernel(tile=[128, 128], cluster=[2, 1], sms=132)
+    assert (kernel.tile_mn, kernel.cluster_mn) == ((128, 128), (2, 1))
+    # the FP8 launchers' cluster follows the groups' mean height unless one is named
+    groups = grouped.ListGroups([torch.zeros(100, 128)] * 8, [torch.zeros(256, 128)] * 8)
+    assert grouped.FP8.choose(groups) == {"cluster": (1, 1)}
+    assert grouped.FP8.kernel(**grouped.FP8.choose(groups), sms=132).cluster_mn == (1, 1)
+
+
+def test_every_launcher_builds_its_kernel_for_the_gpu(monkeypatch):
+    """With a pretended 100-SM GPU, every launcher, dense and grouped, reaches the launch with its
+    kernel built once for 100 SMs (where it takes ``sms``) and its templates in order."""
+    from types import SimpleNamespace
+
+    from cutecourse import modes
+
+    launched = []
+    monkeypatch.setattr(modes, "require_gpu", lambda arch=None: SimpleNamespace(sm_count=100))
+    monkeypatch.setattr(gemm_launch, "launcher", lambda kernel, *templates, **kw: launched.append(
+        (kernel, templates)) or kw.get("ctas"))
+    a, b, c = torch.zeros(256, 64).half(), torch.zeros(128, 64).half(), torch.zeros(256, 128).half()
+    for name in registry.DENSE:
+        registry.entry(name).launcher(a, b, c)
+    assert [getattr(k, "sms", 100) for k, _ in launched] == [100] * len(registry.DENSE)
+    assert all(t == (a, b, c) for _, t in launched)
+    launched.clear()
+    assert grouped.launcher([a, a[:0]], [b, b], [c, c[:0]]) == 2  # two 128-row tiles: 2 CTAs
+    pa, pb, offs = _packed()
+    grouped.packed_launcher(pa, pb, offs, torch.zeros(300, 128).bfloat16())
+    (qA, SA, qB, SB) = grouped.quantize_fp8([torch.randn(256, 128)], [torch.randn(128, 128)])
+    grouped.launcher_fp8(qA, qB, SA, SB, [torch.zeros(256, 128).bfloat16()])
+    quantized = grouped.quantize_blockscaled([torch.randn(128, 64)], [torch.randn(128, 64)], "nvfp4")
+    grouped.launcher_blockscaled(quantized, "nvfp4")
+    kernels = [type(k).__name__ for k, _ in launched]
+    assert kernels == ["GroupedHopperGemm"] * 2 + ["OnePartBlockScaledGroupedHopperGemm",
+                                                   "BlackwellGroupedBlockScaledGemm"]
+    assert [k.sms for k, _ in launched] == [100] * 4 and launched[2][0].cluster_mn == (1, 1)  # 256 rows
+    assert launched[3][1] == tuple(getattr(quantized[0], n) for n in ("a", "b", "c", "sfa", "sfb"))
+
+
+def test_all_empty_groups_launch_nothing():
+    kernel = grouped.HOPPER.kernel(sms=132)
+    As, Bs = [torch.zeros(0, 64).half()] * 2, [torch.zeros(128, 64).half()] * 2
+    fn = grouped.HOPPER.launch_kernel(kernel, grouped.ListGroups(As, Bs, [torch.zeros(0, 128).half()] * 2))
+    assert isinstance(fn, gemm_launch.Launch) and fn.ctas == 0 and fn.trace is None
+    assert fn.metadata.work_bound == 0 and fn() is None
+
+
+def test_a_grouped_compile_target_applies_a_per_column_bias():
+    from cutecourse.inspect import compile_report
+
+    r = compile_report("cutecourse.kernels.grouped_targets:hopper", arch="sm_90a", tile=[128, 128],
+                       epilogue_op="AddBias")
+    # every accumulator of a 128x128 tile (64 per consumer thread) gets its column's bias, read
+    # from global memory (32-bit loads); without the op the kernel has no add.f32 at all
+    assert r.ptx.count("add.f32") >= 64 and re.search(r"^\s*ld\.global\.b32", r.ptx, re.M)
+    assert r.spill_bytes == 0
+
+
+# -- the op docs/DEVELOPING.md adds ------------------------------------------------------------------
+def developing_op() -> type:
+    """The op the "Adding an epilogue op" section's diff adds, defined from the diff's lines."""
+    text = (ROOT / "docs" / "DEVELOPING.md").read_text()
+    section = text.split("### Adding an epilogue op", 1)[1]
+    diff = re.search(r"```diff\n(.*?)```", section, re.S).group(1)
+    added = "\n".join(ln[1:] for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++"))
+    namespace = dict(vars(epilogue_op))
+    exec(compile(textwrap.dedent(added), "DEVELOPING.md", "exec"), namespace)
+    new = [v for k, v in namespace.items() if isinstance(v, type) and k not in vars(epilogue_op)]
+    assert len(new) == 1, new
+    return new[0]
+
+
+def test_the_developing_guides_op_compiles_with_a_bf16_row_operand():
+    from cutecourse.inspect import compile_here
+    from cutecourse.kernels.hopper_gemm_persistent import PersistentHopperGemm
+
+    op = developing_op()()
+    assert described(op) == (Operand("scale", "bfloat16", "row"),)
+    kernel = PersistentHopperGemm(epilogue_op=op)
+    r = compile_here(kernel, *gemm_launch.Entry.fake_arguments(kernel))
+    assert r.ptx.count("ld.global.b16") >= 1 and r.ptx.count("cvt.f32.bf16") >= 1 and r.spill_bytes == 0
+    # and its launcher wants M bf16 values
+    a, c = torch.zeros(256, 64).half(), torch.zeros(256, 128).half()
+    with pytest.raises(ShapeError, match=r"per row of C \(M = 256\)"):
+        registry.entry("persistent").launcher(a, a[:128], c, epilogue_op=op,
+                                              epilogue_args=(torch.zeros(128).bfloat16(),))
+
+
+# -- on an H100 -------------------------------------------------------------------------------------
+_GPU_CHECK = textwrap.dedent("""
+    import json, sys, torch
+    from cutecourse.kernels import grouped
+    from cutecourse.kernels.epilogue_op import AddBias
+    from cutecourse.models import blockwise_fp8 as fp8b
+    torch.manual_seed(0)
+    out = []
+    g, n, k = 8, 512, 256
+    rows = torch.randint(0, 300, (g,))
+    rows[2] = 0
+    offs = torch.cumsum(rows, 0).to(torch.int32).cuda()
+    a = torch.randn(int(rows.sum()), k, device="cuda").bfloat16()
+    w = torch.randn(g, n, k, device="cuda").bfloat16()
+    bias = torch.randn(n, device="cuda")
+    ref = torch._grouped_mm(a, w.transpose(-2, -1), offs=offs).float() + bias
+    c = grouped.grouped_mm(a, w.transpose(-2, -1), offs, epilogue_op=AddBias(), epilogue_args=(bias,))
+    out.append(["packed + bias", ((c.float() - ref).abs().max() / ref.abs().max()).item()])
+    As = [a[s:e] for s, e in zip([0] + offs.tolist()[:-1], offs.tolist())]
+    Cs = grouped.grouped_gemm(As, list(w), epilogue_op=AddBias(), epilogue_args=(bias,))
+    err = max(((c_.float() - (x.float() @ y.float().T + bias)).abs().max() / 16).item() if len(x) else 0.0
+              for c_, x, y in zip(Cs, As, w))
+    out.append(["list + bias", err])
+    qA, SA, qW, SW = grouped.quantize_fp8([x.float() for x in As], [y.float() for y in w])
+    Cs = grouped.grouped_gemm_fp8(qA, qW, SA, SW, epilogue_op=AddBias(), epilogue_args=(bias,))
+    err = max(((c_.float() - (fp8b.scaled_mm_reference(*q) + bias)).abs().max() / 16).item() if len(c_) else 0.0
+              for c_, q in zip(Cs, zip(qA, SA, qW, SW)))
+    out.append(["fp8 list + bias", err])
+    print("RESULT" + json.dumps(out))
+""")
+
+
+@pytest.mark.gpu
+def test_an_epilogue_op_runs_through_the_grouped_launchers_on_the_gpu(run_gpu_script):
+    results = run_gpu_script(_GPU_CHECK, [])
+    assert len(results) == 3
+    bad = [r for r in results if not r[1] < 5e-2]
+    assert not bad, bad
