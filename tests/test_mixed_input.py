@@ -1,12 +1,9 @@
-"""The mixed-input GEMM: int4 quantization, the register reorder, the conversion, the kernel.
+"""The mixed-input GEMM kernel (int4 weights x bf16 activations) and its host API.
 
-On the CPU: the reorder's layout is the wgmma A fragment's (asked of the DSL itself); packing is
-a permutation; the conversion model (magic number, lop3, sub, mul) is bit-exact against torch's
-dequantization for every nibble value in every position, every byte, and random words; the
-reorder + conversion of whole blocks rebuild ``dequantize`` bit for bit; the sm_90a PTX has
-register-sourced wgmmas, the lop3 conversion and no int -> float ``cvt``, TMA loads; every bad
-input is refused with what to change. On a Hopper GPU (``-m gpu``): y against x @ W'.T on shapes
-nobody picked, and one-hot rows of x that read W' back bit for bit.
+On the CPU: the sm_90a PTX has register-sourced wgmmas, the lop3 conversion and no int -> float
+``cvt``, TMA loads; every bad input is refused with what to change; the plan splits K where the
+grid is small. On a Hopper GPU (``-m gpu``): y against x @ W'.T on shapes nobody picked, and
+one-hot rows of x that read W' back bit for bit. The quantization itself: test_quant_int4.py.
 """
 
 import re
@@ -16,171 +13,10 @@ import torch
 
 from cutecourse.errors import CourseError, DeviceError, DTypeError, ShapeError
 from cutecourse.kernels import mixed_input as mi
-from cutecourse.quant import convert, dequantize, quantize_int4, reorder
+from cutecourse.quant import dequantize, quantize_int4
 
 TARGET = "cutecourse.kernels.mixed_input:compile_target"
 
-
-# -- the reorder ---------------------------------------------------------------------------------
-def test_fragment_layout_is_the_dsl_s_register_a_layout():
-    from cutecourse.layouts import run_on_host
-
-    def ask():
-        import cutlass
-        import cutlass.utils.hopper_helpers as sm90_utils
-        from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
-
-        mma = sm90_utils.make_trivial_tiled_mma(cutlass.BFloat16, cutlass.BFloat16, OperandMajorMode.K,
-                                                OperandMajorMode.K, cutlass.Float32, (1, 1, 1), tiler_mn=(64, 16),
-                                                a_source=warpgroup.OperandSource.RMEM)
-        return str(mma.tv_layout_A)
-
-    assert run_on_host(ask) == reorder.FRAGMENT
-
-
-def test_fragment_offsets_follow_cute():
-    from cutecourse import layouts
-
-    table = layouts.evaluate(reorder.FRAGMENT)
-    for i, coord in enumerate(table.coords):
-        (t0, t1, t2), (v0, v1, v2) = coord
-        assert reorder.fragment_offset(t0 + 4 * t1 + 32 * t2, v0 + 2 * v1 + 4 * v2) == table.offsets[i]
-    # lane 5 of warp 0 holds rows 1 and 9, columns 2, 3, 10, 11
-    rows_cols = {reorder.fragment_coord(5, v) for v in range(8)}
-    assert rows_cols == {(1, 2), (1, 3), (9, 2), (9, 3), (1, 10), (1, 11), (9, 10), (9, 11)}
-
-
-def test_block_layout_is_the_packing():
-    """BLOCK_LAYOUT, evaluated by CuTe, says for (thread, slice, value) where in the 64 x 64 block
-    (m + 64 k) the value comes from; the packed block holds it in word 4 thread + slice, nibble
-    NIBBLE[value]: the same table as ``gather_index`` (which indexes m * 64 + k)."""
-    from cutecourse import layouts
-
-    table = layouts.evaluate(reorder.BLOCK_LAYOUT)
-    idx = reorder.gather_index().reshape(512, 8)  # (word, nibble) -> m * 64 + k
-    for (thr, s, val), off in zip(table.coords, table.offsets):
-        t = thr[0] + 4 * thr[1] + 32 * thr[2]
-        v = val[0] + 2 * val[1] + 4 * val[2]
-        m, k = off % 64, off // 64
-        assert idx[4 * t + s, reorder.NIBBLE[v]] == m * 64 + k
-
-
-def test_gather_index_is_a_permutation_of_the_block():
-    idx = reorder.gather_index().reshape(-1)
-    assert torch.equal(idx.sort().values, torch.arange(64 * 64))
-
-
-@pytest.mark.parametrize("shape", [(64, 64), (192, 320)])
-def test_pack_unpack_round_trip(shape):
-    q = torch.randint(0, 16, shape, dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
-    packed = reorder.pack(q)
-    assert packed.dtype == torch.int32 and packed.shape == (shape[0], shape[1] // 8)
-    assert torch.equal(reorder.unpack(packed), q)
-
-
-def test_each_thread_word_holds_its_fragment():
-    """Word (r, c) of a block holds thread 2r + c // 4's values of slice c % 4, value v in nibble
-    NIBBLE[v]: checked against the fragment layout for every thread, slice and value of a block
-    that is not the first one (rows 64.., columns 128..)."""
-    q = torch.randint(0, 16, (128, 256), dtype=torch.uint8, generator=torch.Generator().manual_seed(2))
-    words = reorder.pack(q).to(torch.int64) & 0xFFFFFFFF
-    for t in range(128):
-        for s in range(4):
-            r, c = reorder.word_position(t, s)
-            word = int(words[64 + r, 16 + c])  # block (1, 2): rows 64.., word columns 16..
-            for v in range(8):
-                m, k = reorder.fragment_coord(t, v)
-                assert (word >> (4 * reorder.NIBBLE[v])) & 0xF == q[64 + m, 128 + 16 * s + k]
-
-
-# -- the conversion ------------------------------------------------------------------------------
-def _bf16(values):
-    return torch.tensor(values, dtype=torch.float32).to(torch.bfloat16)
-
-
-SCALES = _bf16([1.0, -0.0078125, 3.0e-3, 1.7e4, -2.5, 1e-38, 0.1])  # incl. a subnormal and a negative
-
-
-def _reference(words, s, z):
-    """torch's dequantization of each nibble: ((q - zero) * scale) in fp32, rounded to bf16."""
-    words = words.to(torch.int64) & 0xFFFFFFFF
-    out = []
-    for v in range(8):
-        q = ((words >> (4 * reorder.NIBBLE[v])) & 0xF).float()
-        row = (v // 2) % 2
-        out.append(((q - z[row]) * s[row].float()).to(torch.bfloat16))
-    return torch.stack(out, -1)
-
-
-def _words_every_nibble_and_byte():
-    g = torch.Generator().manual_seed(3)
-    base = torch.randint(0, 2**32, (16 * 8,), dtype=torch.int64, generator=g)
-    pos = torch.arange(8).repeat_interleave(16)
-    val = torch.arange(16).repeat(8)
-    nib = (base & ~(0xF << (4 * pos))) | (val << (4 * pos))  # every value at every nibble position
-    byte_pos = torch.arange(4).repeat_interleave(256)
-    byte_val = torch.arange(256).repeat(4)
-    base = torch.randint(0, 2**32, (1024,), dtype=torch.int64, generator=g)
-    byt = (base & ~(0xFF << (8 * byte_pos))) | (byte_val << (8 * byte_pos))  # every byte, every place
-    rand = torch.randint(0, 2**32, (20000,), dtype=torch.int64, generator=g)
-    return torch.cat([nib, byt, rand, torch.tensor([0, 0xFFFFFFFF])])
-
-
-@pytest.mark.parametrize("zeros", [(8, 8), (0, 15), (3, 11)])
-def test_conversion_is_bit_exact(zeros):
-    words = _words_every_nibble_and_byte()
-    for s0 in SCALES:
-        for s1 in SCALES[[1, 3, 5]]:
-            got = convert.fragment_values(words, (s0, s1), zeros)
-            want = _reference(words, (s0, s1), zeros)
-            assert torch.equal(got.view(torch.int16), want.view(torch.int16)), (float(s0), float(s1))
-
-
-def test_magic_registers_are_128_plus_the_nibbles():
-    words = _words_every_nibble_and_byte()
-    for j, reg in enumerate(convert.magic_registers(words)):
-        lo, hi = (reg & 0xFFFF), (reg >> 16)
-        assert torch.equal(lo - 0x4300, (words >> (4 * j)) & 0xF)  # 0x4300 | q is bf16 128 + q
-        assert torch.equal(hi - 0x4300, (words >> (4 * (j + 4))) & 0xF)
-
-
-@pytest.mark.parametrize("group,zero_point", [(64, False), (128, True), (None, False)])
-def test_reorder_plus_conversion_rebuild_dequantize(group, zero_point):
-    """Every thread converts its words as the kernel does (scales and zeros of its rows g, g + 8);
-    scattered back through the fragment layout, the values are ``dequantize`` bit for bit."""
-    w = torch.randn(128, 256, generator=torch.Generator().manual_seed(4)) * 0.05
-    packed, scales, zeros = quantize_int4(w, group, zero_point=zero_point)
-    want = dequantize(packed, scales, zeros)
-    gs = 256 // scales.shape[0]
-    got = torch.empty_like(want)
-    words = packed.to(torch.int64) & 0xFFFFFFFF
-    for nb in range(2):
-        for kb in range(4):
-            for t in range(128):
-                g_row = 16 * (t // 32) + (t % 32) // 4
-                for s in range(4):
-                    r, c = reorder.word_position(t, s)
-                    col0 = 64 * kb + 16 * s
-                    rows = (64 * nb + g_row, 64 * nb + g_row + 8)
-                    sc = tuple(scales[col0 // gs, n] for n in rows)
-                    zr = tuple(int(zeros[col0 // gs, n]) for n in rows) if zeros is not None else (8, 8)
-                    vals = convert.fragment_values(words[64 * nb + r, 8 * kb + c], sc, zr)
-                    for v in range(8):
-                        m, k = reorder.fragment_coord(t, v)
-                        got[64 * nb + m, col0 + k] = vals[v]
-    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
-
-
-@pytest.mark.parametrize("zero_point", [False, True])
-def test_quantization_error_is_half_a_step(zero_point):
-    w = torch.randn(128, 512, generator=torch.Generator().manual_seed(5))
-    packed, scales, zeros = quantize_int4(w, 128, zero_point=zero_point)
-    err = (dequantize(packed, scales, zeros).float() - w).abs()
-    step = scales.float().T.repeat_interleave(128, dim=1)
-    # half a step, plus the product's bf16 rounding (and fp32 noise in w / scale)
-    assert (err <= 0.5 * step * (1 + 2**-6) + w.abs() * 2**-8).all()
-    assert scales.shape == (4, 128) and scales.dtype == torch.bfloat16
-    assert (zeros is None) != zero_point
 
 
 # -- what the compiler made (sm_90a, on any machine) ----------------------------------------------

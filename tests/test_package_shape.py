@@ -22,9 +22,6 @@ MAX_LINES = 400
 #: the list shrinks as they go (an entry that no longer applies fails the test: delete it).
 KNOWN_CIRCLES: set[frozenset] = set()
 KNOWN_LONG: set[str] = set()
-#: Test files over the limit that are being split right now, along the modules they test.
-BEING_SPLIT: set[str] = {"tests/test_group_scheduler.py", "tests/test_schedules.py", "tests/test_multicast.py",
-                         "tests/test_exercises_nb06_kernels.py"}
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -116,9 +113,7 @@ def _scripts() -> list[Path]:
 
 def test_no_tool_benchmark_or_test_file_over_400_lines():
     long = {str(p.relative_to(ROOT)): n for p in _scripts() if (n := len(p.read_text().splitlines())) > MAX_LINES}
-    new = {p: n for p, n in long.items() if p not in BEING_SPLIT}
-    assert not new, f"split these along their ideas (a test file: along the modules it tests): {new}"
-    assert BEING_SPLIT <= set(long), f"no longer long, delete from BEING_SPLIT: {BEING_SPLIT - set(long)}"
+    assert not long, f"split these along their ideas (a test file: along the modules it tests): {long}"
 
 
 def private_reaches(path: Path, siblings: set[str]) -> list[str]:
