@@ -137,7 +137,7 @@ def quantize_fp8(As, Bs):
 
 
 def fp8_kernel(tile=None, cluster=CLUSTER, sms: int | None = None, stages: int | None = None,
-               group_m: int = FP8_GROUP_M, parts: int = 1, turns: str | None = "issue", ahead: bool = True):
+               group_m: int = FP8_GROUP_M, parts: int = 1):
     """The FP8 kernel of a configuration, what ``launcher_fp8`` and ``packed_launcher_fp8``
     launch. ``parts=1`` (default): one k-tile's product in flight per warpgroup
     (``OnePartBlockScaledGroupedHopperGemm``: 128x128, 128x192 or 128x256 tiles; ``turns``;
@@ -156,7 +156,7 @@ def fp8_kernel(tile=None, cluster=CLUSTER, sms: int | None = None, stages: int |
     if parts == 2:
         return BlockScaledGroupedHopperGemm(tuple(tile), cluster_mn=tuple(cluster), sms=_sms("sm_90a", sms), **common)
     return OnePartBlockScaledGroupedHopperGemm(tuple(tile), cluster_mn=tuple(cluster), sms=_sms("sm_90a", sms),
-                                               turns=turns, ahead=ahead, **common)
+                                               **common)
 
 
 #: Fewer rows than this per group on average, and the FP8 launchers take 1x1 clusters instead of

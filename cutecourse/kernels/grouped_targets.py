@@ -55,11 +55,11 @@ def hopper(tile=(128, 256), in_dtype: str = "float16", out_dtype: str = "float16
 
 
 def hopper_fp8(tile=(128, 128), out_dtype: str = "bfloat16", sms: int = 132, stages: int | None = None,
-               cluster=(1, 1), parts: int = 2, turns: str | None = "issue", ahead: bool = True):
+               cluster=(1, 1), parts: int = 2):
     """(jit_fn, fake_args) of the FP8 block-scaled grouped GEMM for ``compile_report``
-    (``parts``, ``turns``: the kernel's promotion variants)."""
+    (``parts``: the kernel's promotion variants)."""
     plan_fp8(tile, out_dtype, stages)  # clear errors before tracing
-    kernel = fp8_kernel(tile, cluster, sms, stages, parts=parts, turns=turns, ahead=ahead)
+    kernel = fp8_kernel(tile, cluster, sms, stages, parts=parts)
     return kernel, _hopper_arguments(kernel, "float8_e4m3fn", out_dtype, len(OPERANDS))
 
 
