@@ -98,9 +98,6 @@ def configurations() -> dict[str, tuple[str, dict]]:
         for cluster in ((1, 1), (2, 1)):
             out[f"grouped/fp8/{tile[0]}x{tile[1]}/{cluster[0]}x{cluster[1]}"] = (
                 GROUPED_FP8, dict(tile=list(tile), cluster=list(cluster), parts=1))
-    for turns in (None, "done"):
-        out[f"grouped/fp8/128x192/2x1/turns={turns}"] = (GROUPED_FP8, dict(tile=[128, 192], cluster=[2, 1], parts=1,
-                                                                           turns=turns))
     for tile in ((128, 128), (128, 256)):
         for cluster in ((1, 1), (2, 1), (1, 2)):
             out[f"grouped/{tile[0]}x{tile[1]}/{cluster[0]}x{cluster[1]}"] = (

@@ -10,8 +10,9 @@ lesson does not list.
   wgmmas is done (``kernels/hopper_grouped_gemm_fp8_onepart.py``, ``_promote_columns``; the
   lesson lists the two-part kernel's ``_promote``, one scale of B per tile), inside that kernel
   at 128x192, whose tiles straddle two blocks of B's scales (:class:`ColumnsHook`);
-* Exercise 11 (lab): one k-tile's product in flight instead of two (``parts=1``), and the three
-  ways the warpgroups take turns, read from the PTX.
+* Exercise 11 (lab): one k-tile's product in flight instead of two (``parts=1``), and three
+  ways the warpgroups take turns, read from the PTX: the course kernel's, and two variants that
+  override its turn hooks (:class:`NoTurns`, :class:`TurnWhenDone`).
 
 Each kernel exercise is checked as ``kernel_check``'s manual says: the learner's function run on
 numbers by a CPU model (:mod:`cutecourse.exercises.nb07_cpu` and ``nb07_cpu_promote``: the search on every work item of
@@ -328,8 +329,46 @@ def course_columns():
     return hg8one.OnePartBlockScaledGroupedHopperGemm(tile_mn=COLUMNS_TILE, cluster_mn=(1, 1), sms=SMS)
 
 
+class NoTurns(hg8one.OnePartBlockScaledGroupedHopperGemm):
+    """The one-part kernel without turns: each warpgroup issues whenever its stage is full. Its
+    turn hooks do nothing, so no named barrier is left in the loop."""
+
+    def first_turn(self, wg):
+        pass
+
+    def wait_turn(self, wg):
+        pass
+
+    def after_issue(self, wg, more):
+        pass
+
+    def after_wait(self, wg, more):
+        pass
+
+
+class TurnWhenDone(hg8one.OnePartBlockScaledGroupedHopperGemm):
+    """The one-part kernel passing the turn only once its wgmmas are done (after
+    ``wait_group(0)``), not when they are issued: strict alternation."""
+
+    def after_issue(self, wg, more):
+        pass
+
+    def after_wait(self, wg, more):
+        self.pass_turn(wg, more)
+
+
+#: Exercise 11's choices, when a warpgroup passes the turn on: never, when its wgmmas are issued
+#: (the course kernel), or when they are done.
+TURNS = (None, "issue", "done")
+#: The kernel class of each choice.
+TURN_KERNELS = dict(zip(TURNS, (NoTurns, hg8one.OnePartBlockScaledGroupedHopperGemm, TurnWhenDone)))
+
+
 def one_part(turns):
-    """The course's one-part FP8 kernel at 128x128 with ``turns`` (exercise 11)."""
-    return hg8one.OnePartBlockScaledGroupedHopperGemm(tile_mn=FP8_TILE, cluster_mn=(1, 1), sms=SMS, turns=turns)
+    """The one-part FP8 kernel at 128x128 whose warpgroups pass the turn as ``turns`` says
+    (``TURNS``; exercise 11)."""
+    if turns not in TURNS:
+        raise ValueError(f"turns={turns!r}: pick one of {list(TURNS)}")
+    return TURN_KERNELS[turns](tile_mn=FP8_TILE, cluster_mn=(1, 1), sms=SMS)
 
 

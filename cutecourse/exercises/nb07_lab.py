@@ -2,7 +2,8 @@
 
 The learner predicts four counts in the one-part kernel's PTX and picks ``turns``. The check
 compiles the kernel for sm_90a on the CPU, compares the counts, and reads from the PTX what the
-three ``turns`` change: where, in the loop body, a warpgroup waits for its turn (``bar.sync`` on
+three ``turns`` change (the course kernel, and two variants overriding its turn hooks,
+``nb07_kernels.TURNS``): where, in the loop body, a warpgroup waits for its turn (``bar.sync`` on
 a named barrier whose number is a run-time value: ``MMA_TURN + wg``) and where it passes the turn
 (``bar.arrive``), against the wgmmas, the ``wait_group 0`` and the FFMAs. The counts are the same
 for all three; the order is not. How much each order buys is a time: only an H100 measures it.
@@ -71,9 +72,8 @@ def loop_order(ptx: str) -> list[str]:
 def check_one_part_lab(turns, prediction: dict) -> Result:
     """Compile the FP8 kernel with one part (``turns``: None, "issue" or "done") beside the
     course's two; ``prediction``: your counts for the one-part kernel (keys of ``PREDICTED``)."""
-    from ..kernels.hopper_grouped_gemm_fp8_onepart import TURNS
     from . import answered
-    from .nb07_kernels import course_facts, course_report
+    from .nb07_kernels import TURNS, course_facts, course_report
 
     title = EX11[0]
     prediction = answered(prediction, "prediction")

@@ -7,15 +7,13 @@ consumers' 232 registers only for N = 128. This variant (``docs/grouped_fp8_spee
 keeps one: each k-tile's wgmmas write ``part``, the warpgroup waits for them (``wait_group(0)``)
 and adds ``part * sa[row] * sb`` into ``acc``. Its own tensor-core work stops meanwhile, so the
 tensor cores stay busy only if the *other* consumer warpgroup's wgmmas run during the promotion:
-
-* ``turns=None``: the warpgroups run freely; they tend to run in step (both wait on the same
-  stages, both store each tile) and to promote at the same time;
-* ``turns="issue"`` (default): they take turns to issue, through two named barriers as in the
-  ping-pong kernel (``Barrier.MMA_TURN + w``: warpgroup w's turn), passing the turn as soon as their
-  wgmmas are issued: both batches wait at the tensor cores, back to back if they run in the order
-  issued, and each warpgroup promotes while the other's batch runs;
-* ``turns="done"``: the turn passes when one's wgmmas are done: strict alternation, with a
-  hand-over gap (the barrier, then the other's issue) per batch.
+they take turns to issue, through two named barriers as in the ping-pong kernel
+(``barriers.MmaTurn``: ``Barrier.MMA_TURN + w`` is warpgroup w's turn), passing the turn as soon
+as their wgmmas are issued: both batches wait at the tensor cores, back to back if they run in the
+order issued, and each warpgroup promotes while the other's batch runs. The turn is four hooks
+(``first_turn``, ``wait_turn``, ``after_issue``, ``after_wait``): a subclass that overrides them
+hands the turn over elsewhere, or not at all (notebook 07's exercise 11 compiles two such
+variants, ``exercises/nb07_kernels.py``; what each measured: ``docs/grouped_measured.md``).
 
 What one part buys is width: fewer shared-memory and L2 bytes per flop (a k-tile's A rows feed
 more columns), the suspect for the 128x128 tile's shortfall against cuBLAS's FP8 GEMM:
@@ -48,33 +46,25 @@ import cutlass
 import cutlass.cute as cute
 from cutlass.cute.nvgpu import warpgroup
 
-from ..errors import ShapeError
 from ..models.gemm_plan import EPI_TILE, FP8_TILES
 from .barriers import MmaTurn
 from .hopper_gemm_persistent import PRODUCER_WARPGROUPS
 from .group_walk import GroupScheduler
 from .hopper_grouped_gemm_fp8 import BLOCK, CLUSTER, GROUP_M, BlockScaledGroupedHopperGemm, _group_scales
 
-#: When a warpgroup passes the turn on: never (no turns), when its wgmmas are issued, or done.
-TURNS = (None, "issue", "done")
-
 
 class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
     """The FP8 block-scaled grouped GEMM with one fresh accumulator per consumer warpgroup (module
-    docstring). ``tile_mn``: one of ``FP8_TILES`` (128x128, 128x192, 128x256); ``turns``: when
-    the consumer warpgroups hand the turn to issue on (``TURNS``)."""
+    docstring). ``tile_mn``: one of ``FP8_TILES`` (128x128, 128x192, 128x256). The consumer
+    warpgroups take turns to issue through the hooks ``first_turn``, ``wait_turn``,
+    ``after_issue`` and ``after_wait``."""
 
     TILES = FP8_TILES
 
     def __init__(self, tile_mn=(128, 128), *, cluster_mn=CLUSTER, sms: int = 132, group_m: int = GROUP_M,
-                 stages: int | None = None, scheduler=GroupScheduler, epi_tile=EPI_TILE,
-                 turns: str | None = "issue", epilogue_op=None):
-        if turns not in TURNS:
-            raise ShapeError(f"turns={turns!r} is not one of {TURNS}",
-                             "None (the warpgroups run freely), 'issue' or 'done'")
+                 stages: int | None = None, scheduler=GroupScheduler, epi_tile=EPI_TILE, epilogue_op=None):
         super().__init__(tile_mn, cluster_mn=cluster_mn, sms=sms, group_m=group_m, stages=stages,
                          scheduler=scheduler, epi_tile=epi_tile, epilogue_op=epilogue_op)
-        self.turns = turns
         # the part's columns: 128x256 tiles issue two batches of N = 128 (see the module docstring)
         self.WGMMA_N = BLOCK if self.tile_mn[1] > 192 else None
         self.part_n = self.WGMMA_N or self.tile_mn[1]
@@ -82,9 +72,10 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
     @cute.jit
     def mainloop(self, ring, mma, read, release, groups, tile):
         """acc = the sum over the tile's k-tiles k of (A_k @ B_k.T) * sa[row, k] * sb[k]. Per
-        k-tile and per batch of wgmmas: wait for my turn, issue into ``part``, pass the turn, wait
-        for my wgmmas, free the stage after the last batch, promote. Returns the advanced (read,
-        release) ring states, as ``sm90.mma_tile`` does."""
+        k-tile and per batch of wgmmas: wait for my turn (``wait_turn``), issue into ``part``,
+        pass the turn (``after_issue``), wait for my wgmmas (then ``after_wait``), free the stage
+        after the last batch, promote. Returns the advanced (read, release) ring states, as
+        ``sm90.mma_tile`` does."""
         sfa, sfb, m_rows, n_blocks = _group_scales(groups, tile.group, tile.k_end)
         tidx, _, _ = cute.arch.thread_idx()
         wg = cute.arch.make_warp_uniform(tidx // 128 - PRODUCER_WARPGROUPS)  # consumer warpgroup 0 or 1
@@ -102,26 +93,21 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
         tiled_mma, tCrA, tCrB, acc = mma.tiled_mma, mma.tCrA, mma.tCrB, mma.acc
         batches = cute.size(tCrB, mode=[1])  # 1, or 2 for 128x256
         acc.fill(0.0)
-        if cutlass.const_expr(self.turns is not None):
-            if wg == 1:  # warpgroup 0 issues first
-                MmaTurn(1).pass_on()
+        self.first_turn(wg)
         # the next k-tile's scales are loaded while this k-tile's wgmmas run (two rows of A per
         # thread: ``lo``, ``hi``), so no global load sits between the full barrier and the wgmmas
         lo, hi, sb0, sb1 = _row_scales(scales, second, at0, 0)
         for k in cutlass.range(tile.k_end, unroll=1):
             ring.consumer_wait(read)
             for h in cutlass.range_constexpr(batches):
-                if cutlass.const_expr(self.turns is not None):
-                    MmaTurn(wg).wait()  # my turn
+                self.wait_turn(wg)
                 tiled_mma = _issue_batch(tiled_mma, tCrA, tCrB, read.index, h, batches, part)
-                if cutlass.const_expr(self.turns == "issue"):
-                    _pass_turn(wg, k + 1 < tile.k_end or h + 1 < batches)
+                self.after_issue(wg, k + 1 < tile.k_end or h + 1 < batches)
                 if cutlass.const_expr(h == 0):  # under the wgmmas just issued
                     nlo, nhi, nb0, nb1 = _row_scales(scales, second, at0,
                                                      cutlass.min(k + 1, tile.k_end - 1))
                 warpgroup.wait_group(0)
-                if cutlass.const_expr(self.turns == "done"):
-                    _pass_turn(wg, k + 1 < tile.k_end or h + 1 < batches)
+                self.after_wait(wg, k + 1 < tile.k_end or h + 1 < batches)
                 if cutlass.const_expr(h == batches - 1):
                     ring.consumer_release(release)
                 acc_h = acc[(None, 0, h)]
@@ -137,13 +123,37 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
             release.advance()
         return read, release
 
+    # -- the turn to issue: the hooks ---------------------------------------------------------
+    @cute.jit
+    def first_turn(self, wg):
+        """Hook, at a tile's start: warpgroup 1 hands the first turn to warpgroup 0."""
+        if wg == 1:
+            MmaTurn(1).pass_on()
 
-@cute.jit
-def _pass_turn(wg, more):
-    """Hand the turn to the other warpgroup; warpgroup 1's last batch of a tile does not (``more``
-    false): warpgroup 0 has none left, and the next tile starts with warpgroup 0's turn."""
-    if wg == 0 or more:
-        MmaTurn(wg).pass_on()
+    @cute.jit
+    def wait_turn(self, wg):
+        """Hook, before warpgroup ``wg`` issues a batch of wgmmas: wait for its turn."""
+        MmaTurn(wg).wait()
+
+    @cute.jit
+    def after_issue(self, wg, more):
+        """Hook, once the batch's wgmmas are issued: pass the turn on (``pass_turn``), so that the
+        other warpgroup's batch queues behind this one while this one's runs. ``more``: whether
+        this warpgroup has another batch in the tile."""
+        self.pass_turn(wg, more)
+
+    @cute.jit
+    def after_wait(self, wg, more):
+        """Hook, once the batch's wgmmas are done (``wait_group(0)``), before its promotion:
+        nothing here (the turn has passed already)."""
+
+    @cute.jit
+    def pass_turn(self, wg, more):
+        """Hand the turn to the other warpgroup; warpgroup 1's last batch of a tile does not
+        (``more`` false): warpgroup 0 has none left, and the next tile starts with warpgroup 0's
+        turn. What ``after_issue`` calls, and a variant's hook may call instead."""
+        if wg == 0 or more:
+            MmaTurn(wg).pass_on()
 
 
 @cute.jit
