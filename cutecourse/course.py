@@ -26,13 +26,15 @@ ROOT = Path(__file__).resolve().parent.parent
 # -- reading and working rates (minutes), the whole model of "how long" ----------------------------
 #: Careful reading of technical prose. General prose reads at ~240 words a minute; text that
 #: defines a term per sentence and asks the reader to check a claim against code reads slower.
-READING_WPM = 150
+#: Calibrated on cold reads of notebooks 01-05 by readers who know CUDA and not CuTe (these two
+#: rates put each lesson at or a little under the times they took, 45-120 minutes).
+READING_WPM = 120
 #: One code cell: read it, run it, read what it printed.
 CODE_CELL_MIN = 1.0
 #: One picture or widget: find what its title claims in it.
 FIGURE_MIN = 1.0
 #: One rendered listing or table (source on screen, a measured table): read it against the prose.
-LISTING_MIN = 2.0
+LISTING_MIN = 2.5
 #: Work on an exercise beyond reading it, by what it asks (the heading's "(kernel)" / "(lab)"):
 #: writing CuTe DSL code inside a course kernel, compiling it and acting on the checker's verdict
 #: about its PTX; changing a kernel's parameter and measuring or reading what changed; a short

@@ -119,7 +119,7 @@ def test_exercise_kind_comes_from_the_heading(heading, in_kernel, kind):
 
 
 def test_exercises_are_weighed_by_what_they_ask():
-    counts = course.Counts(words=150)  # one minute of reading
+    counts = course.Counts(words=course.READING_WPM)  # one minute of reading
     kernel = course.Exercise("x.ipynb", "Exercise 1 (kernel): k", counts, "kernel", 12)
     lab = course.Exercise("x.ipynb", "Exercise 2 (lab): l", counts, "lab", 1)
     tiny = course.Exercise("x.ipynb", "Exercise 3: a tuple", counts, "short", 1)

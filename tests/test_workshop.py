@@ -34,7 +34,7 @@ def test_lay_out_makes_blocks_of_at_most_90_minutes_with_breaks_and_lunch():
 
 
 def test_a_long_lesson_is_taught_in_parts_split_at_its_sections():
-    sec = [(f"{n}. part", course.Counts(words=150 * 20)) for n in range(1, 6)]  # 5 x 20 minutes
+    sec = [(f"{n}. part", course.Counts(words=course.READING_WPM * 20)) for n in range(1, 6)]  # 5 x 20 minutes
     nb = course.NOTEBOOKS[0]
     est = course.Estimate(nb, sum((c for _, c in sec), course.Counts()), (), tuple(sec))
     parts = workshop.lesson(est)
@@ -182,9 +182,9 @@ def test_exercises_follow_the_part_that_teaches_the_sections_they_name():
     Each part is chained to what follows it: a day never ends on a lesson part whose exercises
     it cannot hold."""
     nb = course.notebook("07")
-    sec = tuple((f"{n}. part", course.Counts(words=150 * 20)) for n in range(1, 6))
-    kernel = course.Exercise("07_x.ipynb", "Exercise 9 (kernel): k", course.Counts(words=150), "kernel", 5, (2,))
-    short = course.Exercise("07_x.ipynb", "Exercise 1: s", course.Counts(words=150), "short", 2)
+    sec = tuple((f"{n}. part", course.Counts(words=course.READING_WPM * 20)) for n in range(1, 6))
+    kernel = course.Exercise("07_x.ipynb", "Exercise 9 (kernel): k", course.Counts(words=course.READING_WPM), "kernel", 5, (2,))
+    short = course.Exercise("07_x.ipynb", "Exercise 1: s", course.Counts(words=course.READING_WPM), "short", 2)
     est = course.Estimate(nb, sum((c for _, c in sec), course.Counts()), (short, kernel), sec)
     items = workshop.with_day_exercises(est)
     assert [(i.kind, i.with_next) for i in items] == [

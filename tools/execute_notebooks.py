@@ -8,7 +8,7 @@ Why: a learner who opens a notebook before running it sees its stored outputs. A
 (``cutecourse.viz.widgets``) is drawn from its *widget state*, which only a run that records it
 leaves in the file; without it JupyterLab has nothing to draw. So this tool runs each notebook
 with nbclient (``store_widget_state=True``) the way CI sees it: compile mode
-(``CUTECOURSE_MODE=compile``: no GPU is used even where there is one), the kernel's working
+(``CUTECOURSE_MODE=compile`` where a GPU is visible: none is used), the kernel's working
 directory the notebook's folder, a time limit per cell, this repository's ``cutecourse`` first
 on the kernel's path, consecutive prints of a cell stored as one output (as nbval compares
 them). Then it makes the file small, since every byte is downloaded by every reader:
@@ -38,6 +38,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from cutecourse import torch_build  # noqa: E402  (standard library only: the driver probe)
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 LIMIT_KB = 400
@@ -242,8 +244,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no such notebook: {', '.join(missing)}\n-> give paths such as "
               f"notebooks/03_hopper_gemm_prefetch.ipynb", file=sys.stderr)
         return 2
-    # The kernel inherits this environment: compile mode, and this checkout's cutecourse first.
-    os.environ["CUTECOURSE_MODE"] = "compile"
+    # The kernel inherits this environment: compile mode where a GPU could run the kernels (without
+    # one the notebooks choose it themselves, and their banners say why, as a learner's laptop
+    # shows them), and this checkout's cutecourse first.
+    if torch_build.nvidia_smi("name"):
+        os.environ["CUTECOURSE_MODE"] = "compile"
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in os.environ.get(
         "PYTHONPATH", "").split(os.pathsep) if p])
     ok = True
