@@ -290,7 +290,7 @@ def test_the_hopper_grouped_kernel_compiles_the_scheduler_it_is_given():
     from cutecourse.kernels.hopper_grouped_gemm import GroupedHopperGemm
 
     def ptx(kernel):
-        return inspect.compile_here(kernel, *grouped_targets._hopper_arguments(kernel, "float16", "float16", 3)).ptx
+        return inspect.compile_here(kernel, *grouped.HOPPER.fake_arguments(kernel, "float16", "float16")).ptx
 
     banded, rows = ptx(GroupedHopperGemm()), ptx(GroupedHopperGemm(scheduler=_RowByRow))
     assert rows != banded  # the producer's walk computes another order ...
