@@ -229,7 +229,7 @@ def test_the_course_kernels_own_promotion_is_refused():
     """The kernel's file holds the answer: handing it in, or calling it, is no answer."""
     from cutecourse.kernels import hopper_grouped_gemm_fp8_onepart as onepart
 
-    r = nb07_kernels.check_promote(onepart._promote_columns)
+    r = nb07_kernels.check_promote(onepart.OnePartBlockScaledGroupedHopperGemm.promote)
     assert not r and "the course kernel's own promotion" in r.message, r.message
 
 

@@ -1,9 +1,9 @@
 """Notebook 07's kernel exercises on an H100: the runners ``kernel_check.run_on_gpu`` calls in its
 child process (a search that never ends hangs the GPU; the parent's timeout stops it).
 
-Each takes ``(kernel, baseline)``: the learner's kernel (a ``nb07_kernels`` hook class) and the
-course's, runs the learner's against torch on grouped problems with empty groups, and, if it is
-right, times both. Returns ``{"ok", "message", ...}`` in the learner's terms.
+Each takes ``(kernel, baseline)``: the learner's kernel (the course's with the learner's hook,
+``nb07_kernels.with_search`` or ``with_promote``) and the course's, runs the learner's against
+torch on grouped problems with empty groups, and, if it is right, times both. Returns ``{"ok", "message", ...}`` in the learner's terms.
 """
 
 from __future__ import annotations

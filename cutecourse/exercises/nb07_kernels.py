@@ -4,12 +4,12 @@ lesson does not list.
 * Exercise 9 (kernel), a group search that reads two groups per pass:
   ``find_group(groups, work, group, first)``, the function the grouped kernels' walk calls for
   each work item (``kernels/group_walk.py``; the lesson lists the one-group-a-pass search), inside
-  the course's bf16 grouped kernel (:class:`SearchHook`);
+  the course's bf16 grouped kernel, as the ``find_group`` hook of its scheduler (:func:`with_search`);
 * Exercise 10 (kernel), the promotion across two blocks of B's scales:
-  ``promote(acc, part, sab, at0, first)``, what the one-part FP8 kernel calls once a batch of
-  wgmmas is done (``kernels/hopper_grouped_gemm_fp8_onepart.py``, ``_promote_columns``; the
-  lesson lists the two-part kernel's ``_promote``, one scale of B per tile), inside that kernel
-  at 128x192, whose tiles straddle two blocks of B's scales (:class:`ColumnsHook`);
+  ``promote(acc, part, sab, at0, first)``, the hook the one-part FP8 kernel calls once a batch of
+  wgmmas is done (``kernels/hopper_grouped_gemm_fp8_onepart.py``; the lesson lists the two-part
+  kernel's ``_promote``, one scale of B per tile), in a subclass of that kernel at 128x192, whose
+  tiles straddle two blocks of B's scales (:func:`with_promote`);
 * Exercise 11 (lab): one k-tile's product in flight instead of two (``parts=1``), and three
   ways the warpgroups take turns, read from the PTX: the course kernel's, and two variants that
   override its turn hooks (:class:`NoTurns`, :class:`TurnWhenDone`).
@@ -22,16 +22,15 @@ the CPU (a compile error names the learner's line), facts read from the PTX besi
 kernel's, and on an H100 the learner's kernel run against torch in a child process with a
 timeout (a search that never ends hangs the GPU) and timed beside the course kernel.
 
-The hooks replace the course's function for the duration of the learner kernel's trace only
-(``_replaced``), so the rest of the kernel is the course's own code.
+Each answer goes in as a hook, a variant made the course's one way: a subclass (of the walk's
+scheduler, of the one-part kernel) with the learner's function in the hook's place, so the rest
+of the kernel is the course's own code.
 """
 
 from __future__ import annotations
 
-import re
-
-import contextlib
 import functools
+import re
 
 from ..kernels import group_walk
 from ..kernels import hopper_grouped_gemm_fp8 as hg8
@@ -51,49 +50,18 @@ _MODULE = "__import__('cutecourse.exercises.nb07_kernels', fromlist=['nb07_kerne
 NO_GPU = "not run on a GPU here: on an H100 this check also runs your kernel against torch and times it"
 
 
-@contextlib.contextmanager
-def _replaced(module, name: str, fn):
-    """``module.name`` is ``fn`` while the block runs (at trace time: the compiled kernel calls
-    ``fn`` where the course's code calls ``module.name``)."""
-    real = getattr(module, name)
-    setattr(module, name, fn)
-    try:
-        yield
-    finally:
-        setattr(module, name, real)
+def with_search(fn, sms: int = SMS) -> GroupedHopperGemm:
+    """The course's grouped kernel whose group walk searches with ``fn``: its scheduler a
+    ``GroupScheduler`` subclass with ``fn`` as the ``find_group`` hook (``fn(groups, work, group,
+    first)``, the scheduler itself as ``groups``)."""
+    scheduler = type("YourSearch", (group_walk.GroupScheduler,), {"find_group": fn})
+    return GroupedHopperGemm(tile_mn=BF16_TILE, cluster_mn=(1, 1), sms=sms, scheduler=scheduler)
 
 
-class SearchHook(GroupedHopperGemm):
-    """The course's bf16 grouped kernel whose group walk calls ``search`` (the learner's
-    ``find_group``) instead of ``group_walk.find_group``. The walk is traced inside ``launch``."""
-
-    search = None
-
-    def launch(self, *args, **kwargs):
-        with _replaced(group_walk, "find_group", type(self).search):
-            return super().launch(*args, **kwargs)
-
-
-class ColumnsHook(hg8one.OnePartBlockScaledGroupedHopperGemm):
-    """The course's one-part FP8 kernel whose mainloop calls ``promote`` (the learner's) instead of
-    ``_promote_columns``: the waits, the release, the scale loads and the turns are the course's."""
-
-    promote = None
-
-    def mainloop(self, *args, **kwargs):
-        with _replaced(hg8one, "_promote_columns", type(self).promote):
-            return super().mainloop(*args, **kwargs)
-
-
-def with_search(fn, sms: int = SMS) -> SearchHook:
-    """The course's grouped kernel with ``fn`` as its group search."""
-    cls = type("YourSearch", (SearchHook,), {"search": staticmethod(fn)})
-    return cls(tile_mn=BF16_TILE, cluster_mn=(1, 1), sms=sms)
-
-
-def with_promote(fn, sms: int = SMS, tile_mn=COLUMNS_TILE) -> ColumnsHook:
-    """The course's one-part FP8 kernel with ``fn`` as its promotion."""
-    cls = type("YourPromotion", (ColumnsHook,), {"promote": staticmethod(fn)})
+def with_promote(fn, sms: int = SMS, tile_mn=COLUMNS_TILE) -> hg8one.OnePartBlockScaledGroupedHopperGemm:
+    """The course's one-part FP8 kernel with ``fn`` as its ``promote`` hook (a static method, as
+    the course's: it reads only its arguments)."""
+    cls = type("YourPromotion", (hg8one.OnePartBlockScaledGroupedHopperGemm,), {"promote": staticmethod(fn)})
     return cls(tile_mn=tile_mn, cluster_mn=(1, 1), sms=sms)
 
 
@@ -253,7 +221,7 @@ EX10 = ("Exercise 10 (kernel): a promotion across two blocks of B's scales",
 def _own_promotion(attempt) -> bool:
     fn, code = attempt.answer, attempt.code
     return (getattr(fn, "__module__", "").startswith("cutecourse.")
-            or bool(re.search(r"\b_promote(_columns)?\b", "".join(seg.text for seg in code.segments))))
+            or bool(re.search(r"\b_promote\b|\.promote\b", "".join(seg.text for seg in code.segments))))
 
 
 def _promote_on_numbers(attempt) -> str | None:

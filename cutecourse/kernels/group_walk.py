@@ -9,14 +9,12 @@ hold the two to the same answers.
   consecutive *work items* (CM x CN: the CTA tile times the cluster shape), an empty group none.
   Cluster i of a persistent grid of P clusters takes items i, i + P, i + 2P ...
 * A :class:`Walk` is a cluster's place in that sequence: its item, the group that owns it and
-  where that group's items start. ``advance`` moves it P items on. A cluster's items only grow,
-  so the search for the owning group (:func:`find_group`) resumes where the last one stopped:
-  over the whole kernel the search reads each group's shape once (``work_tile`` reads its own
-  group's again).
+  where that group's items start. ``advance`` moves it P items on. Its items only grow, so the
+  search for their group (the ``find_group`` hook, by default :func:`find_group`) resumes where
+  the last stopped: each group's shape is read once per cluster (``work_tile`` reads its own again).
 * ``work_tile`` turns a walk into what a CTA computes: its C tile (inside a group, bands of
-  ``group_m`` cluster-tile rows: the ``tile_of`` hook), the k-tiles, the group, and whether
-  the group just changed (the CTA's previous item was in another group: its tensor maps must be
-  rewritten, ``tensor_maps.py``).
+  ``group_m`` cluster-tile rows: the ``tile_of`` hook), the k-tiles, the group, and whether the
+  group just changed (its previous item was in another: its tensor maps are rewritten, ``tensor_maps``).
 * The metadata has one column per operand, always in the order :data:`OPERANDS`: ``ptrs`` holds
   addresses, ``strides`` each operand's stride (A, B, C: their row strides in elements; the
   scale factors' columns are the kernel's own).
@@ -43,8 +41,6 @@ OPERANDS = ("a", "b", "c", "sfa", "sfb")
 A, B, C, SFA, SFB = range(len(OPERANDS))
 #: The ``shapes`` columns: M, N, K (and a 1, the batch mode of CUTLASS's problem shapes).
 M, N, K = range(3)
-#: Each operand's rows and columns, as ``shapes`` columns: A (M, K), B (N, K), C (M, N).
-EXTENTS = {A: (M, K), B: (N, K), C: (M, N)}
 #: The int32 fields of a tile handed from the producer to the consumers (Hopper): tile_m, tile_n,
 #: k_tiles, group (``count``: no more tiles), new group. A grouped tile covers all of its group's K
 #: (``k_begin`` = 0), so its ``k_end`` is its k-tile count: the FP8 mainloops use it as such.
@@ -102,14 +98,14 @@ class GroupScheduler(TileScheduler):
         """This cluster's first place in the walk (a consumer, ``slot``: the tiles handed over)."""
         if cutlass.const_expr(slot is not None):
             return HandedTiles(self.params).at(self._receive(slot))
-        group, first = find_group(self, self.first, cutlass.Int32(0), cutlass.Int32(0))
+        group, first = self.find_group(self.first, cutlass.Int32(0), cutlass.Int32(0))
         return self.at(Walk(self.first, group, first, _entering(self, self.first, group, first)))
 
     def advance(self, tile=None, slot=None):
         """The walk one step on: this cluster's next work item, P items later."""
         walk = self.position
         work = walk.work + self.stride
-        group, first = find_group(self, work, walk.group, walk.first)
+        group, first = self.find_group(work, walk.group, walk.first)
         self.position = Walk(work, group, first, walk.entered + _entering(self, work, group, first))
 
     def active(self):
@@ -120,6 +116,10 @@ class GroupScheduler(TileScheduler):
         """Hook: the (m, n) cluster tile of a group's item ``item`` (a group of rows x cols
         cluster tiles): bands of ``group_m`` rows, ``models/tile_order.py``."""
         return band_tile(item, rows, cols, self.group_m)
+
+    def find_group(self, work, group, first):
+        """Hook: (group, first) of item ``work``, searching on from ``group``: :func:`find_group`."""
+        return find_group(self, work, group, first)
 
     def work_tile(self) -> WorkTile:
         """What this CTA computes: its C tile inside the group, all the group's k-tiles, and
@@ -227,6 +227,10 @@ def group_grid(groups: GroupScheduler, g):
 
 
 # -- one group's operands ---------------------------------------------------------------------
+#: Each operand's rows and columns, as ``shapes`` columns: A (M, K), B (N, K), C (M, N).
+EXTENTS = {A: (M, K), B: (N, K), C: (M, N)}
+
+
 def operand_pointer(groups: GroupScheduler, g, operand: int, dtype, align: int = 16):
     """Group g's address of ``operand`` (one of A, B, C, SFA, SFB) as a global pointer."""
     return cute.make_ptr(dtype, groups.ptrs[(g, operand)], cute.AddressSpace.gmem, assumed_align=align)

@@ -21,7 +21,7 @@ more columns), the suspect for the 128x128 tile's shortfall against cuBLAS's FP8
 * 128x192 (m64n192 wgmmas; acc and part 96 registers each): the tile's columns span two blocks of
   B's 128x128 scales. Tile t starts at column 192t, 0 or 64 columns into a block, so the second
   block starts at column 128 or 64 of the tile: two promotions, each with every register's scale
-  of B fixed at compile time (``_promote_columns``), picked per tile;
+  of B fixed at compile time (the ``promote`` hook), picked per tile;
 * 128x256 (acc 128 registers): one 64 x 256 part would leave no registers, so each k-tile is two
   batches of m64n128 wgmmas into a 64 x 128 part (``WGMMA_N = 128``), each promoted into its half
   of ``acc`` (its 128 columns are one block of B's scales); the stage is freed after the second;
@@ -57,7 +57,8 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
     """The FP8 block-scaled grouped GEMM with one fresh accumulator per consumer warpgroup (module
     docstring). ``tile_mn``: one of ``FP8_TILES`` (128x128, 128x192, 128x256). The consumer
     warpgroups take turns to issue through the hooks ``first_turn``, ``wait_turn``,
-    ``after_issue`` and ``after_wait``."""
+    ``after_issue`` and ``after_wait``; each batch's product goes into ``acc`` through the hook
+    ``promote``."""
 
     TILES = FP8_TILES
 
@@ -113,15 +114,30 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
                 acc_h = acc[(None, 0, h)]
                 sab = (lo, hi, sb0, sb1)
                 if cutlass.const_expr(self.tile_mn[1] % BLOCK == 0):  # each batch in one block
-                    _promote_columns(acc_h, part, sab, at0, h * part_mn[1])
+                    self.promote(acc_h, part, sab, at0, h * part_mn[1])
                 elif n0 % BLOCK == 0:  # 128x192, even tiles: the second block from column 128
-                    _promote_columns(acc_h, part, sab, at0, 0)
+                    self.promote(acc_h, part, sab, at0, 0)
                 else:  # odd tiles start 64 columns into a block: the second from column 64
-                    _promote_columns(acc_h, part, sab, at0, self.tile_mn[1] % BLOCK)
+                    self.promote(acc_h, part, sab, at0, self.tile_mn[1] % BLOCK)
             lo, hi, sb0, sb1 = nlo, nhi, nb0, nb1
             read.advance()
             release.advance()
         return read, release
+
+    @staticmethod
+    @cute.jit
+    def promote(acc, part, sab, at0, first: cutlass.Constexpr):
+        """Hook, once a batch's wgmmas are done and its stage is freed: acc += part * sa[row] * sb,
+        with sa the scale of each register's row (``lo`` or ``hi``, chosen at compile time from
+        thread 0's rows) and sb the scale of B's block of its column: the first block up to column
+        128 - ``first`` of the part, the second after it (``first``: the part's offset past a block
+        boundary), also chosen at compile time, per register. Static: it reads only its arguments
+        (notebook 07's exercise 10 writes one)."""
+        lo, hi, sb0, sb1 = sab
+        for i in cutlass.range_constexpr(cute.size(part)):
+            sa = lo if at0[i][0] == at0[0][0] else hi
+            sb = sb0 if first + at0[i][1] < BLOCK else sb1
+            acc[i] = acc[i] + part[i] * (sa * sb)
 
     # -- the turn to issue: the hooks ---------------------------------------------------------
     @cute.jit
@@ -181,16 +197,3 @@ def _row_scales(scales, second, at0, k):
     lo = sfa[(cutlass.min(first_row + rows[0][0], m_rows - 1), k)]
     hi = sfa[(cutlass.min(first_row + rows[hi_i][0], m_rows - 1), k)]
     return lo, hi, sfb[(first_block, k)], sfb[(second, k)]
-
-
-@cute.jit
-def _promote_columns(acc, part, sab, at0, first: cutlass.Constexpr):
-    """acc += part * sa[row] * sb, with sa the scale of each register's row (``lo`` or ``hi``,
-    chosen at compile time from thread 0's rows) and sb the scale of B's block of its column: the
-    first block up to column 128 - ``first`` of the part, the second after it (``first``: the
-    part's offset past a block boundary), also chosen at compile time, per register."""
-    lo, hi, sb0, sb1 = sab
-    for i in cutlass.range_constexpr(cute.size(part)):
-        sa = lo if at0[i][0] == at0[0][0] else hi
-        sb = sb0 if first + at0[i][1] < BLOCK else sb1
-        acc[i] = acc[i] + part[i] * (sa * sb)
