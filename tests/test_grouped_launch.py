@@ -171,6 +171,23 @@ def test_the_grouped_entry_reads_the_kernels_inputs_and_plans_before_the_gpu():
     assert grouped.BLACKWELL.kernel(**grouped.QuantizedGroups(quantized).params()).IN_DTYPES == ("float4_e2m1fn_x2",)
 
 
+def test_grouped_compile_targets_share_one_signature():
+    """(in_dtype, out_dtype, then keywords), each through its entry's compile_target; Blackwell's
+    kernel takes the tile first, its format and band height as keywords."""
+    import inspect
+
+    from cutecourse.kernels import blackwell_grouped_gemm as bw, grouped_targets
+
+    for target in (grouped_targets.hopper, grouped_targets.hopper_fp8, grouped_targets.blackwell):
+        params = list(inspect.signature(target).parameters.values())
+        assert [p.name for p in params[:2]] == ["in_dtype", "out_dtype"], target
+        assert all(p.kind in (p.KEYWORD_ONLY, p.VAR_KEYWORD) for p in params[2:]), target
+    kernel = bw.BlackwellGroupedBlockScaledGemm((128, 256), fmt="mxfp8", group_m=8)
+    assert (kernel.tile_mn, kernel.format.name, kernel.group_m) == ((128, 256), "mxfp8", 8)
+    assert kernel.key() != bw.BlackwellGroupedBlockScaledGemm((128, 256), fmt="mxfp8").key()
+    assert grouped.BLACKWELL.kernel(fmt="mxfp8", group_m=8).group_m == 8
+
+
 def test_all_empty_groups_launch_nothing():
     kernel = grouped.HOPPER.kernel(sms=132)
     As, Bs = [torch.zeros(0, 64).half()] * 2, [torch.zeros(128, 64).half()] * 2
