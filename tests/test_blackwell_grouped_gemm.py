@@ -148,15 +148,22 @@ def test_plan_fits_smem_and_tmem():
 
 def test_unsupported_configurations_say_why():
     with pytest.raises(errors.DTypeError, match="mxfp4"):
-        bw.BlackwellGroupedBlockScaledGemm("mxfp4")
+        bw.BlackwellGroupedBlockScaledGemm(fmt="mxfp4")
     with pytest.raises(errors.DTypeError, match="unknown"):
-        grouped_targets.blackwell("int8")
+        grouped_targets.blackwell(fmt="int8")
     with pytest.raises(errors.ShapeError, match="tile"):
-        bw.BlackwellGroupedBlockScaledGemm("nvfp4", tile_mn=(256, 128))
+        bw.BlackwellGroupedBlockScaledGemm((256, 128))
     with pytest.raises(errors.ShapeError, match="cluster"):
-        bw.BlackwellGroupedBlockScaledGemm("nvfp4", cluster_mn=(4, 1))
+        bw.BlackwellGroupedBlockScaledGemm(cluster_mn=(4, 1))
     with pytest.raises(errors.DTypeError, match="output"):
         bp.plan("nvfp4", out_dtype="float32")
+    # the kernel's plan(in_dtype, out_dtype), as every kernel's: the format fixes the input
+    kernel = bw.BlackwellGroupedBlockScaledGemm(fmt="mxfp8")
+    assert kernel.IN_DTYPES == ("float8_e4m3fn",) and kernel.plan("float8_e4m3fn", "bfloat16") == bp.plan("mxfp8")
+    with pytest.raises(errors.DTypeError, match="mxfp8 data is float8_e4m3fn, not float16"):
+        kernel.plan("float16", "float16")
+    with pytest.raises(errors.DTypeError, match="output"):
+        grouped_targets.blackwell(out_dtype="float32")
 
 
 @pytest.mark.parametrize("fmt, k, err", [("nvfp4", 40, errors.ShapeError),  # 40 % 16
@@ -177,6 +184,14 @@ def test_c_rows_must_be_16_bytes():
 SIZES = [(200, 128, 256), (0, 128, 256), (64, 256, 512), (130, 64, 64)]
 
 
+def _metadata(groups, fmt):
+    """The device metadata of checked quantized groups, as the launcher makes it (here on the CPU:
+    the pointers are host addresses)."""
+    form = grouped.QuantizedGroups(groups, fmt)
+    form.check()
+    return form.metadata(grouped.BLACKWELL.kernel(**form.params()))[0]
+
+
 def _groups(fmt):
     g = torch.Generator().manual_seed(0)
     As = [torch.randn(m, k, generator=g) for m, _, k in SIZES]
@@ -188,7 +203,7 @@ def _groups(fmt):
 def test_host_metadata_matches_block_scaling(fmt):
     f = bs.get_format(fmt)
     As, Bs, groups = _groups(fmt)
-    md = grouped.metadata_blockscaled(groups, fmt)
+    md = _metadata(groups, fmt)
     assert md.shapes.dtype == torch.int32 and md.shapes.tolist() == [[m, n, k, 1] for m, n, k in SIZES]
     assert md.ptrs.dtype == torch.int64 and md.ptrs.shape == (len(SIZES), 5) == md.strides.shape
     assert group_walk.OPERANDS == ("a", "b", "c", "sfa", "sfb") and bw.MAPS == 5
@@ -215,11 +230,11 @@ def test_host_metadata_refuses_what_the_kernel_cannot_read():
     _, _, groups = _groups("nvfp4")
     bad = grouped.QuantizedGroup(groups[0].a, groups[0].b, groups[0].c, groups[0].sfa[:-1], groups[0].sfb)
     with pytest.raises(errors.ShapeError, match="interleaved"):
-        grouped.metadata_blockscaled([bad], "nvfp4")
+        _metadata([bad], "nvfp4")
     with pytest.raises(errors.DTypeError, match="quantize"):
-        grouped.metadata_blockscaled(groups, "mxfp8")  # e2m1 bytes are not MXFP8 data
+        _metadata(groups, "mxfp8")  # e2m1 bytes are not MXFP8 data
     with pytest.raises(errors.ShapeError, match="empty"):
-        grouped.metadata_blockscaled([groups[1]], "nvfp4")
+        _metadata([groups[1]], "nvfp4")
 
 
 def test_kernel_group_walk_is_the_cpu_model(monkeypatch):

@@ -137,6 +137,57 @@ def test_every_launcher_builds_its_kernel_for_the_gpu(monkeypatch):
     assert launched[3][1] == tuple(getattr(quantized[0], n) for n in ("a", "b", "c", "sfa", "sfb"))
 
 
+def test_every_form_provides_what_the_entry_asks():
+    """The forms state one contract (GroupForm): the Blackwell form too, so its entry's gemm runs
+    the same path as the others' up to the missing GPU."""
+    forms = (grouped.ListGroups, grouped.PackedGroups, grouped.QuantizedGroups)
+    asked = ("params", "check", "allocate", "rows", "extent", "out_dtype", "metadata")
+    for form in forms:
+        assert issubclass(form, grouped.GroupForm)
+        assert all(getattr(form, name) is not getattr(grouped.GroupForm, name) for name in asked[1:]), form
+    quantized = grouped.quantize_blockscaled([torch.randn(128, 64)] * 2, [torch.randn(64, 64)] * 2, "mxfp8")
+    form = grouped.QuantizedGroups(quantized, "mxfp8")
+    form.check()
+    assert form.params() == {"fmt": "mxfp8"} and form.rows() == (256, 2) and form.out_dtype() == torch.float16
+    assert form.allocate() == [op.c for op in quantized]
+    with pytest.raises(DTypeError, match="C are float16"):
+        form.check(out_dtype=torch.bfloat16)
+    with pytest.raises(DeviceError, match="Blackwell"):  # the checks passed
+        grouped.BLACKWELL.gemm(form)
+
+
+def test_the_grouped_entry_reads_the_kernels_inputs_and_plans_before_the_gpu():
+    a, b = [torch.zeros(128, 64).half()], [torch.zeros(128, 64).half()]
+    with pytest.raises(DTypeError, match="float16 or bfloat16"):  # GroupedHopperGemm.IN_DTYPES
+        grouped.grouped_gemm([a[0].float()], b)
+    with pytest.raises(DTypeError, match="float8_e4m3fn"):  # the FP8 kernels' IN_DTYPES
+        grouped.FP8.gemm(grouped.ListGroups(a, b, scales=([torch.ones(128, 1)], [torch.ones(1, 1)])))
+    with pytest.raises(ShapeError, match="shared memory"):  # kernel.plan(), as the dense launcher
+        grouped.grouped_gemm(a, b, stages=30)
+    quantized = grouped.quantize_blockscaled([torch.randn(128, 64)], [torch.randn(64, 64)], "nvfp4")
+    assert grouped.BLACKWELL.kernel(fmt="mxfp8").plan("float8_e4m3fn", "float16").tile_mnk == (128, 128, 128)
+    with pytest.raises(DTypeError, match="nvfp4 data is float4_e2m1fn_x2, not float8_e4m3fn"):
+        grouped.BLACKWELL.kernel(fmt="nvfp4").plan("float8_e4m3fn", "float16")
+    assert grouped.BLACKWELL.kernel(**grouped.QuantizedGroups(quantized).params()).IN_DTYPES == ("float4_e2m1fn_x2",)
+
+
+def test_grouped_compile_targets_share_one_signature():
+    """(in_dtype, out_dtype, then keywords), each through its entry's compile_target; Blackwell's
+    kernel takes the tile first, its format and band height as keywords."""
+    import inspect
+
+    from cutecourse.kernels import blackwell_grouped_gemm as bw, grouped_targets
+
+    for target in (grouped_targets.hopper, grouped_targets.hopper_fp8, grouped_targets.blackwell):
+        params = list(inspect.signature(target).parameters.values())
+        assert [p.name for p in params[:2]] == ["in_dtype", "out_dtype"], target
+        assert all(p.kind in (p.KEYWORD_ONLY, p.VAR_KEYWORD) for p in params[2:]), target
+    kernel = bw.BlackwellGroupedBlockScaledGemm((128, 256), fmt="mxfp8", group_m=8)
+    assert (kernel.tile_mn, kernel.format.name, kernel.group_m) == ((128, 256), "mxfp8", 8)
+    assert kernel.key() != bw.BlackwellGroupedBlockScaledGemm((128, 256), fmt="mxfp8").key()
+    assert grouped.BLACKWELL.kernel(fmt="mxfp8", group_m=8).group_m == 8
+
+
 def test_all_empty_groups_launch_nothing():
     kernel = grouped.HOPPER.kernel(sms=132)
     As, Bs = [torch.zeros(0, 64).half()] * 2, [torch.zeros(128, 64).half()] * 2

@@ -100,7 +100,7 @@ def _worker(side: str, path: str, fmt: str, tile, cluster) -> dict:
     if side == "course":
         from cutecourse.kernels import grouped_targets
 
-        kernel, args = grouped_targets.blackwell(fmt, tile, cluster)
+        kernel, args = grouped_targets.blackwell(fmt=fmt, tile=tile, cluster=cluster)
     else:
         kernel, args = _nvidia_target(path, fmt, tile, cluster)
     t1 = time.perf_counter()

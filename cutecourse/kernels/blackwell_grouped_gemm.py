@@ -43,10 +43,12 @@ Not here: 2-CTA MMA (256-row tiles), NVFP4's per-tensor global scale (``alpha`` 
 epilogue), MN-major operands, fp8/fp4 output, K = 0 groups (the host rejects them).
 
 The configuration and its smem/TMEM budget are ``models/blackwell_plan.py``; the host side
-(quantizing, checks, metadata, ``grouped_gemm_blockscaled``) is ``grouped.py``.
+(quantizing, checks, metadata, ``grouped_gemm_blockscaled``) is ``grouped.py`` and ``grouped_launch.py``.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import cutlass
 import cutlass.cute as cute
@@ -54,9 +56,10 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync, tcgen05
 from cutlass.memory import SmemAllocator
 
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from ..models.blackwell_plan import (B200_SMS, EPI_TILE, K_BLOCKS, SMEM_CAPACITY, check_cluster,
                                      check_format, check_tile, plan)
+from ..tensors import dtype_name
 from . import group_walk, sm100, tensor_maps
 from .barriers import Barrier
 from .configured import Configured
@@ -75,19 +78,32 @@ LOADED = (A, B, SFA, SFB)
 GROUP_M = 1 << 12
 
 
+class WalkArgs(NamedTuple):
+    """What every warp role's group walk reads from the host (``group_walk.GroupArgs``'s tensors,
+    in the order ``__call__`` takes them, which is the order of the compiled kernel's parameters)."""
+
+    shapes: cute.Tensor  # (G, 4) int32: M, N, K, 1
+    ptrs: cute.Tensor  # (G, 5) int64: addresses, in group_walk.OPERANDS order
+    strides: cute.Tensor  # (G, 5) int64: row strides in elements (the interleaved scale factors: 0)
+    map_workspace: cute.Tensor  # (CTAs, 5, 16) int64: the CTAs' tensor maps in global memory
+    trace: cute.Tensor  # (CTAs, 2) int32: per CTA its items and groups entered
+
+
 class BlackwellGroupedBlockScaledGemm(Configured):
     """G block-scaled products in one persistent launch (module docstring).
 
-    ``fmt``: "nvfp4" or "mxfp8". ``cluster_mn``: CTAs per cluster along (M, N); a cluster shares
+    ``tile_mn``: the CTA tile (128x128 or 128x256). ``fmt``: "nvfp4" or "mxfp8", which fixes the
+    input dtype (``IN_DTYPES``). ``cluster_mn``: CTAs per cluster along (M, N); a cluster shares
     its loads by TMA multicast (A and SFA along N, B and SFB along M). ``sms``: the CTAs the
     persistent grid may use, in whole clusters (148 on a B200; passed in because querying the GPU
-    needs a driver). ``scheduler``: the group walk, ``group_walk.GroupScheduler`` or a subclass.
+    needs a driver). ``group_m``: the band height inside a group, in cluster-tile rows.
+    ``scheduler``: the group walk, ``group_walk.GroupScheduler`` or a subclass.
     """
 
     MAPS = MAPS
 
-    def __init__(self, fmt: str = "nvfp4", *, tile_mn=(128, 128), cluster_mn=(1, 1), sms: int = B200_SMS,
-                 out_dtype: str = "float16", scheduler=group_walk.GroupScheduler, epilogue_op=None):
+    def __init__(self, tile_mn=(128, 128), *, fmt: str = "nvfp4", cluster_mn=(1, 1), sms: int = B200_SMS,
+                 group_m: int = GROUP_M, scheduler=group_walk.GroupScheduler, epilogue_op=None):
         group_walk.check_scheduler(scheduler)
         self.Scheduler = scheduler
         self.format = check_format(fmt)
@@ -96,15 +112,26 @@ class BlackwellGroupedBlockScaledGemm(Configured):
         if not (isinstance(sms, int) and sms >= cluster_mn[0] * cluster_mn[1]):
             raise ShapeError(f"sms={sms!r}: need a whole number of at least one cluster's CTAs",
                              f"pass the GPU's SM count ({B200_SMS} on a B200)")
-        self.sms = sms
-        self.plan = plan(self.format.name, self.tile_mn, out_dtype)
-        self.mma_tiler = self.plan.tile_mnk
+        self.sms, self.group_m = sms, group_m
+        self.IN_DTYPES = (dtype_name(self.format.data_dtype),)  # the format's data, nothing else
+        # The stages fit whichever 2-byte C (fp16 or bf16) the launch brings: ``plan`` checks it.
+        self.budget = plan(self.format.name, self.tile_mn)
+        self.mma_tiler = self.budget.tile_mnk
         self.cluster_tile = (self.tile_mn[0] * cluster_mn[0], self.tile_mn[1] * cluster_mn[1],
                              self.mma_tiler[2])
         data, scale = self.format.cutlass_types
         self.data_dtype, self.sf_dtype = getattr(cutlass, data), getattr(cutlass, scale)
         self.sf_vec = self.format.block
         self.epilogue_op = epilogue_op  # applied to each accumulator before C (epilogue_op.py)
+
+    def plan(self, in_dtype: str, out_dtype: str):
+        """The smem/TMEM plan (``models/blackwell_plan.Plan``) for these dtypes (torch names), with
+        a clear error for an input the format does not hold or an unsupported C."""
+        if in_dtype not in self.IN_DTYPES:
+            raise DTypeError(f"{self.format.name} data is {self.IN_DTYPES[0]}, not {in_dtype}",
+                             f"quantize the inputs with block_scaling.quantize(x, '{self.format.name}'), "
+                             "or build the kernel with the fmt they hold")
+        return plan(self.format.name, self.tile_mn, out_dtype)
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit
@@ -120,7 +147,7 @@ class BlackwellGroupedBlockScaledGemm(Configured):
         tiles."""
         self.c_dtype = c.element_type
         mma = sm100.tiled_mma(self.data_dtype, self.sf_dtype, self.sf_vec, self.tile_mn)
-        p = self.plan
+        p = self.budget
         smem = sm100.smem_layouts(mma, self.mma_tiler, self.data_dtype, self.sf_vec, p.ab_stages,
                                   self.c_dtype, EPI_TILE, p.c_stages)
         sfa_t = sm100.sf_tensor(cute.recast_ptr(sfa.iterator, dtype=self.sf_dtype), a.shape[0],
@@ -151,9 +178,10 @@ class BlackwellGroupedBlockScaledGemm(Configured):
         clusters = cutlass.min(work_bound, self.sms // (cm * cn))
         (tma_a, mA), (tma_b, mB), (tma_sfa, mSFA), (tma_sfb, mSFB) = loads
         self.kernel(mma, tma_a, mA, tma_b, mB, tma_sfa, mSFA, tma_sfb, mSFB, tma_c, mC, smem.a, smem.b,
-                    smem.sfa, smem.sfb, smem.c, cluster_vmnk, shapes, ptrs, strides, map_workspace,
-                    trace, epilogue_args).launch(grid=(cm, cn, clusters), block=[THREADS, 1, 1],
-                                      cluster=(cm, cn, 1), min_blocks_per_mp=1, stream=stream)
+                    smem.sfa, smem.sfb, smem.c, cluster_vmnk,
+                    WalkArgs(shapes, ptrs, strides, map_workspace, trace), epilogue_args).launch(
+                        grid=(cm, cn, clusters), block=[THREADS, 1, 1], cluster=(cm, cn, 1), min_blocks_per_mp=1,
+                        stream=stream)
 
     # -- device side -------------------------------------------------------------------------
     @cute.kernel
@@ -162,8 +190,7 @@ class BlackwellGroupedBlockScaledGemm(Configured):
                tma_sfb: cute.CopyAtom, mSFB: cute.Tensor, tma_c: cute.CopyAtom, mC: cute.Tensor,
                sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout, sSFA_layout: cute.Layout,
                sSFB_layout: cute.Layout, sC_layout: cute.ComposedLayout, cluster_vmnk: cute.Layout,
-               shapes: cute.Tensor, ptrs: cute.Tensor, strides: cute.Tensor, map_workspace: cute.Tensor,
-               trace: cute.Tensor, epilogue_args):
+               scheduler_args: WalkArgs, epilogue_args):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         atoms = (tma_a, tma_b, tma_sfa, tma_sfb)  # the loads, in LOADED order
@@ -173,7 +200,7 @@ class BlackwellGroupedBlockScaledGemm(Configured):
                 cpasync.prefetch_descriptor(atom)
 
         storage = SmemAllocator().allocate(self.shared_storage)
-        p = self.plan
+        p = self.budget
         # A/B/SF ring: the TMA warp's expect_tx covers all four tiles; each consumer (the MMA
         # warp of every CTA that reads a multicast stage) frees it with one tcgen05.commit.
         mcast_a, mcast_b = self.cluster_mn[1], self.cluster_mn[0]
@@ -225,14 +252,14 @@ class BlackwellGroupedBlockScaledGemm(Configured):
         acc_shape = mma.partition_shape_C(self.tile_mn)
         acc_layout = mma.make_fragment_C(cute.append(acc_shape, p.acc_stages)).layout
 
+        args = scheduler_args
         cta = tensor_maps.workspace_row(self.cluster_mn)
-        maps = tensor_maps.tensor_maps(map_workspace, cta, storage.maps.data_ptr(), MAPS)
-        cm, cn = self.cluster_mn
+        maps = tensor_maps.tensor_maps(args.map_workspace, cta, storage.maps.data_ptr(), MAPS)
         groups = self.Scheduler.make(
-            shapes=shapes, ptrs=ptrs, strides=strides, count=shapes.shape[0], cluster_tile=self.cluster_tile,
-            cluster_mn=self.cluster_mn, in_cluster=cute.arch.block_in_cluster_idx(),
-            first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2], group_m=GROUP_M,
-            trace=trace, cta=cta, maps=maps)
+            shapes=args.shapes, ptrs=args.ptrs, strides=args.strides, count=args.shapes.shape[0],
+            cluster_tile=self.cluster_tile, cluster_mn=self.cluster_mn, in_cluster=cute.arch.block_in_cluster_idx(),
+            first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2], group_m=self.group_m,
+            trace=args.trace, cta=cta, maps=maps)
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
 
         if warp_idx == TMA_WARP:
@@ -252,7 +279,7 @@ class BlackwellGroupedBlockScaledGemm(Configured):
         the MMA warp still works on this one."""
         tensor_maps.init_maps(groups.maps, atoms, LOADED, TMA_WARP)
         descs = tuple(tensor_maps.map_pointer(groups.maps, i) for i in LOADED)
-        prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.plan.ab_stages)
+        prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.budget.ab_stages)
         walk = groups.start()  # this warp's own walk
         while walk.active():
             tile = walk.work_tile()
@@ -283,7 +310,7 @@ class BlackwellGroupedBlockScaledGemm(Configured):
     def _mma_warp(self, ring, accs, groups, mma, sA, sB, sSFA, sSFB, smem, acc_layout, tmem_address):
         """Per work item: wait for a free accumulator stage, then per k-tile copy its scale
         factors to TMEM and issue its 4 MMAs; commit the accumulator when the item is done."""
-        p = self.plan
+        p = self.budget
         cute.arch.barrier(barrier_id=Barrier.TMEM_ADDRESS, number_of_threads=32 + EPILOGUE_THREADS)
         acc = cute.make_tensor(sm100.tmem_pointer(tmem_address), acc_layout)
         tCtSFA, tCtSFB = sm100.sf_tmem_tensors(mma, self.mma_tiler, self.sf_dtype, self.sf_vec,
@@ -328,10 +355,10 @@ class BlackwellGroupedBlockScaledGemm(Configured):
         tmem = sm100.tmem_pointer(tmem_address)
         acc = cute.make_tensor(tmem, acc_layout)
         epi = sm100.make_epilogue(tidx, acc, sC, tma_c, self.mma_tiler, self.c_dtype, EPI_TILE,
-                                  self.plan.c_stages, EPILOGUE_THREADS, store_warp, self.epilogue_op,
+                                  self.budget.c_stages, EPILOGUE_THREADS, store_warp, self.epilogue_op,
                                   epilogue_args)
         c_desc = tensor_maps.map_pointer(groups.maps, C)
-        drain = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.plan.acc_stages)
+        drain = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.budget.acc_stages)
         walk = groups.start()  # this warp's own walk
         while walk.active():
             tile = walk.work_tile()

@@ -31,11 +31,10 @@ from ..errors import ShapeError
 from ..models import block_scaling
 from ..models import blockwise_fp8
 from ..models.blackwell_plan import check_format
-from ..models.gemm_plan import FP8_DTYPES, IN_DTYPES
 from . import grouped_checks as checks
 from .blackwell_grouped_gemm import BlackwellGroupedBlockScaledGemm
-from .grouped_launch import (GroupedEntry, ListGroups, Metadata, PackedGroups, QuantizedGroups,  # noqa: F401
-                             fake_blockscaled_operands, list_metadata, packed_metadata)
+from .grouped_launch import (GroupForm, GroupedEntry, ListGroups, Metadata, PackedGroups,  # noqa: F401
+                             QuantizedGroups, fake_blockscaled_operands, list_metadata, packed_metadata)
 from .hopper_grouped_gemm import GroupedHopperGemm
 from .hopper_grouped_gemm_fp8 import BLOCK, CLUSTER, BlockScaledGroupedHopperGemm
 from .hopper_grouped_gemm_fp8_onepart import OnePartBlockScaledGroupedHopperGemm
@@ -79,11 +78,10 @@ def fp8_cluster(rows: int, groups: int) -> tuple[int, int]:
 
 #: The grouped kernels' entries: kernel keywords (``tile``, ``cluster``, ``sms`` (default: every
 #: SM), ``stages``, ``group_m``, ``epilogue_op`` ...) go to the kernel's constructor.
-HOPPER = GroupedEntry(GroupedHopperGemm, in_dtypes=IN_DTYPES)
-FP8 = GroupedEntry(fp8_kernel, columns=5, in_dtypes=FP8_DTYPES, out_dtype="bfloat16",
+HOPPER = GroupedEntry(GroupedHopperGemm)
+FP8 = GroupedEntry(fp8_kernel, columns=5, out_dtype="bfloat16",
                    choose=lambda groups: {"cluster": fp8_cluster(*groups.rows())})
-BLACKWELL = GroupedEntry(BlackwellGroupedBlockScaledGemm, arch="sm_100a", columns=5, choose=QuantizedGroups.params,
-                         templates=fake_blockscaled_operands)
+BLACKWELL = GroupedEntry(BlackwellGroupedBlockScaledGemm, arch="sm_100a", columns=5, templates=fake_blockscaled_operands)
 
 
 # -- Hopper, fp16 / bf16 --------------------------------------------------------------------------
@@ -176,14 +174,6 @@ def quantize_blockscaled(As, Bs, fmt: str = "nvfp4", out_dtype=None, device=None
                block_scaling.to_interleaved(sfa), block_scaling.to_interleaved(sfb)]
         out.append(QuantizedGroup(*[t.to(device) if device is not None else t for t in ops]))
     return out
-
-
-def metadata_blockscaled(groups, fmt: str = "nvfp4", tile_mn=(128, 128), cluster_mn=(1, 1), **config) -> Metadata:
-    """The device metadata of ``groups`` (a list of :class:`QuantizedGroup`), on their device.
-    Works on CPU tensors too (the pointers are then host addresses): the tests check it there."""
-    form = QuantizedGroups(groups, fmt)
-    form.check()
-    return form.metadata(BLACKWELL.kernel(**form.params(), tile=tile_mn, cluster=cluster_mn, **config))[0]
 
 
 def launcher_blockscaled(groups, fmt: str = "nvfp4", tile=(128, 128), cluster=(1, 1), sms: int | None = None,

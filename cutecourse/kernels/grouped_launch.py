@@ -1,9 +1,10 @@
 """Grouped GEMMs on the one host layer: :class:`GroupedEntry` is ``gemm_launch.Entry`` for a batch of groups.
 
-Every grouped kernel (Hopper bf16 and FP8, Blackwell block-scaled) takes, besides the templates
-of its tensor maps, the same three small tensors: ``shapes`` (G, 4), ``ptrs`` and ``strides``
-(G, operands) (:class:`Metadata`). What changes from one grouped launcher to the next is only the
-*form* in which the caller holds its groups; a form checks its tensors, allocates its outputs and
+Every grouped kernel (Hopper bf16 and FP8, Blackwell block-scaled) takes the templates of its
+tensor maps (A, B, C; Blackwell's also SFA, SFB), the group metadata (:class:`Metadata`:
+``shapes`` (G, 4), ``ptrs`` and ``strides`` (G, operands)), a workspace for its CTAs' tensor
+maps, a trace and a bound on the work items. What changes from one grouped launcher to the next is only the
+*form* in which the caller holds its groups (:class:`GroupForm`); a form checks its tensors, allocates its outputs and
 builds the metadata: :class:`ListGroups` (lists As, Bs, Cs: :func:`list_metadata` from host
 sizes), :class:`PackedGroups` (``torch._grouped_mm``'s packed MoE form: :func:`packed_metadata`,
 on the GPU from ``offs``, no host sync), :class:`QuantizedGroups` (the Blackwell kernel's). The
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..errors import DeviceError
+from ..errors import DTypeError
 from ..tensors import dtype_name
 from . import gemm_launch
 from . import grouped_checks as checks
@@ -76,11 +77,47 @@ def packed_metadata(kernel, a, b, c, offs, scales=None) -> Metadata:
 
 
 # -- the forms: how a caller holds its groups -------------------------------------------------------
-class ListGroups:
-    """As[g] (M_g, K_g), Bs[g] (N_g, K_g), Cs[g] (M_g, N_g) (None: :meth:`allocate` makes them);
-    ``scales``: the FP8 kernel's (SAs, SBs), sa[g] (M_g, K_g/128), sb[g] (N_g/128, K_g/128)."""
+class GroupForm:
+    """What :class:`GroupedEntry` asks of a form of groups, in the order it asks: ``params`` (the
+    kernel keywords the groups fix), ``check`` (then ``device`` and ``dtype``, the inputs' torch
+    dtype, are set), ``allocate`` (the outputs, for ``gemm``; then ``empty`` says whether there is
+    nothing to launch), ``rows``, ``extent``, ``out_dtype`` and ``metadata``."""
 
     empty = False  # nothing to launch (set when the outputs are allocated)
+
+    def params(self) -> dict:
+        """The kernel keywords the groups themselves fix (none, unless a form says otherwise)."""
+        return {}
+
+    def check(self, in_dtypes, out_dtype=None, outputs=False):
+        """Check the inputs (dtypes among ``in_dtypes``, torch names), and with ``outputs`` the
+        outputs the caller gave; C's dtype ``out_dtype`` where they are still to be allocated."""
+        raise NotImplementedError
+
+    def allocate(self, dtype):
+        """Allocate the outputs (C of torch dtype ``dtype``) and return them."""
+        raise NotImplementedError
+
+    def rows(self) -> tuple[int, int]:
+        """(rows of all groups, groups), what the FP8 launchers choose their cluster by."""
+        raise NotImplementedError
+
+    def extent(self) -> tuple[int, int]:
+        """The largest C_g's (M, N): an epilogue operand's length."""
+        raise NotImplementedError
+
+    def out_dtype(self):
+        """The outputs' torch dtype (they exist: given or allocated)."""
+        raise NotImplementedError
+
+    def metadata(self, kernel):
+        """(Metadata, the templates of the tensor maps, tensors to keep alive while it runs)."""
+        raise NotImplementedError
+
+
+class ListGroups(GroupForm):
+    """As[g] (M_g, K_g), Bs[g] (N_g, K_g), Cs[g] (M_g, N_g) (None: :meth:`allocate` makes them);
+    ``scales``: the FP8 kernel's (SAs, SBs), sa[g] (M_g, K_g/128), sb[g] (N_g/128, K_g/128)."""
 
     def __init__(self, As, Bs, Cs=None, scales=None):
         self.As, self.Bs, self.Cs, self.scales = As, Bs, Cs, scales
@@ -103,12 +140,13 @@ class ListGroups:
         return self.Cs
 
     def rows(self):
-        """(rows of all groups, groups), what the FP8 launchers choose their cluster by."""
         return sum(a.shape[0] for a in self.As), len(self.As)
 
     def extent(self):
-        """The largest C_g's (M, N): an epilogue operand's length."""
         return max(a.shape[0] for a in self.As), max(b.shape[0] for b in self.Bs)
+
+    def out_dtype(self):
+        return self.Cs[0].dtype
 
     def metadata(self, kernel):
         """(Metadata, templates, tensors to keep alive). Zeroes the C_g of empty groups (M_g or
@@ -126,12 +164,10 @@ class ListGroups:
         return meta, (self.As[live], self.Bs[live], self.Cs[live]), columns[3:]
 
 
-class PackedGroups:
+class PackedGroups(GroupForm):
     """``torch._grouped_mm``'s 2d x 3d form: a (sum M, K), b (G, K, N) (the transpose of K-major
     weights (G, N, K)), ``offs`` the int32 cumulative row ends, c (sum M, N); ``scales``: the FP8
     kernel's sa (sum M, K/128) and sb (G, N/128, K/128)."""
-
-    empty = False
 
     def __init__(self, a, b, offs, c=None, scales=None):
         self.a, self.b, self.offs, self.c, self.scales = a, b, offs, c, scales
@@ -162,26 +198,47 @@ class PackedGroups:
     def extent(self):
         return self.a.shape[0], self.b.shape[2]
 
+    def out_dtype(self):
+        return self.c.dtype
+
     def metadata(self, kernel):
         scales = None if self.scales is None else (checks.m_major(self.scales[0]), self.scales[1])
         meta = packed_metadata(kernel, self.a, self.b, self.c, self.offs, scales)
         return meta, (self.a, self.b[0].transpose(0, 1), self.c), scales or ()
 
 
-class QuantizedGroups:
+class QuantizedGroups(GroupForm):
     """The Blackwell kernel's groups: a list of ``grouped_checks.QuantizedGroup`` (data,
-    interleaved scale factors and C of each group)."""
+    interleaved scale factors and C of each group: the outputs come with the groups)."""
 
     def __init__(self, groups, fmt: str = "nvfp4"):
         self.groups, self.fmt = groups, fmt
 
+    def params(self):
+        """The kernel keyword the groups fix: their format."""
+        return {"fmt": self.fmt}
+
     def check(self, in_dtypes=None, out_dtype=None, outputs=True):
-        """Dtypes, shapes, scale-factor sizes, alignment and devices (C is part of each group)."""
+        """Dtypes, shapes, scale-factor sizes, alignment and devices (C is part of each group;
+        ``in_dtypes``: the format's data, which ``check_quantized`` checks by the format)."""
         self.sizes = checks.check_quantized(self.groups, self.fmt)
-        self.device = self.groups[0].a.device
+        self.device, self.dtype = self.groups[0].a.device, self.groups[0].a.dtype
+        if out_dtype is not None and out_dtype != self.out_dtype():
+            raise DTypeError(f"out_dtype {dtype_name(out_dtype)}, but the groups' C are {dtype_name(self.out_dtype())}",
+                             "each QuantizedGroup brings its C: quantize_blockscaled(..., out_dtype=) makes it")
+
+    def allocate(self, dtype=None):
+        """The groups' own C (``quantize_blockscaled`` made them)."""
+        return [op.c for op in self.groups]
+
+    def rows(self):
+        return sum(m for m, _, _ in self.sizes), len(self.sizes)
 
     def extent(self):
         return max(m for m, _, _ in self.sizes), max(n for _, n, _ in self.sizes)
+
+    def out_dtype(self):
+        return self.groups[0].c.dtype
 
     def metadata(self, kernel):
         """Strides count elements (fp4: 2 per byte); the interleaved scale factors have none (0)."""
@@ -193,29 +250,26 @@ class QuantizedGroups:
         t = next(op for op, (m, _, _) in zip(self.groups, self.sizes) if m)  # templates: a non-empty group
         return meta, (t.a, t.b, t.c, t.sfa, t.sfb), self.groups
 
-    def params(self):
-        """The kernel keywords the groups fix: their format and C's dtype."""
-        return {"fmt": self.fmt, "out_dtype": dtype_name(self.groups[0].c.dtype)}
-
 
 # -- the entry ---------------------------------------------------------------------------------------
 class GroupedEntry(gemm_launch.Entry):
-    """``gemm_launch.Entry`` for a batch of groups in any form: ``columns``, the metadata's
-    operands (3: A, B, C; 5 with the scales); ``in_dtypes`` the inputs it takes (torch dtype
-    names); ``out_dtype``: C's default (None: the inputs'); ``choose``: the launcher defaults the
-    checked groups decide (a function of the form, e.g. the FP8 cluster)."""
+    """``gemm_launch.Entry`` for a batch of groups in any form (:class:`GroupForm`): ``columns``,
+    the metadata's operands (3: A, B, C; 5 with the scales); ``out_dtype``: C's default (None:
+    the inputs'); ``choose``: the launcher defaults the checked groups decide (a function of the
+    form, e.g. the FP8 cluster); ``templates``: fakes of the tensor maps' templates. The inputs
+    it takes are the kernel's ``IN_DTYPES``."""
 
-    def __init__(self, build, arch: str = "sm_90a", columns: int = 3, in_dtypes=(), out_dtype=None,
-                 choose=None, templates=None, **defaults):
+    def __init__(self, build, arch: str = "sm_90a", columns: int = 3, out_dtype=None, choose=None,
+                 templates=None, **defaults):
         super().__init__(build, arch, **defaults)
-        self.columns, self.in_dtypes, self.out_dtype = columns, in_dtypes, out_dtype
+        self.columns, self.out_dtype = columns, out_dtype
         self.choose = choose or (lambda groups: {})
         self.templates = templates or (lambda kernel, in_dtype, out: gemm_launch.fake_operands(in_dtype, out))
 
     def launcher(self, groups, epilogue_args=(), **params):
         """Check ``groups`` with their outputs (any machine), compile once: a ``gemm_launch.Launch``
         (``fn.trace`` (CTAs, 2): each CTA's work items and groups entered; ``fn.ctas``: the grid)."""
-        groups.check(self.in_dtypes, outputs=True)
+        groups.check(self._in_dtypes(groups, params), outputs=True)
         return self._launch(groups, epilogue_args, params)
 
     def gemm(self, groups, out_dtype=None, epilogue_args=(), **params):
@@ -223,24 +277,36 @@ class GroupedEntry(gemm_launch.Entry):
         import torch
 
         out_dtype = out_dtype or (getattr(torch, self.out_dtype) if self.out_dtype else None)
-        groups.check(self.in_dtypes, out_dtype)
+        groups.check(self._in_dtypes(groups, params), out_dtype)
         out = groups.allocate(out_dtype or groups.dtype)
         if not groups.empty:
             self._launch(groups, epilogue_args, params)()
         return out
 
+    def _in_dtypes(self, groups, params):
+        """The inputs the kernel these keywords build takes (its own checks first)."""
+        return self.kernel(**{**groups.params(), **params}).IN_DTYPES
+
     def _launch(self, groups, epilogue_args, params):
         """The op's operands checked, then the kernel built once, for this GPU's SMs (without a
-        GPU it is built anyway, so that a wrong keyword is named before the missing GPU)."""
-        params = {**self.choose(groups), **params}
+        GPU it is built anyway, so that a wrong keyword is named before the missing GPU), and its
+        plan made for the groups' dtypes (a clear error before anything is compiled)."""
+        params = {**self.choose(groups), **groups.params(), **params}
         op = params["epilogue_op"] = gemm_launch.named_epilogue_op(params.get("epilogue_op"))
         gemm_launch.check_epilogue_args(op, epilogue_args, groups.device, *groups.extent())
-        try:
-            params = self.on_gpu(params)
-        except DeviceError:
-            self.kernel(**params)
-            raise
+        self.kernel(**params).plan(dtype_name(groups.dtype), dtype_name(groups.out_dtype()))
+        params = self.on_gpu(params)
         return self.launch_kernel(self.kernel(**params), groups, epilogue_args)
+
+    def compile_target(self, in_dtype: str | None = None, out_dtype: str | None = None, **params):
+        """(kernel, fake arguments) for ``cutecourse.inspect.compile_report``: symbolic sizes and
+        group count. ``in_dtype``: by default the kernel's first ``IN_DTYPES``; ``out_dtype``: by
+        default the entry's, else the inputs'."""
+        kernel = self.kernel(**params)
+        in_dtype = in_dtype or kernel.IN_DTYPES[0]
+        out_dtype = out_dtype or self.out_dtype or in_dtype
+        kernel.plan(in_dtype, out_dtype)  # clear errors before tracing
+        return kernel, self.fake_arguments(kernel, in_dtype, out_dtype)
 
     def launch_kernel(self, kernel, groups, epilogue_args=()):
         """``gemm_launch.launcher`` for ``kernel`` on checked ``groups``, with the workspace of the
@@ -289,8 +355,8 @@ def fake_metadata(columns: int, ctas: int, maps: int) -> tuple:
             make_fake_tensor(cutlass.Int32, (ctas, 2), (2, 1), assumed_align=8))
 
 
-def fake_blockscaled_operands(kernel, fmt=None, out_dtype: str = "float16") -> tuple:
-    """Fake A (M, K), B (N, K) of the Blackwell kernel's data type, C (M, N), and 1-D scale-factor
+def fake_blockscaled_operands(kernel, in_dtype=None, out_dtype: str = "float16") -> tuple:
+    """Fake A (M, K), B (N, K) of the Blackwell kernel's data type (its format's: ``in_dtype`` adds nothing), C (M, N), and 1-D scale-factor
     bytes: rows 16-byte aligned, so K a multiple of 32 (fp4) or 16 (fp8) elements."""
     import cutlass
     import cutlass.cute as cute
