@@ -1,6 +1,6 @@
-"""From torch tensors to a launched GEMM kernel: the one host layer of the dense GEMMs.
+"""From torch tensors to a launched GEMM kernel: the one host layer of the course's GEMMs.
 
-Every course GEMM takes the same operands, ``C = A @ B.T`` with A (M, K) and B (N, K) K-major
+The dense GEMMs take the same operands, ``C = A @ B.T`` with A (M, K) and B (N, K) K-major
 (row-major in torch terms), so one host layer serves them all:
 
 * :func:`check_operands` refuses what the kernels cannot take (wrong dtype or dimensions,
@@ -14,33 +14,21 @@ Every course GEMM takes the same operands, ``C = A @ B.T`` with A (M, K) and B (
 * :func:`compile_once` compiles a kernel once per configuration (its class and constructor
   arguments, ``configured.py``; M, N and K are run-time values, so a new shape reuses it).
 
-The grouped GEMMs enter through the same layer: ``grouped_launch.GroupedEntry`` is an
-:class:`Entry` whose operands are a batch of groups. ``kernels/registry.py`` lists the dense
-kernels' entries by name.
+A kernel with other operands (the mixed-input GEMM) describes them in ``operands()``, and
+:class:`Entry` fakes them and launches on them from that (``operands.py``). The grouped GEMMs'
+``grouped_launch.GroupedEntry`` is an :class:`Entry` whose operands are a batch of groups.
+``kernels/registry.py`` lists the dense kernels' entries by name.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..errors import AlignmentError, CourseError, DeviceError, DTypeError, LayoutError, ShapeError
 from ..models.gemm_plan import BYTES, FP8_DTYPES, IN_DTYPES, check_dtype_names
 from ..tensors import dtype_name
+from . import operands
+from .operands import Scratch  # noqa: F401  (the kernels' scratch tensors, gemm_launch.Scratch)
 
 _COMPILED: dict = {}
-
-
-@dataclass(frozen=True)
-class Scratch:
-    """A tensor a kernel needs besides A, B and C, passed after C (e.g. the dynamic scheduler's
-    ticket counters): ``size`` elements of ``dtype`` (a torch dtype name), ``align`` bytes;
-    ``zero``: it must be zero before the first launch (and the kernel leaves it so)."""
-
-    name: str
-    dtype: str
-    size: int
-    align: int
-    zero: bool = True
 
 
 def check_operands(a, b, out_dtype=None, c=None, in_dtypes=None) -> tuple[str, str]:
@@ -273,6 +261,10 @@ class Entry:
         tensors, a stream, and ``epilogue_args`` (default: fakes of its epilogue op's operands)."""
         import cuda.bindings.driver as cuda
 
+        if hasattr(kernel, "operands"):  # the kernel describes its own operands
+            sizes: dict = {}
+            before, after = kernel.operands()
+            return (*operands.fake_tensors(before, sizes), cuda.CUstream(0), *operands.fake_tensors(after, sizes))
         tail = fake_epilogue_operands(getattr(kernel, "epilogue_op", None)) if epilogue_args is None else epilogue_args
         return (*fake_operands(in_dtype, out_dtype), *fake_scratch(kernel), cuda.CUstream(0), *tail)
 
@@ -317,6 +309,17 @@ class Entry:
                    for s in kernel.scratch()}
         return launcher(kernel, a, b, c, extra=[(scratch[s.name], s.align) for s in kernel.scratch()],
                         tail=epilogue_tail(kernel, epilogue_args), **scratch)
+
+
+    def launch_described(self, kernel, tensors: dict, **attrs):
+        """Compile once and return a :class:`Launch` of a kernel that describes its operands, on
+        ``tensors`` (name -> checked torch tensor, ``operands.arguments``)."""
+        from ..modes import require_gpu
+
+        require_gpu(self.arch)
+        args = operands.arguments(kernel, tensors)
+        compiled = compile_once(kernel, args, key=tuple(t.dtype for t in tensors.values() if t is not None))
+        return Launch(compiled, args, keep=list(tensors.values()), **attrs)
 
 
 def named_epilogue_op(name):
