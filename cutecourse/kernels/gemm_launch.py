@@ -188,29 +188,20 @@ _TUPLES = ("tile_mn", "cluster_mn", "epi_tile")
 
 
 class Entry:
-    """The torch-facing functions of one kernel class (``build``: the class, or a function that
-    takes the same keyword arguments and returns a kernel), for ``arch``. Keyword arguments of
+    """The torch-facing functions of one kernel class, for ``arch``. ``build``: the class, or a
+    function that takes keyword arguments and returns a kernel (the one way an entry picks a class
+    by its arguments: the cluster GEMM's 1x1, the FP8 grouped GEMM's parts). Keyword arguments of
     every function: the constructor's, with ``tile`` / ``cluster`` for ``tile_mn`` /
     ``cluster_mn``, a scheduler by name (``tile_scheduler.SCHEDULERS``) and an epilogue op by
-    name (:func:`named_epilogue_op`); ``defaults``: this entry's own defaults. ``single``: the
-    class a 1x1 cluster builds instead, where it takes every other argument given (an argument
-    given as None counts as not given)."""
+    name (:func:`named_epilogue_op`); ``defaults``: this entry's own defaults."""
 
-    def __init__(self, build, arch: str = "sm_90a", *, single=None, **defaults):
+    def __init__(self, build, arch: str = "sm_90a", **defaults):
         import inspect
 
-        self.build, self.arch, self.defaults, self.single = build, arch, defaults, single
+        self.build, self.arch, self.defaults = build, arch, defaults
         params = inspect.signature(build).parameters
         self.takes_sms = "sms" in params
         self.aliases = {k: v for k, v in ALIASES.items() if k not in params}  # a function may take tile=
-        self.single_takes = set(inspect.signature(single).parameters) if single else set()
-
-    def _class_for(self, kw: dict):
-        """(class, its keyword arguments): ``single`` for a 1x1 cluster it can build, else ``build``."""
-        rest = {k: v for k, v in kw.items() if k != "cluster_mn" and v is not None}
-        if self.single is not None and kw.get("cluster_mn") == (1, 1) and set(rest) <= self.single_takes:
-            return self.single, rest
-        return self.build, kw
 
     def kernel(self, **params):
         """The kernel these (launcher-style) keyword arguments describe: the one place a kernel is
@@ -230,9 +221,8 @@ class Entry:
             kw["scheduler"] = SCHEDULERS[kw["scheduler"]]
         if "epilogue_op" in kw:
             kw["epilogue_op"] = named_epilogue_op(kw["epilogue_op"])
-        build, kw = self._class_for(kw)
         try:
-            return build(**kw)
+            return self.build(**kw)
         except TypeError as exc:
             if isinstance(exc, CourseError):  # DTypeError is a TypeError too: the kernel's own message
                 raise
