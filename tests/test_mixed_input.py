@@ -80,6 +80,8 @@ def test_entry_fakes_the_operands_the_kernel_describes():
     assert len(mi.compile_target(tile_m=16)[1]) == 5  # no split, no zeros: nothing after the stream
     with pytest.raises(CourseError, match="HopperMixedGemm"):
         mi.compile_target(split=True)  # the constructor's name is split_k
+    with pytest.raises(CourseError, match="does not take A, B, C"):  # the dense functions refuse it
+        mi.ENTRY.gemm(torch.zeros(8, 256, dtype=torch.bfloat16), torch.zeros(64, 256, dtype=torch.bfloat16))
 
 
 # -- bad input -------------------------------------------------------------------------------------

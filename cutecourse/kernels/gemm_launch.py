@@ -261,7 +261,7 @@ class Entry:
     def validate(self, a, b, out_dtype=None, c=None, **params):
         """Check torch operands on any machine; return the kernel's smem plan."""
         kernel = self.kernel(**params)
-        return kernel.plan(*check_operands(a, b, out_dtype, c, in_dtypes=torch_dtypes(kernel.IN_DTYPES)))
+        return kernel.plan(*check_operands(a, b, out_dtype, c, in_dtypes=dense_dtypes(kernel)))
 
     def launcher(self, a, b, c, epilogue_args=(), **params):
         """Check, compile once, and return a :class:`Launch`: ``fn()`` writes A @ B.T (through
@@ -274,7 +274,7 @@ class Entry:
         import torch
 
         kernel = self.kernel(**params)  # the kernel's own checks first
-        check_operands(a, b, out_dtype, in_dtypes=torch_dtypes(kernel.IN_DTYPES))
+        check_operands(a, b, out_dtype, in_dtypes=dense_dtypes(kernel))
         c = torch.empty((a.shape[0], b.shape[0]), dtype=out_dtype or a.dtype, device=a.device)
         self._launcher(a, b, c, epilogue_args, params, checked=True)()
         return c
@@ -282,7 +282,7 @@ class Entry:
     def _launcher(self, a, b, c, epilogue_args, params, checked: bool):
         kernel = self.kernel(**params)
         names = (dtype_name(a.dtype), dtype_name(c.dtype)) if checked else \
-            check_operands(a, b, c.dtype, c, in_dtypes=torch_dtypes(kernel.IN_DTYPES))
+            check_operands(a, b, c.dtype, c, in_dtypes=dense_dtypes(kernel))
         kernel.plan(*names)
         check_epilogue_args(kernel.epilogue_op, epilogue_args, a.device, a.shape[0], b.shape[0])
         if self.takes_sms and params.get("sms") is None:
@@ -339,6 +339,16 @@ def fake_epilogue_operands(op) -> tuple:
     types = {**DTYPES, "int32": cutlass.Int32}
     return tuple(make_fake_tensor(types[o.dtype], (cute.sym_int(symbol=o.name),), (1,), assumed_align=o.align)
                  for o in described(op))
+
+
+def dense_dtypes(kernel):
+    """The torch input dtypes of a kernel that takes A, B, C; a CourseError for one that
+    describes other operands (its module's own functions check those in its terms)."""
+    if hasattr(kernel, "operands"):
+        raise CourseError(f"{type(kernel).__name__} does not take A, B, C: its operands are "
+                          f"{[t.name for part in kernel.operands() for t in part]}",
+                          "use the torch-facing functions of the module that defines its ENTRY")
+    return torch_dtypes(kernel.IN_DTYPES)
 
 
 def torch_dtypes(names):

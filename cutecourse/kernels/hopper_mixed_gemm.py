@@ -30,7 +30,11 @@ tests/test_mixed_input.py: a subclass with ``IN_FLIGHT = 1``.
 
 Split-K (``split_k=True``): the grid's third dimension splits the k-tiles; each split writes
 its fp32 partial sums, and the last split of a tile to finish adds them into y
-(``mixed_epilogue.py``). Without it, the kernel writes bf16 y directly.
+(``mixed_epilogue.py``). Without it, the kernel writes bf16 y directly. ``split_k`` is what the
+planner (``mixed_input.plan``) decided, splits > 1; the number of splits itself stays a run-time
+value (the buffers' first size), so one compiled kernel serves every split count. It stays an
+argument, not a subclass: all it changes is two operands (``operands()``) and which store runs
+at the end, and a subclass would need a build function to pick it from the plan.
 """
 
 from __future__ import annotations
