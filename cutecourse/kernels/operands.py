@@ -61,7 +61,10 @@ def fake_tensors(described, sizes: dict) -> tuple:
     types = {**DTYPES, "int32": cutlass.Int32, "uint8": cutlass.Uint8}
     out = []
     for t in described:
-        shape = tuple(sizes.setdefault(s, cute.sym_int(symbol=s)) for s in t.shape)
+        for s in t.shape:
+            if s not in sizes:
+                sizes[s] = cute.sym_int(symbol=s)
+        shape = tuple(sizes[s] for s in t.shape)
         div = max(1, 16 // BYTES_OF[t.dtype])
         strides = tuple(cute.sym_int64(divisibility=div, symbol=ld) for ld in t.strides()) + (1,)
         out.append(make_fake_tensor(types[t.dtype], shape, strides, assumed_align=16))
