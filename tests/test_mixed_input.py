@@ -25,8 +25,8 @@ INT_TO_FLOAT_CVT = re.compile(r"cvt(\.\w+)*\.(bf16|f16|f32)(x2)?\.(s|u)(4|8|16|3
 
 
 @pytest.mark.parametrize("params", [dict(tile_m=16), dict(tile_m=8, zero_point=True, group_size=64),
-                                    dict(tile_m=64, split=True),
-                                    dict(tile_m=16, warpgroups=2, split=True, zero_point=True, group_size=32)])
+                                    dict(tile_m=64, split_k=True),
+                                    dict(tile_m=16, warpgroups=2, split_k=True, zero_point=True, group_size=32)])
 def test_ptx_register_wgmma_and_lop3_conversion(params):
     from cutecourse.inspect import compile_report
 
@@ -43,8 +43,19 @@ def test_ptx_register_wgmma_and_lop3_conversion(params):
     assert r.spill_bytes == 0
     assert "C7513" not in r.log, "ptxas serialized the wgmmas (A registers written while one is in flight)"
     assert "st.global.b16" in ptx  # bf16 y
-    if params.get("split"):  # fp32 slices, the tile's counter, the last split reads the slices from L2
+    if params.get("split_k"):  # fp32 slices, the tile's counter, the last split reads the slices from L2
         assert "st.global.b32" in ptx and "atom.global.acq_rel" in ptx and "ld.global.cg" in ptx
+
+
+class OverlappingMixedGemm(mi.HopperMixedGemm):
+    """The counter-example of hopper_mixed_gemm.py's docstring: one chunk's wgmmas stay in
+    flight while the next chunk converts."""
+
+    IN_FLIGHT = 1
+
+
+#: compile_report's target for it: the host layer's entry, built on the subclass.
+overlapping_target = mi.Entry(OverlappingMixedGemm).compile_target
 
 
 def test_overlapping_conversion_with_wgmmas_makes_ptxas_serialize():
@@ -53,9 +64,24 @@ def test_overlapping_conversion_with_wgmmas_makes_ptxas_serialize():
     the compile log carries ptxas's remarks, so the test above can see a C7513."""
     from cutecourse.inspect import compile_report
 
-    r = compile_report(TARGET, tile_m=16, overlap=True)
+    r = compile_report("tests.test_mixed_input:overlapping_target", tile_m=16)
     assert "C7513" in r.log
     assert len(WGMMA_REG_A.findall(r.ptx)) == 16
+
+
+def test_entry_fakes_the_operands_the_kernel_describes():
+    """The compile target is the host layer's: fakes of x, packed, scales, y, the stream, then the
+    split-K buffers and the zeros, from HopperMixedGemm.operands(); sizes are symbols."""
+    kernel, args = mi.compile_target(tile_m=8, split_k=True, zero_point=True, group_size=64)
+    assert isinstance(kernel, mi.HopperMixedGemm) and (kernel.split_k, kernel.group_size) == (True, 64)
+    before, after = kernel.operands()
+    assert [t.name for t in before + after] == ["x", "packed", "scales", "y", "partials", "counters", "zeros"]
+    assert len(args) == 8 and [a.element_type.width for a in args[:4]] == [16, 32, 16, 16]
+    assert len(mi.compile_target(tile_m=16)[1]) == 5  # no split, no zeros: nothing after the stream
+    with pytest.raises(CourseError, match="HopperMixedGemm"):
+        mi.compile_target(split=True)  # the constructor's name is split_k
+    with pytest.raises(CourseError, match="does not take A, B, C"):  # the dense functions refuse it
+        mi.ENTRY.gemm(torch.zeros(8, 256, dtype=torch.bfloat16), torch.zeros(64, 256, dtype=torch.bfloat16))
 
 
 # -- bad input -------------------------------------------------------------------------------------

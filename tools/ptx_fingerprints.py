@@ -40,6 +40,7 @@ ONE, CLUSTER, PERSISTENT, PINGPONG, STREAMK, DIRECT_STORE = (
 GROUPED = "cutecourse.kernels.grouped_targets:hopper"
 GROUPED_FP8 = "cutecourse.kernels.grouped_targets:hopper_fp8"
 BLACKWELL = "cutecourse.kernels.grouped_targets:blackwell"
+MIXED = "cutecourse.kernels.mixed_input:compile_target"
 ARCHS = ("sm_90a", "sm_100a")
 
 
@@ -109,6 +110,12 @@ def configurations() -> dict[str, tuple[str, dict]]:
         out[f"blackwell/{fmt}/{tile[0]}x{tile[1]}/{cluster[0]}x{cluster[1]}"] = (
             BLACKWELL, dict(fmt=fmt, tile=list(tile), cluster=list(cluster)))
     out["blackwell/mxfp8/128x128/1x1/bf16"] = (BLACKWELL, dict(fmt="mxfp8", out_dtype="bfloat16"))
+    # the mixed-input GEMM (int4 weights, bf16 activations): batch tiles, warpgroups, split-K, zeros
+    for tile_m in (8, 16, 64):
+        for wg in (1, 2):
+            out[f"mixed/{tile_m}/wg{wg}"] = (MIXED, dict(tile_m=tile_m, warpgroups=wg))
+    out["mixed/8/wg2/split"] = (MIXED, dict(tile_m=8, warpgroups=2, split_k=True))
+    out["mixed/16/wg1/g64/zp"] = (MIXED, dict(tile_m=16, group_size=64, zero_point=True))
     return out
 
 

@@ -1,6 +1,6 @@
-"""From torch tensors to a launched GEMM kernel: the one host layer of the dense GEMMs.
+"""From torch tensors to a launched GEMM kernel: the one host layer of the course's GEMMs.
 
-Every course GEMM takes the same operands, ``C = A @ B.T`` with A (M, K) and B (N, K) K-major
+The dense GEMMs take the same operands, ``C = A @ B.T`` with A (M, K) and B (N, K) K-major
 (row-major in torch terms), so one host layer serves them all:
 
 * :func:`check_operands` refuses what the kernels cannot take (wrong dtype or dimensions,
@@ -14,33 +14,21 @@ Every course GEMM takes the same operands, ``C = A @ B.T`` with A (M, K) and B (
 * :func:`compile_once` compiles a kernel once per configuration (its class and constructor
   arguments, ``configured.py``; M, N and K are run-time values, so a new shape reuses it).
 
-The grouped GEMMs enter through the same layer: ``grouped_launch.GroupedEntry`` is an
-:class:`Entry` whose operands are a batch of groups. ``kernels/registry.py`` lists the dense
-kernels' entries by name.
+A kernel with other operands (the mixed-input GEMM) describes them in ``operands()``, and
+:class:`Entry` fakes them and launches on them from that (``operands.py``). The grouped GEMMs'
+``grouped_launch.GroupedEntry`` is an :class:`Entry` whose operands are a batch of groups.
+``kernels/registry.py`` lists the dense kernels' entries by name.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..errors import AlignmentError, CourseError, DeviceError, DTypeError, LayoutError, ShapeError
 from ..models.gemm_plan import BYTES, FP8_DTYPES, IN_DTYPES, check_dtype_names
 from ..tensors import dtype_name
+from . import operands
+from .operands import Scratch  # noqa: F401  (the kernels' scratch tensors, gemm_launch.Scratch)
 
 _COMPILED: dict = {}
-
-
-@dataclass(frozen=True)
-class Scratch:
-    """A tensor a kernel needs besides A, B and C, passed after C (e.g. the dynamic scheduler's
-    ticket counters): ``size`` elements of ``dtype`` (a torch dtype name), ``align`` bytes;
-    ``zero``: it must be zero before the first launch (and the kernel leaves it so)."""
-
-    name: str
-    dtype: str
-    size: int
-    align: int
-    zero: bool = True
 
 
 def check_operands(a, b, out_dtype=None, c=None, in_dtypes=None) -> tuple[str, str]:
@@ -200,29 +188,20 @@ _TUPLES = ("tile_mn", "cluster_mn", "epi_tile")
 
 
 class Entry:
-    """The torch-facing functions of one kernel class (``build``: the class, or a function that
-    takes the same keyword arguments and returns a kernel), for ``arch``. Keyword arguments of
+    """The torch-facing functions of one kernel class, for ``arch``. ``build``: the class, or a
+    function that takes keyword arguments and returns a kernel (the one way an entry picks a class
+    by its arguments: the cluster GEMM's 1x1, the FP8 grouped GEMM's parts). Keyword arguments of
     every function: the constructor's, with ``tile`` / ``cluster`` for ``tile_mn`` /
     ``cluster_mn``, a scheduler by name (``tile_scheduler.SCHEDULERS``) and an epilogue op by
-    name (:func:`named_epilogue_op`); ``defaults``: this entry's own defaults. ``single``: the
-    class a 1x1 cluster builds instead, where it takes every other argument given (an argument
-    given as None counts as not given)."""
+    name (:func:`named_epilogue_op`); ``defaults``: this entry's own defaults."""
 
-    def __init__(self, build, arch: str = "sm_90a", *, single=None, **defaults):
+    def __init__(self, build, arch: str = "sm_90a", **defaults):
         import inspect
 
-        self.build, self.arch, self.defaults, self.single = build, arch, defaults, single
+        self.build, self.arch, self.defaults = build, arch, defaults
         params = inspect.signature(build).parameters
         self.takes_sms = "sms" in params
         self.aliases = {k: v for k, v in ALIASES.items() if k not in params}  # a function may take tile=
-        self.single_takes = set(inspect.signature(single).parameters) if single else set()
-
-    def _class_for(self, kw: dict):
-        """(class, its keyword arguments): ``single`` for a 1x1 cluster it can build, else ``build``."""
-        rest = {k: v for k, v in kw.items() if k != "cluster_mn" and v is not None}
-        if self.single is not None and kw.get("cluster_mn") == (1, 1) and set(rest) <= self.single_takes:
-            return self.single, rest
-        return self.build, kw
 
     def kernel(self, **params):
         """The kernel these (launcher-style) keyword arguments describe: the one place a kernel is
@@ -242,9 +221,8 @@ class Entry:
             kw["scheduler"] = SCHEDULERS[kw["scheduler"]]
         if "epilogue_op" in kw:
             kw["epilogue_op"] = named_epilogue_op(kw["epilogue_op"])
-        build, kw = self._class_for(kw)
         try:
-            return build(**kw)
+            return self.build(**kw)
         except TypeError as exc:
             if isinstance(exc, CourseError):  # DTypeError is a TypeError too: the kernel's own message
                 raise
@@ -273,13 +251,17 @@ class Entry:
         tensors, a stream, and ``epilogue_args`` (default: fakes of its epilogue op's operands)."""
         import cuda.bindings.driver as cuda
 
+        if hasattr(kernel, "operands"):  # the kernel describes its own operands
+            sizes: dict = {}
+            before, after = kernel.operands()
+            return (*operands.fake_tensors(before, sizes), cuda.CUstream(0), *operands.fake_tensors(after, sizes))
         tail = fake_epilogue_operands(getattr(kernel, "epilogue_op", None)) if epilogue_args is None else epilogue_args
         return (*fake_operands(in_dtype, out_dtype), *fake_scratch(kernel), cuda.CUstream(0), *tail)
 
     def validate(self, a, b, out_dtype=None, c=None, **params):
         """Check torch operands on any machine; return the kernel's smem plan."""
         kernel = self.kernel(**params)
-        return kernel.plan(*check_operands(a, b, out_dtype, c, in_dtypes=torch_dtypes(kernel.IN_DTYPES)))
+        return kernel.plan(*check_operands(a, b, out_dtype, c, in_dtypes=dense_dtypes(kernel)))
 
     def launcher(self, a, b, c, epilogue_args=(), **params):
         """Check, compile once, and return a :class:`Launch`: ``fn()`` writes A @ B.T (through
@@ -292,7 +274,7 @@ class Entry:
         import torch
 
         kernel = self.kernel(**params)  # the kernel's own checks first
-        check_operands(a, b, out_dtype, in_dtypes=torch_dtypes(kernel.IN_DTYPES))
+        check_operands(a, b, out_dtype, in_dtypes=dense_dtypes(kernel))
         c = torch.empty((a.shape[0], b.shape[0]), dtype=out_dtype or a.dtype, device=a.device)
         self._launcher(a, b, c, epilogue_args, params, checked=True)()
         return c
@@ -300,7 +282,7 @@ class Entry:
     def _launcher(self, a, b, c, epilogue_args, params, checked: bool):
         kernel = self.kernel(**params)
         names = (dtype_name(a.dtype), dtype_name(c.dtype)) if checked else \
-            check_operands(a, b, c.dtype, c, in_dtypes=torch_dtypes(kernel.IN_DTYPES))
+            check_operands(a, b, c.dtype, c, in_dtypes=dense_dtypes(kernel))
         kernel.plan(*names)
         check_epilogue_args(kernel.epilogue_op, epilogue_args, a.device, a.shape[0], b.shape[0])
         if self.takes_sms and params.get("sms") is None:
@@ -317,6 +299,17 @@ class Entry:
                    for s in kernel.scratch()}
         return launcher(kernel, a, b, c, extra=[(scratch[s.name], s.align) for s in kernel.scratch()],
                         tail=epilogue_tail(kernel, epilogue_args), **scratch)
+
+
+    def launch_described(self, kernel, tensors: dict, **attrs):
+        """Compile once and return a :class:`Launch` of a kernel that describes its operands, on
+        ``tensors`` (name -> checked torch tensor, ``operands.arguments``)."""
+        from ..modes import require_gpu
+
+        require_gpu(self.arch)
+        args = operands.arguments(kernel, tensors)
+        compiled = compile_once(kernel, args, key=tuple(t.dtype for t in tensors.values() if t is not None))
+        return Launch(compiled, args, keep=list(tensors.values()), **attrs)
 
 
 def named_epilogue_op(name):
@@ -346,6 +339,16 @@ def fake_epilogue_operands(op) -> tuple:
     types = {**DTYPES, "int32": cutlass.Int32}
     return tuple(make_fake_tensor(types[o.dtype], (cute.sym_int(symbol=o.name),), (1,), assumed_align=o.align)
                  for o in described(op))
+
+
+def dense_dtypes(kernel):
+    """The torch input dtypes of a kernel that takes A, B, C; a CourseError for one that
+    describes other operands (its module's own functions check those in its terms)."""
+    if hasattr(kernel, "operands"):
+        raise CourseError(f"{type(kernel).__name__} does not take A, B, C: its operands are "
+                          f"{[t.name for part in kernel.operands() for t in part]}",
+                          "use the torch-facing functions of the module that defines its ENTRY")
+    return torch_dtypes(kernel.IN_DTYPES)
 
 
 def torch_dtypes(names):

@@ -114,9 +114,19 @@ class ClusterHopperGemm(HopperGemm):
 CLUSTER_STEPS = ("tile_coord", "mainloop_done", "load")
 
 
-#: The entry points (gemm_launch.Entry): compile_target, launcher(a, b, c, cluster=...), gemm; a 1x1
-#: cluster without L2 hints builds the plain HopperGemm.
-ENTRY = gemm_launch.Entry(ClusterHopperGemm, single=HopperGemm)
+def cluster_gemm(cluster_mn=None, **kw):
+    """The kernel of a cluster shape: at 1x1 the plain HopperGemm, where it takes every other
+    argument given (one given as None counts as not given: no L2 hints); else ClusterHopperGemm."""
+    import inspect
+
+    given = {k: v for k, v in kw.items() if v is not None}
+    if cluster_mn == (1, 1) and set(given) <= set(inspect.signature(HopperGemm).parameters):
+        return HopperGemm(**given)
+    return ClusterHopperGemm(**kw, **({} if cluster_mn is None else {"cluster_mn": cluster_mn}))
+
+
+#: The entry points (gemm_launch.Entry): compile_target, launcher(a, b, c, cluster=...), gemm.
+ENTRY = gemm_launch.Entry(cluster_gemm)
 compile_target, launcher, gemm = ENTRY.compile_target, ENTRY.launcher, ENTRY.gemm
 
 

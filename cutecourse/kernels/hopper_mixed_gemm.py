@@ -25,11 +25,16 @@ instructions defining input registers" (C7513) and makes every wgmma wait, which
 than waiting once per chunk. So the overlap comes from occupancy instead: at about 50 registers
 a thread and a third of an SM's smem, 3 CTAs share an SM (2 at tile_m = 64), and while one
 converts the others' wgmmas and TMA loads run. (CUTLASS's answer is warp specialization: one
-warpgroup converts while the other's wgmmas run.)
+warpgroup converts while the other's wgmmas run.) The counter-example is compiled and read in
+tests/test_mixed_input.py: a subclass with ``IN_FLIGHT = 1``.
 
 Split-K (``split_k=True``): the grid's third dimension splits the k-tiles; each split writes
 its fp32 partial sums, and the last split of a tile to finish adds them into y
-(``mixed_epilogue.py``). Without it, the kernel writes bf16 y directly.
+(``mixed_epilogue.py``). Without it, the kernel writes bf16 y directly. ``split_k`` is what the
+planner (``mixed_input.plan``) decided, splits > 1; the number of splits itself stays a run-time
+value (the buffers' first size), so one compiled kernel serves every split count. It stays an
+argument, not a subclass: all it changes is two operands (``operands()``) and which store runs
+at the end, and a subclass would need a build function to pick it from the plan.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from ..quant.int4 import SYMMETRIC_ZERO
 from ..quant.reorder import BLOCK_K, BLOCK_N, SLICE_K, SLICES
 from . import int4_convert, mixed_epilogue
 from .configured import Configured
+from .operands import Tensor
 
 #: K per k-tile: 256 int4 = 128 bytes a row, one 128-byte-swizzled smem row of packed words.
 TILE_K = 256
@@ -93,28 +99,29 @@ def stage_smem(tile_m: int, group_size: int, zero_point: bool, warpgroups: int =
 
 
 class HopperMixedGemm(Configured):
-    """y = x @ W'.T, W' = int4 weights x group scales (``cutecourse.quant``), one warpgroup.
+    """y = x @ W'.T, W' = int4 weights x group scales (``cutecourse.quant``), one or two
+    consumer warpgroups.
 
     ``tile_m``: tokens per CTA (wgmma's N: 8 .. 256). ``group_size``: weights per scale (part
     of the compiled code: the scale index of each 16-column slice is a constant).
     ``zero_point``: the kernel reads uint8 zero points (else the zero is 8). ``split_k``: the
-    grid splits K (``mixed_epilogue.store_split``). ``stages``: ring depth (default: a third of an
-    SM's smem). ``overlap``: the counter-example of the module docstring, kept to be compiled and
-    read: one chunk's wgmmas stay in flight while the next converts (correct, and ptxas
-    serializes every wgmma: its C7513 warning).
+    grid splits K, and the kernel takes the split-K buffers (``mixed_epilogue.store_split``).
+    ``warpgroups``: 64 weight rows each. ``stages``: ring depth (default: a third of an SM's
+    smem). Its operands are not a dense GEMM's A, B, C: :meth:`operands` describes them.
     """
 
-    IN_DTYPES = ("bfloat16",)
+    #: wgmma batches (chunks) left in flight while the next chunk converts: 0, every chunk's
+    #: wgmmas are done before its registers are rewritten (the module docstring says why not 1).
+    IN_FLIGHT = 0
 
     def __init__(self, tile_m: int = 16, *, group_size: int = 128, zero_point: bool = False,
-                 split_k: bool = False, warpgroups: int = 1, stages: int | None = None, overlap: bool = False):
+                 split_k: bool = False, warpgroups: int = 1, stages: int | None = None):
         from ..errors import ShapeError
 
         if tile_m not in TILE_MS:
             raise ShapeError(f"tile_m={tile_m} is not a wgmma N this kernel takes", f"use one of {TILE_MS}")
         check_group(group_size)
         self.tile_m, self.group_size, self.zero_point, self.split_k = tile_m, group_size, zero_point, split_k
-        self.overlap = overlap
         if warpgroups not in (1, 2):
             raise ShapeError(f"warpgroups={warpgroups}: the kernel has 1 or 2 consumer warpgroups", "use 1 or 2")
         self.warpgroups, self.rows, self.threads = warpgroups, BLOCK_N * warpgroups, WG_THREADS * warpgroups
@@ -128,8 +135,18 @@ class HopperMixedGemm(Configured):
                              f"use 2 .. {fit} stages or a smaller tile_m")
         self.gpt = groups_per_tile(group_size)
 
-    def scratch(self):
-        return ()
+    def operands(self):
+        """The tensors :meth:`__call__` takes, before and after the stream, as
+        ``gemm_launch.Entry`` fakes and launches them: sizes are symbols (run-time values)."""
+        before = (Tensor("x", "bfloat16", ("M", "K")), Tensor("packed", "int32", ("N", "K8"), ("ldw",)),
+                  Tensor("scales", "bfloat16", ("groups", "N"), ("lds",)), Tensor("y", "bfloat16", ("M", "N")))
+        after = ()
+        if self.split_k:  # fp32 slices, one per split, and a counter per tile
+            after = (Tensor("partials", "float32", ("S", "M", "N"), ("ldp_split", "ldp")),
+                     Tensor("counters", "int32", ("tiles",)))
+        if self.zero_point:
+            after += (Tensor("zeros", "uint8", ("groups", "N"), ("ldz",)),)
+        return before, after
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit
@@ -261,12 +278,12 @@ class HopperMixedGemm(Configured):
         wg, t = tidx // WG_THREADS, tidx % WG_THREADS
         lane_row = wg * BLOCK_N + (t // 32) * 16 + (t % 32) // 4
         released = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        in_flight = 1 if self.overlap else 0  # wgmma batches (chunks) left running while converting
+        in_flight = self.IN_FLIGHT  # wgmma batches (chunks) left running while converting
         for k in cutlass.range(k_count, unroll=1):
             ring.consumer_wait(cons)
             for chunk in cutlass.range_constexpr(CHUNKS):
                 # The previous chunk's wgmmas are done before this chunk's registers are written
-                # (``overlap``: all but the previous chunk's; see the module docstring).
+                # (with IN_FLIGHT = 1, all but the previous chunk's; see the module docstring).
                 warpgroup.wait_group(in_flight)
                 if cutlass.const_expr(chunk == in_flight):
                     if k > 0:  # every wgmma of k-tile k - 1 is done: its stage is free

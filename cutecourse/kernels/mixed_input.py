@@ -10,9 +10,12 @@ and W' = ``cutecourse.quant.dequantize(packed, scales, zeros)``: x (M, K) bf16, 
   split of K: the CTAs run in waves of (SMs x CTAs per SM); a last wave that is mostly empty
   costs as much as a full one, so the planner splits K where that shortens the slowest slot's
   work (``split_cost``), e.g. M = 1 on 8192 x 8192: 64 CTAs on 132 x 3 slots, 6 splits;
-* :func:`launcher` compiles once and returns a :class:`MixedLaunch` (one kernel launch);
-  :func:`mixed_mm` allocates y and runs it once; :func:`compile_target` is for
-  ``cutecourse.inspect`` (fake tensors, symbolic sizes, no GPU).
+* :func:`launcher` checks, plans, allocates the split-K buffers and returns the host layer's
+  ``gemm_launch.Launch`` (one kernel launch, compiled once); :func:`mixed_mm` allocates y and
+  runs it once. The kernel enters through the one host layer: ``ENTRY`` is a
+  ``gemm_launch.Entry`` of :class:`HopperMixedGemm`, whose ``operands()`` describe x, packed,
+  scales, y and the split-K buffers; :func:`compile_target` (its keyword arguments: the
+  constructor's) fakes them for ``cutecourse.inspect`` (symbolic sizes, no GPU).
 
 Split-K reduction: each split writes its fp32 partial sums into its own slice of an (S, M, N)
 buffer, and the last split of each tile to finish (a counter per tile) adds the slices in
@@ -25,9 +28,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import AlignmentError, DeviceError, DTypeError, LayoutError, ShapeError
+from ..errors import DeviceError, DTypeError, ShapeError
 from ..quant.reorder import BLOCK_K, BLOCK_N
+from .gemm_launch import Entry
 from .hopper_mixed_gemm import SM_SMEM, TILE_K, TILE_MS, HopperMixedGemm, check_group, stage_smem
+from .operands import check_tensors
+
+#: The kernel's torch-facing entry: the compile target, and the launch its launcher returns.
+ENTRY = Entry(HopperMixedGemm)
+compile_target = ENTRY.compile_target
 
 #: SMs of an H100 / H200 SXM: the grid a split aims to fill when no GPU is there to ask.
 SMS = 132
@@ -117,18 +126,7 @@ def check(x, packed, scales, zeros=None) -> tuple[int, int, int, int]:
                              "pass the zeros quantize_int4(..., zero_point=True) returned")
     if x.shape[0] < 1:
         raise ShapeError("x has no rows (M = 0)", "pass at least one row")
-    tensors = [("x", x), ("packed", packed), ("scales", scales)] + ([("zeros", zeros)] if zeros is not None else [])
-    for name, t in tensors:
-        if t.stride(1) != 1 or (t.shape[0] > 1 and t.stride(0) != t.shape[1]):
-            raise LayoutError(f"{name} is not a contiguous row-major tensor (strides {tuple(t.stride())})",
-                              f"pass {name}.contiguous()")
-        if t.data_ptr() % 16:
-            raise AlignmentError(f"{name} starts at an address that is not 16-byte aligned (TMA needs 16 B)",
-                                 f"pass {name}.clone()")
-    devices = {t.device for _, t in tensors}
-    if len(devices) > 1:
-        raise DeviceError(f"the operands are on different devices: {sorted(map(str, devices))}",
-                          "move x, packed, scales (and zeros) to the same GPU")
+    check_tensors((("x", x), ("packed", packed), ("scales", scales), ("zeros", zeros)))
     return x.shape[0], n, k, group
 
 
@@ -158,27 +156,14 @@ def plan(m: int, n: int, k: int, group: int, sms: int = SMS, tile_m: int | None 
     return Plan(tile_m, splits, group, ctas, warpgroups)
 
 
-class MixedLaunch:
-    """``fn()`` runs y = x @ W'.T on fixed operands: one kernel launch, no checks, no allocation.
-    It owns its split-K buffers (``fn.partials``, ``fn.counters``), so two launchers may run on
-    different streams at once."""
-
-    def __init__(self, compiled, args, y, plan_, keep):
-        self.compiled, self.args, self.y, self.plan, self.keep_alive = compiled, args, y, plan_, keep
-
-    def __call__(self):
-        self.compiled(*self.args)
-
-
 def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=None, warpgroups=None,
              stages=None):
-    """Check, plan, compile once; return a :class:`MixedLaunch` writing into ``out`` (or a new y)."""
-    import cuda.bindings.driver as cuda
+    """Check, plan, compile once; return the host layer's ``gemm_launch.Launch``: ``fn()`` writes
+    y = x @ W'.T into ``out`` (or a new y, ``fn.y``); ``fn.plan``; with split-K it owns its
+    buffers (``fn.partials``, ``fn.counters``), so two launchers may run on different streams."""
     import torch
-    from cutlass.cute.runtime import from_dlpack
 
     from ..modes import require_gpu
-    from .gemm_launch import compile_once
 
     m, n, k, group = check(x, packed, scales, zeros)
     if x.device.type != "cuda":
@@ -192,24 +177,14 @@ def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=Non
     if tuple(y.shape) != (m, n) or y.dtype != torch.bfloat16 or not y.is_contiguous():
         raise ShapeError(f"out is {_name(y.dtype)} {tuple(y.shape)}; it must be a contiguous bfloat16 ({m}, {n})",
                          "allocate it with torch.empty(M, N, dtype=torch.bfloat16, device=x.device)")
-    split = p.splits > 1
-    kernel = HopperMixedGemm(p.tile_m, group_size=group, zero_point=zeros is not None, split_k=split,
-                             warpgroups=p.warpgroups, stages=stages)
-    buffers = []
-    if split:  # the fp32 slices, and one counter per tile (zero; the kernel leaves them zero)
-        buffers = [torch.empty(p.splits, m, n, dtype=torch.float32, device=x.device),
-                   torch.zeros(p.ctas, dtype=torch.int32, device=x.device)]
-    tensors = [x, packed, scales, y]
-    dyn = [from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=t.dim() - 1) for t in tensors]
-    extra = [from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=t.dim() - 1)
-             for t in buffers + ([zeros] if zeros is not None else [])]
-    stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    args = (*dyn, stream, *extra)
-    compiled = compile_once(kernel, args, key=("mixed",))
-    fn = MixedLaunch(compiled, args, y, p, (*tensors, zeros, *buffers))
-    if split:
-        fn.partials, fn.counters = buffers
-    return fn
+    kernel = ENTRY.kernel(tile_m=p.tile_m, group_size=group, zero_point=zeros is not None, split_k=p.splits > 1,
+                          warpgroups=p.warpgroups, stages=stages)
+    buffers = {}
+    if kernel.split_k:  # the fp32 slices, and one counter per tile (zero; the kernel leaves them zero)
+        buffers = dict(partials=torch.empty(p.splits, m, n, dtype=torch.float32, device=x.device),
+                       counters=torch.zeros(p.ctas, dtype=torch.int32, device=x.device))
+    tensors = dict(x=x, packed=packed, scales=scales, y=y, **buffers, zeros=zeros)
+    return ENTRY.launch_described(kernel, tensors, y=y, plan=p, **buffers)
 
 
 def mixed_mm(x, packed, scales, zeros=None, *, tile_m=None, splits=None, warpgroups=None):
@@ -224,40 +199,3 @@ def mixed_mm(x, packed, scales, zeros=None, *, tile_m=None, splits=None, warpgro
     fn = launcher(x, packed, scales, zeros, tile_m=tile_m, splits=splits, warpgroups=warpgroups)
     fn()
     return fn.y
-
-
-def fake_operands(group_size: int = 128, zero_point: bool = False, split: bool = False):
-    """Fake x, packed, scales, y and the extra tensors (split-K buffers, zeros) with symbolic
-    M, N, K and 16-byte aligned rows."""
-    import cutlass
-    import cutlass.cute as cute
-    from cutlass.cute.runtime import make_fake_tensor
-
-    m, n, k = cute.sym_int(symbol="M"), cute.sym_int(symbol="N"), cute.sym_int(symbol="K")
-    kw, g, s = cute.sym_int(symbol="K8"), cute.sym_int(symbol="groups"), cute.sym_int(symbol="S")
-
-    def ld(div, name):
-        return cute.sym_int64(divisibility=div, symbol=name)
-
-    x = make_fake_tensor(cutlass.BFloat16, (m, k), (ld(8, "ldx"), 1), assumed_align=16)
-    w = make_fake_tensor(cutlass.Int32, (n, kw), (ld(4, "ldw"), 1), assumed_align=16)
-    sc = make_fake_tensor(cutlass.BFloat16, (g, n), (ld(8, "lds"), 1), assumed_align=16)
-    y = make_fake_tensor(cutlass.BFloat16, (m, n), (ld(8, "ldy"), 1), assumed_align=16)
-    extra = ()
-    if split:
-        extra = (make_fake_tensor(cutlass.Float32, (s, m, n), (ld(4, "ldp_split"), ld(4, "ldp"), 1), assumed_align=16),
-                 make_fake_tensor(cutlass.Int32, (cute.sym_int(symbol="tiles"),), (1,), assumed_align=16))
-    if zero_point:
-        extra += (make_fake_tensor(cutlass.Uint8, (g, n), (ld(16, "ldz"), 1), assumed_align=16),)
-    return x, w, sc, y, extra
-
-
-def compile_target(tile_m: int = 16, group_size: int = 128, zero_point: bool = False, split: bool = False,
-                   warpgroups: int = 1, stages: int | None = None, overlap: bool = False):
-    """(kernel, fake arguments) for ``cutecourse.inspect.compile_report``: compiles on any machine."""
-    import cuda.bindings.driver as cuda
-
-    kernel = HopperMixedGemm(tile_m, group_size=group_size, zero_point=zero_point, split_k=split,
-                             warpgroups=warpgroups, stages=stages, overlap=overlap)
-    x, w, sc, y, extra = fake_operands(group_size, zero_point, split)
-    return kernel, (x, w, sc, y, cuda.CUstream(0), *extra)

@@ -1,0 +1,106 @@
+"""Operands a kernel describes itself, for the kernels whose operands are not A, B and C.
+
+``gemm_launch`` serves the dense GEMMs' K-major A (M, K), B (N, K) and C (M, N) by default. A
+kernel that takes other tensors (the mixed-input GEMM: x, packed int4 weights, group scales, y,
+and its split-K buffers) says what they are in ``operands()``: a :class:`Tensor` for each, in
+the order its ``__call__`` takes them, before and after the stream. From that one description
+``gemm_launch.Entry`` fakes them for a compile on any machine (:func:`fake_tensors`), checks the
+torch tensors' layout (:func:`check_tensors`, after the kernel's own checks in the learner's
+terms) and launches on them (:func:`arguments`), every size a run-time value. Every kernel may
+also describe :class:`Scratch` tensors (counters it needs besides its operands).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import AlignmentError, DeviceError, LayoutError
+from ..models.gemm_plan import BYTES
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """A tensor a kernel needs besides A, B and C, passed after C (e.g. the dynamic scheduler's
+    ticket counters): ``size`` elements of ``dtype`` (a torch dtype name), ``align`` bytes;
+    ``zero``: it must be zero before the first launch (and the kernel leaves it so)."""
+
+    name: str
+    dtype: str
+    size: int
+    align: int
+    zero: bool = True
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor operand as a kernel describes it: ``name`` (the learner's, for messages), ``dtype``
+    (a torch dtype name), ``shape`` (symbol names: the sizes stay run-time values; one name in two
+    tensors is one size), row-major with rows 16-byte aligned; ``ld``: the symbols of its row
+    strides (default ``ld`` + name)."""
+
+    name: str
+    dtype: str
+    shape: tuple
+    ld: tuple = ()
+
+    def strides(self) -> tuple:
+        """Symbol names of the strides of every dimension but the last (which is 1)."""
+        return tuple(self.ld) or tuple(f"ld{self.name}{'' if i == len(self.shape) - 2 else i}"
+                                       for i in range(len(self.shape) - 1))
+
+
+def fake_tensors(described, sizes: dict) -> tuple:
+    """Fake tensors for these :class:`Tensor` descriptions; ``sizes``: symbol -> ``cute.sym_int``,
+    shared by every call for one kernel (a symbol not in it yet is made and added)."""
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_tensor
+
+    from .sm90 import DTYPES
+
+    types = {**DTYPES, "int32": cutlass.Int32, "uint8": cutlass.Uint8}
+    out = []
+    for t in described:
+        for s in t.shape:
+            if s not in sizes:
+                sizes[s] = cute.sym_int(symbol=s)
+        shape = tuple(sizes[s] for s in t.shape)
+        div = max(1, 16 // BYTES_OF[t.dtype])
+        strides = tuple(cute.sym_int64(divisibility=div, symbol=ld) for ld in t.strides()) + (1,)
+        out.append(make_fake_tensor(types[t.dtype], shape, strides, assumed_align=16))
+    return tuple(out)
+
+
+#: Bytes per element of the dtypes a described tensor may have.
+BYTES_OF = {**BYTES, "int32": 4, "uint8": 1}
+
+
+def check_tensors(named) -> None:
+    """(name, tensor) pairs (None: an operand not given) against what TMA reads: contiguous
+    row-major, 16-byte aligned, all on one device; a CourseError in the learner's names."""
+    given = [(name, t) for name, t in named if t is not None]
+    for name, t in given:
+        if t.stride(-1) != 1 or (t.dim() == 2 and t.shape[0] > 1 and t.stride(0) != t.shape[1]):
+            raise LayoutError(f"{name} is not a contiguous row-major tensor (strides {tuple(t.stride())})",
+                              f"pass {name}.contiguous()")
+        if t.data_ptr() % 16:
+            raise AlignmentError(f"{name} starts at an address that is not 16-byte aligned (TMA needs 16 B)",
+                                 f"pass {name}.clone()")
+    devices = {t.device for _, t in given}
+    if len(devices) > 1:
+        raise DeviceError(f"the operands are on different devices: {sorted(map(str, devices))}",
+                          f"move {', '.join(name for name, _ in given)} to the same GPU")
+
+
+def arguments(kernel, tensors: dict) -> tuple:
+    """The DSL arguments of ``kernel`` on ``tensors`` (name -> checked torch tensor, as
+    ``kernel.operands()`` names them) and the current stream: every size a run-time value, as
+    the fakes had it."""
+    import cuda.bindings.driver as cuda
+    import torch
+    from cutlass.cute.runtime import from_dlpack
+
+    before, after = kernel.operands()
+    wrap = [[from_dlpack(tensors[t.name], assumed_align=16).mark_layout_dynamic(leading_dim=tensors[t.name].dim() - 1)
+             for t in part] for part in (before, after)]
+    return (*wrap[0], cuda.CUstream(torch.cuda.current_stream().cuda_stream), *wrap[1])
