@@ -98,11 +98,6 @@ def compile_once(kernel, args, key=()):
     return _COMPILED[full]
 
 
-def compiled_variants() -> int:
-    """How many kernel variants this process has compiled (one per configuration and dtypes)."""
-    return len(_COMPILED)
-
-
 def fake_operands(in_dtype="float16", out_dtype="float16"):
     """Fake K-major A (M, K), B (N, K) and N-major C (M, N) with symbolic sizes and 16-B aligned rows."""
     import cutlass.cute as cute
