@@ -50,7 +50,7 @@ import cutlass.pipeline as pipeline
 
 from . import gemm_launch, sm90
 from .barriers import Barrier, MmaTurn
-from .hopper_gemm_persistent import PRODUCER_WARPGROUPS, WORK_SLOTS, PersistentHopperGemm, plan_persistent
+from .hopper_gemm_persistent import PRODUCER_WARPGROUPS, WORK_SLOTS, PersistentHopperGemm
 from .tile_scheduler import StaticScheduler
 
 #: A warpgroup's tile: 64 rows (one wgmma's M) by 256 (the default), or 128x128 (module docstring).
@@ -157,11 +157,3 @@ class PingPongHopperGemm(PersistentHopperGemm):
 ENTRY = gemm_launch.Entry(PingPongHopperGemm)
 compile_target, validate, launcher, gemm_pingpong = ENTRY.compile_target, ENTRY.validate, ENTRY.launcher, ENTRY.gemm
 
-
-def plan_pingpong(tile_mn=(64, 256), in_dtype="float16", out_dtype="float16", stages: int | None = None,
-                  epi_stages: int = EPI_STAGES):
-    """The smem plan: the ring, and two sets of ``epi_stages`` C buffers (one per consumer
-    warpgroup): 5 stages of 40 KiB and 16 KiB of C buffers by default, 4 stages with
-    ``epi_stages=4``."""
-    return plan_persistent(tile_mn, in_dtype, out_dtype, stages=stages, epi_tile=EPI_TILE,
-                           c_buffer_sets=2, tiles=TILES, epi_stages=epi_stages)
