@@ -43,6 +43,8 @@ op on each accumulator before it is stored, e.g. a bias and an activation.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
@@ -77,6 +79,20 @@ CLUSTERS = ((1, 1), (2, 1), (1, 2))
 WORK_SLOTS = tile_scheduler.WORK_SLOTS
 #: The first consumer warp issues the epilogue's TMA stores.
 EPILOGUE_STORE_WARP = 4
+
+
+class CtaSetup(NamedTuple):
+    """What a CTA has set up when it makes its scheduler (``make_scheduler``): the work-item
+    hand-over (``queue`` and its smem ``slots``), all tiles of A and of C (``gA``, ``gC``: their
+    counts give the grid of work items), its shared memory (``storage``, with the variant's own
+    ``smem_fields``) and its TMA atoms of A, B, C (``atoms``)."""
+
+    queue: object
+    slots: object
+    gA: object
+    gC: object
+    storage: object
+    atoms: tuple
 
 
 def shared_storage(kernel, sA_layout, sB_layout, sC_layout):
@@ -135,10 +151,8 @@ class PersistentHopperGemm(Configured):
                              "pass the GPU's SM count (132 on an H100 SXM)")
         if not (isinstance(scheduler, type) and issubclass(scheduler, tile_scheduler.TileScheduler)):
             raise ValueError(f"scheduler must be a tile_scheduler.TileScheduler class, not {scheduler!r}")
-        if issubclass(scheduler, tile_scheduler.DynamicScheduler) and tuple(cluster_mn) != (1, 1):
-            raise ShapeError("the dynamic scheduler hands out tiles per CTA, but a cluster's CTAs must "
-                             "work on neighbouring tiles (they share multicast loads)",
-                             "use scheduler='static' with clusters")
+        if scheduler.PER_CTA is not None and tuple(cluster_mn) != (1, 1):
+            raise ShapeError(scheduler.PER_CTA, "use scheduler='static' with clusters")
         self.tile_mnk = (*self.tile_mn, TILE_K)
         self.cluster_mn = tuple(cluster_mn)
         self.sms, self.group_m, self.Scheduler = sms, group_m, scheduler
@@ -161,8 +175,11 @@ class PersistentHopperGemm(Configured):
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit
-    def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, counters: cute.Tensor, stream, *epilogue_args):
-        self.launch(a, b, c, tile_scheduler.Counters(counters), self.grid_clusters(c), stream, epilogue_args)
+    def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, *args):
+        """``args``: the tensors of ``scratch()``, in its order (they make the scheduler's ``Args``),
+        the stream, then the epilogue op's operands."""
+        n = len(self.scratch())
+        self.launch(a, b, c, self.Scheduler.Args(*args[:n]), self.grid_clusters(c), args[n], args[n + 1:])
 
     def grid_clusters(self, c):
         """The persistent grid: as many clusters as fit on the SMs, fewer when the problem has
@@ -240,7 +257,7 @@ class PersistentHopperGemm(Configured):
         tAsA, tAgA, tBsB, tBgB = sm90.tma_views(tma_a, tma_b, cta_layout, cluster_coord, sA, sB, gA, gB)
         fields = self.Scheduler.ITEM_FIELDS
         slots = storage.work_items.get_tensor(cute.make_layout((WORK_SLOTS, fields), stride=(fields, 1)))
-        scheduler = self.make_scheduler(scheduler_args, queue, slots, gA, gC, storage, (tma_a, tma_b, tma_c))
+        scheduler = self.make_scheduler(scheduler_args, CtaSetup(queue, slots, gA, gC, storage, (tma_a, tma_b, tma_c)))
 
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
 
@@ -270,23 +287,24 @@ class PersistentHopperGemm(Configured):
         for atom in atoms:
             cpasync.prefetch_descriptor(atom)
 
-    def make_scheduler(self, scheduler_args, queue, slots, gA, gC, storage, atoms):
+    def make_scheduler(self, scheduler_args, setup: CtaSetup):
         """Hook: this CTA's scheduler (``self.Scheduler.make``, from ``grid_params``);
-        ``scheduler_args``: the scheduler's ``Args`` (here ``tile_scheduler.Counters``)."""
-        return self.Scheduler.make(**self.grid_params(scheduler_args, queue, slots, gA, gC)._asdict())
+        ``scheduler_args``: the scheduler's ``Args`` (here ``tile_scheduler.Counters``); ``setup``:
+        what the CTA has set up that a scheduler may need (``CtaSetup``)."""
+        return self.Scheduler.make(**self.grid_params(scheduler_args, setup)._asdict())
 
-    def grid_params(self, scheduler_args, queue, slots, gA, gC) -> tile_scheduler.DenseParams:
+    def grid_params(self, scheduler_args, setup: CtaSetup) -> tile_scheduler.DenseParams:
         """A dense scheduler's fields for this CTA: its first work item, the stride between its
         items (the clusters in the grid), the grid of work items, the hand-over."""
         cm, cn = self.cluster_mn
         in_cluster = cute.arch.block_in_cluster_idx()
-        clusters_m = cute.ceil_div(cute.size(gC, mode=[2]), cm)
-        clusters_n = cute.ceil_div(cute.size(gC, mode=[3]), cn)
+        clusters_m = cute.ceil_div(cute.size(setup.gC, mode=[2]), cm)
+        clusters_n = cute.ceil_div(cute.size(setup.gC, mode=[3]), cn)
         return tile_scheduler.DenseParams(
             first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2],
             clusters_m=clusters_m, clusters_n=clusters_n, total=clusters_m * clusters_n,
-            k_tiles=cute.size(gA, mode=[3]), group_m=self.group_m, cluster_mn=self.cluster_mn,
-            in_cluster=in_cluster, queue=queue, slots=slots, counters=scheduler_args.counters)
+            k_tiles=cute.size(setup.gA, mode=[3]), group_m=self.group_m, cluster_mn=self.cluster_mn,
+            in_cluster=in_cluster, queue=setup.queue, slots=setup.slots, counters=scheduler_args.counters)
 
     # -- producer: one warp, TMA only --------------------------------------------------------
     @cute.jit
