@@ -216,7 +216,7 @@ def test_replay_of_every_gpu_case_finishes_with_no_turn_left_over():
     # the order replayed is the kernel's: its tile's mainloop, then the next item; the turn always
     # passed on (MmaTurn's default), the last one taken after the walk
     src = inspect.getsource(hpp.PingPongHopperGemm._warpgroup)
-    assert src.index("sm90.mma_tile(") < src.index("scheduler.advance(tile, slot)"), "next item read first"
+    assert src.index("self.mainloop(") < src.index("scheduler.advance(tile, slot)"), "next item read first"
     assert "MmaTurn(w))" in src and "walked % 2 == w" in src
     for case, items, k_tiles, stages, dynamic in _pingpong_cases():
         assert _replay(items, k_tiles, stages, dynamic) == "ok", (case, items)

@@ -43,6 +43,7 @@ op on each accumulator before it is stored, e.g. a bias and an activation.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import cutlass
@@ -55,6 +56,7 @@ from ..errors import ShapeError
 from ..models.gemm_plan import (EPI_STAGES, EPI_TILE, IN_DTYPES, TILE_K, TILES, check_epi_tile, check_tile,
                                 plan_persistent)
 from . import gemm_launch, sm90, tile_scheduler
+from .barriers import Barrier
 from .configured import Configured
 
 #: Warpgroup roles. Warpgroup 0: producer (its warp 0 issues TMA); 1 and 2: MMA + epilogue.
@@ -319,10 +321,10 @@ class PersistentHopperGemm(Configured):
             tile = scheduler.work_tile()
             scheduler.publish(slot, tile)  # for the consumers (dynamic, grouped)
             slot.advance()
-            tile_loads, maps = self.tile_loads(scheduler, loads, tile)
+            tile_loads = self.tile_loads(scheduler, loads, tile)
             for k in cutlass.range(tile.k_begin, tile.k_end, unroll=1):
                 ring.producer_acquire(prod)  # wait for a free stage, expect its bytes
-                sm90.issue_tma(ring, tile_loads, prod, k, maps=maps)
+                sm90.issue_tma(ring, tile_loads, prod, k)
                 prod.advance()
             scheduler.advance(tile)
         scheduler.publish(slot)  # past the last item: "no more tiles"
@@ -332,12 +334,10 @@ class PersistentHopperGemm(Configured):
         ring.producer_tail(prod)
 
     def tile_loads(self, scheduler, loads, tile):
-        """Hook: the loads of one tile: A's row panel and B's column panel of the tile, through
-        the atoms' own tensor maps (None: the maps the host made)."""
-        tile_loads = sm90.Loads(loads.tma_a, loads.tAgA[(None, tile.tile_m, None)], loads.tAsA,
-                                loads.a_mcast_mask, loads.tma_b, loads.tBgB[(None, tile.tile_n, None)],
-                                loads.tBsB, loads.b_mcast_mask)
-        return tile_loads, (None, None)
+        """Hook: the loads of one tile (``sm90.Loads``): A's row panel and B's column panel of the
+        tile, through ``loads.maps`` (None: the maps the host made)."""
+        return dataclasses.replace(loads, tAgA=loads.tAgA[(None, tile.tile_m, None)],
+                                   tBgB=loads.tBgB[(None, tile.tile_n, None)])
 
     # -- consumers: two warpgroups, WGMMA + epilogue -----------------------------------------
     @cute.jit
@@ -366,20 +366,26 @@ class PersistentHopperGemm(Configured):
             slot.advance()
         sm90.finish_stores(epilogue, warp_idx)
 
-    def make_epilogue(self, tma_c, sC, mma, ctid, epilogue_args):
-        """Hook: the consumers' epilogue (``sm90.Epilogue``: C's smem buffers and TMA store, the
-        epilogue op); ``epilogue_args``: what ``__call__`` passed for it (here the op's operands)."""
+    def make_epilogue(self, tma_c, sC, mma, ctid, epilogue_args, unit: int = 0):
+        """Hook: the epilogue of MMA unit ``unit`` (the ``MMA_WARPGROUPS`` consumer warpgroups that
+        share a tile: here one unit of two; in ping-pong each warpgroup is one), ``sm90.Epilogue``:
+        its own C buffers, TMA-store pipeline, store warp (its first) and named barrier, and the
+        epilogue op; ``ctid``: the thread among the unit's; ``epilogue_args``: what ``__call__``
+        passed for it (here the op's operands)."""
+        threads = 128 * self.MMA_WARPGROUPS
         return sm90.Epilogue(tma_c, sC, mma.tiled_mma, mma.acc, ctid, self.c_dtype, self.epi_tile,
-                             self.epi_stages, CONSUMER_THREADS, store_warp=EPILOGUE_STORE_WARP,
-                             barrier_threads=CONSUMER_THREADS, op=self.epilogue_op, operands=epilogue_args)
+                             self.epi_stages, threads, store_warp=4 * (PRODUCER_WARPGROUPS + unit * self.MMA_WARPGROUPS),
+                             barrier_threads=threads, barrier_id=Barrier.EPILOGUE + unit,
+                             first_buffer=unit * self.epi_stages, op=self.epilogue_op, operands=epilogue_args)
 
     def enter_tile(self, scheduler, epilogue, tile, warp_idx):
         """Hook: what the consumers do before a tile's mainloop (the grouped GEMMs: C's tensor map)."""
 
-    def mainloop(self, ring, mma, read, release, scheduler, tile):
+    def mainloop(self, ring, mma, read, release, scheduler, tile, turn=None):
         """Hook: acc = the tile's k-tiles multiplied (``sm90.mma_tile``); returns (read, release)
-        advanced."""
-        return sm90.mma_tile(ring, mma, read, release, tile.k_end - tile.k_begin)
+        advanced. ``turn``: None, or the unit's turn on the tensor cores (``barriers.MmaTurn``:
+        ping-pong), taken before the first MMA and passed on after the last is issued."""
+        return sm90.mma_tile(ring, mma, read, release, tile.k_end - tile.k_begin, turn)
 
     def store_tile(self, scheduler, epilogue, mma, gC, tile, ctid, warp_idx):
         """Hook: the epilogue of a tile: its accumulators, through the epilogue op if the kernel

@@ -32,6 +32,8 @@ The host side (checks, metadata, compiling, ``grouped_gemm`` and ``grouped_mm``)
 
 from __future__ import annotations
 
+import dataclasses
+
 import cutlass
 import cutlass.cute as cute
 
@@ -118,8 +120,9 @@ class GroupedHopperGemm(PersistentHopperGemm):
             tensor_maps.update_maps(groups.maps, (a_g, b_g), (loads.tma_a, loads.tma_b), (A, B),
                                     PRODUCER_WARP)
             tensor_maps.acquire_maps(groups.maps, (A, B))
-        tile_loads, _ = PersistentHopperGemm.tile_loads(self, groups, loads, tile)
-        return tile_loads, (tensor_maps.map_pointer(groups.maps, A), tensor_maps.map_pointer(groups.maps, B))
+        tile_loads = PersistentHopperGemm.tile_loads(self, groups, loads, tile)
+        return dataclasses.replace(tile_loads, maps=(tensor_maps.map_pointer(groups.maps, A),
+                                                     tensor_maps.map_pointer(groups.maps, B)))
 
     @cute.jit
     def enter_tile(self, groups, epilogue, tile, warp_idx):
