@@ -97,6 +97,14 @@ class CtaSetup(NamedTuple):
     atoms: tuple
 
 
+class EpilogueArgs(NamedTuple):
+    """What the consumers' epilogue takes from the host: what it needs of C itself besides C's
+    TMA atom (``epilogue_c``: nothing for the TMA-store epilogue) and the epilogue op's operands."""
+
+    c: object
+    operands: tuple
+
+
 def shared_storage(kernel, sA_layout, sB_layout, sC_layout):
     """The kernel's shared memory, field by field: the ring's barriers and stages, the C buffers,
     the work-item slots (and their full/empty barriers: a work item is ``ITEM_FIELDS`` int32 of
@@ -134,12 +142,13 @@ class PersistentHopperGemm(Configured):
     """
 
     #: The tiles it takes; warpgroups sharing one tile's MMAs (2: each owns 64 of its 128 rows);
-    #: sets of C buffers (one: both warpgroups store each tile); input dtypes; the wgmma's N (None: the tile's).
+    #: sets of C buffers (one: both warpgroups store each tile); input dtypes; the wgmma's N by the
+    #: tile's N, where it is narrower (tile_n / wgmma_n wgmmas side by side; absent: the tile's).
     TILES = PERSISTENT_TILES
     MMA_WARPGROUPS = CONSUMER_WARPGROUPS
     C_BUFFER_SETS = 1
     IN_DTYPES = IN_DTYPES
-    WGMMA_N = None
+    WGMMA_N = {}
 
     def __init__(self, tile_mn=(128, 256), *, cluster_mn=(1, 1), sms: int = 132,
                  group_m: int = GROUP_M, stages: int | None = None, scheduler=tile_scheduler.StaticScheduler,
@@ -198,11 +207,12 @@ class PersistentHopperGemm(Configured):
         operands, or templates of them), launch ``clusters`` clusters. ``scheduler_args``: the
         tensors ``make_scheduler`` reads, a NamedTuple (the scheduler's ``Args``: the dense
         kernel's counters, stream-K's and its partial sums, the grouped GEMMs' group metadata);
-        ``epilogue_args``: those the epilogue reads (the epilogue op's operands)."""
+        ``epilogue_args``: the epilogue op's operands (with ``epilogue_c(c)``, the epilogue's
+        ``EpilogueArgs``)."""
         self.a_dtype, self.c_dtype = a.element_type, c.element_type
         self.stages = self.plan(sm90.dtype_name(self.a_dtype), sm90.dtype_name(self.c_dtype)).stages
         self.tiled_mma = sm90.tiled_mma(self.a_dtype, self.acc_dtype, self.MMA_WARPGROUPS, self.tile_mn[1],
-                                        self.WGMMA_N)
+                                        self.WGMMA_N.get(self.tile_mn[1]))
         sA_layout, sB_layout, sC_layout = sm90.smem_layouts(self.tile_mnk, self.a_dtype, self.c_dtype,
                                                             self.stages, self.epi_tile,
                                                             self.epi_stages * self.C_BUFFER_SETS)
@@ -214,9 +224,14 @@ class PersistentHopperGemm(Configured):
         # No 1x1 "cluster" launch attribute: it shares nothing and ran up to 2x slower (docs/grouped_measured.md).
         cluster = {"cluster": (cm, cn, 1)} if cm * cn > 1 else {}
         self.kernel(tma_a, gA, tma_b, gB, tma_c, gC, self.tiled_mma, sA_layout, sB_layout,
-                    sC_layout, scheduler_args, epilogue_args).launch(grid=(cm, cn, clusters), block=[THREADS, 1, 1],
+                    sC_layout, scheduler_args, EpilogueArgs(self.epilogue_c(c), tuple(epilogue_args))).launch(grid=(cm, cn, clusters), block=[THREADS, 1, 1],
                                                    min_blocks_per_mp=1, stream=stream, use_pdl=self.pdl,
                                                    **cluster)
+
+    def epilogue_c(self, c):
+        """Hook (host side): what the epilogue needs of C itself besides its TMA atom (nothing: it
+        stores through the tensor map)."""
+        return ()
 
     # -- device side -------------------------------------------------------------------------
     @cute.kernel
@@ -370,13 +385,14 @@ class PersistentHopperGemm(Configured):
         """Hook: the epilogue of MMA unit ``unit`` (the ``MMA_WARPGROUPS`` consumer warpgroups that
         share a tile: here one unit of two; in ping-pong each warpgroup is one), ``sm90.Epilogue``:
         its own C buffers, TMA-store pipeline, store warp (its first) and named barrier, and the
-        epilogue op; ``ctid``: the thread among the unit's; ``epilogue_args``: what ``__call__``
-        passed for it (here the op's operands)."""
+        epilogue op; ``ctid``: the thread among the unit's; ``epilogue_args``: its
+        ``EpilogueArgs`` (here it reads the op's operands)."""
         threads = 128 * self.MMA_WARPGROUPS
         return sm90.Epilogue(tma_c, sC, mma.tiled_mma, mma.acc, ctid, self.c_dtype, self.epi_tile,
                              self.epi_stages, threads, store_warp=4 * (PRODUCER_WARPGROUPS + unit * self.MMA_WARPGROUPS),
                              barrier_threads=threads, barrier_id=Barrier.EPILOGUE + unit,
-                             first_buffer=unit * self.epi_stages, op=self.epilogue_op, operands=epilogue_args)
+                             first_buffer=unit * self.epi_stages, op=self.epilogue_op,
+                             operands=epilogue_args.operands)
 
     def enter_tile(self, scheduler, epilogue, tile, warp_idx):
         """Hook: what the consumers do before a tile's mainloop (the grouped GEMMs: C's tensor map)."""
