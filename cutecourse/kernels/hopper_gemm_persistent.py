@@ -35,10 +35,11 @@ TMA-store epilogue: the pieces in ``sm90.py``), but organised differently:
   before its first load, and the consumers release the next grid when their work is done
   (``griddepcontrol.launch_dependents``). It saves the 1-2 us the GPU idles between two launches.
 
-The variants change it through hooks (the class docstring): ping-pong (``hopper_gemm_pingpong``),
-stream-K (``hopper_gemm_streamk``), the direct-store epilogue (``hopper_gemm_direct_store``) and
-the grouped GEMMs (``hopper_grouped_gemm``). ``epilogue_op`` (``epilogue_op.py``): an elementwise
-op on each accumulator before it is stored, e.g. a bias and an activation.
+A variant is a subclass that overrides hooks (the class docstring), each the one place where a
+part of the kernel is decided: where the tiles come from, what a tile's loads go through, how the
+consumers share the work, the mainloop, the epilogue (``registry.py`` names the dense variants).
+``epilogue_op`` (``epilogue_op.py``): an elementwise op on each accumulator before it is stored,
+e.g. a bias and an activation.
 """
 
 from __future__ import annotations
@@ -132,13 +133,14 @@ class PersistentHopperGemm(Configured):
     ``cluster_mn``: one of ``CLUSTERS``. ``pdl``: programmatic dependent launch. ``epilogue_op``:
     an ``epilogue_op.EpilogueOp`` applied to each accumulator before it is stored.
 
-    The variants (ping-pong, stream-K, the grouped GEMMs) change it through small hooks, with the
-    same signature in every subclass: where the tiles come from (``make_scheduler``: an object of
-    the ``Scheduler`` class, from its ``Args``), which tensors a tile's loads use (``tile_loads``),
-    how the consumer warpgroups share the work (``consumers``), what they do as a tile starts
-    (``enter_tile``), its mainloop (``mainloop``), its epilogue (``make_epilogue``) and where its
-    result goes (``store_tile``); and its own shared memory (``smem_fields``) and tensor-map
-    prefetch (``prefetch_descriptors``). The base knows none of its variants.
+    A variant changes it through small hooks, with the same signature in every subclass: where
+    the tiles come from (``make_scheduler``: an object of the ``Scheduler`` class, from its
+    ``Args``), which tensors a tile's loads use (``tile_loads``), how the consumer warpgroups share
+    the work (``consumers``), what they do as a tile starts (``enter_tile``), its mainloop
+    (``mainloop``), its epilogue (``make_epilogue``) and where its result goes (``store_tile``);
+    and its own shared memory (``smem_fields``) and tensor-map prefetch (``prefetch_descriptors``);
+    on the host, what its epilogue takes of C itself (``epilogue_c``). The base knows none of its
+    variants.
     """
 
     #: The tiles it takes; warpgroups sharing one tile's MMAs (2: each owns 64 of its 128 rows);
@@ -201,12 +203,12 @@ class PersistentHopperGemm(Configured):
         return cutlass.min(clusters_m * clusters_n, self.sms // (cm * cn))
 
     @cute.jit
-    def launch(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, scheduler_args, clusters, stream,
+    def launch(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, scheduler_args: tuple, clusters, stream,
                epilogue_args=()):
         """Plan the smem, build the MMA and the TMA atoms of A, B, C (``a``, ``b``, ``c``: the
         operands, or templates of them), launch ``clusters`` clusters. ``scheduler_args``: the
-        tensors ``make_scheduler`` reads, a NamedTuple (the scheduler's ``Args``: the dense
-        kernel's counters, stream-K's and its partial sums, the grouped GEMMs' group metadata);
+        tensors ``make_scheduler`` reads, a NamedTuple (the scheduler's ``Args``, e.g.
+        ``tile_scheduler.Counters``);
         ``epilogue_args``: the epilogue op's operands (with ``epilogue_c(c)``, the epilogue's
         ``EpilogueArgs``)."""
         self.a_dtype, self.c_dtype = a.element_type, c.element_type
@@ -223,8 +225,9 @@ class PersistentHopperGemm(Configured):
         cm, cn = self.cluster_mn
         # No 1x1 "cluster" launch attribute: it shares nothing and ran up to 2x slower (docs/grouped_measured.md).
         cluster = {"cluster": (cm, cn, 1)} if cm * cn > 1 else {}
+        epilogue = EpilogueArgs(self.epilogue_c(c), tuple(epilogue_args))
         self.kernel(tma_a, gA, tma_b, gB, tma_c, gC, self.tiled_mma, sA_layout, sB_layout,
-                    sC_layout, scheduler_args, EpilogueArgs(self.epilogue_c(c), tuple(epilogue_args))).launch(grid=(cm, cn, clusters), block=[THREADS, 1, 1],
+                    sC_layout, scheduler_args, epilogue).launch(grid=(cm, cn, clusters), block=[THREADS, 1, 1],
                                                    min_blocks_per_mp=1, stream=stream, use_pdl=self.pdl,
                                                    **cluster)
 
@@ -238,7 +241,7 @@ class PersistentHopperGemm(Configured):
     def kernel(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
                tma_c: cute.CopyAtom, mC: cute.Tensor, tiled_mma: cute.TiledMma,
                sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
-               sC_layout: cute.ComposedLayout, scheduler_args, epilogue_args):
+               sC_layout: cute.ComposedLayout, scheduler_args: tuple, epilogue_args: EpilogueArgs):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         warpgroup_idx = cute.arch.make_warp_uniform(tidx // 128)
@@ -253,7 +256,7 @@ class PersistentHopperGemm(Configured):
         ring = sm90.make_ring(storage.barriers.data_ptr(), self.stages, self.a_dtype, sA_layout,
                               sB_layout, cta_layout, self.cluster_mn, 128 * self.MMA_WARPGROUPS)
         # Work-item slots: the producer warp (32 threads arrive) publishes a work item, the 256
-        # consumer threads read it and release the slot (the dynamic scheduler, the grouped GEMMs).
+        # consumer threads read it and release the slot (a scheduler that hands its items over).
         queue = pipeline.PipelineAsync.create(
             barrier_storage=storage.work_barriers.data_ptr(), num_stages=WORK_SLOTS,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32),
@@ -295,8 +298,8 @@ class PersistentHopperGemm(Configured):
                 cute.arch.griddepcontrol_launch_dependents()  # the next kernel may start (PDL)
 
     def smem_fields(self) -> dict:
-        """Hook: the variant's own fields of the shared memory, by name (``cute.struct`` members;
-        the grouped GEMMs: the CTA's tensor maps)."""
+        """Hook: the variant's own fields of the shared memory, by name (``cute.struct`` members,
+        e.g. tensor maps the CTA patches)."""
         return {}
 
     def prefetch_descriptors(self, atoms):
@@ -304,13 +307,13 @@ class PersistentHopperGemm(Configured):
         for atom in atoms:
             cpasync.prefetch_descriptor(atom)
 
-    def make_scheduler(self, scheduler_args, setup: CtaSetup):
+    def make_scheduler(self, scheduler_args: tile_scheduler.Counters, setup: CtaSetup):
         """Hook: this CTA's scheduler (``self.Scheduler.make``, from ``grid_params``);
         ``scheduler_args``: the scheduler's ``Args`` (here ``tile_scheduler.Counters``); ``setup``:
         what the CTA has set up that a scheduler may need (``CtaSetup``)."""
         return self.Scheduler.make(**self.grid_params(scheduler_args, setup)._asdict())
 
-    def grid_params(self, scheduler_args, setup: CtaSetup) -> tile_scheduler.DenseParams:
+    def grid_params(self, scheduler_args: tile_scheduler.Counters, setup: CtaSetup) -> tile_scheduler.DenseParams:
         """A dense scheduler's fields for this CTA: its first work item, the stride between its
         items (the clusters in the grid), the grid of work items, the hand-over."""
         cm, cn = self.cluster_mn
@@ -334,7 +337,7 @@ class PersistentHopperGemm(Configured):
         scheduler = scheduler.start()  # this warp's walk, at its first work item
         while scheduler.active():
             tile = scheduler.work_tile()
-            scheduler.publish(slot, tile)  # for the consumers (dynamic, grouped)
+            scheduler.publish(slot, tile)  # for the consumers, if the scheduler hands items over
             slot.advance()
             tile_loads = self.tile_loads(scheduler, loads, tile)
             for k in cutlass.range(tile.k_begin, tile.k_end, unroll=1):
@@ -383,24 +386,25 @@ class PersistentHopperGemm(Configured):
 
     def make_epilogue(self, tma_c, sC, mma, ctid, epilogue_args, unit: int = 0):
         """Hook: the epilogue of MMA unit ``unit`` (the ``MMA_WARPGROUPS`` consumer warpgroups that
-        share a tile: here one unit of two; in ping-pong each warpgroup is one), ``sm90.Epilogue``:
-        its own C buffers, TMA-store pipeline, store warp (its first) and named barrier, and the
-        epilogue op; ``ctid``: the thread among the unit's; ``epilogue_args``: its
+        share a tile: here one unit of two; where each warpgroup owns a tile, one unit each),
+        ``sm90.Epilogue``: its own C buffers, TMA-store pipeline, store warp (its first) and named
+        barrier, and the epilogue op; ``ctid``: the thread among the unit's; ``epilogue_args``: its
         ``EpilogueArgs`` (here it reads the op's operands)."""
         threads = 128 * self.MMA_WARPGROUPS
+        first_warp = 4 * (PRODUCER_WARPGROUPS + unit * self.MMA_WARPGROUPS)
         return sm90.Epilogue(tma_c, sC, mma.tiled_mma, mma.acc, ctid, self.c_dtype, self.epi_tile,
-                             self.epi_stages, threads, store_warp=4 * (PRODUCER_WARPGROUPS + unit * self.MMA_WARPGROUPS),
+                             self.epi_stages, threads, store_warp=first_warp,
                              barrier_threads=threads, barrier_id=Barrier.EPILOGUE + unit,
                              first_buffer=unit * self.epi_stages, op=self.epilogue_op,
                              operands=epilogue_args.operands)
 
     def enter_tile(self, scheduler, epilogue, tile, warp_idx):
-        """Hook: what the consumers do before a tile's mainloop (the grouped GEMMs: C's tensor map)."""
+        """Hook: what the consumers do before a tile's mainloop (e.g. point C's tensor map elsewhere)."""
 
     def mainloop(self, ring, mma, read, release, scheduler, tile, turn=None):
         """Hook: acc = the tile's k-tiles multiplied (``sm90.mma_tile``); returns (read, release)
-        advanced. ``turn``: None, or the unit's turn on the tensor cores (``barriers.MmaTurn``:
-        ping-pong), taken before the first MMA and passed on after the last is issued."""
+        advanced. ``turn``: None, or the unit's turn on the tensor cores where units take turns
+        (``barriers.MmaTurn``), taken before the first MMA and passed on after the last is issued."""
         return sm90.mma_tile(ring, mma, read, release, tile.k_end - tile.k_begin, turn)
 
     def store_tile(self, scheduler, epilogue, mma, gC, tile, ctid, warp_idx):

@@ -47,8 +47,8 @@ from ..models.gemm_plan import EPI_STAGES, EPI_TILE, TILES
 from ..models.stream_k import MIN_SAVED
 from . import gemm_launch
 from .barriers import Barrier
-from .hopper_gemm_persistent import CONSUMER_THREADS, GROUP_M, PersistentHopperGemm
-from .stream_k_scheduler import StreamKScheduler
+from .hopper_gemm_persistent import CONSUMER_THREADS, GROUP_M, CtaSetup, PersistentHopperGemm
+from .stream_k_scheduler import StreamKArgs, StreamKScheduler
 
 #: counters[FLAGS + s]: CTA slot s's partial sums are in ``partial_sums`` (after the 2 tickets).
 FLAGS = 2
@@ -86,7 +86,7 @@ class StreamKHopperGemm(PersistentHopperGemm):
                 gemm_launch.Scratch("partial_sums", "float32", self.sms * self.tile_mn[0] * self.tile_mn[1], 16,
                                     zero=False))
 
-    def make_scheduler(self, scheduler_args, setup):
+    def make_scheduler(self, scheduler_args: StreamKArgs, setup: CtaSetup):
         """The static scheduler's fields plus this launch's split (``StreamKScheduler.split``)."""
         dense = self.grid_params(scheduler_args, setup)
         return self.Scheduler.split(dense, self.min_saved, scheduler_args.partial_sums)

@@ -39,8 +39,8 @@ import cutlass.cute as cute
 
 from ..models.gemm_plan import EPI_STAGES, EPI_TILE
 from . import group_walk, sm90, tensor_maps
-from .group_walk import A, B, C, GroupScheduler, operand_tensor
-from .hopper_gemm_persistent import EPILOGUE_STORE_WARP, PRODUCER_WARP, PersistentHopperGemm
+from .group_walk import A, B, C, GroupArgs, GroupScheduler, operand_tensor
+from .hopper_gemm_persistent import EPILOGUE_STORE_WARP, PRODUCER_WARP, CtaSetup, PersistentHopperGemm
 
 #: Order inside a group: bands of GROUP_M cluster-tile rows (``models/tile_order.py``). One band
 #: taller than a group (4096 rows of tiles: M up to 524288) = m fastest, the order of the CPU
@@ -93,7 +93,7 @@ class GroupedHopperGemm(PersistentHopperGemm):
     def prefetch_descriptors(self, atoms):
         """Nothing to prefetch: the maps the loads and stores use are the CTA's own, made per group."""
 
-    def make_scheduler(self, scheduler_args, setup):
+    def make_scheduler(self, scheduler_args: GroupArgs, setup: CtaSetup):
         """The group walk (``group_walk.GroupScheduler``), with this CTA's tensor maps: each map's
         owner copies the host-made template into smem (it is patched before first use)."""
         cm, cn = self.cluster_mn
