@@ -145,12 +145,14 @@ class PersistentHopperGemm(Configured):
 
     #: The tiles it takes; warpgroups sharing one tile's MMAs (2: each owns 64 of its 128 rows);
     #: sets of C buffers (one: both warpgroups store each tile); input dtypes; the wgmma's N by the
-    #: tile's N, where it is narrower (tile_n / wgmma_n wgmmas side by side; absent: the tile's).
+    #: tile's N, where it is narrower (tile_n / wgmma_n wgmmas side by side; absent: the tile's); the
+    #: k-tile's depth.
     TILES = PERSISTENT_TILES
     MMA_WARPGROUPS = CONSUMER_WARPGROUPS
     C_BUFFER_SETS = 1
     IN_DTYPES = IN_DTYPES
     WGMMA_N = {}
+    TILE_K = TILE_K
 
     def __init__(self, tile_mn=(128, 256), *, cluster_mn=(1, 1), sms: int = 132,
                  group_m: int = GROUP_M, stages: int | None = None, scheduler=tile_scheduler.StaticScheduler,
@@ -166,7 +168,7 @@ class PersistentHopperGemm(Configured):
             raise ValueError(f"scheduler must be a tile_scheduler.TileScheduler class, not {scheduler!r}")
         if scheduler.PER_CTA is not None and tuple(cluster_mn) != (1, 1):
             raise ShapeError(scheduler.PER_CTA, "use scheduler='static' with clusters")
-        self.tile_mnk = (*self.tile_mn, TILE_K)
+        self.tile_mnk = (*self.tile_mn, self.TILE_K)
         self.cluster_mn = tuple(cluster_mn)
         self.sms, self.group_m, self.Scheduler = sms, group_m, scheduler
         self.requested_stages = stages
