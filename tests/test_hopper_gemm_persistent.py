@@ -180,6 +180,13 @@ def test_bad_kernel_parameters():
     with pytest.raises(ShapeError, match="static"):
         hp.PersistentHopperGemm(cluster_mn=(2, 1), scheduler=tile_scheduler.DynamicScheduler)
 
+    class Tickets(tile_scheduler.StaticScheduler):  # a scheduler says itself that it serves one CTA
+        PER_CTA = "tickets are taken per CTA"
+
+    with pytest.raises(ShapeError, match="tickets are taken per CTA"):
+        hp.PersistentHopperGemm(cluster_mn=(1, 2), scheduler=Tickets)
+    assert hp.PersistentHopperGemm(scheduler=Tickets).Scheduler is Tickets
+
 
 # -- what the compiler made -------------------------------------------------------------------
 def _report(**params):

@@ -12,14 +12,14 @@ TARGET = "cutecourse.kernels.hopper_gemm_pingpong:compile_target"
 
 
 def test_plan_has_two_sets_of_c_buffers_and_five_stages():
-    plan = hpp.plan_pingpong((64, 256), "float16", "float16")
+    plan = hpp.PingPongHopperGemm((64, 256)).plan("float16", "float16")
     assert plan.bytes_per_stage == (64 + 256) * 64 * 2  # 40 KiB
     assert plan.epi_bytes == 2 * 2 * 64 * 32 * 2  # two warpgroups x 2 buffers of 64x32 fp16
     assert plan.stages == 5 and plan.smem_bytes <= 232448 < plan.smem_bytes + plan.bytes_per_stage
 
 
 def test_four_c_buffers_per_warpgroup_cost_a_stage():
-    plan = hpp.plan_pingpong((64, 256), "float16", "float16", epi_stages=4)
+    plan = hpp.PingPongHopperGemm((64, 256), epi_stages=4).plan("float16", "float16")
     assert plan.epi_bytes == 2 * 4 * 64 * 32 * 2 and plan.stages == 4
     r = compile_report(TARGET, epi_stages=4)
     assert r.spill_bytes == 0 and r.count("wgmma") == 8
@@ -30,7 +30,7 @@ def test_four_c_buffers_per_warpgroup_cost_a_stage():
 
 
 def test_square_tile_compiles_two_m64n128_wgmmas_per_k_step():
-    plan = hpp.plan_pingpong((128, 128), "float16", "float16")
+    plan = hpp.PingPongHopperGemm((128, 128)).plan("float16", "float16")
     assert plan.bytes_per_stage == 32 * 1024 and plan.stages == 6
     r = compile_report(TARGET, tile=[128, 128])
     assert r.spill_bytes == 0 and r.count("setmaxnreg") == 2
@@ -43,9 +43,9 @@ def test_errors():
     with pytest.raises(ShapeError, match="tile"):
         hpp.PingPongHopperGemm(tile_mn=(128, 256))  # 256 accumulator registers per thread
     with pytest.raises(ShapeError, match="stages"):
-        hpp.plan_pingpong(stages=6)
+        hpp.PingPongHopperGemm(stages=6).plan("float16", "float16")
     with pytest.raises(ShapeError, match="stages"):
-        hpp.plan_pingpong(stages=5, epi_stages=4)
+        hpp.PingPongHopperGemm(stages=5, epi_stages=4).plan("float16", "float16")
 
 
 def test_cluster_pair_multicasts_b():
@@ -197,7 +197,7 @@ def _pingpong_cases():
         _, m, n, k, ind, outd, opts = case
         tm, tn = opts.get("tile", (64, 256))
         cm, cn = opts.get("cluster", (1, 1))
-        plan = hpp.plan_pingpong((tm, tn), ind, outd, epi_stages=opts.get("epi_stages", hpp.EPI_STAGES))
+        plan = hpp.PingPongHopperGemm((tm, tn), epi_stages=opts.get("epi_stages", hpp.EPI_STAGES)).plan(ind, outd)
         total = -(-(-(-m // tm)) // cm) * -(-(-(-n // tn)) // cn)  # cluster-sized work items
         grid = min(total, opts.get("sms", 132) // (cm * cn))
         dynamic = opts.get("scheduler") == "dynamic"
@@ -216,7 +216,7 @@ def test_replay_of_every_gpu_case_finishes_with_no_turn_left_over():
     # the order replayed is the kernel's: its tile's mainloop, then the next item; the turn always
     # passed on (MmaTurn's default), the last one taken after the walk
     src = inspect.getsource(hpp.PingPongHopperGemm._warpgroup)
-    assert src.index("sm90.mma_tile(") < src.index("scheduler.advance(tile, slot)"), "next item read first"
+    assert src.index("self.mainloop(") < src.index("scheduler.advance(tile, slot)"), "next item read first"
     assert "MmaTurn(w))" in src and "walked % 2 == w" in src
     for case, items, k_tiles, stages, dynamic in _pingpong_cases():
         assert _replay(items, k_tiles, stages, dynamic) == "ok", (case, items)

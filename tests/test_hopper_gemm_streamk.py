@@ -136,6 +136,19 @@ def test_bad_parameters_are_course_errors():
         hsk.StreamKHopperGemm(min_saved=0)
 
 
+def test_takes_a_stream_k_scheduler_subclass_as_every_persistent_kernel_takes_scheduler():
+    from cutecourse.kernels.stream_k_scheduler import StreamKScheduler
+    from cutecourse.kernels.tile_scheduler import DynamicScheduler
+
+    class Mine(StreamKScheduler):
+        """e.g. another order of the whole tiles (``tile_of``)"""
+
+    assert hsk.StreamKHopperGemm(scheduler=Mine).Scheduler is Mine
+    assert hsk.StreamKHopperGemm().Scheduler is StreamKScheduler
+    with pytest.raises(ValueError, match="StreamKScheduler or a subclass"):
+        hsk.StreamKHopperGemm(scheduler=DynamicScheduler)  # walks no stream-K units
+
+
 # -- on an H100 -------------------------------------------------------------------------------
 _GPU_CHECK = textwrap.dedent("""
     import json, sys, torch

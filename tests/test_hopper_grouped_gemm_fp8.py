@@ -81,7 +81,7 @@ def test_two_parts_need_the_128x128_tile():
     # the launchers' default: one part at 128x256, turns passed when issued, scales a k-tile ahead
     wide = grouped.fp8_kernel(sms=132)
     assert type(wide) is OnePartBlockScaledGroupedHopperGemm and wide.tile_mn == (128, 256)
-    assert wide.WGMMA_N == 128 and wide.part_n == 128 and wide.epi_stages == 4
+    assert wide.WGMMA_N[256] == 128 and wide.part_n == 128 and wide.epi_stages == 4
     two = grouped.fp8_kernel(parts=2, sms=132)  # the kernel notebook 07 teaches
     assert type(two) is fp8.BlockScaledGroupedHopperGemm and two.tile_mn == (128, 128)
     # the promotion variants are different compiled kernels; so are notebook 07's turn variants

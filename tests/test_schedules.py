@@ -143,7 +143,7 @@ def test_stages_match_the_course_kernels():
     assert sc.simulate("cooperative", 1024, 1024, 1024).stages == 4  # plan_persistent
     assert sc.simulate("cooperative", 1024, 1024, 1024, tile=(128, 128, 64)).stages == 6
     # ping-pong: 2 C buffers of 64x32 per warpgroup (hopper_gemm_pingpong.EPI_STAGES) leave room
-    # for 5 stages of 64x256 and 6 of 128x128 (plan_pingpong)
+    # for 5 stages of 64x256 and 6 of 128x128 (PingPongHopperGemm.plan)
     assert sc.simulate("pingpong", 1024, 1024, 1024).stages == 5
     assert sc.simulate("pingpong", 1024, 1024, 1024, tile=(128, 128, 64)).stages == 6
 

@@ -195,7 +195,7 @@ def check_pingpong_lab(epi_stages, stages, c_kib) -> Result:
         return failed(title, f"epi_stages = {epi_stages!r}: set 4 (the cooperative kernel's count) or "
                       "the default 2. A tile's 8 epilogue tiles cycle through the buffers, and the "
                       "kernel needs at least 2, so a TMA store can fly while the next epilogue tile is written")
-    plan = hpp.plan_pingpong((64, 256), epi_stages=epi_stages)
+    plan = hpp.PingPongHopperGemm((64, 256), epi_stages=epi_stages).plan("float16", "float16")
     want_c = plan.epi_bytes // 1024
     if c_kib != want_c:
         return failed(title, f"you predict {c_kib} KiB of C staging; 2 warpgroups x {epi_stages} "
@@ -207,7 +207,7 @@ def check_pingpong_lab(epi_stages, stages, c_kib) -> Result:
     rows = []
     for n in dict.fromkeys((epi_stages, hpp.EPI_STAGES)):
         rep = compile_report("cutecourse.kernels.hopper_gemm_pingpong:compile_target", epi_stages=n)
-        p = hpp.plan_pingpong((64, 256), epi_stages=n)
+        p = hpp.PingPongHopperGemm((64, 256), epi_stages=n).plan("float16", "float16")
         rows.append(f"epi_stages={n}: {p.stages} stages, {p.smem_bytes // 1024} KiB smem, "
                     f"{rep.registers} registers, {rep.count('wgmma')} wgmma")
     message = ("your prediction matches the kernel's plan. Compiled for sm_90a: " + "; ".join(rows)

@@ -20,20 +20,19 @@ Which epilogue is faster is a measurement (``benchmarks/schedules.py``, row
 allocated, unused. With 16-bit C they do not cost a ring stage (4 stages of 48 KiB fit with or
 without them), so the two kernels differ in the epilogue alone.
 
-The kernel needs C itself, not only its TMA view: ``__call__`` passes its epilogue a
-``StoreArgs`` (C, and the epilogue op's operands), and ``make_epilogue`` keeps C as ``epilogue.c``.
+The kernel needs C itself, not only its TMA view: the host hook ``epilogue_c`` hands C to the
+kernel (in its ``EpilogueArgs``), and ``make_epilogue`` keeps it as ``epilogue.c``. The epilogue
+object is the persistent kernel's, its TMA-store pipeline unused: draining it at the end is one
+``cp.async.bulk.wait_group``, kept so that the two kernels differ in ``store_tile`` alone.
 """
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 import cutlass
 import cutlass.cute as cute
 
 from . import gemm_launch
 from .hopper_gemm_persistent import PersistentHopperGemm
-from .tile_scheduler import Counters
 
 #: The tile: the cooperative kernel's 128x256 (each consumer warpgroup 64x256).
 TILES = ((128, 256),)
@@ -42,30 +41,22 @@ TILES = ((128, 256),)
 PAIR = 2
 
 
-class StoreArgs(NamedTuple):
-    """What the direct-store epilogue takes from ``__call__``: C itself and the op's operands."""
-
-    c: object  # C (M, N) in global memory, its row stride known to be a multiple of 16 bytes
-    operands: tuple  # the epilogue op's tensors
-
-
 class DirectStoreHopperGemm(PersistentHopperGemm):
     """C = A @ B.T, persistent, cooperative, the epilogue storing from registers (module docstring)."""
 
     TILES = TILES
 
-    @cute.jit
-    def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, counters: cute.Tensor, stream, *epilogue_args):
-        # The pair stores need the compiler to know that every row of C starts 4-byte aligned.
-        # C's row stride is a run-time value; the host checked that it is a multiple of 16 bytes
-        # (gemm_launch.check_operands), so say so (cute.assume), or the copy does not compile.
+    def epilogue_c(self, c):
+        """C (M, N) itself, its row stride known to be a multiple of 16 bytes. The pair stores need
+        the compiler to know that every row of C starts 4-byte aligned. C's row stride is a run-time
+        value; the host checked that it is a multiple of 16 bytes (gemm_launch.check_operands), so
+        say so (cute.assume), or the copy does not compile."""
         ldc = cute.assume(c.stride[0], divby=128 // c.element_type.width)
-        c_rows = cute.make_tensor(c.iterator, cute.make_layout(c.shape, stride=(ldc, 1)))
-        self.launch(a, b, c, Counters(counters), self.grid_clusters(c), stream, StoreArgs(c_rows, epilogue_args))
+        return cute.make_tensor(c.iterator, cute.make_layout(c.shape, stride=(ldc, 1)))
 
-    def make_epilogue(self, tma_c, sC, mma, ctid, epilogue_args):
+    def make_epilogue(self, tma_c, sC, mma, ctid, epilogue_args, unit: int = 0):
         """The persistent kernel's epilogue object (its op and operands), and C to store into."""
-        epilogue = PersistentHopperGemm.make_epilogue(self, tma_c, sC, mma, ctid, epilogue_args.operands)
+        epilogue = PersistentHopperGemm.make_epilogue(self, tma_c, sC, mma, ctid, epilogue_args, unit)
         epilogue.c = epilogue_args.c
         return epilogue
 

@@ -35,13 +35,17 @@ TMA-store epilogue: the pieces in ``sm90.py``), but organised differently:
   before its first load, and the consumers release the next grid when their work is done
   (``griddepcontrol.launch_dependents``). It saves the 1-2 us the GPU idles between two launches.
 
-The variants change it through hooks (the class docstring): ping-pong (``hopper_gemm_pingpong``),
-stream-K (``hopper_gemm_streamk``), the direct-store epilogue (``hopper_gemm_direct_store``) and
-the grouped GEMMs (``hopper_grouped_gemm``). ``epilogue_op`` (``epilogue_op.py``): an elementwise
-op on each accumulator before it is stored, e.g. a bias and an activation.
+A variant is a subclass that overrides hooks (the class docstring), each the one place where a
+part of the kernel is decided: where the tiles come from, what a tile's loads go through, how the
+consumers share the work, the mainloop, the epilogue (``registry.py`` names the dense variants).
+``epilogue_op`` (``epilogue_op.py``): an elementwise op on each accumulator before it is stored,
+e.g. a bias and an activation.
 """
 
 from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
 
 import cutlass
 import cutlass.cute as cute
@@ -53,6 +57,7 @@ from ..errors import ShapeError
 from ..models.gemm_plan import (EPI_STAGES, EPI_TILE, IN_DTYPES, TILE_K, TILES, check_epi_tile, check_tile,
                                 plan_persistent)
 from . import gemm_launch, sm90, tile_scheduler
+from .barriers import Barrier
 from .configured import Configured
 
 #: Warpgroup roles. Warpgroup 0: producer (its warp 0 issues TMA); 1 and 2: MMA + epilogue.
@@ -77,6 +82,28 @@ CLUSTERS = ((1, 1), (2, 1), (1, 2))
 WORK_SLOTS = tile_scheduler.WORK_SLOTS
 #: The first consumer warp issues the epilogue's TMA stores.
 EPILOGUE_STORE_WARP = 4
+
+
+class CtaSetup(NamedTuple):
+    """What a CTA has set up when it makes its scheduler (``make_scheduler``): the work-item
+    hand-over (``queue`` and its smem ``slots``), all tiles of A and of C (``gA``, ``gC``: their
+    counts give the grid of work items), its shared memory (``storage``, with the variant's own
+    ``smem_fields``) and its TMA atoms of A, B, C (``atoms``)."""
+
+    queue: object
+    slots: object
+    gA: object
+    gC: object
+    storage: object
+    atoms: tuple
+
+
+class EpilogueArgs(NamedTuple):
+    """What the consumers' epilogue takes from the host: what it needs of C itself besides C's
+    TMA atom (``epilogue_c``: nothing for the TMA-store epilogue) and the epilogue op's operands."""
+
+    c: object
+    operands: tuple
 
 
 def shared_storage(kernel, sA_layout, sB_layout, sC_layout):
@@ -106,22 +133,26 @@ class PersistentHopperGemm(Configured):
     ``cluster_mn``: one of ``CLUSTERS``. ``pdl``: programmatic dependent launch. ``epilogue_op``:
     an ``epilogue_op.EpilogueOp`` applied to each accumulator before it is stored.
 
-    The variants (ping-pong, stream-K, the grouped GEMMs) change it through small hooks, with the
-    same signature in every subclass: where the tiles come from (``make_scheduler``: an object of
-    the ``Scheduler`` class, from its ``Args``), which tensors a tile's loads use (``tile_loads``),
-    how the consumer warpgroups share the work (``consumers``), what they do as a tile starts
-    (``enter_tile``), its mainloop (``mainloop``), its epilogue (``make_epilogue``) and where its
-    result goes (``store_tile``); and its own shared memory (``smem_fields``) and tensor-map
-    prefetch (``prefetch_descriptors``). The base knows none of its variants.
+    A variant changes it through small hooks, with the same signature in every subclass: where
+    the tiles come from (``make_scheduler``: an object of the ``Scheduler`` class, from its
+    ``Args``), which tensors a tile's loads use (``tile_loads``), how the consumer warpgroups share
+    the work (``consumers``), what they do as a tile starts (``enter_tile``), its mainloop
+    (``mainloop``), its epilogue (``make_epilogue``) and where its result goes (``store_tile``);
+    and its own shared memory (``smem_fields``) and tensor-map prefetch (``prefetch_descriptors``);
+    on the host, what its epilogue takes of C itself (``epilogue_c``). The base knows none of its
+    variants.
     """
 
     #: The tiles it takes; warpgroups sharing one tile's MMAs (2: each owns 64 of its 128 rows);
-    #: sets of C buffers (one: both warpgroups store each tile); input dtypes; the wgmma's N (None: the tile's).
+    #: sets of C buffers (one: both warpgroups store each tile); input dtypes; the wgmma's N by the
+    #: tile's N, where it is narrower (tile_n / wgmma_n wgmmas side by side; absent: the tile's); the
+    #: k-tile's depth.
     TILES = PERSISTENT_TILES
     MMA_WARPGROUPS = CONSUMER_WARPGROUPS
     C_BUFFER_SETS = 1
     IN_DTYPES = IN_DTYPES
-    WGMMA_N = None
+    WGMMA_N = {}
+    TILE_K = TILE_K
 
     def __init__(self, tile_mn=(128, 256), *, cluster_mn=(1, 1), sms: int = 132,
                  group_m: int = GROUP_M, stages: int | None = None, scheduler=tile_scheduler.StaticScheduler,
@@ -135,11 +166,9 @@ class PersistentHopperGemm(Configured):
                              "pass the GPU's SM count (132 on an H100 SXM)")
         if not (isinstance(scheduler, type) and issubclass(scheduler, tile_scheduler.TileScheduler)):
             raise ValueError(f"scheduler must be a tile_scheduler.TileScheduler class, not {scheduler!r}")
-        if issubclass(scheduler, tile_scheduler.DynamicScheduler) and tuple(cluster_mn) != (1, 1):
-            raise ShapeError("the dynamic scheduler hands out tiles per CTA, but a cluster's CTAs must "
-                             "work on neighbouring tiles (they share multicast loads)",
-                             "use scheduler='static' with clusters")
-        self.tile_mnk = (*self.tile_mn, TILE_K)
+        if scheduler.PER_CTA is not None and tuple(cluster_mn) != (1, 1):
+            raise ShapeError(scheduler.PER_CTA, "use scheduler='static' with clusters")
+        self.tile_mnk = (*self.tile_mn, self.TILE_K)
         self.cluster_mn = tuple(cluster_mn)
         self.sms, self.group_m, self.Scheduler = sms, group_m, scheduler
         self.requested_stages = stages
@@ -161,8 +190,11 @@ class PersistentHopperGemm(Configured):
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit
-    def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, counters: cute.Tensor, stream, *epilogue_args):
-        self.launch(a, b, c, tile_scheduler.Counters(counters), self.grid_clusters(c), stream, epilogue_args)
+    def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, *args):
+        """``args``: the tensors of ``scratch()``, in its order (they make the scheduler's ``Args``),
+        the stream, then the epilogue op's operands."""
+        n = len(self.scratch())
+        self.launch(a, b, c, self.Scheduler.Args(*args[:n]), self.grid_clusters(c), args[n], args[n + 1:])
 
     def grid_clusters(self, c):
         """The persistent grid: as many clusters as fit on the SMs, fewer when the problem has
@@ -173,17 +205,18 @@ class PersistentHopperGemm(Configured):
         return cutlass.min(clusters_m * clusters_n, self.sms // (cm * cn))
 
     @cute.jit
-    def launch(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, scheduler_args, clusters, stream,
+    def launch(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, scheduler_args: tuple, clusters, stream,
                epilogue_args=()):
         """Plan the smem, build the MMA and the TMA atoms of A, B, C (``a``, ``b``, ``c``: the
         operands, or templates of them), launch ``clusters`` clusters. ``scheduler_args``: the
-        tensors ``make_scheduler`` reads, a NamedTuple (the scheduler's ``Args``: the dense
-        kernel's counters, stream-K's and its partial sums, the grouped GEMMs' group metadata);
-        ``epilogue_args``: those the epilogue reads (the epilogue op's operands)."""
+        tensors ``make_scheduler`` reads, a NamedTuple (the scheduler's ``Args``, e.g.
+        ``tile_scheduler.Counters``);
+        ``epilogue_args``: the epilogue op's operands (with ``epilogue_c(c)``, the epilogue's
+        ``EpilogueArgs``)."""
         self.a_dtype, self.c_dtype = a.element_type, c.element_type
         self.stages = self.plan(sm90.dtype_name(self.a_dtype), sm90.dtype_name(self.c_dtype)).stages
         self.tiled_mma = sm90.tiled_mma(self.a_dtype, self.acc_dtype, self.MMA_WARPGROUPS, self.tile_mn[1],
-                                        self.WGMMA_N)
+                                        self.WGMMA_N.get(self.tile_mn[1]))
         sA_layout, sB_layout, sC_layout = sm90.smem_layouts(self.tile_mnk, self.a_dtype, self.c_dtype,
                                                             self.stages, self.epi_tile,
                                                             self.epi_stages * self.C_BUFFER_SETS)
@@ -194,17 +227,23 @@ class PersistentHopperGemm(Configured):
         cm, cn = self.cluster_mn
         # No 1x1 "cluster" launch attribute: it shares nothing and ran up to 2x slower (docs/grouped_measured.md).
         cluster = {"cluster": (cm, cn, 1)} if cm * cn > 1 else {}
+        epilogue = EpilogueArgs(self.epilogue_c(c), tuple(epilogue_args))
         self.kernel(tma_a, gA, tma_b, gB, tma_c, gC, self.tiled_mma, sA_layout, sB_layout,
-                    sC_layout, scheduler_args, epilogue_args).launch(grid=(cm, cn, clusters), block=[THREADS, 1, 1],
+                    sC_layout, scheduler_args, epilogue).launch(grid=(cm, cn, clusters), block=[THREADS, 1, 1],
                                                    min_blocks_per_mp=1, stream=stream, use_pdl=self.pdl,
                                                    **cluster)
+
+    def epilogue_c(self, c):
+        """Hook (host side): what the epilogue needs of C itself besides its TMA atom (nothing: it
+        stores through the tensor map)."""
+        return ()
 
     # -- device side -------------------------------------------------------------------------
     @cute.kernel
     def kernel(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
                tma_c: cute.CopyAtom, mC: cute.Tensor, tiled_mma: cute.TiledMma,
                sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
-               sC_layout: cute.ComposedLayout, scheduler_args, epilogue_args):
+               sC_layout: cute.ComposedLayout, scheduler_args: tuple, epilogue_args: EpilogueArgs):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         warpgroup_idx = cute.arch.make_warp_uniform(tidx // 128)
@@ -219,7 +258,7 @@ class PersistentHopperGemm(Configured):
         ring = sm90.make_ring(storage.barriers.data_ptr(), self.stages, self.a_dtype, sA_layout,
                               sB_layout, cta_layout, self.cluster_mn, 128 * self.MMA_WARPGROUPS)
         # Work-item slots: the producer warp (32 threads arrive) publishes a work item, the 256
-        # consumer threads read it and release the slot (the dynamic scheduler, the grouped GEMMs).
+        # consumer threads read it and release the slot (a scheduler that hands its items over).
         queue = pipeline.PipelineAsync.create(
             barrier_storage=storage.work_barriers.data_ptr(), num_stages=WORK_SLOTS,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32),
@@ -240,7 +279,7 @@ class PersistentHopperGemm(Configured):
         tAsA, tAgA, tBsB, tBgB = sm90.tma_views(tma_a, tma_b, cta_layout, cluster_coord, sA, sB, gA, gB)
         fields = self.Scheduler.ITEM_FIELDS
         slots = storage.work_items.get_tensor(cute.make_layout((WORK_SLOTS, fields), stride=(fields, 1)))
-        scheduler = self.make_scheduler(scheduler_args, queue, slots, gA, gC, storage, (tma_a, tma_b, tma_c))
+        scheduler = self.make_scheduler(scheduler_args, CtaSetup(queue, slots, gA, gC, storage, (tma_a, tma_b, tma_c)))
 
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
 
@@ -261,8 +300,8 @@ class PersistentHopperGemm(Configured):
                 cute.arch.griddepcontrol_launch_dependents()  # the next kernel may start (PDL)
 
     def smem_fields(self) -> dict:
-        """Hook: the variant's own fields of the shared memory, by name (``cute.struct`` members;
-        the grouped GEMMs: the CTA's tensor maps)."""
+        """Hook: the variant's own fields of the shared memory, by name (``cute.struct`` members,
+        e.g. tensor maps the CTA patches)."""
         return {}
 
     def prefetch_descriptors(self, atoms):
@@ -270,23 +309,24 @@ class PersistentHopperGemm(Configured):
         for atom in atoms:
             cpasync.prefetch_descriptor(atom)
 
-    def make_scheduler(self, scheduler_args, queue, slots, gA, gC, storage, atoms):
+    def make_scheduler(self, scheduler_args: tile_scheduler.Counters, setup: CtaSetup):
         """Hook: this CTA's scheduler (``self.Scheduler.make``, from ``grid_params``);
-        ``scheduler_args``: the scheduler's ``Args`` (here ``tile_scheduler.Counters``)."""
-        return self.Scheduler.make(**self.grid_params(scheduler_args, queue, slots, gA, gC)._asdict())
+        ``scheduler_args``: the scheduler's ``Args`` (here ``tile_scheduler.Counters``); ``setup``:
+        what the CTA has set up that a scheduler may need (``CtaSetup``)."""
+        return self.Scheduler.make(**self.grid_params(scheduler_args, setup)._asdict())
 
-    def grid_params(self, scheduler_args, queue, slots, gA, gC) -> tile_scheduler.DenseParams:
+    def grid_params(self, scheduler_args: tile_scheduler.Counters, setup: CtaSetup) -> tile_scheduler.DenseParams:
         """A dense scheduler's fields for this CTA: its first work item, the stride between its
         items (the clusters in the grid), the grid of work items, the hand-over."""
         cm, cn = self.cluster_mn
         in_cluster = cute.arch.block_in_cluster_idx()
-        clusters_m = cute.ceil_div(cute.size(gC, mode=[2]), cm)
-        clusters_n = cute.ceil_div(cute.size(gC, mode=[3]), cn)
+        clusters_m = cute.ceil_div(cute.size(setup.gC, mode=[2]), cm)
+        clusters_n = cute.ceil_div(cute.size(setup.gC, mode=[3]), cn)
         return tile_scheduler.DenseParams(
             first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2],
             clusters_m=clusters_m, clusters_n=clusters_n, total=clusters_m * clusters_n,
-            k_tiles=cute.size(gA, mode=[3]), group_m=self.group_m, cluster_mn=self.cluster_mn,
-            in_cluster=in_cluster, queue=queue, slots=slots, counters=scheduler_args.counters)
+            k_tiles=cute.size(setup.gA, mode=[3]), group_m=self.group_m, cluster_mn=self.cluster_mn,
+            in_cluster=in_cluster, queue=setup.queue, slots=setup.slots, counters=scheduler_args.counters)
 
     # -- producer: one warp, TMA only --------------------------------------------------------
     @cute.jit
@@ -299,12 +339,12 @@ class PersistentHopperGemm(Configured):
         scheduler = scheduler.start()  # this warp's walk, at its first work item
         while scheduler.active():
             tile = scheduler.work_tile()
-            scheduler.publish(slot, tile)  # for the consumers (dynamic, grouped)
+            scheduler.publish(slot, tile)  # for the consumers, if the scheduler hands items over
             slot.advance()
-            tile_loads, maps = self.tile_loads(scheduler, loads, tile)
+            tile_loads = self.tile_loads(scheduler, loads, tile)
             for k in cutlass.range(tile.k_begin, tile.k_end, unroll=1):
                 ring.producer_acquire(prod)  # wait for a free stage, expect its bytes
-                sm90.issue_tma(ring, tile_loads, prod, k, maps=maps)
+                sm90.issue_tma(ring, tile_loads, prod, k)
                 prod.advance()
             scheduler.advance(tile)
         scheduler.publish(slot)  # past the last item: "no more tiles"
@@ -314,12 +354,10 @@ class PersistentHopperGemm(Configured):
         ring.producer_tail(prod)
 
     def tile_loads(self, scheduler, loads, tile):
-        """Hook: the loads of one tile: A's row panel and B's column panel of the tile, through
-        the atoms' own tensor maps (None: the maps the host made)."""
-        tile_loads = sm90.Loads(loads.tma_a, loads.tAgA[(None, tile.tile_m, None)], loads.tAsA,
-                                loads.a_mcast_mask, loads.tma_b, loads.tBgB[(None, tile.tile_n, None)],
-                                loads.tBsB, loads.b_mcast_mask)
-        return tile_loads, (None, None)
+        """Hook: the loads of one tile (``sm90.Loads``): A's row panel and B's column panel of the
+        tile, through ``loads.maps`` (None: the maps the host made)."""
+        return dataclasses.replace(loads, tAgA=loads.tAgA[(None, tile.tile_m, None)],
+                                   tBgB=loads.tBgB[(None, tile.tile_n, None)])
 
     # -- consumers: two warpgroups, WGMMA + epilogue -----------------------------------------
     @cute.jit
@@ -348,20 +386,28 @@ class PersistentHopperGemm(Configured):
             slot.advance()
         sm90.finish_stores(epilogue, warp_idx)
 
-    def make_epilogue(self, tma_c, sC, mma, ctid, epilogue_args):
-        """Hook: the consumers' epilogue (``sm90.Epilogue``: C's smem buffers and TMA store, the
-        epilogue op); ``epilogue_args``: what ``__call__`` passed for it (here the op's operands)."""
+    def make_epilogue(self, tma_c, sC, mma, ctid, epilogue_args, unit: int = 0):
+        """Hook: the epilogue of MMA unit ``unit`` (the ``MMA_WARPGROUPS`` consumer warpgroups that
+        share a tile: here one unit of two; where each warpgroup owns a tile, one unit each),
+        ``sm90.Epilogue``: its own C buffers, TMA-store pipeline, store warp (its first) and named
+        barrier, and the epilogue op; ``ctid``: the thread among the unit's; ``epilogue_args``: its
+        ``EpilogueArgs`` (here it reads the op's operands)."""
+        threads = 128 * self.MMA_WARPGROUPS
+        first_warp = 4 * (PRODUCER_WARPGROUPS + unit * self.MMA_WARPGROUPS)
         return sm90.Epilogue(tma_c, sC, mma.tiled_mma, mma.acc, ctid, self.c_dtype, self.epi_tile,
-                             self.epi_stages, CONSUMER_THREADS, store_warp=EPILOGUE_STORE_WARP,
-                             barrier_threads=CONSUMER_THREADS, op=self.epilogue_op, operands=epilogue_args)
+                             self.epi_stages, threads, store_warp=first_warp,
+                             barrier_threads=threads, barrier_id=Barrier.EPILOGUE + unit,
+                             first_buffer=unit * self.epi_stages, op=self.epilogue_op,
+                             operands=epilogue_args.operands)
 
     def enter_tile(self, scheduler, epilogue, tile, warp_idx):
-        """Hook: what the consumers do before a tile's mainloop (the grouped GEMMs: C's tensor map)."""
+        """Hook: what the consumers do before a tile's mainloop (e.g. point C's tensor map elsewhere)."""
 
-    def mainloop(self, ring, mma, read, release, scheduler, tile):
+    def mainloop(self, ring, mma, read, release, scheduler, tile, turn=None):
         """Hook: acc = the tile's k-tiles multiplied (``sm90.mma_tile``); returns (read, release)
-        advanced."""
-        return sm90.mma_tile(ring, mma, read, release, tile.k_end - tile.k_begin)
+        advanced. ``turn``: None, or the unit's turn on the tensor cores where units take turns
+        (``barriers.MmaTurn``), taken before the first MMA and passed on after the last is issued."""
+        return sm90.mma_tile(ring, mma, read, release, tile.k_end - tile.k_begin, turn)
 
     def store_tile(self, scheduler, epilogue, mma, gC, tile, ctid, warp_idx):
         """Hook: the epilogue of a tile: its accumulators, through the epilogue op if the kernel

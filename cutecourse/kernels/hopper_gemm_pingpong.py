@@ -11,10 +11,11 @@ the two alternate:
   skip the other's; the producer loads them all, in order, into the one ring, so each warpgroup
   reads its k-tiles at ring positions ``count``, skipping the other's k-tiles;
 * an *ordered barrier* (``barriers.MmaTurn``) hands the tensor cores over: a warpgroup waits for
-  its turn before its first MMA and passes the turn on after its last one is issued
-  (``sm90.mma_tile(..., turn)``). So while warpgroup 1 multiplies its tile, warpgroup 0 runs its
+  its turn before its first MMA and passes the turn on after its last one is issued (the
+  ``mainloop`` hook, given the turn). So while warpgroup 1 multiplies its tile, warpgroup 0 runs its
   epilogue: the epilogue is hidden, not exposed once per tile;
-* each warpgroup has its own C buffers in smem and its own TMA-store pipeline and barrier.
+* each warpgroup has its own C buffers in smem and its own TMA-store pipeline and barrier (the
+  ``make_epilogue`` hook, for MMA unit w).
 
 A warpgroup holds a whole tile's fp32 accumulators, so the tile is 64x256 (128 registers per
 thread, as in the cooperative kernel), not 128x256 (256: more than a thread can have). A 64x256
@@ -50,7 +51,7 @@ import cutlass.pipeline as pipeline
 
 from . import gemm_launch, sm90
 from .barriers import Barrier, MmaTurn
-from .hopper_gemm_persistent import PRODUCER_WARPGROUPS, WORK_SLOTS, PersistentHopperGemm, plan_persistent
+from .hopper_gemm_persistent import PRODUCER_WARPGROUPS, WORK_SLOTS, PersistentHopperGemm
 from .tile_scheduler import StaticScheduler
 
 #: A warpgroup's tile: 64 rows (one wgmma's M) by 256 (the default), or 128x128 (module docstring).
@@ -69,8 +70,9 @@ ORDER_BARRIER = Barrier.MMA_TURN
 class PingPongHopperGemm(PersistentHopperGemm):
     """C = A @ B.T, persistent, warp-specialized, ping-pong (module docstring): the persistent
     kernel with one hook changed, ``consumers``: each consumer warpgroup takes every other work
-    item of the scheduler's, through the same hooks (``enter_tile``, ``store_tile``); its
-    mainloop is ``sm90.mma_tile`` inside the warpgroup's turn (``barriers.MmaTurn``)."""
+    item of the scheduler's, through the same hooks (``make_epilogue`` for its own unit,
+    ``enter_tile``, ``mainloop`` inside the warpgroup's turn, ``barriers.MmaTurn``, and
+    ``store_tile``)."""
 
     TILES = TILES
     MMA_WARPGROUPS = 1
@@ -111,10 +113,7 @@ class PingPongHopperGemm(PersistentHopperGemm):
         tile, and the walk's end settles the account: the turns alternate item by item, and the
         warpgroup that would own the item after the last takes the turn that was passed to it,
         so no arrive is left over at exit."""
-        epilogue = sm90.Epilogue(tma_c, sC, mma.tiled_mma, mma.acc, wtid, self.c_dtype,
-                                 self.epi_tile, self.epi_stages, 128, store_warp=4 * (PRODUCER_WARPGROUPS + w),
-                                 barrier_threads=128, barrier_id=Barrier.EPILOGUE + w,
-                                 first_buffer=w * self.epi_stages, op=self.epilogue_op, operands=epilogue_args)
+        epilogue = self.make_epilogue(tma_c, sC, mma, wtid, epilogue_args, unit=w)  # its own buffers, barrier
         if cutlass.const_expr(w == 1):  # warpgroup 0 goes first
             MmaTurn(w).pass_on()
         slot = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, WORK_SLOTS)
@@ -134,7 +133,7 @@ class PingPongHopperGemm(PersistentHopperGemm):
             self.enter_tile(scheduler, epilogue, tile, warp_idx)
             read = pipeline.PipelineState(self.stages, count, count % self.stages, (count // self.stages) % 2)
             # the mainloop inside warpgroup w's turn on the tensor cores
-            read, _ = sm90.mma_tile(ring, mma, read, read.clone(), tile.k_end - tile.k_begin, MmaTurn(w))
+            read, _ = self.mainloop(ring, mma, read, read.clone(), scheduler, tile, MmaTurn(w))
             count = read.count
             self.store_tile(scheduler, epilogue, mma, gC, tile, wtid, warp_idx)
             scheduler.advance(tile, slot)  # now at the other warpgroup's next item, if any
@@ -157,11 +156,3 @@ class PingPongHopperGemm(PersistentHopperGemm):
 ENTRY = gemm_launch.Entry(PingPongHopperGemm)
 compile_target, validate, launcher, gemm_pingpong = ENTRY.compile_target, ENTRY.validate, ENTRY.launcher, ENTRY.gemm
 
-
-def plan_pingpong(tile_mn=(64, 256), in_dtype="float16", out_dtype="float16", stages: int | None = None,
-                  epi_stages: int = EPI_STAGES):
-    """The smem plan: the ring, and two sets of ``epi_stages`` C buffers (one per consumer
-    warpgroup): 5 stages of 40 KiB and 16 KiB of C buffers by default, 4 stages with
-    ``epi_stages=4``."""
-    return plan_persistent(tile_mn, in_dtype, out_dtype, stages=stages, epi_tile=EPI_TILE,
-                           c_buffer_sets=2, tiles=TILES, epi_stages=epi_stages)

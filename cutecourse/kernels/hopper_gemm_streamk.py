@@ -33,8 +33,8 @@ only where each CTA saves ``MIN_SAVED`` = 16 k-tiles or more. Measured (docs/hop
 0.99-1.01x at the H100's 700 W cap, where the SMs that idle through a partial wave lend their
 power to the others.
 
-The kernel takes two more arguments than the persistent one: ``counters`` holds, after the
-dynamic scheduler's two tickets, one flag per CTA; ``partial_sums`` one fp32 tile per CTA.
+The kernel takes one more argument than the persistent one, ``partial_sums``: one fp32 tile per
+CTA; and its ``counters`` hold, after the dynamic scheduler's two tickets, one flag per CTA.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from ..models.gemm_plan import EPI_STAGES, EPI_TILE, TILES
 from ..models.stream_k import MIN_SAVED
 from . import gemm_launch
 from .barriers import Barrier
-from .hopper_gemm_persistent import CONSUMER_THREADS, GROUP_M, PersistentHopperGemm
+from .hopper_gemm_persistent import CONSUMER_THREADS, GROUP_M, CtaSetup, PersistentHopperGemm
 from .stream_k_scheduler import StreamKArgs, StreamKScheduler
 
 #: counters[FLAGS + s]: CTA slot s's partial sums are in ``partial_sums`` (after the 2 tickets).
@@ -57,6 +57,8 @@ FLAGS = 2
 class StreamKHopperGemm(PersistentHopperGemm):
     """C = A @ B.T, persistent, cooperative, stream-K for the last partial wave (module docstring).
     ``min_saved``: split only where that saves each CTA this many k-tiles (``models/stream_k``).
+    ``scheduler``: ``StreamKScheduler`` or a subclass of it (e.g. another ``tile_of``: the order
+    of the whole tiles).
 
     The persistent kernel with two hooks changed: its scheduler (``StreamKScheduler``: the
     same loops walk units, pieces of a tile's K) and what a unit's accumulators become
@@ -65,10 +67,13 @@ class StreamKHopperGemm(PersistentHopperGemm):
     TILES = TILES  # gemm_plan's: 256x128 is the persistent kernel's alone (not measured here)
 
     def __init__(self, tile_mn=(128, 256), *, cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
-                 stages: int | None = None, epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES,
-                 pdl: bool = False, min_saved: int = MIN_SAVED, epilogue_op=None):
+                 stages: int | None = None, scheduler=StreamKScheduler, epi_tile=EPI_TILE,
+                 epi_stages: int = EPI_STAGES, pdl: bool = False, min_saved: int = MIN_SAVED, epilogue_op=None):
+        if not (isinstance(scheduler, type) and issubclass(scheduler, StreamKScheduler)):
+            raise ValueError(f"stream-K's scheduler must be stream_k_scheduler.StreamKScheduler or a "
+                             f"subclass of it, not {scheduler!r}")
         super().__init__(tile_mn, cluster_mn=cluster_mn, sms=sms, group_m=group_m, stages=stages,
-                         scheduler=StreamKScheduler, epi_tile=epi_tile, epi_stages=epi_stages, pdl=pdl,
+                         scheduler=scheduler, epi_tile=epi_tile, epi_stages=epi_stages, pdl=pdl,
                          epilogue_op=epilogue_op)
         if min_saved < 1:
             raise ShapeError(f"min_saved={min_saved}: must be >= 1 k-tile", "use the default, MIN_SAVED")
@@ -81,15 +86,9 @@ class StreamKHopperGemm(PersistentHopperGemm):
                 gemm_launch.Scratch("partial_sums", "float32", self.sms * self.tile_mn[0] * self.tile_mn[1], 16,
                                     zero=False))
 
-    @cute.jit
-    def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, counters: cute.Tensor,
-                 partial_sums: cute.Tensor, stream, *epilogue_args):
-        """The persistent kernel's launch, plus ``partial_sums``: fp32, one tile per CTA."""
-        self.launch(a, b, c, StreamKArgs(counters, partial_sums), self.grid_clusters(c), stream, epilogue_args)
-
-    def make_scheduler(self, scheduler_args, queue, slots, gA, gC, storage, atoms):
+    def make_scheduler(self, scheduler_args: StreamKArgs, setup: CtaSetup):
         """The static scheduler's fields plus this launch's split (``StreamKScheduler.split``)."""
-        dense = self.grid_params(scheduler_args, queue, slots, gA, gC)
+        dense = self.grid_params(scheduler_args, setup)
         return self.Scheduler.split(dense, self.min_saved, scheduler_args.partial_sums)
 
     @cute.jit

@@ -4,11 +4,14 @@ The experts of a mixture-of-experts layer each multiply their own tokens by thei
 G GEMMs with different M (tokens routed to the expert), often the same N and K. A loop of G
 launches pays a launch, a ramp-up and a tail per expert, and a small expert cannot fill 132 SMs.
 One grouped launch lays all the groups' C tiles end to end and lets the persistent kernel of
-``hopper_gemm_persistent`` walk through them. ``GroupedHopperGemm`` is that kernel with four of
-its hooks changed, and nothing else:
+``hopper_gemm_persistent`` walk through them. ``GroupedHopperGemm`` is that kernel with its
+scheduler and the hooks around the tensor maps changed (``make_scheduler``, ``tile_loads``,
+``enter_tile``, ``store_tile``; ``smem_fields`` holds the maps, ``prefetch_descriptors`` has none to
+prefetch):
 
-* **where the tiles come from** (``make_scheduler``: a ``group_walk.GroupScheduler``): the kernel takes
-  three small tensors instead of A, B, C: ``shapes`` (G, 4) int32 ``[M, N, K, 1]``, ``ptrs`` and
+* **where the tiles come from** (``make_scheduler``: a ``group_walk.GroupScheduler``): A, B and C
+  are only templates (dtype, layout) for the tensor maps; the groups come in three small tensors
+  (``group_walk.GroupArgs``): ``shapes`` (G, 4) int32 ``[M, N, K, 1]``, ``ptrs`` and
   ``strides`` (G, 3) int64 (address and row stride of A_g, B_g, C_g, in ``group_walk.OPERANDS``
   order). G and every size are run-time values: one compile serves every batch of groups. The
   producer warp walks the groups (``group_walk``: work item w belongs to the first group whose
@@ -29,13 +32,15 @@ The host side (checks, metadata, compiling, ``grouped_gemm`` and ``grouped_mm``)
 
 from __future__ import annotations
 
+import dataclasses
+
 import cutlass
 import cutlass.cute as cute
 
 from ..models.gemm_plan import EPI_STAGES, EPI_TILE
 from . import group_walk, sm90, tensor_maps
 from .group_walk import A, B, C, GroupArgs, GroupScheduler, operand_tensor
-from .hopper_gemm_persistent import EPILOGUE_STORE_WARP, PRODUCER_WARP, PersistentHopperGemm
+from .hopper_gemm_persistent import EPILOGUE_STORE_WARP, PRODUCER_WARP, CtaSetup, PersistentHopperGemm
 
 #: Order inside a group: bands of GROUP_M cluster-tile rows (``models/tile_order.py``). One band
 #: taller than a group (4096 rows of tiles: M up to 524288) = m fastest, the order of the CPU
@@ -75,7 +80,8 @@ class GroupedHopperGemm(PersistentHopperGemm):
         ``trace`` (CTAs, 2) int32: each CTA writes its item and tensor-map-update counts;
         ``work_bound``: at least the total number of work items (it sizes the grid)."""
         cm, cn = self.cluster_mn
-        self.launch(a, b, c, GroupArgs(shapes, ptrs, strides, trace, map_workspace),
+        self.launch(a, b, c, self.Scheduler.Args(shapes=shapes, ptrs=ptrs, strides=strides, trace=trace,
+                                                 map_workspace=map_workspace),
                     cutlass.min(work_bound, self.sms // (cm * cn)), stream, epilogue_args)
 
     # -- device side: the hooks ----------------------------------------------------------------
@@ -87,22 +93,22 @@ class GroupedHopperGemm(PersistentHopperGemm):
     def prefetch_descriptors(self, atoms):
         """Nothing to prefetch: the maps the loads and stores use are the CTA's own, made per group."""
 
-    def make_scheduler(self, scheduler_args, queue, slots, gA, gC, storage, atoms):
+    def make_scheduler(self, scheduler_args: GroupArgs, setup: CtaSetup):
         """The group walk (``group_walk.GroupScheduler``), with this CTA's tensor maps: each map's
         owner copies the host-made template into smem (it is patched before first use)."""
-        shapes, ptrs, strides, trace, map_workspace = scheduler_args  # a GroupArgs
         cm, cn = self.cluster_mn
         cta = tensor_maps.workspace_row(self.cluster_mn)
-        maps = tensor_maps.tensor_maps(map_workspace, cta, storage.maps.data_ptr(), self.MAPS)
-        tma_a, tma_b, tma_c = atoms
+        maps = tensor_maps.tensor_maps(scheduler_args.map_workspace, cta, setup.storage.maps.data_ptr(), self.MAPS)
+        tma_a, tma_b, tma_c = setup.atoms
         tensor_maps.init_maps(maps, (tma_a, tma_b), (A, B), PRODUCER_WARP)
         tensor_maps.init_maps(maps, (tma_c,), (C,), EPILOGUE_STORE_WARP)
         return self.Scheduler.make(
-            shapes=shapes, ptrs=ptrs, strides=strides, count=shapes.shape[0],
+            shapes=scheduler_args.shapes, ptrs=scheduler_args.ptrs, strides=scheduler_args.strides,
+            count=scheduler_args.shapes.shape[0],
             cluster_tile=(self.tile_mn[0] * cm, self.tile_mn[1] * cn, self.tile_mnk[2]),
             cluster_mn=self.cluster_mn, in_cluster=cute.arch.block_in_cluster_idx(),
             first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2], group_m=self.group_m,
-            queue=queue, slots=slots, trace=trace, cta=cta, maps=maps)
+            queue=setup.queue, slots=setup.slots, trace=scheduler_args.trace, cta=cta, maps=maps)
 
     @cute.jit
     def tile_loads(self, groups, loads, tile):
@@ -114,8 +120,9 @@ class GroupedHopperGemm(PersistentHopperGemm):
             tensor_maps.update_maps(groups.maps, (a_g, b_g), (loads.tma_a, loads.tma_b), (A, B),
                                     PRODUCER_WARP)
             tensor_maps.acquire_maps(groups.maps, (A, B))
-        tile_loads, _ = PersistentHopperGemm.tile_loads(self, groups, loads, tile)
-        return tile_loads, (tensor_maps.map_pointer(groups.maps, A), tensor_maps.map_pointer(groups.maps, B))
+        tile_loads = PersistentHopperGemm.tile_loads(self, groups, loads, tile)
+        return dataclasses.replace(tile_loads, maps=(tensor_maps.map_pointer(groups.maps, A),
+                                                     tensor_maps.map_pointer(groups.maps, B)))
 
     @cute.jit
     def enter_tile(self, groups, epilogue, tile, warp_idx):

@@ -77,13 +77,13 @@ class BlockScaledGroupedHopperGemm(GroupedHopperGemm):
 
     TILES = ((128, 128),)
     IN_DTYPES = FP8_DTYPES
+    TILE_K = tile_k("float8_e4m3fn")  # 128: one scale block
 
     def __init__(self, tile_mn=(128, 128), *, cluster_mn=CLUSTER, sms: int = 132, group_m: int = GROUP_M,
                  stages: int | None = None, scheduler=GroupScheduler, epi_tile=EPI_TILE, epilogue_op=None):
         super().__init__(tile_mn, cluster_mn=cluster_mn, sms=sms, group_m=group_m, stages=stages,
                          scheduler=scheduler, epi_tile=epi_tile, epi_stages=fp8_epi_stages(tile_mn),
                          epilogue_op=epilogue_op)
-        self.tile_mnk = (*self.tile_mn, tile_k("float8_e4m3fn"))  # 128: one scale block
 
     @cute.jit
     def mainloop(self, ring, mma, read, release, groups, tile):

@@ -23,7 +23,7 @@ more columns), the suspect for the 128x128 tile's shortfall against cuBLAS's FP8
   block starts at column 128 or 64 of the tile: two promotions, each with every register's scale
   of B fixed at compile time (the ``promote`` hook), picked per tile;
 * 128x256 (acc 128 registers): one 64 x 256 part would leave no registers, so each k-tile is two
-  batches of m64n128 wgmmas into a 64 x 128 part (``WGMMA_N = 128``), each promoted into its half
+  batches of m64n128 wgmmas into a 64 x 128 part (``WGMMA_N[256] = 128``), each promoted into its half
   of ``acc`` (its 128 columns are one block of B's scales); the stage is freed after the second;
 * 128x128: the same tile as the two-part kernel, to compare the promotions alone.
 
@@ -61,14 +61,13 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
     ``promote``."""
 
     TILES = FP8_TILES
+    WGMMA_N = {256: BLOCK}  # 128x256 tiles issue two batches of N = 128 (see the module docstring)
 
     def __init__(self, tile_mn=(128, 128), *, cluster_mn=CLUSTER, sms: int = 132, group_m: int = GROUP_M,
                  stages: int | None = None, scheduler=GroupScheduler, epi_tile=EPI_TILE, epilogue_op=None):
         super().__init__(tile_mn, cluster_mn=cluster_mn, sms=sms, group_m=group_m, stages=stages,
                          scheduler=scheduler, epi_tile=epi_tile, epilogue_op=epilogue_op)
-        # the part's columns: 128x256 tiles issue two batches of N = 128 (see the module docstring)
-        self.WGMMA_N = BLOCK if self.tile_mn[1] > 192 else None
-        self.part_n = self.WGMMA_N or self.tile_mn[1]
+        self.part_n = self.WGMMA_N.get(self.tile_mn[1], self.tile_mn[1])  # the part's columns
 
     @cute.jit
     def mainloop(self, ring, mma, read, release, groups, tile):

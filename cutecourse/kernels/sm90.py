@@ -152,7 +152,9 @@ def band_tile(linear, tiles_m, tiles_n, group_m: int):
 # -- device side: one k-tile -------------------------------------------------------------------
 @dataclass
 class Loads:
-    """What a producer needs to load k-tiles: TMA atoms, this CTA's views, multicast masks."""
+    """What a producer needs to load k-tiles: TMA atoms, this CTA's views, multicast masks; and
+    optionally (``maps``) pointers to tensor maps in global memory that replace the atoms' own
+    (the grouped GEMMs rewrite one per group)."""
 
     tma_a: object
     tAgA: object  # (box, k_tiles): A's k-tiles of this CTA's tile-row
@@ -162,6 +164,7 @@ class Loads:
     tBgB: object
     tBsB: object
     b_mcast_mask: object
+    maps: tuple = (None, None)
 
 
 @dataclass
@@ -185,23 +188,22 @@ def make_mma(tiled_mma, slice_index, sA, sB, c_tile, acc_dtype) -> Mma:
     return Mma(tiled_mma, tCrA, tCrB, acc)
 
 
-def issue_tma(ring, loads: Loads, state, k=None, pred=None, policies=(None, None), maps=(None, None)):
+def issue_tma(ring, loads: Loads, state, k=None, pred=None, policies=(None, None)):
     """TMA-load k-tile ``k`` (default: ``state.count``) of A and B into ring stage ``state.index``.
 
     One elected thread issues both copies; both complete on the stage's full barrier, which
     ``producer_acquire`` armed with the stage's byte count. ``pred``: a predicate tensor (the
     compiler-pipelined loop issues from every warp, predicated). ``policies``: optional L2
-    cache-policy operands for A and B. ``maps``: optional pointers to tensor maps in global memory
-    that replace the atoms' own (the grouped GEMM rewrites one per group).
+    cache-policy operands for A and B. The copies go through ``loads.maps`` where they are set.
     """
     k = state.count if k is None else k
     bar = ring.producer_get_barrier(state)
     cute.copy(loads.tma_a, loads.tAgA[(None, k)], loads.tAsA[(None, state.index)],
               tma_bar_ptr=bar, mcast_mask=loads.a_mcast_mask, pred=pred, cache_policy=policies[0],
-              tma_desc_ptr=maps[0])
+              tma_desc_ptr=loads.maps[0])
     cute.copy(loads.tma_b, loads.tBgB[(None, k)], loads.tBsB[(None, state.index)],
               tma_bar_ptr=bar, mcast_mask=loads.b_mcast_mask, pred=pred, cache_policy=policies[1],
-              tma_desc_ptr=maps[1])
+              tma_desc_ptr=loads.maps[1])
 
 
 def issue_mma(mma: Mma, stage):

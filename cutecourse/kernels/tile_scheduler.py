@@ -79,11 +79,13 @@ class TileScheduler:
     of the tensors the kernel takes for it (passed from the host, read by ``make_scheduler``); and
     ``ITEM_FIELDS``, the int32 values of a work item in the smem slots between the producer and
     the consumers. Build one with :meth:`make`: a misspelt or missing field fails there, with the
-    fields it takes."""
+    fields it takes. ``PER_CTA``: None, or why the scheduler cannot serve clusters of CTAs (the
+    kernel's constructor refuses a cluster with it, saying why)."""
 
     Params = NamedTuple("Params", [])
     Args = NamedTuple("Args", [])
     ITEM_FIELDS = 1
+    PER_CTA = None
 
     def __init__(self, params=None, /, **fields):
         """From a ``Params`` (``make`` builds one), or from its fields by name (as ``make``)."""
@@ -184,6 +186,9 @@ class StaticScheduler(TileScheduler):
 class DynamicScheduler(StaticScheduler):
     """Work items from a global atomic counter, taken by the producer warp and handed to the
     consumers through the smem slots (module docstring). Single-CTA clusters only."""
+
+    PER_CTA = ("the dynamic scheduler hands out tiles per CTA, but a cluster's CTAs must work on "
+               "neighbouring tiles (they share multicast loads)")
 
     @cute.jit
     def _fetch(self):
