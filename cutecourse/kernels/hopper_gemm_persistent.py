@@ -45,7 +45,6 @@ e.g. a bias and an activation.
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
 
 import cutlass
 import cutlass.cute as cute
@@ -59,6 +58,7 @@ from ..models.gemm_plan import (EPI_STAGES, EPI_TILE, IN_DTYPES, TILE_K, TILES, 
 from . import gemm_launch, sm90, tile_scheduler
 from .barriers import Barrier
 from .configured import Configured
+from .persistent_setup import CtaSetup, EpilogueArgs, shared_storage
 
 #: Warpgroup roles. Warpgroup 0: producer (its warp 0 issues TMA); 1 and 2: MMA + epilogue.
 PRODUCER_WARPGROUPS = 1
@@ -82,45 +82,6 @@ CLUSTERS = ((1, 1), (2, 1), (1, 2))
 WORK_SLOTS = tile_scheduler.WORK_SLOTS
 #: The first consumer warp issues the epilogue's TMA stores.
 EPILOGUE_STORE_WARP = 4
-
-
-class CtaSetup(NamedTuple):
-    """What a CTA has set up when it makes its scheduler (``make_scheduler``): the work-item
-    hand-over (``queue`` and its smem ``slots``), all tiles of A and of C (``gA``, ``gC``: their
-    counts give the grid of work items), its shared memory (``storage``, with the variant's own
-    ``smem_fields``) and its TMA atoms of A, B, C (``atoms``)."""
-
-    queue: object
-    slots: object
-    gA: object
-    gC: object
-    storage: object
-    atoms: tuple
-
-
-class EpilogueArgs(NamedTuple):
-    """What the consumers' epilogue takes from the host: what it needs of C itself besides C's
-    TMA atom (``epilogue_c``: nothing for the TMA-store epilogue) and the epilogue op's operands."""
-
-    c: object
-    operands: tuple
-
-
-def shared_storage(kernel, sA_layout, sB_layout, sC_layout):
-    """The kernel's shared memory, field by field: the ring's barriers and stages, the C buffers,
-    the work-item slots (and their full/empty barriers: a work item is ``ITEM_FIELDS`` int32 of
-    the kernel's scheduler), then the variant's own fields (``smem_fields``)."""
-    MemRange, Align = cute.struct.MemRange, cute.struct.Align
-    fields = {
-        "barriers": MemRange[cutlass.Int64, kernel.stages * 2],
-        "sA": Align[MemRange[kernel.a_dtype, cute.cosize(sA_layout)], 1024],
-        "sB": Align[MemRange[kernel.a_dtype, cute.cosize(sB_layout)], 1024],
-        "sC": Align[MemRange[kernel.c_dtype, cute.cosize(sC_layout)], 1024],
-        "work_barriers": MemRange[cutlass.Int64, WORK_SLOTS * 2],
-        "work_items": MemRange[cutlass.Int32, WORK_SLOTS * kernel.Scheduler.ITEM_FIELDS],
-        **kernel.smem_fields(),
-    }
-    return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
 
 
 class PersistentHopperGemm(Configured):

@@ -47,7 +47,8 @@ from ..models.gemm_plan import EPI_STAGES, EPI_TILE, TILES
 from ..models.stream_k import MIN_SAVED
 from . import gemm_launch
 from .barriers import Barrier
-from .hopper_gemm_persistent import CONSUMER_THREADS, GROUP_M, CtaSetup, PersistentHopperGemm
+from .hopper_gemm_persistent import CONSUMER_THREADS, GROUP_M, PersistentHopperGemm
+from .persistent_setup import CtaSetup
 from .stream_k_scheduler import StreamKArgs, StreamKScheduler
 
 #: counters[FLAGS + s]: CTA slot s's partial sums are in ``partial_sums`` (after the 2 tickets).

@@ -40,7 +40,8 @@ import cutlass.cute as cute
 from ..models.gemm_plan import EPI_STAGES, EPI_TILE
 from . import group_walk, sm90, tensor_maps
 from .group_walk import A, B, C, GroupArgs, GroupScheduler, operand_tensor
-from .hopper_gemm_persistent import EPILOGUE_STORE_WARP, PRODUCER_WARP, CtaSetup, PersistentHopperGemm
+from .hopper_gemm_persistent import EPILOGUE_STORE_WARP, PRODUCER_WARP, PersistentHopperGemm
+from .persistent_setup import CtaSetup
 
 #: Order inside a group: bands of GROUP_M cluster-tile rows (``models/tile_order.py``). One band
 #: taller than a group (4096 rows of tiles: M up to 524288) = m fastest, the order of the CPU

@@ -1,0 +1,54 @@
+"""What the persistent kernel's hooks receive, and its shared memory, in one place.
+
+``CtaSetup`` is what a CTA has built when it makes its scheduler (``make_scheduler``);
+``EpilogueArgs`` what the consumers' epilogue takes from the host (``make_epilogue``);
+``shared_storage`` the CTA's shared memory, field by field, with the variant's own fields.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import cutlass
+import cutlass.cute as cute
+
+from .tile_scheduler import WORK_SLOTS
+
+
+class CtaSetup(NamedTuple):
+    """What a CTA has set up when it makes its scheduler (``make_scheduler``): the work-item
+    hand-over (``queue`` and its smem ``slots``), all tiles of A and of C (``gA``, ``gC``: their
+    counts give the grid of work items), its shared memory (``storage``, with the variant's own
+    ``smem_fields``) and its TMA atoms of A, B, C (``atoms``)."""
+
+    queue: object
+    slots: object
+    gA: object
+    gC: object
+    storage: object
+    atoms: tuple
+
+
+class EpilogueArgs(NamedTuple):
+    """What the consumers' epilogue takes from the host: what it needs of C itself besides C's
+    TMA atom (``epilogue_c``: nothing for the TMA-store epilogue) and the epilogue op's operands."""
+
+    c: object
+    operands: tuple
+
+
+def shared_storage(kernel, sA_layout, sB_layout, sC_layout):
+    """The kernel's shared memory, field by field: the ring's barriers and stages, the C buffers,
+    the work-item slots (and their full/empty barriers: a work item is ``ITEM_FIELDS`` int32 of
+    the kernel's scheduler), then the variant's own fields (``smem_fields``)."""
+    MemRange, Align = cute.struct.MemRange, cute.struct.Align
+    fields = {
+        "barriers": MemRange[cutlass.Int64, kernel.stages * 2],
+        "sA": Align[MemRange[kernel.a_dtype, cute.cosize(sA_layout)], 1024],
+        "sB": Align[MemRange[kernel.a_dtype, cute.cosize(sB_layout)], 1024],
+        "sC": Align[MemRange[kernel.c_dtype, cute.cosize(sC_layout)], 1024],
+        "work_barriers": MemRange[cutlass.Int64, WORK_SLOTS * 2],
+        "work_items": MemRange[cutlass.Int32, WORK_SLOTS * kernel.Scheduler.ITEM_FIELDS],
+        **kernel.smem_fields(),
+    }
+    return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
