@@ -368,26 +368,26 @@ def test_banded_order_inside_a_group():
 
 
 def test_the_walk_searches_through_its_find_group_hook(monkeypatch):
-    """The kernels' walk (run here on Python ints) finds each item's group through its hook
-    ``find_group``, once per item and once past the last: a subclass's search is the one that runs."""
+    """The walk (on ints) searches through its hook ``find_group``: a subclass's search is the one that runs."""
     from cutecourse.kernels import group_walk
     monkeypatch.setattr(group_walk, "cutlass", SimpleNamespace(Int32=int, const_expr=bool))  # Python ints
     shapes = {(g, col): v for g, size in enumerate(MIXED) for col, v in enumerate((*size, 1))}
     p, clusters, searched = _mixed(), 5, []
 
     class Counted(group_walk.GroupScheduler):
-        def find_group(self, work, group, first):
-            searched.append(work)
-            return group_walk.find_group.__wrapped__(self, work, group, first)  # the course's, on ints
+        def find_group(self, work, group, first):  # the course's search in plain Python: a compiled
+            searched.append(work)  # kernel leaves the DSL's rewrite of group_walk.find_group behind
+            while group < self.count and work >= first + (n := group_walk.group_items(self, group)):
+                first, group = first + n, group + 1  # (each item once, and once past the last)
+            return group, first
 
     class Nowhere(group_walk.GroupScheduler):
         def find_group(self, work, group, first):
             return self.count, first  # every item past the last group: the walk ends at once
 
     def walk(scheduler, c):
-        got, w = [], scheduler.make(shapes=shapes, ptrs=None, strides=None, count=len(MIXED), cluster_mn=(1, 1),
-                                    cluster_tile=p.cluster_tile, in_cluster=(0, 0), first=c, stride=clusters,
-                                    group_m=64).start()
+        got, w = [], scheduler.make(shapes=shapes, ptrs=None, strides=None, count=len(MIXED), cluster_mn=(1, 1), group_m=64,
+                                    cluster_tile=p.cluster_tile, in_cluster=(0, 0), first=c, stride=clusters).start()
         while w.active():
             t = w.work_tile()
             got.append((int(t.group), int(t.tile_m), int(t.tile_n), int(t.k_end)))
