@@ -156,6 +156,7 @@ class HopperMixedGemm(Configured):
         ``extra``: with ``split_k``, the fp32 partial sums (S, M, N) and the tiles' counters (int32,
         zero, one per (N / 64) x (M / tile_m) tile); then, with ``zero_point``, zeros (K/group, N)
         uint8."""
+        w = self.weights(w)
         partials, counters, zeros = y, y, extra  # (y: placeholders the kernel does not touch)
         if cutlass.const_expr(self.split_k):
             partials, counters, zeros = extra[0], extra[1], extra[2:]
@@ -204,6 +205,12 @@ class HopperMixedGemm(Configured):
         self.kernel(tma_w, gW, tma_x, gX, tma_s, gS, tma_z, gZ, y, partials, counters, self.tiled_mma,
                     sW_layout, sX_layout, sS_layout, sZ_layout).launch(grid=grid, block=[self.threads, 1, 1],
                                                                        stream=stream)
+
+    def weights(self, w):
+        """The packed weights as TMA reads them: here (N, K/8) row-major words. A subclass may
+        return another layout of the same (N, K/8) tensor (``cute.make_tensor(w.iterator, ...)``);
+        ``benchmarks/experiments/mixed_ceilings.py`` stores each TMA box contiguously."""
+        return w
 
     # -- device side -------------------------------------------------------------------------
     @cute.kernel

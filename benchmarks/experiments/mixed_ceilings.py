@@ -1,0 +1,196 @@
+"""Experiment (notebook 08): what limits the mixed-input GEMM at decode batch sizes?
+
+    python benchmarks/experiments/mixed_ceilings.py [--out DIR] [--shapes 8192x8192,...] [--ms 1,16]
+
+Asked because at M <= 16 the kernel moves its int4 weights at 1.5-2.7 TB/s, well under the
+H200's 4.8 TB/s, so it runs at 1.5-2.6x cuBLAS bf16 where the bytes allow about 5x. Each variant
+leaves one stage of the work out (their results are wrong; only their times count), so the
+differences place the time:
+
+* ``course``: the kernel as the planner runs it;
+* ``no convert``: no int4 -> bf16 conversion (the wgmmas read whatever the registers hold);
+* ``no mma``: the conversion, no wgmma;
+* ``loads only``: neither: the consumers wait for each stage and release it, so the time is the
+  TMA stream's alone (plus launch, prologue and the split-K epilogue);
+* ``tiled weights`` / ``tiled, loads only``: the same, with the packed weights stored so that each
+  TMA box (128 rows x 128 bytes) is one contiguous 16 KB block instead of 128 rows 4 KB apart
+  (``HopperMixedGemm.weights``): does DRAM locality limit the stream?
+
+and each at the planner's split of K and at 3, 4 and 8 splits. Times are CUDA-graph replays of
+launches that cycle through copies of the weights larger than twice the L2 (each launch reads
+its weights from HBM), so the host's launch cost (12-20 us a call through the DSL's Python
+launcher) does not hide the kernel's; ``stream_us`` adds the same launches timed back to back
+without a graph. Writes ``experiment_mixed_ceilings.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import cutlass  # noqa: E402
+import cutlass.cute as cute  # noqa: E402
+
+from cutecourse import bench  # noqa: E402
+from cutecourse.kernels import hopper_mixed_gemm as hm  # noqa: E402
+from cutecourse.kernels import mixed_input  # noqa: E402
+from cutecourse.quant import quantize_int4  # noqa: E402
+
+SHAPES = [(8192, 8192), (28672, 8192), (8192, 28672)]
+SPLITS = (None, 3, 4, 8)
+REPLAYS = 20
+
+
+class NoConvert(hm.HopperMixedGemm):
+    @cute.jit
+    def _convert(self, sW, sS, sZ, stage, frag, wg, t, lane_row, chunk: cutlass.Constexpr[int]):
+        pass
+
+
+class NoMma(hm.HopperMixedGemm):
+    @cute.jit
+    def _mma(self, tiled_mma, frag, tCrX, acc, stage, chunk: cutlass.Constexpr[int]):
+        pass
+
+
+class LoadsOnly(NoConvert):
+    @cute.jit
+    def _mma(self, tiled_mma, frag, tCrX, acc, stage, chunk: cutlass.Constexpr[int]):
+        pass
+
+
+class Tiled(hm.HopperMixedGemm):
+    """The same logical (N, K/8) weights, each (rows x 32 words) box stored contiguously."""
+
+    def weights(self, w):
+        n, k8 = w.shape
+        kt = k8 // hm.WORDS_K
+        box = self.rows * hm.WORDS_K
+        return cute.make_tensor(w.iterator, cute.make_layout(((self.rows, n // self.rows), (hm.WORDS_K, kt)),
+                                                             stride=((hm.WORDS_K, box * kt), (1, box))))
+
+
+class TiledLoadsOnly(Tiled, LoadsOnly):
+    pass
+
+
+VARIANTS = {"course": hm.HopperMixedGemm, "no convert": NoConvert, "no mma": NoMma, "loads only": LoadsOnly,
+            "tiled weights": Tiled, "tiled, loads only": TiledLoadsOnly}
+
+
+def tiled(packed, rows: int):
+    """packed's words reordered so that Tiled's view reads the same logical tensor."""
+    n, k8 = packed.shape
+    return packed.view(n // rows, rows, k8 // hm.WORDS_K, hm.WORDS_K).permute(0, 2, 1, 3).contiguous().view(n, k8)
+
+
+def graph_us(fns, stream) -> float:
+    """Microseconds per launch: one CUDA graph of every launch in ``fns``, replayed."""
+    import torch
+
+    with torch.cuda.stream(stream):
+        for f in fns:
+            f()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        for f in fns:
+            f()
+    for _ in range(3):
+        graph.replay()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record(stream)
+    for _ in range(REPLAYS):
+        graph.replay()
+    end.record(stream)
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1e3 / REPLAYS / len(fns)
+
+
+def stream_us(fns, stream) -> float:
+    """Microseconds per launch, launched back to back from Python (the launcher's cost included)."""
+    import torch
+
+    with torch.cuda.stream(stream):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record(stream)
+        for _ in range(REPLAYS):
+            for f in fns:
+                f()
+        end.record(stream)
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1e3 / REPLAYS / len(fns)
+
+
+def launches(cls, m, n, k, splits, x, copies, stream):
+    p = mixed_input.plan(m, n, k, 128, bench_sms(), splits=splits)
+    kernel = cls(p.tile_m, group_size=128, split_k=p.splits > 1, warpgroups=p.warpgroups)
+    import torch
+
+    fns, ys = [], []
+    with torch.cuda.stream(stream):
+        for packed, scales in copies:
+            y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            buffers = {}
+            if kernel.split_k:
+                buffers = dict(partials=torch.empty(p.splits, m, n, dtype=torch.float32, device="cuda"),
+                               counters=torch.zeros(p.ctas, dtype=torch.int32, device="cuda"))
+            tensors = dict(x=x, packed=packed, scales=scales, y=y, **buffers, zeros=None)
+            fns.append(mixed_input.ENTRY.launch_described(kernel, tensors, y=y, plan=p, **buffers))
+            ys.append(y)
+    return p, fns, ys
+
+
+def bench_sms() -> int:
+    import torch
+
+    return torch.cuda.get_device_properties(0).multi_processor_count
+
+
+def main() -> int:
+    import torch
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=str(bench.RESULTS_DIR))
+    ap.add_argument("--shapes", help="comma-separated NxK (default: the benchmark's three)")
+    ap.add_argument("--ms", default="1,16")
+    args = ap.parse_args()
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
+    rows = []
+    stream = torch.cuda.Stream()
+    for n, k in shapes:
+        torch.manual_seed(0)
+        packed, scales, _ = quantize_int4(torch.randn(n, k, device="cuda") * 0.02, 128)
+        int4_bytes = packed.numel() * 4 + scales.numel() * 2
+        copies = bench.cold_l2_sets(lambda: (packed.clone(), scales.clone()), int4_bytes)
+        tiled_copies = [(tiled(p, 128), s) for p, s in copies]
+        for m in [int(v) for v in args.ms.split(",")]:
+            x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+            reference = {}
+            for name, cls in VARIANTS.items():
+                for splits in SPLITS:
+                    cps = tiled_copies if issubclass(cls, Tiled) else copies
+                    p, fns, ys = launches(cls, m, n, k, splits, x, cps, stream)
+                    us = graph_us(fns, stream)
+                    row = dict(n=n, k=k, m=m, variant=name, splits=p.splits, tile_m=p.tile_m,
+                               warpgroups=p.warpgroups, planned=splits is None, graph_us=round(us, 2),
+                               stream_us=round(stream_us(fns, stream), 2),
+                               int4_tbps=round(int4_bytes / us / 1e6, 2))
+                    if name == "course":
+                        reference[p.splits] = ys[0].clone()
+                    if name == "tiled weights":  # the same logical weights: the same bits
+                        row["same_bits_as_course"] = bool(torch.equal(ys[0], reference[p.splits]))
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+    out = Path(args.out) / "experiment_mixed_ceilings.json"
+    out.write_text(json.dumps({"environment": bench.environment(), "rows": rows}, indent=1) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
