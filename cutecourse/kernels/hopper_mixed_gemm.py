@@ -50,6 +50,7 @@ from ..quant.int4 import SYMMETRIC_ZERO
 from ..quant.reorder import BLOCK_K, BLOCK_N, SLICE_K, SLICES
 from . import int4_convert, mixed_epilogue
 from .configured import Configured
+from .epilogue_op import described
 from .operands import Tensor
 
 #: K per k-tile: 256 int4 = 128 bytes a row, one 128-byte-swizzled smem row of packed words.
@@ -115,7 +116,7 @@ class HopperMixedGemm(Configured):
     IN_FLIGHT = 0
 
     def __init__(self, tile_m: int = 16, *, group_size: int = 128, zero_point: bool = False,
-                 split_k: bool = False, warpgroups: int = 1, stages: int | None = None):
+                 split_k: bool = False, warpgroups: int = 1, stages: int | None = None, epilogue_op=None):
         from ..errors import ShapeError
 
         if tile_m not in TILE_MS:
@@ -134,6 +135,7 @@ class HopperMixedGemm(Configured):
             raise ShapeError(f"{self.stages} stages of {per} bytes do not fit {SMEM_BYTES} bytes of smem",
                              f"use 2 .. {fit} stages or a smaller tile_m")
         self.gpt = groups_per_tile(group_size)
+        self.epilogue_op = epilogue_op  # applied to each fp32 sum of y before it becomes bf16
 
     def operands(self):
         """The tensors :meth:`__call__` takes, before and after the stream, as
@@ -146,6 +148,10 @@ class HopperMixedGemm(Configured):
                      Tensor("counters", "int32", ("tiles",)))
         if self.zero_point:
             after += (Tensor("zeros", "uint8", ("groups", "N"), ("ldz",)),)
+        # the epilogue op's operands (``epilogue_op.Operand``): one value per column of y (N),
+        # per row (M) or one in all
+        sizes = {"col": "N", "row": "M", "scalar": "one"}
+        after += tuple(Tensor(o.name, o.dtype, (sizes[o.kind],)) for o in described(self.epilogue_op))
         return before, after
 
     # -- host side ---------------------------------------------------------------------------
@@ -155,11 +161,12 @@ class HopperMixedGemm(Configured):
         """x (M, K) bf16, w (N, K/8) int32 packed, scales (K/group, N) bf16, y (M, N) bf16.
         ``extra``: with ``split_k``, the fp32 partial sums (S, M, N) and the tiles' counters (int32,
         zero, one per (N / 64) x (M / tile_m) tile); then, with ``zero_point``, zeros (K/group, N)
-        uint8."""
+        uint8; then the epilogue op's operands."""
         w = self.weights(w)
         partials, counters, zeros = y, y, extra  # (y: placeholders the kernel does not touch)
         if cutlass.const_expr(self.split_k):
             partials, counters, zeros = extra[0], extra[1], extra[2:]
+        ops = zeros[1 if self.zero_point else 0:]  # the epilogue op's operands
         self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
             cutlass.BFloat16, cutlass.BFloat16, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.K,
             cutlass.Float32, (self.warpgroups, 1, 1), tiler_mn=(BLOCK_N, self.tile_m),
@@ -203,7 +210,7 @@ class HopperMixedGemm(Configured):
         splits = partials.shape[0] if cutlass.const_expr(self.split_k) else 1
         grid = (cute.ceil_div(w.shape[0], self.rows), cute.ceil_div(x.shape[0], self.tile_m), splits)
         self.kernel(tma_w, gW, tma_x, gX, tma_s, gS, tma_z, gZ, y, partials, counters, self.tiled_mma,
-                    sW_layout, sX_layout, sS_layout, sZ_layout).launch(grid=grid, block=[self.threads, 1, 1],
+                    sW_layout, sX_layout, sS_layout, sZ_layout, ops).launch(grid=grid, block=[self.threads, 1, 1],
                                                                        stream=stream)
 
     def weights(self, w):
@@ -218,7 +225,7 @@ class HopperMixedGemm(Configured):
                tma_s: cute.CopyAtom, mS: cute.Tensor, tma_z: cute.CopyAtom, mZ: cute.Tensor,
                mY: cute.Tensor, mP: cute.Tensor, mCounters: cute.Tensor, tiled_mma: cute.TiledMma,
                sW_layout: cute.ComposedLayout, sX_layout: cute.ComposedLayout, sS_layout: cute.Layout,
-               sZ_layout: cute.Layout):
+               sZ_layout: cute.Layout, ops):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         is_producer = warp_idx == 0
@@ -310,9 +317,9 @@ class HopperMixedGemm(Configured):
         tile_mn = (self.rows, self.tile_m)
         if cutlass.const_expr(self.split_k):
             mixed_epilogue.store_split(mY, mP, mCounters, acc, thr_mma, tile_mn, bn, bm, split, splits, tidx,
-                                       storage.last.get_tensor(cute.make_layout(1)))
+                                       storage.last.get_tensor(cute.make_layout(1)), self.epilogue_op, ops)
         else:
-            mixed_epilogue.store(mY, acc, thr_mma, tile_mn, bn, bm)
+            mixed_epilogue.store(mY, acc, thr_mma, tile_mn, bn, bm, self.epilogue_op, ops)
 
     # -- the steps ---------------------------------------------------------------------------
     @cute.jit

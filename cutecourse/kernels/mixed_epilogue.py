@@ -32,21 +32,31 @@ def inside(coord, limits):
 
 
 @cute.jit
-def store(mY, acc, thr_mma, tile_mn: cutlass.Constexpr, bn, bm):
-    """acc -> y (bf16), skipping the elements past M and N that the tile pads."""
+def store(mY, acc, thr_mma, tile_mn: cutlass.Constexpr, bn, bm, op: cutlass.Constexpr = None, operands=(),
+          last=True):
+    """acc -> y (bf16), skipping the elements past M and N that the tile pads (and all of them
+    where ``last`` is false). ``op``: an ``epilogue_op.EpilogueOp`` applied to each sum first,
+    with its row m and column n in y and its ``operands``. It runs outside the run-time ``if``
+    (an op object used inside one would be carried through it), at coordinates clamped to y,
+    so that a padded element reads a real operand element and is then not stored."""
     gY, cY, limits = transposed_tile(mY, tile_mn, bn, bm)
     tY, tC = thr_mma.partition_C(gY), thr_mma.partition_C(cY)
     for i in cutlass.range_constexpr(cute.size(acc)):
-        if inside(tC[i], limits):
-            tY[i] = acc[i].to(mY.element_type)
+        value = acc[i]
+        if cutlass.const_expr(op is not None):
+            n, m = tC[i]
+            value = op.apply(value, cutlass.min(m, limits[1] - 1), cutlass.min(n, limits[0] - 1), *operands)
+        if inside(tC[i], limits) and last:
+            tY[i] = value.to(mY.element_type)
 
 
 @cute.jit
 def store_split(mY, mP, counters, acc, thr_mma, tile_mn: cutlass.Constexpr, bn, bm, split, splits,
-                tidx, last_flag):
+                tidx, last_flag, op: cutlass.Constexpr = None, operands=()):
     """Split ``split`` of ``splits``: write acc to slice ``split`` of the fp32 partial sums
-    ``mP`` (S, M, N); the last split of this tile to arrive adds all slices into y (bf16).
-    ``last_flag``: one Int32 of smem, to tell every thread what thread 0 saw."""
+    ``mP`` (S, M, N); the last split of this tile to arrive adds all slices into y (bf16),
+    through ``op`` (:func:`store`). ``last_flag``: one Int32 of smem, to tell every thread what
+    thread 0 saw."""
     gP, cY, limits = transposed_tile(mP[(split, None, None)], tile_mn, bn, bm)
     tP, tC = thr_mma.partition_C(gP), thr_mma.partition_C(cY)
     for i in cutlass.range_constexpr(cute.size(acc)):
@@ -62,10 +72,11 @@ def store_split(mY, mP, counters, acc, thr_mma, tile_mn: cutlass.Constexpr, bn, 
         if before == splits - 1:
             cute.arch.atomic_exch(counter, cutlass.Int32(0))  # zero again for the next launch
     cute.arch.sync_threads()
-    if last_flag[0] == splits - 1:
+    last = last_flag[0] == splits - 1
+    total = cute.make_rmem_tensor_like(acc)
+    total.fill(0.0)
+    if last:
         cute.arch.fence_acq_rel_gpu()
-        total = cute.make_rmem_tensor_like(acc)
-        total.fill(0.0)
         row = mP.layout.stride[1]  # elements between tokens m and m + 1 (N)
         for s in cutlass.range(splits, unroll=1):
             base = mP.iterator + s * mP.layout.stride[0]
@@ -74,4 +85,4 @@ def store_split(mY, mP, counters, acc, thr_mma, tile_mn: cutlass.Constexpr, bn, 
                 if inside(tC[i], limits):
                     # .cg: from L2, where the other splits' stores are (not a stale L1 line)
                     total[i] += cute.arch.load(base + (m * row + n), cutlass.Float32, cop="cg")
-        store(mY, total, thr_mma, tile_mn, bn, bm)
+    store(mY, total, thr_mma, tile_mn, bn, bm, op, operands, last)

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 
 from ..errors import DeviceError, DTypeError, ShapeError
 from ..quant.reorder import BLOCK_K, BLOCK_N
-from .gemm_launch import Entry
+from .epilogue_op import described
+from .gemm_launch import Entry, check_epilogue_args, named_epilogue_op
 from .hopper_mixed_gemm import SM_SMEM, TILE_K, TILE_MS, HopperMixedGemm, check_group, stage_smem
 from .operands import check_tensors
 
@@ -157,15 +158,19 @@ def plan(m: int, n: int, k: int, group: int, sms: int = SMS, tile_m: int | None 
 
 
 def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=None, warpgroups=None,
-             stages=None):
+             stages=None, epilogue_op=None, epilogue_args=()):
     """Check, plan, compile once; return the host layer's ``gemm_launch.Launch``: ``fn()`` writes
     y = x @ W'.T into ``out`` (or a new y, ``fn.y``); ``fn.plan``; with split-K it owns its
-    buffers (``fn.partials``, ``fn.counters``), so two launchers may run on different streams."""
+    buffers (``fn.partials``, ``fn.counters``), so two launchers may run on different streams.
+    ``epilogue_op``: an ``epilogue_op.EpilogueOp`` (or its name) applied to each fp32 element of
+    y, e.g. ``AddBias`` with ``epilogue_args=(bias,)`` (fp32, one per column of y: N)."""
     import torch
 
     from ..modes import require_gpu
 
     m, n, k, group = check(x, packed, scales, zeros)
+    op = named_epilogue_op(epilogue_op)
+    check_epilogue_args(op, tuple(epilogue_args), x.device, m, n)
     if x.device.type != "cuda":
         raise DeviceError(f"the operands are on {x.device}; the kernel runs on a Hopper GPU",
                           "move them with .cuda(); on the CPU compute x @ dequantize(packed, scales, zeros).T")
@@ -178,24 +183,29 @@ def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=Non
         raise ShapeError(f"out is {_name(y.dtype)} {tuple(y.shape)}; it must be a contiguous bfloat16 ({m}, {n})",
                          "allocate it with torch.empty(M, N, dtype=torch.bfloat16, device=x.device)")
     kernel = ENTRY.kernel(tile_m=p.tile_m, group_size=group, zero_point=zeros is not None, split_k=p.splits > 1,
-                          warpgroups=p.warpgroups, stages=stages)
+                          warpgroups=p.warpgroups, stages=stages, epilogue_op=op)
+    op_tensors = {o.name: t for o, t in zip(described(op), epilogue_args)}
+    check_tensors(tuple(op_tensors.items()))
     buffers = {}
     if kernel.split_k:  # the fp32 slices, and one counter per tile (zero; the kernel leaves them zero)
         buffers = dict(partials=torch.empty(p.splits, m, n, dtype=torch.float32, device=x.device),
                        counters=torch.zeros(p.ctas, dtype=torch.int32, device=x.device))
-    tensors = dict(x=x, packed=packed, scales=scales, y=y, **buffers, zeros=zeros)
+    tensors = dict(x=x, packed=packed, scales=scales, y=y, **buffers, zeros=zeros, **op_tensors)
     return ENTRY.launch_described(kernel, tensors, y=y, plan=p, **buffers)
 
 
-def mixed_mm(x, packed, scales, zeros=None, *, tile_m=None, splits=None, warpgroups=None):
+def mixed_mm(x, packed, scales, zeros=None, *, tile_m=None, splits=None, warpgroups=None, epilogue_op=None,
+             epilogue_args=()):
     """y = x @ dequantize(packed, scales, zeros).T on a Hopper GPU: x (M, K) bf16 -> y (M, N) bf16.
 
     ``packed, scales, zeros``: what ``cutecourse.quant.quantize_int4`` returned. ``tile_m``,
-    ``splits`` and ``warpgroups`` override the planner (:func:`plan`)."""
+    ``splits`` and ``warpgroups`` override the planner (:func:`plan`); ``epilogue_op`` and
+    ``epilogue_args`` as :func:`launcher` takes them (a Linear layer's bias: ``"AddBias"``)."""
     check(x, packed, scales, zeros)
     if zeros is not None and zeros.numel() and int(zeros.max()) > 15:
         raise DTypeError(f"zeros hold {int(zeros.max())}; int4 zero points are 0 .. 15",
                          "pass the zeros quantize_int4(..., zero_point=True) returned")
-    fn = launcher(x, packed, scales, zeros, tile_m=tile_m, splits=splits, warpgroups=warpgroups)
+    fn = launcher(x, packed, scales, zeros, tile_m=tile_m, splits=splits, warpgroups=warpgroups,
+                  epilogue_op=epilogue_op, epilogue_args=epilogue_args)
     fn()
     return fn.y
