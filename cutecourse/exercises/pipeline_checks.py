@@ -122,8 +122,12 @@ def loop_ops(report, what: str):
 
 
 def _course_kernel(cls):
-    """The course's kernel class a learner's class derives from (its variant), or None."""
-    return next((c for c in getattr(cls, "__mro__", ()) if c.__module__.startswith("cutecourse.kernels.")), None)
+    """The course's kernel class a learner's class derives from (its variant; by default the
+    prefetch one, ``HopperGemm``)."""
+    from ..kernels.hopper_gemm import HopperGemm
+
+    course = (c for c in getattr(cls, "__mro__", ()) if c.__module__.startswith("cutecourse.kernels."))
+    return next(course, HopperGemm)
 
 
 def replay_verdict(cls, method: str = "mainloop", code=None) -> str | None:
