@@ -41,14 +41,26 @@ def test_too_many_stages_is_a_shape_error():
         gp.plan_stages((256, 256), "float16")
 
 
-# -- the variants: one table of mainloop hooks -------------------------------------------------
-def test_every_variant_names_a_mainloop_hook_and_every_hook_has_a_variant():
-    hooks = {name for name in vars(hg.HopperGemm) if name.startswith("mainloop_") and name != "mainloop_done"}
-    assert set(hg.MAINLOOPS.values()) == hooks
-    assert hg.VARIANTS + hg.DEMO_VARIANTS == tuple(hg.MAINLOOPS)
-    assert hg.HopperGemm(variant="compiler").variant == "compiler"
+# -- the variants: a subclass each, overriding the mainloop hook -------------------------------
+def test_every_variant_is_a_subclass_that_overrides_the_mainloop():
+    classes = {**hg.VARIANTS, **hg.DEMO_VARIANTS}
+    assert list(hg.VARIANTS) == ["naive", "prefetch", "compiler"]
+    assert list(hg.DEMO_VARIANTS) == ["compiler_guarded", "compiler_overlap"]
+    assert len(set(classes.values())) == 5 and all(issubclass(c, hg.HopperGemm) for c in classes.values())
+    for name, cls in classes.items():  # each differs from its parent in mainloop steps, nothing else
+        own = {k for k in vars(cls) if callable(vars(cls)[k]) and not k.startswith("__")}
+        assert cls is hg.HopperGemm or own and own <= {"mainloop", "states", "produce", "retire",
+                                                       "retire_last"}, (name, own)
+        assert type(hg.ENTRY.kernel(variant=name)) is cls
+    assert not any(k.startswith("mainloop_") and k != "mainloop_done" for k in vars(hg.HopperGemm))
     with pytest.raises(ValueError, match="compiler_overlap"):
-        hg.HopperGemm(variant="pipelined")
+        hg.ENTRY.kernel(variant="pipelined")
+
+
+def test_the_compile_key_separates_the_variants():
+    keys = {cls().key() for cls in {**hg.VARIANTS, **hg.DEMO_VARIANTS}.values()}
+    assert len(keys) == 5
+    assert hg.ENTRY.kernel(variant="compiler", tile=[128, 128]).key() == hg.CompilerHopperGemm((128, 128)).key()
 
 
 # -- input errors (CPU tensors: validation runs before any GPU work) --------------------------
@@ -101,7 +113,7 @@ def test_shape_errors():
     with pytest.raises(ShapeError, match="stages"):
         hg.validate(*_ab(), stages=9)
     with pytest.raises(ValueError, match="variant"):
-        hg.HopperGemm(variant="fast")
+        hg.validate(*_ab(), variant="fast")
 
 
 # -- what the compiler made -------------------------------------------------------------------
@@ -109,7 +121,7 @@ def _report(variant, **params):
     return compile_report(TARGET, arch="sm_90a", variant=variant, **params)
 
 
-@pytest.mark.parametrize("variant", hg.VARIANTS + hg.DEMO_VARIANTS)
+@pytest.mark.parametrize("variant", [*hg.VARIANTS, *hg.DEMO_VARIANTS])
 def test_each_variant_keeps_tma_wgmma_and_registers(variant):
     r = _report(variant)
     assert not r.diagnostics("serialized")  # ptxas: "wgmma.mma_async instructions are serialized"

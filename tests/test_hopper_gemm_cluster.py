@@ -47,7 +47,18 @@ def test_one_cta_kernel_is_the_cluster_kernels_1x1():
     assert type(hc.ENTRY.kernel(cluster=(2, 1))) is hc.ClusterHopperGemm
     assert type(hc.ENTRY.kernel()) is hc.ClusterHopperGemm  # the default cluster is 2x1
     one = hc.ENTRY.kernel(cluster=[1, 1], tile=[128, 128], variant="naive")
-    assert one.key() == hg.HopperGemm((128, 128), variant="naive").key()
+    assert one.key() == hg.NaiveHopperGemm((128, 128)).key()
+
+
+def test_each_variant_on_clusters_is_its_mainloop_under_the_cluster_steps():
+    for name, one_cta in {**hg.VARIANTS, **hg.DEMO_VARIANTS}.items():
+        kernel = hc.ENTRY.kernel(cluster=(2, 1), variant=name)
+        assert type(kernel) is hc.ON_CLUSTERS[one_cta] and isinstance(kernel, one_cta)
+        assert type(kernel).mainloop is one_cta.mainloop
+        for step in hc.CLUSTER_STEPS:
+            assert getattr(type(kernel), step) is getattr(hc.ClusterHopperGemm, step)
+    keys = {hc.ENTRY.kernel(cluster=(2, 1), variant=name).key() for name in [*hg.VARIANTS, *hg.DEMO_VARIANTS]}
+    assert len(keys) == 5
 
 
 def test_the_cluster_kernel_takes_every_argument_of_the_1x1_kernel_with_its_default():
@@ -119,9 +130,9 @@ def test_cluster_shapes_that_cannot_work(cluster, match):
 
 def test_kernel_refuses_a_bad_cluster_before_compiling():
     with pytest.raises(ShapeError, match="not a power of two"):
-        hc.ClusterHopperGemm((128, 256), variant="prefetch", cluster_mn=(3, 1))
+        hc.ClusterHopperGemm((128, 256), cluster_mn=(3, 1))
     with pytest.raises(CourseError, match="l2_hints"):
-        hc.ClusterHopperGemm((128, 256), variant="prefetch", cluster_mn=(2, 1), l2_hints="evict")
+        hc.ClusterHopperGemm((128, 256), cluster_mn=(2, 1), l2_hints="evict")
 
 
 @pytest.mark.no_gpu("sm_90a")

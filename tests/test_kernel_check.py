@@ -24,7 +24,7 @@ from cutecourse.kernels.hopper_gemm import HopperGemm
 NAIVE = """
 class Mine(HopperGemm):
     @cute.jit
-    def mainloop_naive(self, ring, loads, mma, k_tiles, is_producer):
+    def mainloop(self, ring, loads, mma, k_tiles, is_producer):
         for k in cutlass.range(k_tiles, unroll=1):
             stage, phase = k % self.stages, (k // self.stages) % 2
             cons = pipeline.PipelineState(self.stages, k, stage, phase)
@@ -37,7 +37,7 @@ class Mine(HopperGemm):
             warpgroup.wait_group({wait})
             ring.consumer_release(cons)
 """
-KERNEL = "Mine(tile_mn=(128, 256), variant='naive')"
+KERNEL = "Mine(tile_mn=(128, 256))"
 
 
 def cell(source: str, namespace: dict | None = None) -> dict:
@@ -123,9 +123,9 @@ def test_a_child_that_does_not_finish_is_stopped_and_called_a_hang():
 
 def test_the_run_job_builds_both_kernels_from_the_cells_source():
     _, code = learner(NAIVE.format(wait=0))
-    run = kc.run_on_gpu(code, KERNEL, baseline="HopperGemm(tile_mn=(128, 256), variant='naive')",
+    run = kc.run_on_gpu(code, KERNEL, baseline="NaiveHopperGemm(tile_mn=(128, 256))",
                         runner="cutecourse.exercises.kernel_child:compile_runner", timeout=300)
-    assert run.ok and "compiled Mine and HopperGemm" in run.message, run.message
+    assert run.ok and "compiled Mine and NaiveHopperGemm" in run.message, run.message
     # an error while the child runs the learner's code names the learner's line
     _, bad = learner(NAIVE.format(wait=0).replace("            ring.consumer_wait(cons)\n",
                                                   "            ring.consumer_wait(cons, 1, 2, 3)\n"))
@@ -153,24 +153,24 @@ def test_loops_skip_the_spin_loops_of_barrier_waits():
 
 def test_the_pipeline_model_replays_the_learners_loop():
     mine, _ = learner(NAIVE.format(wait=0))
-    trace = pipeline_replay.replay(mine.mainloop_naive, stages=2, k_tiles=5)
+    trace = pipeline_replay.replay(mine.mainloop, stages=2, k_tiles=5)
     assert trace.deadlock is None and not trace.hazards
     # releasing before the wgmmas are done: a race the model names
     early, _ = learner(NAIVE.format(wait=0).replace(
         "            warpgroup.wait_group(0)\n            ring.consumer_release(cons)\n",
         "            ring.consumer_release(cons)\n            warpgroup.wait_group(0)\n"))
-    trace = pipeline_replay.replay(early.mainloop_naive, stages=2, k_tiles=5)
+    trace = pipeline_replay.replay(early.mainloop, stages=2, k_tiles=5)
     assert trace.hazards and "still read" in trace.hazards[0]
     # no consumer_wait: the wgmma reads a stage whose bytes have not landed
     blind, _ = learner(NAIVE.format(wait=0).replace("            ring.consumer_wait(cons)\n", ""))
-    trace = pipeline_replay.replay(blind.mainloop_naive, stages=2, k_tiles=5)
+    trace = pipeline_replay.replay(blind.mainloop, stages=2, k_tiles=5)
     assert trace.hazards and "consumer_wait must come first" in trace.hazards[0]
 
 
 @pytest.mark.gpu
 def test_the_learners_kernel_runs_against_torch_in_a_child():
     _, code = learner(NAIVE.format(wait=0))
-    run = kc.run_on_gpu(code, KERNEL, baseline="HopperGemm(tile_mn=(128, 256), variant='naive')",
+    run = kc.run_on_gpu(code, KERNEL, baseline="NaiveHopperGemm(tile_mn=(128, 256))",
                         timeout=300)
     assert run.ok, run.message
     assert "matches torch" in run.message and "the course kernel" in run.message

@@ -8,12 +8,12 @@ from cutecourse.viz.source import diff_lines, show_diff, show_source, snippet
 
 
 def test_snippet_of_a_jit_method_has_its_file_and_lines():
-    snip = snippet(hg.HopperGemm.mainloop_naive)
+    snip = snippet(hg.NaiveHopperGemm.mainloop)
     assert snip.path == "cutecourse/kernels/hopper_gemm.py"
     with open(snip.path) as f:
         lines = f.read().splitlines()
     assert lines[snip.first - 1].strip() == "@cute.jit"  # decorators included
-    assert snip.lines[1].startswith("def mainloop_naive(")  # dedented
+    assert snip.lines[1].startswith("def mainloop(")  # dedented
     assert snip.where == f"{snip.path}:{snip.first}-{snip.first + len(snip.lines) - 1}"
 
 

@@ -236,7 +236,7 @@ def _child(code: LearnerCode, spec: dict, timeout: float):
 
 
 #: The module a child imports when no learner code is involved (a lab times course kernels).
-COURSE_KERNELS = ("from cutecourse.kernels.hopper_gemm import HopperGemm\n"
+COURSE_KERNELS = ("from cutecourse.kernels.hopper_gemm import CompilerHopperGemm, HopperGemm, NaiveHopperGemm\n"
                   "from cutecourse.kernels.hopper_gemm_cluster import ClusterHopperGemm\n")
 
 

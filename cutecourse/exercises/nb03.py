@@ -104,8 +104,8 @@ def check_stages(stages_fn) -> Result:
 # mainloop exercises of notebooks 03-05 object to.
 
 EX4 = ("Exercise 4 (kernel): the consumer of the prefetch mainloop",
-       "_consume: consumer_wait(cons), issue_mma on cons.index, wait_group(1), advance cons, "
-       "then (k > 0) release the stage of k-1 (`released`) and advance it; _drain: "
+       "consume: consumer_wait(cons), issue_mma on cons.index, wait_group(1), advance cons, "
+       "then (k > 0) release the stage of k-1 (`released`) and advance it; drain: "
        "wait_group(0), then release `released` if there was a k-tile.")
 
 
@@ -139,7 +139,7 @@ CONSUMER = hook_exercise(
 
 @CONSUMER.checker
 def check_consumer(cls) -> Result:
-    """``cls``: your subclass of ``PrefetchParts`` with ``_consume`` and ``_drain`` written."""
+    """``cls``: your subclass of ``PrefetchParts`` with ``consume`` and ``drain`` written."""
     return CONSUMER.check(cls)
 
 
@@ -188,7 +188,7 @@ PROLOGUE = hook_exercise(
 
 @PROLOGUE.checker
 def check_prologue(cls) -> Result:
-    """``cls``: your subclass of ``PrefetchParts`` whose ``_fill_ring`` is your prologue."""
+    """``cls``: your subclass of ``PrefetchParts`` whose ``fill_ring`` is your prologue."""
     return PROLOGUE.check(cls)
 
 

@@ -147,7 +147,7 @@ def check_prefetch_stages(p, stages: int = 4, on_gpu: bool | None = None,
 # Each is a KernelExercise (kernel_check): the compiler's own diagnostic and the shape of the loop
 # it generated (ptx_loops.loop_structure, the reading the lesson uses) prove whether
 # it pipelined; the learner's loop replayed on the CPU pipeline model (pipeline_checks).
-METHOD = "mainloop_compiler"
+METHOD = "mainloop"
 ISSUE_TMA = "cutecourse.kernels.sm90:issue_tma"
 
 
@@ -197,7 +197,7 @@ def _loop_shape(attempt) -> str | None:
     attempt.notes["shape"] = shape = loop_structure(attempt.report.ptx)
     if shape.pipelined:
         return None
-    kept = "prefetch_stages" in segment_of(attempt.answer.mainloop_compiler).text
+    kept = "prefetch_stages" in segment_of(attempt.answer.mainloop).text
     return (f"the generated code is not pipelined ({shape}): expected TMA loads "
             "before the MMA loop and a loop with both loads and wgmmas. "
             + ("Your loop still has prefetch_stages=; the copy must be the loop body's "
@@ -222,7 +222,7 @@ PIPELINED = pipelined_exercise(
 
 @PIPELINED.checker
 def check_pipelined(cls) -> Result:
-    """``cls``: your subclass of ``CompilerParts`` with its ``mainloop_compiler`` rewritten."""
+    """``cls``: your subclass of ``CompilerParts`` with its ``mainloop`` rewritten."""
     return PIPELINED.check(cls)
 
 
@@ -266,7 +266,7 @@ def _states_pipelined(attempt) -> str | None:
     skipped = _skipped(attempt.report)
     if skipped:
         return (f"the compiler did not pipeline the loop: \"{skipped}\". Keep the given "
-                "loop as it is and make `_states` a formula of k alone, as the exercise "
+                "loop as it is and make `states` a formula of k alone, as the exercise "
                 "asks; the quoted words say what the compiler objected to")
     attempt.notes["shape"] = shape = loop_structure(attempt.report.ptx)
     if not shape.pipelined:
@@ -286,7 +286,7 @@ STATES = pipelined_exercise(
 
 @STATES.checker
 def check_state_in_kernel(cls) -> Result:
-    """``cls``: your subclass of ``CompilerParts`` whose ``_states(k)`` returns (cons, prod)."""
+    """``cls``: your subclass of ``CompilerParts`` whose ``states(k)`` returns (cons, prod)."""
     return STATES.check(cls)
 
 
@@ -301,7 +301,7 @@ def check_prefetch_lab(p, hangs, stages: int = 4) -> Result:
     ``stages``: checked on the CPU model; the kernel compiled with it (diagnostic, loop shape,
     registers) beside the course's default; on an H100 run and timed in a child with a timeout."""
     from ..inspect import compile_here
-    from ..kernels.hopper_gemm import HopperGemm
+    from ..kernels.hopper_gemm import CompilerHopperGemm
 
     title = EX5[0]
     p, hangs = answered(p, "p"), answered(hangs, "hangs")
@@ -324,17 +324,16 @@ def check_prefetch_lab(p, hangs, stages: int = 4) -> Result:
     default = max(1, stages - 2)
     rows = []
     for depth in dict.fromkeys((p, default)):
-        rep = compile_here(HopperGemm(tile_mn=TILE, variant="compiler", prefetch_stages=depth,
-                                      stages=stages), *gemm_args(None), name=f"P={depth}")
+        rep = compile_here(CompilerHopperGemm(tile_mn=TILE, prefetch_stages=depth, stages=stages),
+                           *gemm_args(None), name=f"P={depth}")
         shape = loop_structure(rep.ptx)
         rows.append(f"P={depth}: {rep.registers} registers, loops {', '.join(shape.kinds())} "
                     f"({shape.prologue_tma_loads} TMA load instructions before the MMA loop, "
                     "run P times)")
     message = verdict + "Compiled: " + "; ".join(rows) + "."
     if gpu_here("sm_90a"):
-        run = run_on_gpu(None, f"HopperGemm(tile_mn={TILE}, variant='compiler', "
-                         f"prefetch_stages={p}, stages={stages})",
-                         baseline=f"HopperGemm(tile_mn={TILE}, variant='compiler', stages={stages})",
+        run = run_on_gpu(None, f"CompilerHopperGemm(tile_mn={TILE}, prefetch_stages={p}, stages={stages})",
+                         baseline=f"CompilerHopperGemm(tile_mn={TILE}, stages={stages})",
                          timeout=60)
         message += " On the GPU: " + run.message
     else:

@@ -102,7 +102,7 @@ K_TILE, STAGE = 5, 1
 
 
 def kernel_expr(cls, cluster=CLUSTER) -> str:
-    return f"{cls.__name__}(tile_mn={TILE}, variant='prefetch', cluster_mn={tuple(cluster)})"
+    return f"{cls.__name__}(tile_mn={TILE}, cluster_mn={tuple(cluster)})"
 
 
 class _View:
@@ -127,7 +127,7 @@ def host_run(cls, cluster, rank: int, call):
     from ..layouts import run_on_host
 
     cm = cluster[0]
-    kernel = cls(tile_mn=TILE, variant="prefetch", cluster_mn=tuple(cluster))
+    kernel = cls(tile_mn=TILE, cluster_mn=tuple(cluster))
     p = plan(tile=(*TILE, 64), cluster=tuple(cluster), tiles=(cluster[0], cluster[1], 1))
     loads = sm90.Loads("A's atom", _View("A's k-tiles"), _View("A's ring"), p.mask("A", 0, 0, rank),
                        "B's atom", _View("B's k-tiles"), _View("B's ring"), p.mask("B", 0, 0, rank))

@@ -9,7 +9,10 @@ H100 run against torch in a child process with a timeout, timed beside the cours
 
 from __future__ import annotations
 
+import ast
+
 from .kernel_check import KernelExercise, LearnerError, mainloop
+from .learner_code import segment_of
 from .pipeline_replay import replay
 
 #: (stages, k-tiles) the model replays: the course's ring, a problem shorter than the ring, two
@@ -18,13 +21,14 @@ REPLAY_RUNS = [(4, 8), (4, 2), (2, 1), (2, 5), (3, 7)]
 TILE = (128, 256)
 
 
-def kernel_expr(cls, variant: str, **extra) -> str:
-    """The expression that builds the learner's kernel (keyword arguments only)."""
+def kernel_expr(cls, **extra) -> str:
+    """The expression that builds the learner's kernel (keyword arguments only): its class is
+    the variant."""
     more = "".join(f", {k}={v!r}" for k, v in extra.items())
-    return f"{cls.__name__}(tile_mn={TILE}, variant={variant!r}{more})"
+    return f"{cls.__name__}(tile_mn={TILE}{more})"
 
 
-def model_verdict(hook, runs=REPLAY_RUNS, method: str = "mainloop_prefetch") -> str | None:
+def model_verdict(hook, runs=REPLAY_RUNS, method: str = "mainloop") -> str | None:
     """The CPU model's objection to the learner's mainloop ``hook`` (a function, or a kernel
     class whose ``method`` is replayed with the parts it calls), or None."""
     for stages, k_tiles in runs:
@@ -85,13 +89,15 @@ def _stuck_state(t, stages: int) -> str | None:
     return None
 
 
-def producer_only(hook, method: str = "mainloop_prefetch") -> str | None:
+def producer_only(hook, method: str = "mainloop") -> str | None:
     """The objection if warps other than warp 0 (``is_producer`` False) would issue loads."""
     t = replay(hook, stages=4, k_tiles=8, is_producer=False, method=method)
     loads = [e for e in t.events if e.op in ("producer_acquire", "tma_load")]
     if not loads:
         return None
-    if loads[0].op == "tma_load" and method == "mainloop_compiler":
+    from ..kernels.hopper_gemm import CompilerHopperGemm
+
+    if loads[0].op == "tma_load" and isinstance(hook, type) and issubclass(hook, CompilerHopperGemm):
         return ("your copy's predicate is True in every warp, not only in warp 0: each of the 8 "
                 "warps would load the k-tile again (8x the bytes the full barrier expects). Set "
                 "the predicate from is_producer (producer_only[0] = is_producer); the copy itself "
@@ -115,28 +121,55 @@ def loop_ops(report, what: str):
     return loop.ops()
 
 
-def replay_verdict(cls, method: str = "mainloop_prefetch", code=None) -> str | None:
+def _course_kernel(cls):
+    """The course's kernel class a learner's class derives from (its variant; by default the
+    prefetch one, ``HopperGemm``)."""
+    from ..kernels.hopper_gemm import HopperGemm
+
+    course = (c for c in getattr(cls, "__mro__", ()) if c.__module__.startswith("cutecourse.kernels."))
+    return next(course, HopperGemm)
+
+
+def replay_verdict(cls, method: str = "mainloop", code=None) -> str | None:
     """The CPU replay's objection: the first step where the learner's loop waits, reads or
-    releases another stage (or calls another step) than the course's, then any hang or race
-    of the model, then warps other than warp 0 loading."""
-    from .kernel_parts import CompilerParts, PrefetchParts
+    releases another stage (or calls another step) than the course's kernel it derives from,
+    then any hang or race of the model, then warps other than warp 0 loading."""
     from .replay_compare import first_mistake
 
-    reference = PrefetchParts if method == "mainloop_prefetch" else CompilerParts
-    return (first_mistake(cls, reference, method=method, code=code)
+    return (first_mistake(cls, _course_kernel(cls), method=method, code=code)
             or model_verdict(cls, method=method)
             or producer_only(cls, method=method))
 
 
-def replayed(method: str = "mainloop_prefetch"):
+def replayed(method: str = "mainloop"):
     """The objection of :func:`replay_verdict` to the attempt's class, its lines named."""
     return lambda attempt: replay_verdict(attempt.answer, method=method, code=attempt.code)
 
 
+def hands_back_states(attempt) -> str | None:
+    """A part the learner wrote that must return the states it advanced (``kernel_parts.RETURNS``)
+    but ends without ``return`` (or returns too few)."""
+    from .kernel_parts import RETURNS
+
+    for name, what in RETURNS.items():
+        fn = vars(attempt.answer).get(name)
+        if fn is None:
+            continue
+        returns = [n for n in ast.walk(ast.parse(segment_of(fn).text)) if isinstance(n, ast.Return)]
+        n = what.count(",") + 1
+        if not returns or any(r.value is None or isinstance(r.value, ast.Tuple) and len(r.value.elts) != n
+                              for r in returns):
+            return f"your {name} does not hand back its states: end it with `return {what}`"
+    return None
+
+
 def hook_exercise(title: str, hint: str, variant: str, baseline: str | None = None,
-                  **spec) -> KernelExercise:
-    """A hook of the course's one-CTA kernel (``HopperGemm`` at 128x256 with ``variant``), timed
-    on an H100 beside ``baseline`` (default: the course's kernel, same variant)."""
-    return KernelExercise(title, hint, kernel=lambda cls: kernel_expr(cls, variant),
-                          baseline=baseline or f"HopperGemm(tile_mn={TILE}, variant={variant!r})",
-                          elsewhere=NOT_HERE, **spec)
+                  model=(), **spec) -> KernelExercise:
+    """A hook of the course's one-CTA kernel of ``variant`` (``hopper_gemm.VARIANTS``, at 128x256:
+    the learner subclasses it), timed on an H100 beside ``baseline`` (default: the course's
+    kernel of that variant)."""
+    from ..kernels.hopper_gemm import variant_class
+
+    course = variant_class(variant).__name__
+    return KernelExercise(title, hint, kernel=kernel_expr, model=(hands_back_states, *model),
+                          baseline=baseline or f"{course}(tile_mn={TILE})", elsewhere=NOT_HERE, **spec)

@@ -1,6 +1,6 @@
 """Run a learner's mainloop, as written, on the CPU pipeline model (``models/pipeline``).
 
-A mainloop hook of the course GEMM (``mainloop_prefetch(self, ring, loads, mma, k_tiles,
+A mainloop hook of the course GEMM (``mainloop(self, ring, loads, mma, k_tiles,
 is_producer)``) is CuTe DSL code, but its *control* is plain Python: a loop over k-tiles, pipeline
 states that advance, ``ring.consumer_wait(cons)``, ``sm90.issue_mma(mma, cons.index)``,
 ``warpgroup.wait_group(1)``, ``ring.consumer_release(...)``, ``self.load(ring, loads, prod)``.
@@ -189,7 +189,7 @@ def _entering(gen_fn, name: str, calls: list):
 
 
 def replay(hook, stages: int = 4, k_tiles: int = 8, names: dict | None = None,
-           is_producer: bool = True, method: str = "mainloop_prefetch") -> pm.Trace:
+           is_producer: bool = True, method: str = "mainloop") -> pm.Trace:
     """Run the mainloop ``hook`` on the model; return the Trace.
 
     ``hook``: a function or method, or a kernel class, whose ``method`` is run; the methods it

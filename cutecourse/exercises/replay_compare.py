@@ -39,8 +39,8 @@ def steps(calls, ops) -> list[Step]:
     marked = any(c[0] == "enter" for c in calls)
     for op, arg, site in calls:
         if op == "enter":
-            part = {"_fill_ring": "in the prologue", "_drain": "after the loop"}.get(arg, part)
-            if arg in ("_consume", "_states"):
+            part = {"fill_ring": "in the prologue", "drain": "after the loop"}.get(arg, part)
+            if arg in ("consume", "states"):
                 k += 1
                 part = f"in iteration k = {k}"
             continue
@@ -186,7 +186,7 @@ def _wrong_release(mine: Step, want: Step, k_tiles: int) -> str:
 
 
 def first_mistake(learner, reference, ops=CONSUMER + PRODUCER, runs=COMPARE_RUNS,
-                  method: str = "mainloop_prefetch", code=None) -> str | None:
+                  method: str = "mainloop", code=None) -> str | None:
     """The first step where the learner's mainloop (a class or a hook) parts from the course's
     ``reference``, named; None if they agree on every run. A hang or race first met by the
     learner's loop ends its log there: the caller's model verdict names it. ``code`` (the

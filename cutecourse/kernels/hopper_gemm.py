@@ -4,19 +4,24 @@
 inputs, fp32 accumulators, fp16 / bf16 / fp32 output. One CTA computes one (tile_m, tile_n) tile
 of C with two warpgroups (each owns 64 rows of the tile); warp 0 also acts as the TMA producer.
 
-Read it top-down: host side (``__call__``), device side (``kernel``), the mainloop hooks (``variant``
-picks one from ``MAINLOOPS``), and the three hooks the cluster version (``hopper_gemm_cluster``)
-overrides. The building blocks (TMA atoms and views, the ring, one k-tile's loads and MMAs, the
-epilogue) are in ``sm90.py``, shared with the persistent kernel; the smem budget is ``models/gemm_plan.py``.
+Read ``HopperGemm`` top-down: host side (``__call__``), device side (``kernel``), the ``mainloop``
+hook with its parts, and the three hooks the cluster version (``hopper_gemm_cluster``) overrides.
+The building blocks (TMA atoms and views, the ring, one k-tile's loads and MMAs, the epilogue)
+are in ``sm90.py``, shared with the persistent kernel; the smem budget is ``models/gemm_plan.py``.
 
-The teaching variants differ **only in the mainloop**, so a notebook can show them as diffs:
-``naive`` (load k-tile k, wait, compute, release: every TMA latency exposed), ``prefetch`` (a
-prologue fills the ring, then tile k is computed while TMA loads tile k + stages - 1) and
-``compiler`` (the naive body with ``cutlass.range(..., prefetch_stages=P)``: the compiler writes
-the prologue and the overlap; docs/hopper_gemm.md says what the loop must look like).
+The teaching variants differ **only in the mainloop**: each is a subclass that overrides
+``mainloop`` (or one step of it), so a notebook can show them as diffs. ``HopperGemm`` itself is
+``prefetch`` (a prologue fills the ring, then tile k is computed while TMA loads tile
+k + stages - 1); ``NaiveHopperGemm`` is ``naive`` (load k-tile k, wait, compute, release: every
+TMA latency exposed); ``CompilerHopperGemm`` is ``compiler`` (the naive steps in
+``cutlass.range(..., prefetch_stages=P)``: the compiler writes the prologue and the overlap;
+docs/hopper_gemm.md says what the loop must look like). Notebook 04's counter-example and
+experiment override one step of that loop: ``produce`` (``GuardedCompilerHopperGemm``) and
+``retire`` / ``retire_last`` (``OverlapCompilerHopperGemm``).
 
 Entry points: ``gemm(a, b, ...)``, ``launcher(a, b, c, ...)`` for benchmarks, ``compile_target``
-for ``cutecourse.inspect``.
+for ``cutecourse.inspect``; their ``variant=`` names the class (``VARIANTS``, ``DEMO_VARIANTS``):
+``variant_gemm`` builds it, the one way ``gemm_launch.Entry`` picks a class by its arguments.
 """
 
 from __future__ import annotations
@@ -33,11 +38,6 @@ from ..models.gemm_plan import TILES  # noqa: F401  (the tiles this kernel takes
 from . import gemm_launch, sm90
 from .configured import Configured
 
-#: variant -> the mainloop hook it runs: the variants in teaching order, then notebook 04's counter-example
-#: (prefetch_stages on a loop the compiler cannot pipeline) and experiment (plus hand-kept MMA overlap).
-MAINLOOPS = {"naive": "mainloop_naive", "prefetch": "mainloop_prefetch", "compiler": "mainloop_compiler",
-             "compiler_guarded": "mainloop_compiler_guarded", "compiler_overlap": "mainloop_compiler_overlap"}
-VARIANTS, DEMO_VARIANTS = tuple(MAINLOOPS)[:3], tuple(MAINLOOPS)[3:]
 #: Two warpgroups split the 128-row tile: each owns 64 rows (the M of one wgmma).
 WARPGROUPS = 2
 #: Band height (in tile-rows) of the L2-friendly tile order (models/tile_order.py).
@@ -45,10 +45,14 @@ GROUP_M = 8
 
 
 class HopperGemm(Configured):
-    """C = A @ B.T on Hopper, one CTA per (tile_m, tile_n) tile of C.
+    """C = A @ B.T on Hopper, one CTA per (tile_m, tile_n) tile of C, with the prefetch mainloop.
 
-    ``variant``: "naive", "prefetch" or "compiler" (module docstring), or a ``DEMO_VARIANTS`` one.
-    ``prefetch_stages``: the compiler variant's prefetch depth (default: stages - 2, at least 1).
+    Its hooks: ``mainloop`` (here in three parts: ``fill_ring``, ``consume``, ``drain``), which
+    each teaching variant overrides (module docstring), and ``tile_coord``, ``mainloop_done`` and
+    ``load``, which the cluster version overrides. An override keeps the hook's signature, so
+    variants combine: a mainloop variant on clusters is a subclass of both.
+
+    ``prefetch_stages``: the compiler variants' prefetch depth (default: stages - 2, at least 1).
     ``stages``: the ring depth (default: as many as the smem budget allows).
     ``group_m``: band height of the tile order. ``epi_tile``: the epilogue's C sub-tile.
     ``epilogue_op``: an ``epilogue_op.EpilogueOp`` applied to each accumulator before it is stored.
@@ -58,14 +62,10 @@ class HopperGemm(Configured):
     cluster_mn = (1, 1)
     IN_DTYPES = IN_DTYPES
 
-    def __init__(self, tile_mn=(128, 256), *, variant: str = "prefetch",
-                 prefetch_stages: int | None = None, stages: int | None = None,
-                 group_m: int = GROUP_M, epi_tile=EPI_TILE, epilogue_op=None):
-        if variant not in MAINLOOPS:
-            raise ValueError(f"variant must be one of {tuple(MAINLOOPS)}, not {variant!r}")
+    def __init__(self, tile_mn=(128, 256), *, prefetch_stages: int | None = None,
+                 stages: int | None = None, group_m: int = GROUP_M, epi_tile=EPI_TILE, epilogue_op=None):
         self.tile_mn = check_tile(tile_mn)
         self.tile_mnk = (*self.tile_mn, TILE_K)
-        self.variant = variant
         self.requested_prefetch = prefetch_stages
         self.requested_stages = stages
         self.group_m = group_m
@@ -166,7 +166,7 @@ class HopperGemm(Configured):
         k_tiles = cute.size(gA, mode=[2])  # ceil(K / TILE_K): TMA zero-fills the ragged last tile
         loads = sm90.Loads(tma_a, tAgA, tAsA, a_mcast_mask, tma_b, tBgB, tBsB, b_mcast_mask)
         mma = sm90.Mma(tiled_mma, tCrA, tCrB, acc)
-        getattr(self, MAINLOOPS[self.variant])(ring, loads, mma, k_tiles, is_producer)
+        self.mainloop(ring, loads, mma, k_tiles, is_producer)
 
         # Epilogue: C is staged in the A ring, so every warp must be past the mainloop first.
         self.mainloop_done()
@@ -178,137 +178,67 @@ class HopperGemm(Configured):
         sm90.store_tile(epilogue, gC, warp_idx, origin=(tile_m * self.tile_mn[0], tile_n * self.tile_mn[1]))
         sm90.finish_stores(epilogue, warp_idx)
 
-    # -- the mainloops -----------------------------------------------------------------------
-    # Each one consumes k-tiles 0..k_tiles-1 of the ring into ``mma.acc`` and ends with every
+    # -- the mainloop: this class's is the prefetch one; each variant below overrides it --------
+    # A mainloop consumes k-tiles 0..k_tiles-1 of the ring into ``mma.acc`` and ends with every
     # wgmma complete and every stage released.
     @cute.jit
-    def mainloop_naive(self, ring, loads, mma, k_tiles, is_producer):
-        """Load k-tile k, wait for it, compute it, release it. No overlap at all.
-
-        The pipeline state (stage index and phase bit) is a function of k: stage k % stages,
-        and the phase flips each time the ring wraps around.
-        """
-        for k in cutlass.range(k_tiles, unroll=1):
-            stage, phase = k % self.stages, (k // self.stages) % 2
-            cons = pipeline.PipelineState(self.stages, k, stage, phase)
-            prod = pipeline.PipelineState(self.stages, k, stage, phase ^ 1)  # empty barriers start "free"
-            if is_producer:
-                ring.producer_acquire(prod)  # wait until the stage is empty, expect its bytes
-                self.load(ring, loads, prod)
-            ring.consumer_wait(cons)  # wait until its bytes have landed: the full TMA latency
-            sm90.issue_mma(mma, cons.index)
-            warpgroup.wait_group(0)  # the MMAs read smem until they finish
-            ring.consumer_release(cons)
-
-    @cute.jit
-    def mainloop_prefetch(self, ring, loads, mma, k_tiles, is_producer):
+    def mainloop(self, ring, loads, mma, k_tiles, is_producer):
         """Prologue fills the ring; then compute k-tile k while TMA loads k + stages - 1.
 
-        wgmmas are kept one batch in flight (wait_group(1)): tile k's MMAs run while tile k-1's
-        are retired and its stage released, which is the moment the producer may refill it.
+        Three pipeline states: ``prod`` (the next load), ``cons`` (the next k-tile to compute) and
+        ``released`` (one k-tile behind ``cons``). Its parts hand back the states they advanced:
+        a state changed inside a traced ``if`` or loop is rebuilt by the DSL, so the caller takes
+        the new one.
         """
         prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
         cons = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         released = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        # Prologue: fill stages - 1 stages (or all k-tiles, if there are fewer). Not all of them:
-        # iteration k refills the stage of tile k-1, released just before; with a full ring the
-        # first refill would wait for a stage nobody has released yet (warp 0 would hang there
-        # and never release its own share: a deadlock).
+        prod = self.fill_ring(ring, loads, prod, k_tiles, is_producer)
+        for k in cutlass.range(k_tiles, unroll=1):
+            cons, released = self.consume(ring, mma, k, cons, released)
+            if is_producer and prod.count < k_tiles:  # refill the stage of k-1, just released
+                ring.producer_acquire(prod)
+                self.load(ring, loads, prod)
+                prod.advance()
+        self.drain(ring, k_tiles, released)
+
+    @cute.jit
+    def fill_ring(self, ring, loads, prod, k_tiles, is_producer):
+        """The prologue: warp 0 loads the first stages - 1 k-tiles (or all, if there are fewer).
+
+        Not all of them: iteration k refills the stage of tile k-1, released just before; with a
+        full ring the first refill would wait for a stage nobody has released yet (warp 0 would
+        hang there and never release its own share: a deadlock). Returns ``prod``.
+        """
         if is_producer:
             for _ in cutlass.range(cutlass.min(self.stages - 1, k_tiles), unroll=1):
                 ring.producer_acquire(prod)
                 self.load(ring, loads, prod)
                 prod.advance()
-        for k in cutlass.range(k_tiles, unroll=1):
-            ring.consumer_wait(cons)
-            sm90.issue_mma(mma, cons.index)
-            warpgroup.wait_group(1)  # tile k-1's MMAs are done: its stage can be refilled
-            cons.advance()
-            if k > 0:
-                ring.consumer_release(released)
-                released.advance()
-            if is_producer and prod.count < k_tiles:
-                ring.producer_acquire(prod)
-                self.load(ring, loads, prod)
-                prod.advance()
+        return prod
+
+    @cute.jit
+    def consume(self, ring, mma, k, cons, released):
+        """K-tile ``k``'s MMAs, one batch kept in flight; returns ``(cons, released)``.
+
+        ``wait_group(1)``: tile k's MMAs run while tile k-1's are retired and its stage released,
+        which is the moment the producer may refill it.
+        """
+        ring.consumer_wait(cons)
+        sm90.issue_mma(mma, cons.index)
+        warpgroup.wait_group(1)  # tile k-1's MMAs are done: its stage can be refilled
+        cons.advance()
+        if k > 0:
+            ring.consumer_release(released)
+            released.advance()
+        return cons, released
+
+    @cute.jit
+    def drain(self, ring, k_tiles, released):
+        """After the loop: the last batch of MMAs, then the last stage back to the producer."""
         warpgroup.wait_group(0)
         if k_tiles > 0:
             ring.consumer_release(released)
-
-    @cute.jit
-    def mainloop_compiler(self, ring, loads, mma, k_tiles, is_producer):
-        """The naive loop, plus ``prefetch_stages``: the compiler writes the prologue itself.
-
-        Two changes from ``mainloop_naive`` make the compiler's software pipeliner take the loop:
-
-        * ``prefetch_stages=P``: issue the TMA loads of k-tile k + P in iteration k (a prologue
-          loads tiles 0..P-1, a drain loop computes the last P tiles).
-        * the TMA copies sit at the top level of the loop body, not inside ``if is_producer``.
-          The pass splits the body at a TMA copy paired with a wait on the same mbarrier and
-          does not look inside an ``if``; so the copies are predicated (``pred=``) instead, and
-          still only warp 0 issues them. Only the barrier bookkeeping stays under the ``if``.
-        """
-        producer_only = cute.make_rmem_tensor((1,), cutlass.Boolean)
-        producer_only[0] = is_producer
-        for k in cutlass.range(k_tiles, prefetch_stages=self.prefetch, unroll=1):
-            stage, phase = k % self.stages, (k // self.stages) % 2
-            cons = pipeline.PipelineState(self.stages, k, stage, phase)
-            prod = pipeline.PipelineState(self.stages, k, stage, phase ^ 1)
-            if is_producer:
-                ring.producer_acquire(prod)
-            self.load(ring, loads, prod, pred=producer_only)
-            ring.consumer_wait(cons)
-            sm90.issue_mma(mma, cons.index)
-            warpgroup.wait_group(0)
-            ring.consumer_release(cons)
-
-    @cute.jit
-    def mainloop_compiler_overlap(self, ring, loads, mma, k_tiles, is_producer):
-        """The compiler variant plus the prefetch variant's MMA overlap (experiment, notebook 04).
-
-        The compiler pipelines the loads; keeping one wgmma batch in flight across k-tiles is
-        still ours to write: wait_group(1), then release the previous k-tile's stage.
-        """
-        producer_only = cute.make_rmem_tensor((1,), cutlass.Boolean)
-        producer_only[0] = is_producer
-        for k in cutlass.range(k_tiles, prefetch_stages=self.prefetch, unroll=1):
-            stage, phase = k % self.stages, (k // self.stages) % 2
-            cons = pipeline.PipelineState(self.stages, k, stage, phase)
-            prod = pipeline.PipelineState(self.stages, k, stage, phase ^ 1)
-            if is_producer:
-                ring.producer_acquire(prod)
-            self.load(ring, loads, prod, pred=producer_only)
-            ring.consumer_wait(cons)
-            sm90.issue_mma(mma, cons.index)
-            warpgroup.wait_group(1)
-            if k > 0:
-                j = k - 1
-                ring.consumer_release(pipeline.PipelineState(
-                    self.stages, j, j % self.stages, (j // self.stages) % 2))
-        warpgroup.wait_group(0)
-        if k_tiles > 0:
-            j = k_tiles - 1
-            ring.consumer_release(pipeline.PipelineState(self.stages, j, j % self.stages,
-                                                         (j // self.stages) % 2))
-
-    @cute.jit
-    def mainloop_compiler_guarded(self, ring, loads, mma, k_tiles, is_producer):
-        """What NOT to do (kept for notebook 04): the naive loop plus ``prefetch_stages`` only.
-
-        The TMA copies are inside ``if is_producer``, where the pipeliner does not look: it prints
-        "software pipelining ('prefetch_stages') skipped ..." and compiles the naive loop.
-        """
-        for k in cutlass.range(k_tiles, prefetch_stages=self.prefetch, unroll=1):
-            stage, phase = k % self.stages, (k // self.stages) % 2
-            cons = pipeline.PipelineState(self.stages, k, stage, phase)
-            prod = pipeline.PipelineState(self.stages, k, stage, phase ^ 1)
-            if is_producer:
-                ring.producer_acquire(prod)
-                self.load(ring, loads, prod)
-            ring.consumer_wait(cons)
-            sm90.issue_mma(mma, cons.index)
-            warpgroup.wait_group(0)
-            ring.consumer_release(cons)
 
     # -- the hooks the cluster version overrides (hopper_gemm_cluster.ClusterHopperGemm) ------
     def tile_coord(self):
@@ -327,10 +257,144 @@ class HopperGemm(Configured):
         sm90.issue_tma(ring, loads, state, pred=pred)
 
 
-# ------------------------------------------------------------------------------------------
+# -- the other mainloops: each variant is a subclass that overrides ``mainloop`` (or one step) --
+class NaiveHopperGemm(HopperGemm):
+    @cute.jit
+    def mainloop(self, ring, loads, mma, k_tiles, is_producer):
+        """Variant "naive": load k-tile k, wait for it, compute it, release it. No overlap at all.
+
+        The pipeline state (stage index and phase bit) is a function of k: stage k % stages,
+        and the phase flips each time the ring wraps around.
+        """
+        for k in cutlass.range(k_tiles, unroll=1):
+            stage, phase = k % self.stages, (k // self.stages) % 2
+            cons = pipeline.PipelineState(self.stages, k, stage, phase)
+            prod = pipeline.PipelineState(self.stages, k, stage, phase ^ 1)  # empty barriers start "free"
+            if is_producer:
+                ring.producer_acquire(prod)  # wait until the stage is empty, expect its bytes
+                self.load(ring, loads, prod)
+            ring.consumer_wait(cons)  # wait until its bytes have landed: the full TMA latency
+            sm90.issue_mma(mma, cons.index)
+            warpgroup.wait_group(0)  # the MMAs read smem until they finish
+            ring.consumer_release(cons)
+
+
+class CompilerHopperGemm(HopperGemm):
+    """Variant "compiler": the naive loop, plus ``prefetch_stages``; the compiler writes the prologue.
+
+    Two changes from the naive loop make the compiler's software pipeliner take it:
+
+    * ``prefetch_stages=P``: issue the TMA loads of k-tile k + P in iteration k (a prologue
+      loads tiles 0..P-1, a drain loop computes the last P tiles).
+    * the TMA copies sit at the top level of the loop body, not inside ``if is_producer``.
+      The pass splits the body at a TMA copy paired with a wait on the same mbarrier and
+      does not look inside an ``if``; so the copies are predicated (``pred=``) instead, and
+      still only warp 0 issues them. Only the barrier bookkeeping stays under the ``if``.
+
+    Notebook 04's two other loops are this one with one step changed: ``produce``
+    (``GuardedCompilerHopperGemm``) and ``retire`` / ``retire_last`` (``OverlapCompilerHopperGemm``).
+    """
+
+    @cute.jit
+    def mainloop(self, ring, loads, mma, k_tiles, is_producer):
+        """The naive loop's steps, the states from ``states(k)``, in a loop the compiler pipelines."""
+        producer_only = cute.make_rmem_tensor((1,), cutlass.Boolean)
+        producer_only[0] = is_producer
+        for k in cutlass.range(k_tiles, prefetch_stages=self.prefetch, unroll=1):
+            cons, prod = self.states(k)
+            self.produce(ring, loads, prod, is_producer, producer_only)
+            ring.consumer_wait(cons)
+            sm90.issue_mma(mma, cons.index)
+            self.retire(ring, k, cons)
+        self.retire_last(ring, k_tiles)
+
+    @cute.jit
+    def states(self, k):
+        """(consumer state, producer state) of k-tile ``k``, from ``k`` alone: nothing is carried
+        from one iteration to the next, so the compiler can compute iteration k + P's ahead."""
+        stage, phase = k % self.stages, (k // self.stages) % 2
+        return (pipeline.PipelineState(self.stages, k, stage, phase),
+                pipeline.PipelineState(self.stages, k, stage, phase ^ 1))
+
+    @cute.jit
+    def produce(self, ring, loads, prod, is_producer, producer_only):
+        """Warp 0 acquires the stage; the copies stand outside the ``if``, predicated instead."""
+        if is_producer:
+            ring.producer_acquire(prod)
+        self.load(ring, loads, prod, pred=producer_only)
+
+    @cute.jit
+    def retire(self, ring, k, cons):
+        """After k-tile ``k``'s MMAs are issued: wait for them all, release their stage."""
+        warpgroup.wait_group(0)
+        ring.consumer_release(cons)
+
+    @cute.jit
+    def retire_last(self, ring, k_tiles):
+        """After the loop: nothing; every stage was released in its own iteration."""
+
+
+class GuardedCompilerHopperGemm(CompilerHopperGemm):
+    """What NOT to do (variant "compiler_guarded", notebook 04): the copies inside the ``if``.
+
+    That is the naive loop plus ``prefetch_stages`` only. The pipeliner does not look inside an
+    ``if``: it prints "software pipelining ('prefetch_stages') skipped ..." and compiles the
+    naive loop.
+    """
+
+    @cute.jit
+    def produce(self, ring, loads, prod, is_producer, producer_only):
+        if is_producer:
+            ring.producer_acquire(prod)
+            self.load(ring, loads, prod)
+
+
+class OverlapCompilerHopperGemm(CompilerHopperGemm):
+    """The compiler variant plus the prefetch variant's MMA overlap (variant "compiler_overlap",
+    an experiment of notebook 04).
+
+    The compiler pipelines the loads; keeping one wgmma batch in flight across k-tiles is still
+    ours to write: wait_group(1), then release the previous k-tile's stage.
+    """
+
+    @cute.jit
+    def retire(self, ring, k, cons):
+        warpgroup.wait_group(1)
+        if k > 0:
+            j = k - 1
+            ring.consumer_release(pipeline.PipelineState(
+                self.stages, j, j % self.stages, (j // self.stages) % 2))
+
+    @cute.jit
+    def retire_last(self, ring, k_tiles):
+        warpgroup.wait_group(0)
+        if k_tiles > 0:
+            j = k_tiles - 1
+            ring.consumer_release(pipeline.PipelineState(self.stages, j, j % self.stages,
+                                                         (j // self.stages) % 2))
+
+
+#: variant name -> its kernel class, in teaching order (the launchers' ``variant=``).
+VARIANTS = {"naive": NaiveHopperGemm, "prefetch": HopperGemm, "compiler": CompilerHopperGemm}
+#: notebook 04's counter-example (a loop the compiler cannot pipeline) and experiment (MMA overlap)
+DEMO_VARIANTS = {"compiler_guarded": GuardedCompilerHopperGemm, "compiler_overlap": OverlapCompilerHopperGemm}
+
+
+def variant_class(variant: str) -> type:
+    """The kernel class of a variant name; a ValueError listing them for another name."""
+    if variant not in (classes := {**VARIANTS, **DEMO_VARIANTS}):
+        raise ValueError(f"variant must be one of {tuple(classes)}, not {variant!r}")
+    return classes[variant]
+
+
+def variant_gemm(variant: str = "prefetch", **kw) -> HopperGemm:
+    """The one-CTA kernel of ``variant`` (a name of ``VARIANTS`` or ``DEMO_VARIANTS``), built
+    with the constructor's keyword arguments ``kw``: what ``ENTRY`` builds."""
+    return variant_class(variant)(**kw)
+
+
 # Python entry points (gemm_launch.Entry): compile_target(variant=..., tile=...) for
 # cutecourse.inspect (the pipelining diagnostic, a compiler *warning*, reaches Report.log);
 # launcher(a, b, c, ...) for benchmarks; gemm(a, b) returns C.
-# ------------------------------------------------------------------------------------------
-ENTRY = gemm_launch.Entry(HopperGemm)
+ENTRY = gemm_launch.Entry(variant_gemm)
 compile_target, validate, launcher, gemm = ENTRY.compile_target, ENTRY.validate, ENTRY.launcher, ENTRY.gemm

@@ -19,9 +19,11 @@ take their place inside the cluster), the barrier before the epilogue reuses the
 cluster, since peers may still arrive on our empty barriers), and - a separate experiment, not
 part of the multicast change - L2 eviction hints on the loads (``l2_hints``).
 
+The other mainloops (``hopper_gemm.VARIANTS``, ``DEMO_VARIANTS``) run on clusters as subclasses
+of both: ``NaiveClusterHopperGemm(ClusterHopperGemm, NaiveHopperGemm)`` and so on (``ON_CLUSTERS``).
 The entry points (``ENTRY``: ``compile_target``, ``launcher``, ``gemm``, which runs it on an H100)
-build a ``ClusterHopperGemm`` for every cluster shape but one: at 1x1 without L2 hints they build
-the plain ``HopperGemm``, so "cluster 1x1" in every measurement is notebook 03's kernel itself.
+pick that class by ``variant=`` for every cluster shape but one: at 1x1 without L2 hints they
+build the plain one-CTA kernel, so "cluster 1x1" in every measurement is notebook 03's kernel.
 
 ``cutecourse.kernel_facts`` reads back from a trace of the kernel (no GPU, no compile) the masks,
 transaction bytes and arrival counts it really uses, so tests can hold them against the CPU
@@ -36,7 +38,8 @@ import cutlass.cute as cute
 from ..errors import CourseError, ShapeError
 from ..models.gemm_plan import EPI_TILE
 from . import gemm_launch, sm90
-from .hopper_gemm import GROUP_M, HopperGemm
+from .hopper_gemm import (GROUP_M, CompilerHopperGemm, GuardedCompilerHopperGemm, HopperGemm, NaiveHopperGemm,
+                          OverlapCompilerHopperGemm, variant_class)
 
 #: The cluster shapes the course runs and measures.
 CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
@@ -76,11 +79,11 @@ def check_cluster(cluster_mn) -> tuple[int, int]:
 class ClusterHopperGemm(HopperGemm):
     """``HopperGemm`` on clusters of CM x CN CTAs sharing A and B tiles by TMA multicast."""
 
-    def __init__(self, tile_mn=(128, 256), *, variant: str = "prefetch", cluster_mn=(2, 1),
-                 prefetch_stages: int | None = None, stages: int | None = None,
-                 group_m: int = GROUP_M, epi_tile=EPI_TILE, l2_hints: str | None = None, epilogue_op=None):
-        super().__init__(tile_mn, variant=variant, prefetch_stages=prefetch_stages, stages=stages,
-                         group_m=group_m, epi_tile=epi_tile, epilogue_op=epilogue_op)
+    def __init__(self, tile_mn=(128, 256), *, cluster_mn=(2, 1), prefetch_stages: int | None = None,
+                 stages: int | None = None, group_m: int = GROUP_M, epi_tile=EPI_TILE,
+                 l2_hints: str | None = None, epilogue_op=None):
+        super().__init__(tile_mn, prefetch_stages=prefetch_stages, stages=stages, group_m=group_m,
+                         epi_tile=epi_tile, epilogue_op=epilogue_op)
         if l2_hints is not None and l2_hints not in L2_HINTS:
             raise CourseError(f"l2_hints={l2_hints!r} is not a policy pair this kernel knows",
                               f"use None or one of {list(L2_HINTS)}")
@@ -114,15 +117,42 @@ class ClusterHopperGemm(HopperGemm):
 CLUSTER_STEPS = ("tile_coord", "mainloop_done", "load")
 
 
-def cluster_gemm(cluster_mn=None, **kw):
-    """The kernel of a cluster shape: at 1x1 the plain HopperGemm, where it takes every other
-    argument given (one given as None counts as not given: no L2 hints); else ClusterHopperGemm."""
+# The other variants on clusters: ClusterHopperGemm's steps (first in the method order) on each
+# variant's mainloop. Nothing else: a mainloop and the cluster steps share no hook.
+class NaiveClusterHopperGemm(ClusterHopperGemm, NaiveHopperGemm):
+    """The naive mainloop on clusters."""
+
+
+class CompilerClusterHopperGemm(ClusterHopperGemm, CompilerHopperGemm):
+    """The compiler-pipelined mainloop on clusters."""
+
+
+class GuardedCompilerClusterHopperGemm(ClusterHopperGemm, GuardedCompilerHopperGemm):
+    """Notebook 04's counter-example on clusters."""
+
+
+class OverlapCompilerClusterHopperGemm(ClusterHopperGemm, OverlapCompilerHopperGemm):
+    """Notebook 04's experiment on clusters."""
+
+
+#: the one-CTA kernel of a variant -> the same variant on clusters
+ON_CLUSTERS = {HopperGemm: ClusterHopperGemm, NaiveHopperGemm: NaiveClusterHopperGemm,
+               CompilerHopperGemm: CompilerClusterHopperGemm,
+               GuardedCompilerHopperGemm: GuardedCompilerClusterHopperGemm,
+               OverlapCompilerHopperGemm: OverlapCompilerClusterHopperGemm}
+
+
+def cluster_gemm(cluster_mn=None, variant: str = "prefetch", **kw):
+    """The kernel of a cluster shape and a variant (``hopper_gemm.VARIANTS``): at 1x1 the plain
+    one-CTA kernel, where it takes every other argument given (one given as None counts as not
+    given: no L2 hints); else the variant on clusters (``ON_CLUSTERS``)."""
     import inspect
 
+    one_cta = variant_class(variant)
     given = {k: v for k, v in kw.items() if v is not None}
-    if cluster_mn == (1, 1) and set(given) <= set(inspect.signature(HopperGemm).parameters):
-        return HopperGemm(**given)
-    return ClusterHopperGemm(**kw, **({} if cluster_mn is None else {"cluster_mn": cluster_mn}))
+    if cluster_mn == (1, 1) and set(given) <= set(inspect.signature(one_cta).parameters):
+        return one_cta(**given)
+    return ON_CLUSTERS[one_cta](**kw, **({} if cluster_mn is None else {"cluster_mn": cluster_mn}))
 
 
 #: The entry points (gemm_launch.Entry): compile_target, launcher(a, b, c, cluster=...), gemm.
