@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from cutecourse.exercises import nb08
+from cutecourse.exercises import nb08, nb08_lab
 from cutecourse.exercises.learner_code import as_cell
 
 SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions" / "08_mixed_input_gemm.ipynb"
@@ -17,7 +17,7 @@ SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions" / "08_mixed_input_
 def _cells() -> dict[str, str]:
     nb = nbformat.read(SOLUTIONS, as_version=4)
     out = {c.id: re.sub(r"[ \t]*# (BEGIN|END) SOLUTION\n|[ \t]*# EXERCISE:.*\n", "", c.source + "\n")
-           for c in nb.cells if c.get("id") in ("ex1-code", "ex2-code")}
+           for c in nb.cells if c.get("id") in ("ex1-code", "ex2-code", "ex3-code")}
     setup = next(c.source for c in nb.cells if c.cell_type == "code")
     out["head"] = "\n".join(line for line in setup.splitlines() if "banner(" not in line) + "\n"
     return out
@@ -147,6 +147,32 @@ def test_the_expected_nibbles_are_pack_s():
         assert int(index[nb08.expected_nibble(t, s, v)]) == (off % 64) * 64 + off // 64
 
 
+# -- Exercise 3: the split-K lab ------------------------------------------------------------------
+def _lab_answer():
+    ns = {}
+    exec(CELLS["ex3-code"], ns)  # noqa: S102  (the solution's two assignments)
+    return ns["splits"], ns["prediction"]
+
+
+def test_the_lab_solution_passes_and_reads_the_ptx():
+    r = nb08_lab.check_split_lab(*_lab_answer())
+    assert r, r.message
+    assert "The planner picks 7" in r.message and "with split-K:" in r.message and "atomics" in r.message
+    assert "Nothing was timed here" in r.message
+
+
+@pytest.mark.parametrize("splits, prediction, words", [
+    (2, {1: 32, 2: 16}, "448 CTAs on 396 slots: 2 waves, each CTA 16 of the 32 k-tiles: 32"),  # waves forgotten
+    (4, {1: 32, 2: 32, 4: 8}, "for splits = 4 you predicted 8"),
+    (3, {1: 32, 2: 32}, "no entry for splits = 3"),
+    (3, [32, 32, 22], "write a dict"),
+    (0, {}, "from 1 to 8"),
+])
+def test_lab_mistakes_are_named(splits, prediction, words):
+    r = nb08_lab.check_split_lab(splits, prediction)
+    assert not r and words in r.message, r.message
+
+
 # -- on a Hopper GPU --------------------------------------------------------------------------------
 @pytest.mark.gpu
 def test_the_solutions_run_bit_for_bit_on_the_gpu():
@@ -154,6 +180,8 @@ def test_the_solutions_run_bit_for_bit_on_the_gpu():
     assert r and "bit for bit on" in r.message, r.message
     r = nb08.check_packed_layout(learner("ex2-code", "packed_layout"))
     assert r and "all 4096 values, on" in r.message, r.message
+    r = nb08_lab.check_split_lab(*_lab_answer())
+    assert r and "all splits match" in r.message and "splits=7" in r.message, r.message
 
 
 @pytest.mark.gpu

@@ -140,3 +140,35 @@ def unpack_runner(kernel, baseline=None, **_) -> dict:
                 "(the CPU model agreed with you: tell the course's maintainers)"}
     return {"ok": True, "message": f"a packed block unpacked through your layout, all 4096 values, on "
             f"{torch.cuda.get_device_name()}"}
+
+
+def split_runner(kernel=None, baseline=None, splits=(1,), m: int = 4, n: int = 28672, k: int = 8192,
+                 group: int = 128) -> dict:
+    """Exercise 3 on the GPU: ``mixed_mm`` with each number of ``splits``, checked against x @ W'.T,
+    then timed in one interleaved comparison on cold weights (copies beyond the L2)."""
+    import torch
+
+    from .. import bench, gpu_queue
+    from ..kernels import mixed_input as mi
+    from ..quant import dequantize, quantize_int4
+
+    torch.manual_seed(0)
+    w = torch.randn(n, k, device="cuda") * 0.02
+    packed, scales, _ = quantize_int4(w, group)
+    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    ref = x.float() @ dequantize(packed, scales).float().T
+    copies = bench.cold_l2_sets(lambda: (packed.clone(), scales.clone()), packed.numel() * 4)
+    cases = []
+    for s in splits:
+        runs = [mi.launcher(x, p, sc, splits=s) for p, sc in copies]
+        bench.checked_case(f"splits={s}", runs[0], runs[0].y, ref, 1e-2)
+        cases.append(bench.Case(f"splits={s}", lambda fn: fn(), [(fn,) for fn in runs]))
+    try:
+        with gpu_queue.turn("the split-K lab"):
+            res = bench.compare(f"int4 x bf16, W {n} x {k}, M = {m}", cases, bench.Work(flops=2 * m * n * k),
+                                baseline=f"splits={splits[0]}", progress=False, rounds=2, repeats=3)
+    except gpu_queue.QueueTimeout:
+        return {"ok": True, "message": "all splits match x @ W'.T; not timed: the room's GPU queue stayed busy"}
+    return {"ok": True, "message": "all splits match x @ W'.T; " + ", ".join(
+        f"{r.name} {r.us:.1f} us ({r.ratio:.2f}x splits={splits[0]})" for r in res.rows)
+        + f" on {torch.cuda.get_device_name()}"}
