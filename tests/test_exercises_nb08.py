@@ -2,39 +2,14 @@
 wrong answers a learner writes are refused with a message in the learner's terms (most on the
 CPU model before any compile, a cvt from the PTX); on a Hopper GPU the solutions also run there."""
 
-import re
-from pathlib import Path
-
-import nbformat
 import pytest
 
 from cutecourse.exercises import nb08, nb08_lab
-from cutecourse.exercises.learner_code import as_cell
 
-SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions" / "08_mixed_input_gemm.ipynb"
+from solution_cells import CellsById
 
-
-def _cells() -> dict[str, str]:
-    nb = nbformat.read(SOLUTIONS, as_version=4)
-    out = {c.id: re.sub(r"[ \t]*# (BEGIN|END) SOLUTION\n|[ \t]*# EXERCISE:.*\n", "", c.source + "\n")
-           for c in nb.cells if c.get("id") in ("ex1-code", "ex2-code", "ex3-code")}
-    setup = next(c.source for c in nb.cells if c.cell_type == "code")
-    out["head"] = "\n".join(line for line in setup.splitlines() if "banner(" not in line) + "\n"
-    return out
-
-
-CELLS = _cells()
-
-
-def learner(cell: str, name: str, *edits):
-    """The solution's function ``name`` with ``edits`` ((old, new) text replacements) applied."""
-    src = CELLS[cell]
-    for old, new in edits:
-        assert old in src, old
-        src = src.replace(old, new)
-    ns = as_cell(CELLS["head"])
-    as_cell(src, ns)
-    return ns[name]
+CELLS = CellsById("08_mixed_input_gemm.ipynb", ("ex1-code", "ex2-code", "ex3-code"))
+learner = CELLS.learner
 
 
 def short_and_clean(message: str):
@@ -47,7 +22,7 @@ LOP3 = ('    biased = inline_ptx("lop3.b32 {$w0}, {$r0}, 0x000f000f, 0x43084308,
 
 
 def test_the_conversion_solution_passes():
-    r = nb08.check_signed_register(learner("ex1-code", "signed_register"))
+    r = nb08.check_signed_register(learner("signed_register"))
     assert r, r.message
     assert "10280 registers checked bit for bit" in r.message and "no cvt" in r.message
     assert "4 lop3" in r.message and "not run on a GPU here" in r.message
@@ -55,7 +30,7 @@ def test_the_conversion_solution_passes():
 
 def test_the_conversion_in_integer_operators_passes():
     """The same arithmetic without inline PTX: the compiler makes its own logic instructions."""
-    r = nb08.check_signed_register(learner("ex1-code", "signed_register",
+    r = nb08.check_signed_register(learner("signed_register",
                                            (LOP3, "    biased = (shifted & 0x000F000F) ^ 0x43084308\n")))
     assert r, r.message
 
@@ -80,7 +55,7 @@ def test_the_conversion_in_integer_operators_passes():
     ([("lop3.b32 {$w0}, {$r0}, 0x000f000f, 0x43084308, 0x6a;", "bfe.u32 {$w0}, {$r0}, 0, 4;")], "bfe.u32"),
 ])
 def test_conversion_mistakes_are_named(edits, words):
-    r = nb08.check_signed_register(learner("ex1-code", "signed_register", *edits))
+    r = nb08.check_signed_register(learner("signed_register", *edits))
     assert not r and words in r.message, r.message
     short_and_clean(r.message)
 
@@ -89,15 +64,15 @@ def test_a_cvt_in_the_conversion_is_refused_from_the_ptx():
     """Right values (the CPU model passes: the round trip is exact below 2^24), but the nibbles
     through an integer -> float conversion and back, as a learner who reaches for floats writes."""
     r = nb08.check_signed_register(learner(
-        "ex1-code", "signed_register",
+        "signed_register",
         (LOP3, "    biased = cutlass.Int32(cutlass.Float32(shifted & 0x000F000F) + 0.5) ^ 0x43084308\n")))
     assert not r and "cvt from an integer" in r.message, r.message
 
 
 def test_the_stub_is_not_answered_yet():
-    src = CELLS["ex1-code"]
+    src = CELLS["signed_register"]
     body = src[src.index("    shifted = word"):]
-    fn = learner("ex1-code", "signed_register", (body, '    raise NotImplementedError("register j")\n'))
+    fn = learner("signed_register", (body, '    raise NotImplementedError("register j")\n'))
     r = nb08.check_signed_register(fn)
     assert not r and "not answered yet" in r.message, r.message
 
@@ -107,7 +82,7 @@ SOLUTION_STRIDE = "stride=((32, 128, 1024), 8, (4, 1, 2))"
 
 
 def test_the_layout_solution_passes():
-    r = nb08.check_packed_layout(learner("ex2-code", "packed_layout"))
+    r = nb08.check_packed_layout(learner("packed_layout"))
     assert r, r.message
     assert "all 4096" in r.message and "compiled for sm_90a" in r.message.lower()
 
@@ -129,7 +104,7 @@ def test_the_layout_solution_passes():
      "returns a str"),
 ])
 def test_layout_mistakes_are_named(edits, words):
-    r = nb08.check_packed_layout(learner("ex2-code", "packed_layout", *edits))
+    r = nb08.check_packed_layout(learner("packed_layout", *edits))
     assert not r and words in r.message, r.message
     short_and_clean(r.message)
 
@@ -176,9 +151,9 @@ def test_lab_mistakes_are_named(splits, prediction, words):
 # -- on a Hopper GPU --------------------------------------------------------------------------------
 @pytest.mark.gpu
 def test_the_solutions_run_bit_for_bit_on_the_gpu():
-    r = nb08.check_signed_register(learner("ex1-code", "signed_register"))
+    r = nb08.check_signed_register(learner("signed_register"))
     assert r and "bit for bit on" in r.message, r.message
-    r = nb08.check_packed_layout(learner("ex2-code", "packed_layout"))
+    r = nb08.check_packed_layout(learner("packed_layout"))
     assert r and "all 4096 values, on" in r.message, r.message
     r = nb08_lab.check_split_lab(*_lab_answer())
     assert r and "all splits match" in r.message and "splits=7" in r.message, r.message
@@ -190,7 +165,7 @@ def test_a_wrong_layout_is_caught_on_the_gpu_too():
     from cutecourse.exercises import kernel_check as kc
     from cutecourse.exercises.learner_code import LearnerCode
 
-    fn = learner("ex2-code", "packed_layout", (SOLUTION_STRIDE, "stride=((32, 128, 1024), 8, (1, 2, 4))"))
+    fn = learner("packed_layout", (SOLUTION_STRIDE, "stride=((32, 128, 1024), 8, (1, 2, 4))"))
     run = kc.run_on_gpu(LearnerCode(fn), f"{nb08._MODULE}.UnpackKernel(packed_layout)",
                         runner="cutecourse.exercises.nb08_kernels:unpack_runner")
     assert not run.ok and "came back wrong" in run.message, run.message
