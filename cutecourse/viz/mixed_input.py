@@ -86,7 +86,7 @@ def draw_reorder(threads=(0, 5, 37, 127)):
     ``threads`` marked with their value index; right: the packed block, each thread's 4 words."""
     import matplotlib.pyplot as plt
 
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9, 4.6), gridspec_kw={"width_ratios": [64, 8 * 3]})
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9, 4.9), gridspec_kw={"width_ratios": [64, 8 * 3]})
     for warp in range(4):
         ax.add_patch(plt.Rectangle((0, 16 * warp), 64, 16, fc=WARP_COLORS[warp], ec="none"))
         ax.text(64.5, 16 * warp + 8, f"warp {warp}", va="center", fontsize=7)
@@ -99,16 +99,21 @@ def draw_reorder(threads=(0, 5, 37, 127)):
                     ax.text(16 * s + kk + 0.5, m - 0.4, str(v), fontsize=4.5, ha="center", color=color)
         r, c = reorder.word_position(t, 0)
         bx.add_patch(plt.Rectangle((c, r), 4, 1, fc=color, ec="black", lw=0.5))
-        bx.text(c + 2, r + 0.5, f"t{t}", ha="center", va="center", fontsize=6, color="white")
+        bx.text(c + 2, r - 0.5, f"thread {t}", ha="center", va="bottom", fontsize=7, color=color)
+        g = 16 * (t // 32) + (t % 32) // 4
+        ax.plot([], [], "s", color=color, label=f"thread {t}: rows {g}, {g + 8}")
+    for warp in range(4):  # thread t's words are in packed row t / 2: warp w in rows 16 w .. 16 w + 15
+        bx.add_patch(plt.Rectangle((0, 16 * warp), 8, 16, fc=WARP_COLORS[warp], ec="none", zorder=0))
     for s in range(1, 4):
         ax.axvline(16 * s, color="black", lw=0.5)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=len(threads), frameon=False)
     ax.set_xlim(0, 64)
     ax.set_ylim(64, 0)
     ax.set_xlabel("k in the block (4 slices of 16: one wgmma each)")
     ax.set_ylabel("weight row n in the block")
-    ax.set_title("W: threads " + ", ".join(map(str, threads)) + " (8 values a slice)", fontsize=9)
+    ax.set_title("W: each marked thread's 8 values in every slice (value index over slice 0)", fontsize=9)
     bx.set_xlim(0, 8)
-    bx.set_ylim(64, 0)
+    bx.set_ylim(64, -3)
     bx.set_xticks(range(8))
     bx.set_xlabel("word column")
     bx.set_ylabel("packed row")
