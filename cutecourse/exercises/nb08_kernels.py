@@ -94,18 +94,21 @@ def unpack_args(kernel):
             _fake(cutlass.Int32, (reorder.BLOCK_N, reorder.BLOCK_K)), cuda.CUstream(0))
 
 
-def _stream():
+def _run(kernel, *tensors):
+    """Compile ``kernel`` for these torch tensors, launch it on torch's stream, wait for it."""
     import cuda.bindings.driver as cuda
+    import cutlass.cute as cute
     import torch
+    from cutlass.cute.runtime import from_dlpack
 
-    return cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+    args = [from_dlpack(t) for t in tensors] + [cuda.CUstream(torch.cuda.current_stream().cuda_stream)]
+    cute.compile(kernel, *args)(*args)
+    torch.cuda.synchronize()
 
 
 def register_runner(kernel, baseline=None, **_) -> dict:
     """The learner's conversion on the GPU, every test word and scale of the CPU model."""
     import torch
-    from cutlass.cute.runtime import from_dlpack
-
     from . import nb08_cpu as cpu
 
     words = cpu.test_words()
@@ -113,7 +116,7 @@ def register_runner(kernel, baseline=None, **_) -> dict:
     w = torch.tensor([r[0] for r in rows], dtype=torch.int32, device="cuda")
     ss = torch.tensor([r[1] for r in rows], dtype=torch.int32, device="cuda")
     out = torch.zeros(len(rows), REGISTERS, dtype=torch.int32, device="cuda")
-    kernel(from_dlpack(w), from_dlpack(ss), from_dlpack(out), _stream())
+    _run(kernel, w, ss, out)
     got = out.cpu().tolist()
     for i, (s, word) in enumerate((s, word) for s in cpu.SCALES for word in words):
         for j in range(REGISTERS):
@@ -128,12 +131,11 @@ def register_runner(kernel, baseline=None, **_) -> dict:
 def unpack_runner(kernel, baseline=None, **_) -> dict:
     """The learner's layout unpacking a random packed block on the GPU, against ``reorder.unpack``."""
     import torch
-    from cutlass.cute.runtime import from_dlpack
 
     q = torch.randint(0, 16, (reorder.BLOCK_N, reorder.BLOCK_K), generator=torch.Generator().manual_seed(8))
     packed = reorder.pack(q).cuda()
     out = torch.full((reorder.BLOCK_N, reorder.BLOCK_K), -1, dtype=torch.int32, device="cuda")
-    kernel(from_dlpack(packed), from_dlpack(out), _stream())
+    _run(kernel, packed, out)
     bad = int((out.cpu() != q.to(torch.int32)).sum())
     if bad:
         return {"ok": False, "message": f"on the GPU {bad} of 4096 values of the block came back wrong "
