@@ -101,7 +101,7 @@ def check_split_lab(splits, prediction: dict) -> Result:
         return passed(title, message + ". Nothing was timed here: on an H100 or H200 this check times "
                       f"splits = 1, 2, {splits} and the planner's on cold weights")
     chosen = sorted({1, 2, splits, best.splits})
-    run = kc.run_on_gpu(None, "None", runner="cutecourse.exercises.nb08_kernels:split_runner",
+    run = kc.run_on_gpu(None, "None", runner="cutecourse.exercises.nb08_kernels:split_runner", timeout=300.0,
                         splits=chosen, m=M, n=N, k=K, group=GROUP)
     if not run.ok:
         return failed(title, "the timing run failed on the GPU: " + run.message)
