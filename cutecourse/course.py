@@ -64,7 +64,7 @@ EXERCISES_TIME = re.compile(r"\bAbout \d+ minutes\.(?=\s|$)")
 class Notebook:
     """One notebook of the course, as the README table and the site describe it."""
 
-    number: str  # "01" ... "07": the syllabus order
+    number: str  # "01" ... "08": the syllabus order
     file: str  # file name under notebooks/ (exercises/ and solutions/ use the same stem)
     title: str
     learn: str  # what you learn, one line of markdown
@@ -141,11 +141,23 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         "scheduler and block-scaling models, the TMEM picture, widgets; every kernel compiled and "
         "inspected (the Hopper grouped GEMMs run and timed on an H100; the Blackwell kernel never run)",
         ("sm_90a", "sm_100a")),
+    Notebook(
+        "08", "08_mixed_input_gemm.ipynb", "Mixed-input GEMM",
+        "int4 weights x bf16 activations for decode: the roofline across M, group-wise quantization "
+        "and its error, CUTLASS 2.x (weights interleaved offline, magic-number conversion) and 3.x "
+        "(register-sourced `wgmma`, the operand swap, M on wgmma's N, split-K), the offline reorder "
+        "as a CuTe layout and who holds which weights, the `lop3` / `sub` / `mul` conversion beside "
+        "its PTX, a CPU model of every thread's conversion bit for bit, where int4 stops paying",
+        "Hopper (H100/H200)",
+        "the roofline model (measured points where committed), quantization errors, pictures; the "
+        "kernel compiled for sm_90a and its conversion and `wgmma` read in the PTX; CPU model bit "
+        "for bit against torch's dequantization",
+        ("sm_90a",)),
 )
 
 
 def notebook(number: str) -> Notebook:
-    """The notebook numbered ``number`` ("01" ... "07"); a clear error for any other."""
+    """The notebook numbered ``number`` ("01" ... "08"); a clear error for any other."""
     for nb in NOTEBOOKS:
         if nb.number == number:
             return nb

@@ -38,3 +38,20 @@ class SolutionCells:
         ns = as_cell(self.cells["head"])
         as_cell(src, ns)
         return ns[name]
+
+
+
+class CellsById(SolutionCells):
+    """Like :class:`SolutionCells`, for cells that define a function (``@cute.jit`` then ``def``)
+    or only assign: the cells ``ids``, each under the name of the function it defines (else its
+    id), markers removed; ``head`` the setup cell without its ``banner(`` line."""
+
+    def __init__(self, notebook: str, ids):
+        nb = nbformat.read(SOLUTIONS / notebook, as_version=4)
+        self.cells = {}
+        for c in nb.cells:
+            if c.get("id") in ids:
+                m = re.search(r"^def (\w+)", c.source, re.M)
+                self.cells[m.group(1) if m else c.id] = _MARKERS.sub("", c.source + "\n")
+        setup = next(c.source for c in nb.cells if c.cell_type == "code")
+        self.cells["head"] = "\n".join(ln for ln in setup.splitlines() if "banner(" not in ln) + "\n"

@@ -68,7 +68,8 @@ def test_every_stored_widget_has_its_picture_and_state(path):
 MAX_WORDS = {"notebooks/01_layouts_and_elementwise_add.ipynb": 1700, "notebooks/02_tv_layouts.ipynb": 2200,
              "notebooks/03_hopper_gemm_prefetch.ipynb": 3600, "notebooks/04_compiler_pipelining.ipynb": 2200,
              "notebooks/05_tma_multicast.ipynb": 3200,
-             "notebooks/06_kernel_schedules.ipynb": 3000, "notebooks/07_grouped_block_scaled_gemm.ipynb": 4800}
+             "notebooks/06_kernel_schedules.ipynb": 3000, "notebooks/07_grouped_block_scaled_gemm.ipynb": 4800,
+             "notebooks/08_mixed_input_gemm.ipynb": 2800}
 
 
 @pytest.mark.parametrize("path", sorted(MAX_WORDS), ids=str)

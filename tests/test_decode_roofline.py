@@ -1,0 +1,83 @@
+"""Notebook 08's models and pictures: the decode roofline's two ceilings, the kernel's view of its
+int4 weights (every thread's conversion, bit for bit against torch's dequantization), the
+measured points read from a result set, and the pictures drawn from them."""
+
+import pytest
+import torch
+
+from cutecourse.bench import BenchResult, Row, Work
+from cutecourse.models import decode_roofline as dr
+from cutecourse.models import int4_threads
+from cutecourse.quant import dequantize, quantize_int4, reorder
+
+
+def test_the_bounds_are_bytes_and_flops():
+    b = dr.bound(1, 8192, 8192)
+    assert b.binds == "memory" and b.memory_us == pytest.approx((2 * 8192 * 8192 + 4 * 8192) / 4.8e12 * 1e6)
+    int4 = dr.bound(1, 8192, 8192, bits=4, group=128)
+    assert 3.8 < b.us / int4.us < 4.0  # the scales, x and y keep it under 4x
+    big = dr.bound(4096, 8192, 8192)
+    assert big.binds == "compute" and dr.bound(4096, 8192, 8192, bits=4).us == big.us  # int4 saves nothing
+    assert dr.crossover(16) == pytest.approx(206.0, abs=0.1) and dr.crossover(4) == pytest.approx(51.5, abs=0.1)
+
+
+def test_weight_bytes_count_the_scales():
+    assert dr.weight_bytes(64, 256, bits=16) == 2 * 64 * 256
+    assert dr.weight_bytes(64, 256, bits=4, group=128) == 64 * 256 // 2 + 2 * 64 * 2
+    assert dr.weight_bytes(64, 256, bits=4, group=None) == 64 * 256 // 2 + 2 * 64
+
+
+def test_conversions_grow_with_the_token_tiles():
+    assert dr.conversions(1, 64, 64, 8) == 64 * 64
+    assert dr.conversions(65, 64, 64, 64) == 2 * 64 * 64
+
+
+@pytest.mark.parametrize("shape, group, zero_point", [((192, 320), 64, True), ((128, 448), 64, False),
+                                                      ((64, 768), 256, True), ((320, 128), None, False)])
+def test_every_thread_s_conversion_is_dequantize_bit_for_bit(shape, group, zero_point):
+    w = torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape))) * 0.03
+    packed, scales, zeros = quantize_int4(w, group, zero_point=zero_point)
+    mine = int4_threads.kernel_weights(packed, scales, zeros)
+    assert torch.equal(mine.view(torch.int16), dequantize(packed, scales, zeros).view(torch.int16))
+
+
+def test_a_wrong_reorder_would_show():
+    """The model really reads the reorder: words swapped between two threads change W'."""
+    w = torch.randn(64, 64, generator=torch.Generator().manual_seed(1))
+    packed, scales, zeros = quantize_int4(w, 64)
+    swapped = packed.clone()
+    swapped[0, :4], swapped[0, 4:] = packed[0, 4:], packed[0, :4]  # threads 0 and 1
+    assert not torch.equal(int4_threads.kernel_weights(swapped, scales, zeros), dequantize(packed, scales, zeros))
+
+
+def test_thread_rows_are_the_fragment_s():
+    for t in (0, 5, 37, 127):
+        g, g8 = int4_threads.thread_rows(t)
+        assert {reorder.fragment_coord(t, v)[0] for v in range(8)} == {g, g8}
+
+
+def _result(m, n, k, us):
+    rows = [Row(name, t, [t]) for name, t in us.items()]
+    return BenchResult(f"M = {m}", Work(flops=2 * m * n * k), "cuBLAS bf16", rows, {"m": m, "n": n, "k": k})
+
+
+def test_measured_points_are_read_per_shape_and_sorted_by_m():
+    results = {"b": _result(16, 64, 64, {"cuBLAS bf16": 5.0, "course mixed_mm": 2.0}),
+               "a": _result(1, 64, 64, {"cuBLAS bf16": 4.0, "course mixed_mm": 1.0}),
+               "other": _result(1, 128, 64, {"cuBLAS bf16": 9.0})}
+    got = dr.measured(results, 64, 64)
+    assert got == {"cuBLAS bf16": [(1, 4.0), (16, 5.0)], "course mixed_mm": [(1, 1.0), (16, 2.0)]}
+
+
+def test_the_pictures_state_their_point():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from cutecourse.viz import mixed_input as vm
+
+    fig = vm.draw_roofline(measured={"course mixed_mm": [(1, 9.0), (16, 9.5)]})
+    assert "with the measured points" in fig.axes[0].get_title()
+    assert "the model alone" in vm.draw_roofline().axes[0].get_title()
+    assert "0x000F000F" in vm.draw_word().axes[0].get_title()
+    assert "16 bytes" in vm.draw_reorder().axes[1].get_title()
+    assert len(vm.draw_ampere_tiles().axes) == 2

@@ -1,0 +1,171 @@
+"""Notebook 08's kernel exercises: the solutions (read from the solution notebook) pass; the
+wrong answers a learner writes are refused with a message in the learner's terms (most on the
+CPU model before any compile, a cvt from the PTX); on a Hopper GPU the solutions also run there."""
+
+import pytest
+
+from cutecourse.exercises import nb08, nb08_lab
+
+from solution_cells import CellsById
+
+CELLS = CellsById("08_mixed_input_gemm.ipynb", ("ex1-code", "ex2-code", "ex3-code"))
+learner = CELLS.learner
+
+
+def short_and_clean(message: str):
+    assert len(message) < 700 and "MLIR" not in message and "Traceback" not in message, message
+
+
+# -- Exercise 1: the signed conversion ------------------------------------------------------------
+LOP3 = ('    biased = inline_ptx("lop3.b32 {$w0}, {$r0}, 0x000f000f, 0x43084308, 0x6a;",\n'
+        '                        write_only_types=[cutlass.Int32], read_only_args=[shifted])\n')
+
+
+def test_the_conversion_solution_passes():
+    r = nb08.check_signed_register(learner("signed_register"))
+    assert r, r.message
+    assert "10280 registers checked bit for bit" in r.message and "no cvt" in r.message
+    assert "4 lop3" in r.message and "not run on a GPU here" in r.message
+
+
+def test_the_conversion_in_integer_operators_passes():
+    """The same arithmetic without inline PTX: the compiler makes its own logic instructions."""
+    r = nb08.check_signed_register(learner("signed_register",
+                                           (LOP3, "    biased = (shifted & 0x000F000F) ^ 0x43084308\n")))
+    assert r, r.message
+
+
+@pytest.mark.parametrize("edits, words", [
+    # the lesson's unsigned conversion, copied: q - 8 instead of s
+    ([("0x43084308, 0x6a", "0x43004300, 0xea")], "lesson's unsigned format"),
+    # XOR right, but 128 subtracted instead of 136
+    ([("sub_mul_bf16x2(biased, 0x43084308", "sub_mul_bf16x2(biased, 0x43004300")], "subtract 136"),
+    # OR instead of XOR: bit 3 set, not flipped
+    ([("0x6a;", "0xea;")], "XOR it in"),
+    # a shift of a byte per register: nibbles 2j
+    ([("(4 * j)", "(8 * j)")], "nibble j in its low half and nibble j + 4"),
+    # only the low nibble kept
+    ([("0x000f000f, 0x43084308", "0x0000000f, 0x43084308")], "mask both halves"),
+    # the scale forgotten
+    ([("sub_mul_bf16x2(biased, 0x43084308, ss)", "sub_mul_bf16x2(biased, 0x43084308, 0x3f803f80)")],
+     "multiply by ss"),
+    # nothing returned
+    ([("    return int4_convert.sub_mul_bf16x2", "    int4_convert.sub_mul_bf16x2")], "returns nothing"),
+    # an instruction the model does not know, in inline PTX
+    ([("lop3.b32 {$w0}, {$r0}, 0x000f000f, 0x43084308, 0x6a;", "bfe.u32 {$w0}, {$r0}, 0, 4;")], "bfe.u32"),
+])
+def test_conversion_mistakes_are_named(edits, words):
+    r = nb08.check_signed_register(learner("signed_register", *edits))
+    assert not r and words in r.message, r.message
+    short_and_clean(r.message)
+
+
+def test_a_cvt_in_the_conversion_is_refused_from_the_ptx():
+    """Right values (the CPU model passes: the round trip is exact below 2^24), but the nibbles
+    through an integer -> float conversion and back, as a learner who reaches for floats writes."""
+    r = nb08.check_signed_register(learner(
+        "signed_register",
+        (LOP3, "    biased = cutlass.Int32(cutlass.Float32(shifted & 0x000F000F) + 0.5) ^ 0x43084308\n")))
+    assert not r and "cvt from an integer" in r.message, r.message
+
+
+def test_the_stub_is_not_answered_yet():
+    src = CELLS["signed_register"]
+    body = src[src.index("    shifted = word"):]
+    fn = learner("signed_register", (body, '    raise NotImplementedError("register j")\n'))
+    r = nb08.check_signed_register(fn)
+    assert not r and "not answered yet" in r.message, r.message
+
+
+# -- Exercise 2: the packed layout ----------------------------------------------------------------
+SOLUTION_STRIDE = "stride=((32, 128, 1024), 8, (4, 1, 2))"
+
+
+def test_the_layout_solution_passes():
+    r = nb08.check_packed_layout(learner("packed_layout"))
+    assert r, r.message
+    assert "all 4096" in r.message and "compiled for sm_90a" in r.message.lower()
+
+
+@pytest.mark.parametrize("edits, words", [
+    # slice-major words: all threads' slice 0 first
+    ([(SOLUTION_STRIDE, "stride=((8, 32, 256), 1024, (4, 1, 2))")], "thread 1 (lane 1"),
+    # the values in fragment order, no interleave
+    ([(SOLUTION_STRIDE, "stride=((32, 128, 1024), 8, (1, 2, 4))")], "value 1 (the next column) to nibble 1"),
+    # row and column pair swapped in the thread mode
+    ([(SOLUTION_STRIDE, "stride=((128, 32, 1024), 8, (4, 1, 2))")], "thread 1 (lane 1"),
+    # a thread's words a slice apart
+    ([(SOLUTION_STRIDE, "stride=((32, 128, 1024), 4096 // 4, (4, 1, 2))")], "slice 1"),
+    # the slice mode left out
+    ([("((4, 8, 4), 4, (2, 2, 2)), " + SOLUTION_STRIDE, "((4, 8, 4), (2, 2, 2)), stride=((32, 128, 1024), (4, 1, 2))")],
+     "modes of sizes (128, 8)"),
+    # the printout, not the layout
+    ([("return cute.make_layout(", "return str(cute.make_layout("), ("(4, 1, 2)))", "(4, 1, 2))))")],
+     "returns a str"),
+])
+def test_layout_mistakes_are_named(edits, words):
+    r = nb08.check_packed_layout(learner("packed_layout", *edits))
+    assert not r and words in r.message, r.message
+    short_and_clean(r.message)
+
+
+def test_the_expected_nibbles_are_pack_s():
+    """The checker's reference is quant.reorder's table: value (t, s, v) is at the nibble of the
+    packed block whose gather index is its place in W (BLOCK_LAYOUT)."""
+    from cutecourse import layouts
+    from cutecourse.quant import reorder
+
+    table = layouts.evaluate(reorder.BLOCK_LAYOUT)
+    index = reorder.gather_index().reshape(-1)
+    for (thr, s, val), off in zip(table.coords, table.offsets):
+        t, v = thr[0] + 4 * thr[1] + 32 * thr[2], val[0] + 2 * val[1] + 4 * val[2]
+        assert int(index[nb08.expected_nibble(t, s, v)]) == (off % 64) * 64 + off // 64
+
+
+# -- Exercise 3: the split-K lab ------------------------------------------------------------------
+def _lab_answer():
+    ns = {}
+    exec(CELLS["ex3-code"], ns)  # noqa: S102  (the solution's two assignments)
+    return ns["splits"], ns["prediction"]
+
+
+def test_the_lab_solution_passes_and_reads_the_ptx():
+    r = nb08_lab.check_split_lab(*_lab_answer())
+    assert r, r.message
+    assert "The planner picks 7" in r.message and "with split-K:" in r.message and "atomics" in r.message
+    assert "Nothing was timed here" in r.message
+
+
+@pytest.mark.parametrize("splits, prediction, words", [
+    (2, {1: 32, 2: 16}, "448 CTAs on 396 slots: 2 waves, each CTA 16 of the 32 k-tiles: 32"),  # waves forgotten
+    (4, {1: 32, 2: 32, 4: 8}, "for splits = 4 you predicted 8"),
+    (3, {1: 32, 2: 32}, "no entry for splits = 3"),
+    (3, [32, 32, 22], "write a dict"),
+    (0, {}, "from 1 to 8"),
+])
+def test_lab_mistakes_are_named(splits, prediction, words):
+    r = nb08_lab.check_split_lab(splits, prediction)
+    assert not r and words in r.message, r.message
+
+
+# -- on a Hopper GPU --------------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_the_solutions_run_bit_for_bit_on_the_gpu():
+    r = nb08.check_signed_register(learner("signed_register"))
+    assert r and "bit for bit on" in r.message, r.message
+    r = nb08.check_packed_layout(learner("packed_layout"))
+    assert r and "all 4096 values, on" in r.message, r.message
+    r = nb08_lab.check_split_lab(*_lab_answer())
+    assert r and "all splits match" in r.message and "splits=7" in r.message, r.message
+
+
+@pytest.mark.gpu
+def test_a_wrong_layout_is_caught_on_the_gpu_too():
+    """The GPU run compares the unpacked block itself (the CPU model is skipped here)."""
+    from cutecourse.exercises import kernel_check as kc
+    from cutecourse.exercises.learner_code import LearnerCode
+
+    fn = learner("packed_layout", (SOLUTION_STRIDE, "stride=((32, 128, 1024), 8, (1, 2, 4))"))
+    run = kc.run_on_gpu(LearnerCode(fn), f"{nb08._MODULE}.UnpackKernel(packed_layout)",
+                        runner="cutecourse.exercises.nb08_kernels:unpack_runner")
+    assert not run.ok and "came back wrong" in run.message, run.message
