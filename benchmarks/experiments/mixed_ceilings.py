@@ -41,7 +41,7 @@ from cutecourse.kernels import mixed_input  # noqa: E402
 from cutecourse.quant import quantize_int4  # noqa: E402
 
 SHAPES = [(8192, 8192), (28672, 8192), (8192, 28672)]
-SPLITS = (None, 3, 4, 8)
+SPLITS = (None, 3, 4, 6, 8)
 REPLAYS = 20
 
 
@@ -78,8 +78,10 @@ class TiledLoadsOnly(Tiled, LoadsOnly):
     pass
 
 
-VARIANTS = {"course": hm.HopperMixedGemm, "no convert": NoConvert, "no mma": NoMma, "loads only": LoadsOnly,
-            "tiled weights": Tiled, "tiled, loads only": TiledLoadsOnly}
+#: name -> (class, constructor arguments besides the plan's)
+VARIANTS = {"course": (hm.HopperMixedGemm, {}), "course, 3 stages": (hm.HopperMixedGemm, {"stages": 3}),
+            "no convert": (NoConvert, {}), "no mma": (NoMma, {}), "loads only": (LoadsOnly, {}),
+            "tiled weights": (Tiled, {}), "tiled, loads only": (TiledLoadsOnly, {})}
 
 
 def tiled(packed, rows: int):
@@ -126,9 +128,9 @@ def stream_us(fns, stream) -> float:
     return start.elapsed_time(end) * 1e3 / REPLAYS / len(fns)
 
 
-def launches(cls, m, n, k, splits, x, copies, stream):
+def launches(cls, kwargs, m, n, k, splits, x, copies, stream):
     p = mixed_input.plan(m, n, k, 128, bench_sms(), splits=splits)
-    kernel = cls(p.tile_m, group_size=128, split_k=p.splits > 1, warpgroups=p.warpgroups)
+    kernel = cls(p.tile_m, group_size=128, split_k=p.splits > 1, warpgroups=p.warpgroups, **kwargs)
     import torch
 
     fns, ys = [], []
@@ -140,7 +142,8 @@ def launches(cls, m, n, k, splits, x, copies, stream):
                 buffers = dict(partials=torch.empty(p.splits, m, n, dtype=torch.float32, device="cuda"),
                                counters=torch.zeros(p.ctas, dtype=torch.int32, device="cuda"))
             tensors = dict(x=x, packed=packed, scales=scales, y=y, **buffers, zeros=None)
-            fns.append(mixed_input.ENTRY.launch_described(kernel, tensors, y=y, plan=p, **buffers))
+            fns.append(mixed_input.ENTRY.launch_described(kernel, tensors, y=y, plan=p, stages=kernel.stages,
+                                                          **buffers))
             ys.append(y)
     return p, fns, ys
 
@@ -171,12 +174,12 @@ def main() -> int:
         for m in [int(v) for v in args.ms.split(",")]:
             x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
             reference = {}
-            for name, cls in VARIANTS.items():
+            for name, (cls, kwargs) in VARIANTS.items():
                 for splits in SPLITS:
                     cps = tiled_copies if issubclass(cls, Tiled) else copies
-                    p, fns, ys = launches(cls, m, n, k, splits, x, cps, stream)
+                    p, fns, ys = launches(cls, kwargs, m, n, k, splits, x, cps, stream)
                     us = graph_us(fns, stream)
-                    row = dict(n=n, k=k, m=m, variant=name, splits=p.splits, tile_m=p.tile_m,
+                    row = dict(n=n, k=k, m=m, variant=name, splits=p.splits, tile_m=p.tile_m, stages=fns[0].stages,
                                warpgroups=p.warpgroups, planned=splits is None, graph_us=round(us, 2),
                                stream_us=round(stream_us(fns, stream), 2),
                                int4_tbps=round(int4_bytes / us / 1e6, 2))

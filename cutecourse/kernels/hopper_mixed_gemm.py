@@ -7,9 +7,10 @@ which can be as small as 8: a decode step with M = 1 wastes 7/8 of a narrow MMA,
 a 64-row one.
 
 One CTA computes a ``rows`` x ``tile_m`` tile of y.T (weight rows x tokens) over its share of
-K, with one warpgroup per 64 weight rows (``warpgroups`` = 1 or 2). Per k-tile of 256:
+K, with one consumer warpgroup per 64 weight rows (``warpgroups`` = 1 or 2) and one producer
+warp. Per k-tile of 256:
 
-* warp 0 TMA-loads the packed weights (``rows`` x 32 words: 8 KB per 64 rows), the x tile
+* the producer warp TMA-loads the packed weights (``rows`` x 32 words: 8 KB per 64 rows), the x tile
   (``tile_m`` x 256 bf16), the group scales (and zero points) of those rows into one stage of a
   smem ring;
 * each warpgroup waits for the stage; each thread reads its 16 words (``quant/reorder.py``: its
@@ -58,9 +59,10 @@ TILE_K = 256
 WORDS_K = TILE_K // 8
 #: A k-tile is converted and multiplied in 4 chunks of 64 columns (one reorder block each).
 CHUNKS = TILE_K // BLOCK_K
-#: Threads of a warpgroup; a CTA has 1 or 2 (``warpgroups``), each owning 64 weight rows; warp 0
-#: is also the TMA producer.
+#: Threads of a warpgroup; a CTA has 1 or 2 consumer warpgroups (``warpgroups``), each owning 64
+#: weight rows, and one producer warp after them (``PRODUCER_THREADS``) that only issues TMA loads.
 WG_THREADS = 128
+PRODUCER_THREADS = 32
 #: The batch tiles wgmma's N can take here (tokens per CTA).
 TILE_MS = (8, 16, 32, 64, 128, 256)
 SMEM_BYTES = 227 * 1024  # the most one CTA may have
@@ -128,14 +130,32 @@ class HopperMixedGemm(Configured):
         self.warpgroups, self.rows, self.threads = warpgroups, BLOCK_N * warpgroups, WG_THREADS * warpgroups
         per = stage_smem(tile_m, group_size, zero_point, warpgroups)
         fit = (SMEM_BYTES - BARRIER_BYTES) // per
-        # Default: a third of an SM's smem, so that 3 CTAs share an SM (2 at tile_m = 64): while
-        # one converts, the others' wgmmas and loads run. 2 to 8 stages.
-        self.stages = stages if stages is not None else max(2, min(8, (SM_SMEM // 3 - 2048) // per))
+        self.gpt = groups_per_tile(group_size)
+        # Default: the most stages (2 to 8) with which 3 CTAs share an SM (1 KB of its smem
+        # reserved per CTA; at tile_m = 64 even 2 stages let only 2 share it): while one
+        # converts, the others' wgmmas and loads run.
+        self.stages = stages if stages is not None else 2
+        while stages is None and self.stages < 8:
+            self.stages += 1
+            if 3 * (self.smem_bytes() + 1024) > SM_SMEM:
+                self.stages -= 1
+                break
         if not 2 <= self.stages <= fit:
             raise ShapeError(f"{self.stages} stages of {per} bytes do not fit {SMEM_BYTES} bytes of smem",
                              f"use 2 .. {fit} stages or a smaller tile_m")
-        self.gpt = groups_per_tile(group_size)
         self.epilogue_op = epilogue_op  # applied to each fp32 sum of y before it becomes bf16
+
+    def smem_bytes(self) -> int:
+        """Shared memory one CTA takes, as ``SharedStorage`` lays it out (each buffer at its
+        alignment), plus 1 KB for the alignment of the storage's start: what decides how many
+        CTAs share an SM (``mixed_input.ctas_per_sm``)."""
+        stages, rows, gpt = self.stages, self.rows, self.gpt
+        fields = ((8, 16 * stages), (1024, rows * WORDS_K * 4 * stages), (1024, self.tile_m * TILE_K * 2 * stages),
+                  (128, gpt * rows * 2 * stages), (128, (stages - 1) * max(128, gpt * rows) + gpt * rows), (4, 4))
+        end = 0
+        for align, size in fields:
+            end = -(-end // align) * align + size
+        return end + 1024
 
     def operands(self):
         """The tensors :meth:`__call__` takes, before and after the stream, as
@@ -209,9 +229,9 @@ class HopperMixedGemm(Configured):
         # One CTA per (64 weight rows, tile_m tokens, split): N / 64 x ceil(M / tile_m) x S.
         splits = partials.shape[0] if cutlass.const_expr(self.split_k) else 1
         grid = (cute.ceil_div(w.shape[0], self.rows), cute.ceil_div(x.shape[0], self.tile_m), splits)
+        block = [self.threads + PRODUCER_THREADS, 1, 1]
         self.kernel(tma_w, gW, tma_x, gX, tma_s, gS, tma_z, gZ, y, partials, counters, self.tiled_mma,
-                    sW_layout, sX_layout, sS_layout, sZ_layout, ops).launch(grid=grid, block=[self.threads, 1, 1],
-                                                                       stream=stream)
+                    sW_layout, sX_layout, sS_layout, sZ_layout, ops).launch(grid=grid, block=block, stream=stream)
 
     def weights(self, w):
         """The packed weights as TMA reads them: here (N, K/8) row-major words. A subclass may
@@ -228,7 +248,7 @@ class HopperMixedGemm(Configured):
                sZ_layout: cute.Layout, ops):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-        is_producer = warp_idx == 0
+        is_producer = warp_idx == self.threads // 32  # the warp after the consumer warpgroups
         if is_producer:
             cpasync.prefetch_descriptor(tma_w)
             cpasync.prefetch_descriptor(tma_x)
@@ -281,12 +301,27 @@ class HopperMixedGemm(Configured):
         prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
         cons = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         loads = (tma_w, tWg, tWs, tma_x, tXg, tXs, tma_s, tSg, tSs, tma_z, tZg, tZs)
-        # Prologue: fill stages - 1 stages (iteration k refills the stage k - 1 released).
         if is_producer:
-            for _ in cutlass.range(cutlass.min(self.stages - 1, k_count), unroll=1):
+            # The producer warp only loads: it refills a stage the moment the consumers release
+            # it, so every stage of the ring is in flight while they convert and multiply.
+            for _ in cutlass.range(k_count, unroll=1):
                 ring.producer_acquire(prod)
                 self._load(ring, loads, prod, k_first)
                 prod.advance()
+        else:
+            self.consume(ring, cons, k_count, sW, sS, sZ, frag, tiled_mma, tCrX, acc, tidx)
+            tile_mn = (self.rows, self.tile_m)
+            if cutlass.const_expr(self.split_k):
+                mixed_epilogue.store_split(mY, mP, mCounters, acc, thr_mma, tile_mn, bn, bm, split, splits, tidx,
+                                           storage.last.get_tensor(cute.make_layout(1)), self.threads,
+                                           self.epilogue_op, ops)
+            else:
+                mixed_epilogue.store(mY, acc, thr_mma, tile_mn, bn, bm, self.epilogue_op, ops)
+
+    @cute.jit
+    def consume(self, ring, cons, k_count, sW, sS, sZ, frag, tiled_mma, tCrX, acc, tidx):
+        """The consumer warpgroups: per k-tile, wait for its stage, then convert and multiply it
+        chunk by chunk, releasing the previous k-tile's stage once its wgmmas are done."""
         # This thread's warpgroup owns rows 64 wg .. 64 wg + 63 of the tile; in them, row g of its
         # fragment (and g + 8) is (warp in the warpgroup) * 16 + lane / 4.
         wg, t = tidx // WG_THREADS, tidx % WG_THREADS
@@ -306,20 +341,9 @@ class HopperMixedGemm(Configured):
                 self._convert(sW, sS, sZ, cons.index, frag, wg, t, lane_row, chunk)
                 self._mma(tiled_mma, frag, tCrX, acc, cons.index, chunk)
             cons.advance()
-            if is_producer and prod.count < k_count:
-                ring.producer_acquire(prod)
-                self._load(ring, loads, prod, k_first)
-                prod.advance()
         warpgroup.wait_group(0)
         if k_count > 0:
             ring.consumer_release(released)
-
-        tile_mn = (self.rows, self.tile_m)
-        if cutlass.const_expr(self.split_k):
-            mixed_epilogue.store_split(mY, mP, mCounters, acc, thr_mma, tile_mn, bn, bm, split, splits, tidx,
-                                       storage.last.get_tensor(cute.make_layout(1)), self.epilogue_op, ops)
-        else:
-            mixed_epilogue.store(mY, acc, thr_mma, tile_mn, bn, bm, self.epilogue_op, ops)
 
     # -- the steps ---------------------------------------------------------------------------
     @cute.jit

@@ -16,6 +16,8 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 
+from .barriers import Barrier
+
 
 def transposed_tile(mY, tile_mn, bn, bm):
     """(tile of y.T (rows, tile_m), its (n, m) coordinates, (N, M)): y (M, N) seen as y.T (N, M)."""
@@ -52,18 +54,19 @@ def store(mY, acc, thr_mma, tile_mn: cutlass.Constexpr, bn, bm, op: cutlass.Cons
 
 @cute.jit
 def store_split(mY, mP, counters, acc, thr_mma, tile_mn: cutlass.Constexpr, bn, bm, split, splits,
-                tidx, last_flag, op: cutlass.Constexpr = None, operands=()):
+                tidx, last_flag, threads: cutlass.Constexpr, op: cutlass.Constexpr = None, operands=()):
     """Split ``split`` of ``splits``: write acc to slice ``split`` of the fp32 partial sums
     ``mP`` (S, M, N); the last split of this tile to arrive adds all slices into y (bf16),
     through ``op`` (:func:`store`). ``last_flag``: one Int32 of smem, to tell every thread what
-    thread 0 saw."""
+    thread 0 saw; ``threads``: the consumer threads, which meet on a named barrier (the producer
+    warp has finished its loads and takes no part)."""
     gP, cY, limits = transposed_tile(mP[(split, None, None)], tile_mn, bn, bm)
     tP, tC = thr_mma.partition_C(gP), thr_mma.partition_C(cY)
     for i in cutlass.range_constexpr(cute.size(acc)):
         if inside(tC[i], limits):
             tP[i] = acc[i]
     # Every thread's stores, then one release by thread 0: the barrier orders them before it.
-    cute.arch.sync_threads()
+    cute.arch.barrier(barrier_id=int(Barrier.EPILOGUE), number_of_threads=threads)
     counter = counters.iterator + (bn + bm * cute.arch.grid_dim()[0])
     if tidx == 0:
         cute.arch.fence_acq_rel_gpu()
@@ -71,7 +74,7 @@ def store_split(mY, mP, counters, acc, thr_mma, tile_mn: cutlass.Constexpr, bn, 
         last_flag[0] = before
         if before == splits - 1:
             cute.arch.atomic_exch(counter, cutlass.Int32(0))  # zero again for the next launch
-    cute.arch.sync_threads()
+    cute.arch.barrier(barrier_id=int(Barrier.EPILOGUE), number_of_threads=threads)
     last = last_flag[0] == splits - 1
     total = cute.make_rmem_tensor_like(acc)
     total.fill(0.0)

@@ -32,7 +32,7 @@ from ..errors import DeviceError, DTypeError, ShapeError
 from ..quant.reorder import BLOCK_K, BLOCK_N
 from .epilogue_op import described
 from .gemm_launch import Entry, check_epilogue_args, named_epilogue_op
-from .hopper_mixed_gemm import SM_SMEM, TILE_K, TILE_MS, HopperMixedGemm, check_group, stage_smem
+from .hopper_mixed_gemm import SM_SMEM, TILE_K, TILE_MS, HopperMixedGemm, check_group
 from .operands import check_tensors
 
 #: The kernel's torch-facing entry: the compile target, and the launch its launcher returns.
@@ -48,10 +48,9 @@ MAX_SPLITS = 8
 
 
 def ctas_per_sm(kernel) -> int:
-    """CTAs of ``kernel`` that fit one SM's shared memory (1 KB reserved per CTA)."""
-    per_cta = kernel.stages * stage_smem(kernel.tile_m, kernel.group_size, kernel.zero_point,
-                                         kernel.warpgroups) + 2048
-    return max(1, SM_SMEM // per_cta)
+    """CTAs of ``kernel`` that fit one SM's shared memory (1 KB of it reserved per CTA): at
+    tile_m = 16, 3 stages of 25 KB with their padding would be 79 KB, and only 2 would fit."""
+    return max(1, SM_SMEM // (kernel.smem_bytes() + 1024))
 
 
 def split_cost(ctas: int, splits: int, k_tiles: int, slots: int) -> int:
