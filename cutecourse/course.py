@@ -33,8 +33,11 @@ READING_WPM = 120
 CODE_CELL_MIN = 1.0
 #: One picture or widget: find what its title claims in it.
 FIGURE_MIN = 1.0
-#: One rendered listing or table (source on screen, a measured table): read it against the prose.
-LISTING_MIN = 2.5
+#: One rendered listing or table (source on screen, a PTX excerpt, a measured table): find it, then
+#: read it against the prose line by line, so its time grows with its length. Calibrated on a cold
+#: read of notebooks 01-05: a 36-line kernel excerpt with new APIs took minutes, a 10-line one two.
+LISTING_MIN = 1.0
+LISTING_LINE_MIN = 0.15
 #: Work on an exercise beyond reading it, by what it asks (the heading's "(kernel)" / "(lab)"):
 #: writing CuTe DSL code inside a course kernel, compiling it and acting on the checker's verdict
 #: about its PTX; changing a kernel's parameter and measuring or reading what changed; a short
@@ -173,15 +176,18 @@ class Counts:
     code_cells: int = 0
     figures: int = 0  # stored pictures and widgets
     listings: int = 0  # stored HTML outputs: source listings, tables
+    listing_lines: int = 0  # their lines
 
     def __add__(self, other: "Counts") -> "Counts":
         return Counts(self.words + other.words, self.code_cells + other.code_cells,
-                      self.figures + other.figures, self.listings + other.listings)
+                      self.figures + other.figures, self.listings + other.listings,
+                      self.listing_lines + other.listing_lines)
 
     @property
     def minutes(self) -> float:
         return (self.words / READING_WPM + self.code_cells * CODE_CELL_MIN
-                + self.figures * FIGURE_MIN + self.listings * LISTING_MIN)
+                + self.figures * FIGURE_MIN + self.listings * LISTING_MIN
+                + self.listing_lines * LISTING_LINE_MIN)
 
 
 @dataclass(frozen=True)
@@ -247,14 +253,15 @@ def _cell_counts(cell) -> Counts:
         return Counts(words=len(text.split()))
     if cell.cell_type != "code":
         return Counts()
-    figures = listings = 0
+    figures = listings = lines = 0
     for out in cell.get("outputs", []):
         data = out.get("data", {})
         if "image/png" in data or "application/vnd.jupyter.widget-view+json" in data:
             figures += 1
         elif "text/html" in data:
             listings += 1
-    return Counts(code_cells=1, figures=figures, listings=listings)
+            lines += max(1, "".join(data["text/html"]).count("\n"))  # one per source or table line
+    return Counts(code_cells=1, figures=figures, listings=listings, listing_lines=lines)
 
 
 def _sections(cells) -> list[tuple[str | None, list]]:
@@ -366,7 +373,7 @@ def rates_text() -> str:
     """The estimator's rates in one sentence (quoted under the README table and in the agenda)."""
     return (f"Times are estimated from the notebooks by `.venv/bin/python -m cutecourse.course`: prose at "
             f"{READING_WPM} words a minute, {CODE_CELL_MIN:g} min per code cell, {FIGURE_MIN:g} per "
-            f"picture or widget, {LISTING_MIN:g} per listing or table; on top of reading an exercise, "
+            f"picture or widget, {LISTING_MIN:g} per listing or table plus {LISTING_LINE_MIN:g} per line of it; on top of reading an exercise, "
             f"{KERNEL_WORK_MIN:g} min of work for one that writes kernel code, {LAB_WORK_MIN:g} for a "
             f"change-and-measure lab, {SHORT_WORK_MIN:g} plus {SHORT_PER_LINE_MIN:g} per line of the "
             f"answer (at most {SHORT_MAX_MIN:g}) for a short one; rounded to {ROUND_MIN} min.")

@@ -94,10 +94,20 @@ def test_counts_and_minutes_at_the_stated_rates():
     total = course.Counts()
     for c in cells:
         total += course._cell_counts(c)
-    assert total == course.Counts(words=300, code_cells=4, figures=2, listings=1)
+    assert total == course.Counts(words=300, code_cells=4, figures=2, listings=1, listing_lines=1)
     expected = (300 / course.READING_WPM + 4 * course.CODE_CELL_MIN + 2 * course.FIGURE_MIN
-                + 1 * course.LISTING_MIN)
+                + 1 * course.LISTING_MIN + 1 * course.LISTING_LINE_MIN)
     assert total.minutes == pytest.approx(expected)
+
+
+def test_a_listing_costs_by_its_lines():
+    """A 30-line listing takes longer to read against the prose than a 3-line one."""
+    short, long = (nbformat.v4.new_code_cell("show_source(f)") for _ in range(2))
+    short.outputs = [nbformat.v4.new_output("display_data", data={"text/html": "a\nb\nc\n"})]
+    long.outputs = [nbformat.v4.new_output("display_data", data={"text/html": "x\n" * 30})]
+    s, lg = course._cell_counts(short), course._cell_counts(long)
+    assert (s.listings, s.listing_lines, lg.listings, lg.listing_lines) == (1, 3, 1, 30)
+    assert lg.minutes - s.minutes == pytest.approx(27 * course.LISTING_LINE_MIN)
 
 
 def test_time_sentences_are_not_counted_as_reading():
