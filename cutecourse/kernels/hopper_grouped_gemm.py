@@ -37,8 +37,7 @@ import dataclasses
 import cutlass
 import cutlass.cute as cute
 
-from ..models.gemm_plan import EPI_STAGES, EPI_TILE
-from . import group_walk, sm90, tensor_maps
+from . import sm90, tensor_maps
 from .group_walk import A, B, C, GroupArgs, GroupScheduler, operand_tensor
 from .hopper_gemm_persistent import EPILOGUE_STORE_WARP, PRODUCER_WARP, PersistentHopperGemm
 from .persistent_setup import CtaSetup
@@ -63,13 +62,7 @@ class GroupedHopperGemm(PersistentHopperGemm):
 
     #: Tensor maps per CTA, kept in smem and rewritten per group (the host sizes their workspace).
     MAPS = 3  # A, B, C
-
-    def __init__(self, tile_mn=(128, 256), *, cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
-                 stages: int | None = None, scheduler=GroupScheduler, epi_tile=EPI_TILE,
-                 epi_stages: int = EPI_STAGES, epilogue_op=None):
-        group_walk.check_scheduler(scheduler)
-        super().__init__(tile_mn, cluster_mn=cluster_mn, sms=sms, group_m=group_m, stages=stages,
-                         scheduler=scheduler, epi_tile=epi_tile, epi_stages=epi_stages, epilogue_op=epilogue_op)
+    GROUP_M, SCHEDULER = GROUP_M, GroupScheduler
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit
@@ -103,7 +96,7 @@ class GroupedHopperGemm(PersistentHopperGemm):
         tma_a, tma_b, tma_c = setup.atoms
         tensor_maps.init_maps(maps, (tma_a, tma_b), (A, B), PRODUCER_WARP)
         tensor_maps.init_maps(maps, (tma_c,), (C,), EPILOGUE_STORE_WARP)
-        return self.Scheduler.make(
+        return self.Scheduler(
             shapes=scheduler_args.shapes, ptrs=scheduler_args.ptrs, strides=scheduler_args.strides,
             count=scheduler_args.shapes.shape[0],
             cluster_tile=(self.tile_mn[0] * cm, self.tile_mn[1] * cn, self.tile_mnk[2]),
