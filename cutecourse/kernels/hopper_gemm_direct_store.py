@@ -1,7 +1,8 @@
 """The persistent GEMM with a direct-store epilogue: accumulators straight from registers to C.
 
-``DirectStoreHopperGemm`` is ``hopper_gemm_persistent.PersistentHopperGemm`` with one hook
-changed, ``store_tile``: the epilogue schedule. The course's epilogue (``sm90.store_tile``) is
+``DirectStoreHopperGemm`` is ``hopper_gemm_persistent.PersistentHopperGemm`` with its epilogue
+changed: ``store_tile`` (the epilogue schedule) and what it needs (``epilogue_c``,
+``make_epilogue``, ``finish_stores``: see the end). The course's epilogue (``sm90.store_tile``) is
 CUTLASS 3.x's "TMA warp-specialized" one: the consumers convert their fp32 accumulators, write
 them to smem with ``stmatrix`` one *epilogue tile* (128x32) at a time, cycling through
 ``EPI_STAGES`` C buffers, and one warp stores each buffer with a TMA store (whole 128-byte rows

@@ -7,13 +7,14 @@ One grouped launch lays all the groups' C tiles end to end and lets the persiste
 ``hopper_gemm_persistent`` walk through them. ``GroupedHopperGemm`` is that kernel with its
 scheduler and the hooks around the tensor maps changed (``make_scheduler``, ``tile_loads``,
 ``enter_tile``, ``store_tile``; ``smem_fields`` holds the maps, ``prefetch_descriptors`` has none to
-prefetch):
+prefetch), and a host side (``__call__``) that takes the group metadata:
 
 * **where the tiles come from** (``make_scheduler``: a ``group_walk.GroupScheduler``): A, B and C
-  are only templates (dtype, layout) for the tensor maps; the groups come in three small tensors
+  are only templates (dtype, layout) for the tensor maps; the groups come in small tensors
   (``group_walk.GroupArgs``): ``shapes`` (G, 4) int32 ``[M, N, K, 1]``, ``ptrs`` and
   ``strides`` (G, 3) int64 (address and row stride of A_g, B_g, C_g, in ``group_walk.OPERANDS``
-  order). G and every size are run-time values: one compile serves every batch of groups. The
+  order), with ``trace`` (what each CTA did) and ``map_workspace`` (the CTAs' tensor maps in
+  global memory). G and every size are run-time values: one compile serves every batch of groups. The
   producer warp walks the groups (``group_walk``: work item w belongs to the first group whose
   running total of tiles exceeds w, and a CTA's search resumes where its last one stopped) and
   hands each tile to the consumers through two smem slots;
