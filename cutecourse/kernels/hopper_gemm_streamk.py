@@ -43,8 +43,8 @@ import cutlass
 import cutlass.cute as cute
 
 from ..errors import ShapeError
-from ..models.gemm_plan import TILES
 from ..models import stream_k
+from ..models.gemm_plan import TILES
 from ..models.stream_k import MIN_SAVED
 from . import gemm_launch
 from .barriers import Barrier
