@@ -251,7 +251,7 @@ def test_kernel_group_walk_is_the_cpu_model(monkeypatch):
         expected = schedule(problem, ctas)[::problem.cluster_size]  # cluster leaders
         updates = tensormap_updates(schedule(problem, ctas)).per_cta[::problem.cluster_size]
         for c in range(clusters):
-            groups = group_walk.GroupScheduler.make(shapes=shapes, ptrs=None, strides=None, count=len(SIZES),
+            groups = group_walk.GroupScheduler(shapes=shapes, ptrs=None, strides=None, count=len(SIZES),
                                                cluster_tile=problem.cluster_tile, cluster_mn=cluster,
                                                in_cluster=(0, 0), first=c, stride=clusters, group_m=bw.GROUP_M)
             got, walk = [], groups.start()
@@ -274,8 +274,8 @@ def _walk_tiles(scheduler):
     """(tile_m, tile_n) of a one-group walk (300 x 600, 128 x 128 tiles: 3 x 5), on Python ints
     where the caller made ``group_walk`` run on them."""
     shapes = {(0, col): v for col, v in enumerate((300, 600, 64, 1))}
-    groups = scheduler.make(shapes=shapes, ptrs=None, strides=None, count=1, cluster_tile=(128, 128, 64),
-                            cluster_mn=(1, 1), in_cluster=(0, 0), first=0, stride=1, group_m=bw.GROUP_M)
+    groups = scheduler(shapes=shapes, ptrs=None, strides=None, count=1, cluster_tile=(128, 128, 64),
+                       cluster_mn=(1, 1), in_cluster=(0, 0), first=0, stride=1, group_m=bw.GROUP_M)
     got, walk = [], groups.start()
     while walk.active():
         t = walk.work_tile()

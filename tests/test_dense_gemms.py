@@ -3,13 +3,7 @@ any machine, and on an H100 correctness against torch, in one subprocess with a 
 case (a broken pipeline hangs, it does not fail: the test names the case that did not finish). A
 new kernel in the registry needs rows here, nothing else."""
 
-import json
-import os
-import queue
-import subprocess
-import sys
 import textwrap
-import threading
 
 import pytest
 import torch
@@ -17,6 +11,7 @@ import torch
 from cutecourse.errors import CourseError, DeviceError, ShapeError
 from cutecourse.kernels import registry
 from conftest import far_from_torch
+from gpu.cases import run_cases
 
 NAMES = list(registry.DENSE)
 
@@ -204,44 +199,10 @@ FIRST_CASE_S, CASE_S = 180, 60
 
 def _run_timed(cases, script=_GPU_CHECK, first_case_s=FIRST_CASE_S, case_s=CASE_S):
     """Run the GPU check ``script`` on ``cases`` in a subprocess and return its rows (one per case,
-    then the one-call gemm's). Fail naming the first case that did not finish within its budget:
-    the child prints a FINISHED line as each one finishes, and the parent waits for each in turn."""
-    proc = subprocess.Popen([sys.executable, "-c", script, json.dumps(cases)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=dict(os.environ))
-    lines, err = queue.Queue(), []
-
-    def read_stdout():
-        for line in proc.stdout:
-            lines.put(line)
-        lines.put(None)  # the child has exited
-
-    threading.Thread(target=read_stdout, daemon=True).start()
-    threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True).start()
+    then the one-call gemm's). Fail naming the first case that did not finish within its budget
+    (``gpu/cases.py``: the child prints a FINISHED line as each one finishes)."""
     labels = [f"{c[0]} case {tuple(c[1:4])} {c[4]} -> {c[5]} {c[6]}" for c in cases] + ["the one-call gemm"]
-    rows, out = [], []
-    try:
-        for i, label in enumerate(labels):
-            budget = first_case_s if i == 0 else case_s
-            while True:
-                try:
-                    line = lines.get(timeout=budget)  # budget per line: cases print one each
-                except queue.Empty:
-                    pytest.fail(f"{label} did not finish in {budget} s: a hang (the {i} case(s) before "
-                                "it finished)")
-                if line is None:
-                    proc.wait()
-                    pytest.fail(f"{label}: the check exited (status {proc.returncode}) before it "
-                                "finished:\n" + "".join(out)[-2000:] + "".join(err)[-3000:])
-                out.append(line)
-                if line.startswith("FINISHED"):
-                    rows.append(json.loads(line[len("FINISHED"):]))
-                    break
-        proc.wait(timeout=case_s)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return rows
+    return run_cases(script, cases, labels, first_case_s, case_s)
 
 
 def test_a_case_that_hangs_is_named():

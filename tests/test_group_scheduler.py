@@ -386,8 +386,8 @@ def test_the_walk_searches_through_its_find_group_hook(monkeypatch):
             return self.count, first  # every item past the last group: the walk ends at once
 
     def walk(scheduler, c):
-        got, w = [], scheduler.make(shapes=shapes, ptrs=None, strides=None, count=len(MIXED), cluster_mn=(1, 1), group_m=64,
-                                    cluster_tile=p.cluster_tile, in_cluster=(0, 0), first=c, stride=clusters).start()
+        got, w = [], scheduler(shapes=shapes, ptrs=None, strides=None, count=len(MIXED), cluster_mn=(1, 1), group_m=64,
+                               cluster_tile=p.cluster_tile, in_cluster=(0, 0), first=c, stride=clusters).start()
         while w.active():
             t = w.work_tile()
             got.append((int(t.group), int(t.tile_m), int(t.tile_n), int(t.k_end)))

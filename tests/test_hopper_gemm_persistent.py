@@ -285,7 +285,7 @@ def test_the_developing_guide_scheduler_changes_the_tile_order_of_the_loops():
     columns = developing_scheduler()
     fields = dict(first=0, stride=1, clusters_m=3, clusters_n=2, total=6, k_tiles=1, group_m=16,
                   cluster_mn=(1, 1), in_cluster=(0, 0))
-    order = [columns.make(**fields).tile_of(w) for w in range(6)]  # on Python ints
+    order = [columns(**fields).tile_of(w) for w in range(6)]  # on Python ints
     assert order == [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]  # column by column
     banded = _compile_here(hp.PersistentHopperGemm())
     column = _compile_here(hp.PersistentHopperGemm(scheduler=columns))
@@ -299,9 +299,9 @@ def test_the_developing_guide_scheduler_changes_the_tile_order_of_the_loops():
 def test_a_misspelt_scheduler_field_fails_where_the_scheduler_is_built():
     fields = dict(first=0, stride=1, clusters_m=3, clusters_n=2, total=6, k_tiles=1, group_m=16,
                   cluster_mn=(1, 1), in_cluster=(0, 0))
-    assert tile_scheduler.StaticScheduler.make(**fields).group_m == 16
+    assert tile_scheduler.StaticScheduler(**fields).group_m == 16
     with pytest.raises(TypeError, match=r"StaticScheduler: no field group_n.*Params\): first, stride"):
-        tile_scheduler.StaticScheduler.make(**{**fields, "group_n": 4})
+        tile_scheduler.StaticScheduler(**{**fields, "group_n": 4})
     with pytest.raises(TypeError, match="total missing"):
         tile_scheduler.DynamicScheduler(**{k: v for k, v in fields.items() if k != "total"})
 

@@ -136,6 +136,22 @@ def test_bad_parameters_are_course_errors():
         hsk.StreamKHopperGemm(min_saved=0)
 
 
+def test_its_constructor_lists_min_saved_and_takes_the_persistent_kernel_s_keywords():
+    """Stream-K's own keyword, then the persistent kernel's (passed on): one signature for help(),
+    the launchers (sms) and the compile key, which holds the values used (defaults spelled out or
+    not: one kernel; another value: another)."""
+    import inspect
+
+    params = list(inspect.signature(hsk.StreamKHopperGemm).parameters)
+    assert params[:2] == ["tile_mn", "min_saved"] and {"sms", "group_m", "pdl", "epilogue_op"} <= set(params)
+    assert hsk.ENTRY.takes_sms  # the launcher fills in the GPU's SM count
+    default = hsk.StreamKHopperGemm().key()
+    assert default == hsk.StreamKHopperGemm((128, 256), min_saved=stream_k.MIN_SAVED, group_m=16).key()
+    assert len({default, hsk.StreamKHopperGemm(min_saved=1).key(), hsk.StreamKHopperGemm(group_m=8).key()}) == 3
+    with pytest.raises(TypeError, match="'min_save'; StreamKHopperGemm takes tile_mn, min_saved, cluster_mn"):
+        hsk.StreamKHopperGemm(min_save=1)
+
+
 def test_takes_a_stream_k_scheduler_subclass_as_every_persistent_kernel_takes_scheduler():
     from cutecourse.kernels.stream_k_scheduler import StreamKScheduler
     from cutecourse.kernels.tile_scheduler import DynamicScheduler

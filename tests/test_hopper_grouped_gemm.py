@@ -123,6 +123,22 @@ def test_compiles_warp_specialized_without_spills(report):
     assert report.count("UTMALDG", "sass") == 2
 
 
+def test_the_grouped_kernels_take_the_persistent_kernel_s_keywords():
+    """Their constructor is the persistent kernel's (a variant sets only its defaults): pdl= and
+    epi_stages= reach them, an unknown keyword names the ones they take."""
+    from cutecourse.kernels.hopper_grouped_gemm_fp8 import BlockScaledGroupedHopperGemm
+
+    assert hg.GroupedHopperGemm(pdl=True).pdl and not hg.GroupedHopperGemm().pdl
+    two = BlockScaledGroupedHopperGemm(epi_stages=2, pdl=True)
+    assert (two.epi_stages, two.pdl, two.tile_mn, two.cluster_mn, two.group_m) == (2, True, (128, 128), (2, 1), 8)
+    assert two.key() != BlockScaledGroupedHopperGemm().key() == BlockScaledGroupedHopperGemm(epi_stages=4).key()
+    with pytest.raises(TypeError, match="'pdll'; GroupedHopperGemm takes tile_mn, cluster_mn, sms"):
+        hg.GroupedHopperGemm(pdll=True)
+    r = compile_report(TARGET, arch="sm_90a", pdl=True)
+    assert r.count("griddepcontrol.wait") == 1 and r.count("griddepcontrol.launch_dependents") == 1
+    assert r.ptx.index("griddepcontrol.wait") < r.ptx.index("cp.async.bulk.tensor")  # before the first load
+
+
 # -- on an H100 -------------------------------------------------------------------------------
 _GPU_CHECK = textwrap.dedent("""
     import json, sys, torch
@@ -196,3 +212,43 @@ def test_matches_torch_and_the_scheduler_model_on_the_gpu(run_gpu_script):
     assert not bad, "\n".join(map(str, bad))
     compiled = [r[3] for r in results[:-1]]
     assert compiled[-1] == compiled[-2]  # new sizes, a configuration compiled before: no compile
+
+
+_PDL_CHAIN = textwrap.dedent("""
+    import json, sys, torch
+    from cutecourse.kernels import grouped
+    torch.manual_seed(0)
+    out = []
+    for cluster in json.loads(sys.argv[1]):
+        # Three grouped launches with PDL and no sync between them: C1 = A @ B.T; D = C1 @ E.T reads
+        # C1 (read after write); C1 = A2 @ B.T overwrites it while the second may still read it
+        # (write after read). Small integers: C1 is exact in fp16, and D is the exact sum rounded
+        # once, as torch rounds it; so any race shows as a mismatch.
+        sizes, k, n, p = (1000, 0, 300, 2048), 256, 512, 192
+        ints = lambda *s: torch.randint(-2, 2, s, device="cuda").half()
+        As, As2, Bs = [ints(m, k) for m in sizes], [ints(m, k) for m in sizes], [ints(n, k) for _ in sizes]
+        Es = [ints(p, n) for _ in sizes]
+        C1 = [torch.empty(m, n, device="cuda", dtype=torch.float16) for m in sizes]
+        D = [torch.empty(m, p, device="cuda", dtype=torch.float16) for m in sizes]
+        kw = dict(pdl=True, cluster=tuple(cluster))
+        first, second, third = (grouped.launcher(As, Bs, C1, **kw), grouped.launcher(C1, Es, D, **kw),
+                                grouped.launcher(As2, Bs, C1, **kw))
+        want_d = [((a.float() @ b.float().T) @ e.float().T).half() for a, b, e in zip(As, Bs, Es)]
+        want_c1 = [(a.float() @ b.float().T).half() for a, b in zip(As2, Bs)]
+        bad = 0
+        for _ in range(20):
+            first(); second(); third()
+            torch.cuda.synchronize()
+            bad += sum(int((d != w).sum()) for d, w in zip(D, want_d))
+            bad += sum(int((c != w).sum()) for c, w in zip(C1, want_c1))
+        out.append([cluster, bad])
+    print("RESULT" + json.dumps(out))
+""")
+
+
+@pytest.mark.gpu
+def test_pdl_keeps_dependent_grouped_launches_correct(run_gpu_script):
+    """pdl=True (the persistent kernel's keyword) on the grouped kernel: its producer waits for the
+    previous grid before reading the group metadata and loading, so chained launches stay exact."""
+    results = run_gpu_script(_PDL_CHAIN, [(1, 1), (2, 1)])
+    assert results == [[[1, 1], 0], [[2, 1], 0]], results

@@ -204,45 +204,13 @@ GPU_CASES = [
 
 def run_cases(cases, first_s=180, each_s=60):
     """Run GPU_CHECK on ``cases`` in a subprocess, one FINISHED line per case; a case that does
-    not finish in its budget (the first one compiles) is named as a hang: a pipeline whose
-    barrier counts disagree waits forever, and must not take the whole GPU session with it."""
-    import json
-    import os
-    import queue
-    import subprocess
-    import sys
-    import threading
+    not finish in its budget (the first one compiles) is named as a hang (``gpu/cases.py``): a
+    pipeline whose barrier counts disagree waits forever, and must not take the whole GPU session
+    with it."""
+    from gpu.cases import run_cases as run_timed  # here: a compile child imports this module without tests/
 
-    proc = subprocess.Popen([sys.executable, "-c", GPU_CHECK, json.dumps(cases)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=dict(os.environ))
-    lines, err = queue.Queue(), []
-
-    def read_stdout():
-        for line in proc.stdout:
-            lines.put(line)
-        lines.put(None)  # the child has exited
-
-    threading.Thread(target=read_stdout, daemon=True).start()
-    threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True).start()
-    rows = []
-    try:
-        for i, case in enumerate(cases):
-            while True:
-                try:
-                    line = lines.get(timeout=first_s if i == 0 else each_s)
-                except queue.Empty:
-                    pytest.fail(f"case {case} (M, N, K, group, zeros, splits, warpgroups) did not finish: a hang")
-                if line is None:
-                    proc.wait()
-                    pytest.fail(f"case {case}: the check exited ({proc.returncode}):\n" + "".join(err)[-3000:])
-                if line.startswith("FINISHED"):
-                    rows.append(json.loads(line[len("FINISHED"):]))
-                    break
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return rows
+    labels = [f"case {case} (M, N, K, group, zeros, splits, warpgroups)" for case in cases]
+    return run_timed(GPU_CHECK, cases, labels, first_s, each_s)
 
 
 def test_a_hanging_case_is_named(monkeypatch):

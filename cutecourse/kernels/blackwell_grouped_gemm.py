@@ -255,7 +255,7 @@ class BlackwellGroupedBlockScaledGemm(Configured):
         args = scheduler_args
         cta = tensor_maps.workspace_row(self.cluster_mn)
         maps = tensor_maps.tensor_maps(args.map_workspace, cta, storage.maps.data_ptr(), MAPS)
-        groups = self.Scheduler.make(
+        groups = self.Scheduler(
             shapes=args.shapes, ptrs=args.ptrs, strides=args.strides, count=args.shapes.shape[0],
             cluster_tile=self.cluster_tile, cluster_mn=self.cluster_mn, in_cluster=cute.arch.block_in_cluster_idx(),
             first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2], group_m=self.group_m,

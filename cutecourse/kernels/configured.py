@@ -6,6 +6,12 @@ built with the same constructor arguments: M, N and K are run-time values, every
 cache (``gemm_launch.compile_once``) keys on :meth:`Configured.key`, which reads the
 arguments back from the constructor call itself: a new constructor option is part of the key
 the moment it exists, with no tuple to keep up to date by hand.
+
+**Defaults are class attributes.** A keyword whose default is None takes, when left None, the
+class attribute of its name in capitals where the class has one (``tile_mn`` -> ``TILE_MN``). So a
+variant changes a default by setting the attribute and keeps its parent's constructor; one with
+a keyword of its own (stream-K's ``min_saved``) lists only that one and passes ``**options`` on.
+The key holds the value used, whether it was spelled out or left to the class.
 """
 
 from __future__ import annotations
@@ -24,15 +30,49 @@ def _frozen(value):
     return value
 
 
+def keywords(cls) -> inspect.Signature:
+    """What ``cls(...)`` takes: its ``__init__``'s parameters, and where that passes ``**options``
+    on to its parent's ``__init__``, the parent's too (up the classes until one takes no
+    ``**options``)."""
+    params, seen = [], set()
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        own = list(inspect.signature(klass.__init__).parameters.values())[1:]  # without self
+        params += [p for p in own if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name not in seen]
+        seen |= {p.name for p in own}
+        if not any(p.kind is p.VAR_KEYWORD for p in own):
+            break
+    return inspect.Signature(params)
+
+
+class _Signature:
+    """``cls.__signature__``: every keyword the class takes (:func:`keywords`), for ``help(cls)``
+    and ``inspect.signature(cls)``. Only on the class: an instance is a jit function's ``self``,
+    whose own signature the DSL reads."""
+
+    def __get__(self, obj, cls):
+        if obj is not None:
+            raise AttributeError("__signature__")
+        return keywords(cls)
+
+
 class Configured:
-    """Base of the course's kernel classes: records the (defaulted) constructor arguments in
-    ``arguments`` before ``__init__`` runs."""
+    """Base of the course's kernel classes: records the constructor arguments in ``arguments``
+    before ``__init__`` runs, every default filled in (the signature's, or for a None, the
+    class's: the module docstring). An unknown keyword fails here, naming the ones it takes."""
+
+    __signature__ = _Signature()
 
     def __new__(cls, *args, **kwargs):
         self = super().__new__(cls)
-        bound = inspect.signature(cls.__init__).bind(self, *args, **kwargs)
+        signature = keywords(cls)
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{exc}; {cls.__name__} takes {', '.join(signature.parameters)}") from None
         bound.apply_defaults()
-        self.arguments = {k: v for k, v in list(bound.arguments.items())[1:]}  # without self
+        self.arguments = {k: getattr(cls, k.upper(), None) if v is None else v for k, v in bound.arguments.items()}
         return self
 
     def key(self):

@@ -97,7 +97,7 @@ class GroupScheduler(TileScheduler):
     def start(self, slot=None):
         """This cluster's first place in the walk (a consumer, ``slot``: the tiles handed over)."""
         if cutlass.const_expr(slot is not None):
-            return HandedTiles(self.params).at(self._receive(slot))
+            return HandedTiles(**self.params._asdict()).at(self._receive(slot))
         group, first = self.find_group(self.first, cutlass.Int32(0), cutlass.Int32(0))
         return self.at(Walk(self.first, group, first, _entering(self, self.first, group, first)))
 

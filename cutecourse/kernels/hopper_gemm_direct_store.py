@@ -1,7 +1,8 @@
 """The persistent GEMM with a direct-store epilogue: accumulators straight from registers to C.
 
-``DirectStoreHopperGemm`` is ``hopper_gemm_persistent.PersistentHopperGemm`` with one hook
-changed, ``store_tile``: the epilogue schedule. The course's epilogue (``sm90.store_tile``) is
+``DirectStoreHopperGemm`` is ``hopper_gemm_persistent.PersistentHopperGemm`` with its epilogue
+changed: ``store_tile`` (the epilogue schedule) and what it needs (``epilogue_c``,
+``make_epilogue``, ``finish_stores``: see the end). The course's epilogue (``sm90.store_tile``) is
 CUTLASS 3.x's "TMA warp-specialized" one: the consumers convert their fp32 accumulators, write
 them to smem with ``stmatrix`` one *epilogue tile* (128x32) at a time, cycling through
 ``EPI_STAGES`` C buffers, and one warp stores each buffer with a TMA store (whole 128-byte rows
@@ -21,12 +22,14 @@ allocated, unused. With 16-bit C they do not cost a ring stage (4 stages of 48 K
 without them), so the two kernels differ in the epilogue alone.
 
 The kernel needs C itself, not only its TMA view: the host hook ``epilogue_c`` hands C to the
-kernel (in its ``EpilogueArgs``), and ``make_epilogue`` keeps it as ``epilogue.c``. The epilogue
-object is the persistent kernel's, its TMA-store pipeline unused: draining it at the end is one
-``cp.async.bulk.wait_group``, kept so that the two kernels differ in ``store_tile`` alone.
+kernel (in its ``EpilogueArgs``), and ``make_epilogue`` returns this kernel's own epilogue,
+``DirectStores``: C and the op's operands, nothing else (no C buffers to write, no TMA-store
+pipeline, so nothing to drain at the end: ``finish_stores`` waits for nothing).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import cutlass
 import cutlass.cute as cute
@@ -39,6 +42,13 @@ TILES = ((128, 256),)
 #: Values per store: a pair (two neighbouring columns of the wgmma accumulator): 4 bytes of
 #: 16-bit C, 8 of fp32.
 PAIR = 2
+
+
+class DirectStores(NamedTuple):
+    """The direct-store epilogue of the consumers: what ``store_tile`` reads besides the kernel."""
+
+    c: cute.Tensor  # C (M, N) in global memory (``epilogue_c``)
+    operands: tuple  # the epilogue op's tensors
 
 
 class DirectStoreHopperGemm(PersistentHopperGemm):
@@ -55,10 +65,11 @@ class DirectStoreHopperGemm(PersistentHopperGemm):
         return cute.make_tensor(c.iterator, cute.make_layout(c.shape, stride=(ldc, 1)))
 
     def make_epilogue(self, tma_c, sC, mma, ctid, epilogue_args, unit: int = 0):
-        """The persistent kernel's epilogue object (its op and operands), and C to store into."""
-        epilogue = PersistentHopperGemm.make_epilogue(self, tma_c, sC, mma, ctid, epilogue_args, unit)
-        epilogue.c = epilogue_args.c
-        return epilogue
+        """C to store into and the op's operands (``DirectStores``): no smem, no TMA store."""
+        return DirectStores(epilogue_args.c, epilogue_args.operands)
+
+    def finish_stores(self, epilogue, warp_idx):
+        """Nothing to wait for: the stores read registers, not a C buffer in smem."""
 
     @cute.jit
     def store_tile(self, scheduler, epilogue, mma, gC, tile, ctid, warp_idx):

@@ -58,7 +58,7 @@ from ..models.gemm_plan import (EPI_STAGES, EPI_TILE, IN_DTYPES, TILE_K, TILES, 
 from . import gemm_launch, sm90, tile_scheduler
 from .barriers import Barrier
 from .configured import Configured
-from .persistent_setup import CtaSetup, EpilogueArgs, shared_storage
+from .persistent_setup import CtaSetup, EpilogueArgs, fitting_epi_stages, shared_storage
 
 #: Warpgroup roles. Warpgroup 0: producer (its warp 0 issues TMA); 1 and 2: MMA + epilogue.
 PRODUCER_WARPGROUPS = 1
@@ -88,11 +88,11 @@ class PersistentHopperGemm(Configured):
     """C = A @ B.T, persistent and warp-specialized (see the module docstring).
 
     ``sms``: CTAs (SMs) the grid may use. ``group_m``: band height of the tile order. ``stages``:
-    the ring depth. ``scheduler``: a ``tile_scheduler.TileScheduler`` class, ``StaticScheduler``
-    or ``DynamicScheduler`` (the kernel takes 2 int32 ``counters``, zero before the first launch
-    and again after each; the static one ignores them), or a subclass with another tile order.
-    ``cluster_mn``: one of ``CLUSTERS``. ``pdl``: programmatic dependent launch. ``epilogue_op``:
-    an ``epilogue_op.EpilogueOp`` applied to each accumulator before it is stored.
+    the ring depth. ``scheduler``: ``StaticScheduler``, ``DynamicScheduler`` (the kernel takes 2
+    int32 ``counters``, zero between launches; the static one ignores them) or another subclass of
+    ``StaticScheduler`` (another tile order). ``cluster_mn``: one of ``CLUSTERS``. ``pdl``:
+    programmatic dependent launch. ``epilogue_op``: an ``epilogue_op.EpilogueOp`` applied to each
+    accumulator before it is stored. A keyword left None is the class's default (``TILE_MN`` ...).
 
     A variant changes it through small hooks, with the same signature in every subclass: where
     the tiles come from (``make_scheduler``: an object of the ``Scheduler`` class, from its
@@ -114,27 +114,35 @@ class PersistentHopperGemm(Configured):
     IN_DTYPES = IN_DTYPES
     WGMMA_N = {}
     TILE_K = TILE_K
+    #: The constructor's defaults, by keyword (``configured.py``): a variant sets those it changes.
+    #: ``scheduler=`` takes ``SCHEDULER`` or a subclass of it.
+    TILE_MN, CLUSTER_MN, GROUP_M, SCHEDULER = (128, 256), (1, 1), GROUP_M, tile_scheduler.StaticScheduler
+    EPI_TILE, EPI_STAGES = EPI_TILE, EPI_STAGES
 
-    def __init__(self, tile_mn=(128, 256), *, cluster_mn=(1, 1), sms: int = 132,
-                 group_m: int = GROUP_M, stages: int | None = None, scheduler=tile_scheduler.StaticScheduler,
-                 epi_tile=EPI_TILE, epi_stages: int = EPI_STAGES, pdl: bool = False, epilogue_op=None):
-        self.tile_mn = check_tile(tile_mn, self.TILES)
-        if tuple(cluster_mn) not in CLUSTERS:
-            raise ShapeError(f"cluster {tuple(cluster_mn)} is not supported",
+    def __init__(self, tile_mn=None, *, cluster_mn=None, sms: int = 132, group_m: int | None = None,
+                 stages: int | None = None, scheduler=None, epi_tile=None, epi_stages: int | None = None,
+                 pdl: bool = False, epilogue_op=None):
+        a = self.arguments  # these arguments, a None replaced by the class's default (configured.py)
+        self.tile_mn = check_tile(a["tile_mn"], self.TILES)
+        cluster_mn, group_m, scheduler = tuple(a["cluster_mn"]), a["group_m"], a["scheduler"]
+        if cluster_mn not in CLUSTERS:
+            raise ShapeError(f"cluster {cluster_mn} is not supported",
                              f"use one of {list(CLUSTERS)} ((1, 1) = no multicast)")
         if sms < cluster_mn[0] * cluster_mn[1] or group_m < 1:
             raise ShapeError(f"sms={sms}, group_m={group_m}: need at least one cluster and group_m >= 1",
                              "pass the GPU's SM count (132 on an H100 SXM)")
-        if not (isinstance(scheduler, type) and issubclass(scheduler, tile_scheduler.TileScheduler)):
-            raise ValueError(f"scheduler must be a tile_scheduler.TileScheduler class, not {scheduler!r}")
-        if scheduler.PER_CTA is not None and tuple(cluster_mn) != (1, 1):
+        if not (isinstance(scheduler, type) and issubclass(scheduler, self.SCHEDULER)):
+            raise ValueError(f"scheduler={scheduler!r}: {type(self).__name__} takes {self.SCHEDULER.__name__} "
+                             "or a subclass of it (e.g. one whose tile_of orders the tiles another way)")
+        if scheduler.PER_CTA is not None and cluster_mn != (1, 1):
             raise ShapeError(scheduler.PER_CTA, "use scheduler='static' with clusters")
+        if epi_stages is None:  # a tile stores through every C buffer equally often: fewer where it must
+            a["epi_stages"] = fitting_epi_stages(self.tile_mn, a["epi_tile"], self.EPI_STAGES)
         self.tile_mnk = (*self.tile_mn, self.TILE_K)
-        self.cluster_mn = tuple(cluster_mn)
-        self.sms, self.group_m, self.Scheduler = sms, group_m, scheduler
+        self.cluster_mn, self.sms, self.group_m, self.Scheduler = cluster_mn, sms, group_m, scheduler
         self.requested_stages = stages
-        self.epi_stages, self.pdl = epi_stages, pdl
-        self.epi_tile = check_epi_tile(self.tile_mn, epi_tile, whole_rounds=True, epi_stages=epi_stages)
+        self.epi_stages, self.pdl = a["epi_stages"], pdl
+        self.epi_tile = check_epi_tile(self.tile_mn, a["epi_tile"], whole_rounds=True, epi_stages=self.epi_stages)
         self.acc_dtype = cutlass.Float32
         self.epilogue_op = epilogue_op  # applied to each accumulator before C (epilogue_op.py)
 
@@ -169,11 +177,9 @@ class PersistentHopperGemm(Configured):
     def launch(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, scheduler_args: tuple, clusters, stream,
                epilogue_args=()):
         """Plan the smem, build the MMA and the TMA atoms of A, B, C (``a``, ``b``, ``c``: the
-        operands, or templates of them), launch ``clusters`` clusters. ``scheduler_args``: the
-        tensors ``make_scheduler`` reads, a NamedTuple (the scheduler's ``Args``, e.g.
-        ``tile_scheduler.Counters``);
-        ``epilogue_args``: the epilogue op's operands (with ``epilogue_c(c)``, the epilogue's
-        ``EpilogueArgs``)."""
+        operands, or templates of them), launch ``clusters`` clusters. ``scheduler_args``: what
+        ``make_scheduler`` reads (the scheduler's ``Args``, e.g. ``tile_scheduler.Counters``);
+        ``epilogue_args``: the op's operands (with ``epilogue_c(c)``: the ``EpilogueArgs``)."""
         self.a_dtype, self.c_dtype = a.element_type, c.element_type
         self.stages = self.plan(sm90.dtype_name(self.a_dtype), sm90.dtype_name(self.c_dtype)).stages
         self.tiled_mma = sm90.tiled_mma(self.a_dtype, self.acc_dtype, self.MMA_WARPGROUPS, self.tile_mn[1],
@@ -271,23 +277,23 @@ class PersistentHopperGemm(Configured):
             cpasync.prefetch_descriptor(atom)
 
     def make_scheduler(self, scheduler_args: tile_scheduler.Counters, setup: CtaSetup):
-        """Hook: this CTA's scheduler (``self.Scheduler.make``, from ``grid_params``);
-        ``scheduler_args``: the scheduler's ``Args`` (here ``tile_scheduler.Counters``); ``setup``:
-        what the CTA has set up that a scheduler may need (``CtaSetup``)."""
-        return self.Scheduler.make(**self.grid_params(scheduler_args, setup)._asdict())
+        """Hook: this CTA's scheduler, ``self.Scheduler(**fields)`` (here the fields of
+        ``grid_fields``); ``scheduler_args``: its ``Args`` (here ``tile_scheduler.Counters``);
+        ``setup``: what the CTA has set up that a scheduler may need (``CtaSetup``)."""
+        return self.Scheduler(**self.grid_fields(scheduler_args, setup))
 
-    def grid_params(self, scheduler_args: tile_scheduler.Counters, setup: CtaSetup) -> tile_scheduler.DenseParams:
-        """A dense scheduler's fields for this CTA: its first work item, the stride between its
-        items (the clusters in the grid), the grid of work items, the hand-over."""
+    def grid_fields(self, scheduler_args: tile_scheduler.Counters, setup: CtaSetup) -> dict:
+        """A dense scheduler's fields for this CTA (``tile_scheduler.DenseParams``, by name): its
+        first work item, the stride between its items (the clusters in the grid), the grid of work
+        items, the hand-over."""
         cm, cn = self.cluster_mn
         in_cluster = cute.arch.block_in_cluster_idx()
         clusters_m = cute.ceil_div(cute.size(setup.gC, mode=[2]), cm)
         clusters_n = cute.ceil_div(cute.size(setup.gC, mode=[3]), cn)
-        return tile_scheduler.DenseParams(
-            first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2],
-            clusters_m=clusters_m, clusters_n=clusters_n, total=clusters_m * clusters_n,
-            k_tiles=cute.size(setup.gA, mode=[3]), group_m=self.group_m, cluster_mn=self.cluster_mn,
-            in_cluster=in_cluster, queue=setup.queue, slots=setup.slots, counters=scheduler_args.counters)
+        return dict(first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2],
+                    clusters_m=clusters_m, clusters_n=clusters_n, total=clusters_m * clusters_n,
+                    k_tiles=cute.size(setup.gA, mode=[3]), group_m=self.group_m, cluster_mn=self.cluster_mn,
+                    in_cluster=in_cluster, queue=setup.queue, slots=setup.slots, counters=scheduler_args.counters)
 
     # -- producer: one warp, TMA only --------------------------------------------------------
     @cute.jit
@@ -345,7 +351,7 @@ class PersistentHopperGemm(Configured):
             self.store_tile(scheduler, epilogue, mma, gC, tile, ctid, warp_idx)
             scheduler.advance(tile, slot)
             slot.advance()
-        sm90.finish_stores(epilogue, warp_idx)
+        self.finish_stores(epilogue, warp_idx)
 
     def make_epilogue(self, tma_c, sC, mma, ctid, epilogue_args, unit: int = 0):
         """Hook: the epilogue of MMA unit ``unit`` (the ``MMA_WARPGROUPS`` consumer warpgroups that
@@ -360,6 +366,10 @@ class PersistentHopperGemm(Configured):
                              barrier_threads=threads, barrier_id=Barrier.EPILOGUE + unit,
                              first_buffer=unit * self.epi_stages, op=self.epilogue_op,
                              operands=epilogue_args.operands)
+
+    def finish_stores(self, epilogue, warp_idx):
+        """Hook, after the last tile: its last TMA stores finish reading smem (``sm90.finish_stores``)."""
+        sm90.finish_stores(epilogue, warp_idx)
 
     def enter_tile(self, scheduler, epilogue, tile, warp_idx):
         """Hook: what the consumers do before a tile's mainloop (e.g. point C's tensor map elsewhere)."""
@@ -387,5 +397,4 @@ class PersistentHopperGemm(Configured):
 # gemm_persistent(a, b) returns C.
 # ------------------------------------------------------------------------------------------
 ENTRY = gemm_launch.Entry(PersistentHopperGemm)
-compile_target, validate, launcher, gemm_persistent = (ENTRY.compile_target, ENTRY.validate, ENTRY.launcher,
-                                                       ENTRY.gemm)
+compile_target, validate, launcher, gemm_persistent = ENTRY.compile_target, ENTRY.validate, ENTRY.launcher, ENTRY.gemm

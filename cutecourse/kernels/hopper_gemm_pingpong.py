@@ -52,7 +52,6 @@ import cutlass.pipeline as pipeline
 from . import gemm_launch, sm90
 from .barriers import Barrier, MmaTurn
 from .hopper_gemm_persistent import PRODUCER_WARPGROUPS, WORK_SLOTS, PersistentHopperGemm
-from .tile_scheduler import StaticScheduler
 
 #: A warpgroup's tile: 64 rows (one wgmma's M) by 256 (the default), or 128x128 (module docstring).
 TILES = ((64, 256), (128, 128))
@@ -77,13 +76,7 @@ class PingPongHopperGemm(PersistentHopperGemm):
     TILES = TILES
     MMA_WARPGROUPS = 1
     C_BUFFER_SETS = 2
-
-    def __init__(self, tile_mn=(64, 256), *, cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
-                 stages: int | None = None, scheduler=StaticScheduler, epi_tile=EPI_TILE,
-                 epi_stages: int = EPI_STAGES, pdl: bool = False, epilogue_op=None):
-        super().__init__(tile_mn, cluster_mn=cluster_mn, sms=sms, group_m=group_m, stages=stages,
-                         scheduler=scheduler, epi_tile=epi_tile, epi_stages=epi_stages, pdl=pdl,
-                         epilogue_op=epilogue_op)
+    TILE_MN, GROUP_M, EPI_TILE, EPI_STAGES = (64, 256), GROUP_M, EPI_TILE, EPI_STAGES
 
     @cute.jit
     def consumers(self, ring, scheduler, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx, warpgroup_idx,
@@ -147,7 +140,7 @@ class PingPongHopperGemm(PersistentHopperGemm):
                 walked = walked + 1
         if walked % 2 == w:  # the item after the last would be mine: take the turn passed to me
             MmaTurn(w).wait()
-        sm90.finish_stores(epilogue, warp_idx)
+        self.finish_stores(epilogue, warp_idx)
 
 
 # ------------------------------------------------------------------------------------------

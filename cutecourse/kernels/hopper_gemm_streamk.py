@@ -43,11 +43,12 @@ import cutlass
 import cutlass.cute as cute
 
 from ..errors import ShapeError
-from ..models.gemm_plan import EPI_STAGES, EPI_TILE, TILES
+from ..models import stream_k
+from ..models.gemm_plan import TILES
 from ..models.stream_k import MIN_SAVED
 from . import gemm_launch
 from .barriers import Barrier
-from .hopper_gemm_persistent import CONSUMER_THREADS, GROUP_M, PersistentHopperGemm
+from .hopper_gemm_persistent import CONSUMER_THREADS, PersistentHopperGemm
 from .persistent_setup import CtaSetup
 from .stream_k_scheduler import StreamKArgs, StreamKScheduler
 
@@ -66,16 +67,11 @@ class StreamKHopperGemm(PersistentHopperGemm):
     (``store_tile``: partial sums, or the sum of them all and the epilogue)."""
 
     TILES = TILES  # gemm_plan's: 256x128 is the persistent kernel's alone (not measured here)
+    SCHEDULER = StreamKScheduler
 
-    def __init__(self, tile_mn=(128, 256), *, cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
-                 stages: int | None = None, scheduler=StreamKScheduler, epi_tile=EPI_TILE,
-                 epi_stages: int = EPI_STAGES, pdl: bool = False, min_saved: int = MIN_SAVED, epilogue_op=None):
-        if not (isinstance(scheduler, type) and issubclass(scheduler, StreamKScheduler)):
-            raise ValueError(f"stream-K's scheduler must be stream_k_scheduler.StreamKScheduler or a "
-                             f"subclass of it, not {scheduler!r}")
-        super().__init__(tile_mn, cluster_mn=cluster_mn, sms=sms, group_m=group_m, stages=stages,
-                         scheduler=scheduler, epi_tile=epi_tile, epi_stages=epi_stages, pdl=pdl,
-                         epilogue_op=epilogue_op)
+    def __init__(self, tile_mn=None, *, min_saved: int = MIN_SAVED, **options):
+        """``options``: the persistent kernel's keywords."""
+        super().__init__(tile_mn, **options)
         if min_saved < 1:
             raise ShapeError(f"min_saved={min_saved}: must be >= 1 k-tile", "use the default, MIN_SAVED")
         self.min_saved = min_saved
@@ -88,9 +84,13 @@ class StreamKHopperGemm(PersistentHopperGemm):
                                     zero=False))
 
     def make_scheduler(self, scheduler_args: StreamKArgs, setup: CtaSetup):
-        """The static scheduler's fields plus this launch's split (``StreamKScheduler.split``)."""
-        dense = self.grid_params(scheduler_args, setup)
-        return self.Scheduler.split(dense, self.min_saved, scheduler_args.partial_sums)
+        """The static scheduler's fields plus this launch's split: only where it saves each cluster
+        at least ``min_saved`` k-tiles (``models/stream_k.plan``, here on the device)."""
+        dense = self.grid_fields(scheduler_args, setup)
+        dp, sk_ctas, sk_iters = stream_k.plan(dense["total"], dense["stride"], dense["k_tiles"], self.min_saved,
+                                              min_=cutlass.min)
+        return self.Scheduler(**dense, dp=dp, sk_ctas=sk_ctas, sk_iters=sk_iters,
+                              done=dense["total"] * dense["k_tiles"], partial_sums=scheduler_args.partial_sums)
 
     @cute.jit
     def store_tile(self, scheduler, epilogue, mma, gC, tile, ctid, warp_idx):

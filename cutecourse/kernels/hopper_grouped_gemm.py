@@ -7,13 +7,14 @@ One grouped launch lays all the groups' C tiles end to end and lets the persiste
 ``hopper_gemm_persistent`` walk through them. ``GroupedHopperGemm`` is that kernel with its
 scheduler and the hooks around the tensor maps changed (``make_scheduler``, ``tile_loads``,
 ``enter_tile``, ``store_tile``; ``smem_fields`` holds the maps, ``prefetch_descriptors`` has none to
-prefetch):
+prefetch), and a host side (``__call__``) that takes the group metadata:
 
 * **where the tiles come from** (``make_scheduler``: a ``group_walk.GroupScheduler``): A, B and C
-  are only templates (dtype, layout) for the tensor maps; the groups come in three small tensors
+  are only templates (dtype, layout) for the tensor maps; the groups come in small tensors
   (``group_walk.GroupArgs``): ``shapes`` (G, 4) int32 ``[M, N, K, 1]``, ``ptrs`` and
   ``strides`` (G, 3) int64 (address and row stride of A_g, B_g, C_g, in ``group_walk.OPERANDS``
-  order). G and every size are run-time values: one compile serves every batch of groups. The
+  order), with ``trace`` (what each CTA did) and ``map_workspace`` (the CTAs' tensor maps in
+  global memory). G and every size are run-time values: one compile serves every batch of groups. The
   producer warp walks the groups (``group_walk``: work item w belongs to the first group whose
   running total of tiles exceeds w, and a CTA's search resumes where its last one stopped) and
   hands each tile to the consumers through two smem slots;
@@ -37,8 +38,7 @@ import dataclasses
 import cutlass
 import cutlass.cute as cute
 
-from ..models.gemm_plan import EPI_STAGES, EPI_TILE
-from . import group_walk, sm90, tensor_maps
+from . import sm90, tensor_maps
 from .group_walk import A, B, C, GroupArgs, GroupScheduler, operand_tensor
 from .hopper_gemm_persistent import EPILOGUE_STORE_WARP, PRODUCER_WARP, PersistentHopperGemm
 from .persistent_setup import CtaSetup
@@ -63,13 +63,7 @@ class GroupedHopperGemm(PersistentHopperGemm):
 
     #: Tensor maps per CTA, kept in smem and rewritten per group (the host sizes their workspace).
     MAPS = 3  # A, B, C
-
-    def __init__(self, tile_mn=(128, 256), *, cluster_mn=(1, 1), sms: int = 132, group_m: int = GROUP_M,
-                 stages: int | None = None, scheduler=GroupScheduler, epi_tile=EPI_TILE,
-                 epi_stages: int = EPI_STAGES, epilogue_op=None):
-        group_walk.check_scheduler(scheduler)
-        super().__init__(tile_mn, cluster_mn=cluster_mn, sms=sms, group_m=group_m, stages=stages,
-                         scheduler=scheduler, epi_tile=epi_tile, epi_stages=epi_stages, epilogue_op=epilogue_op)
+    GROUP_M, SCHEDULER = GROUP_M, GroupScheduler
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit
@@ -103,7 +97,7 @@ class GroupedHopperGemm(PersistentHopperGemm):
         tma_a, tma_b, tma_c = setup.atoms
         tensor_maps.init_maps(maps, (tma_a, tma_b), (A, B), PRODUCER_WARP)
         tensor_maps.init_maps(maps, (tma_c,), (C,), EPILOGUE_STORE_WARP)
-        return self.Scheduler.make(
+        return self.Scheduler(
             shapes=scheduler_args.shapes, ptrs=scheduler_args.ptrs, strides=scheduler_args.strides,
             count=scheduler_args.shapes.shape[0],
             cluster_tile=(self.tile_mn[0] * cm, self.tile_mn[1] * cn, self.tile_mnk[2]),

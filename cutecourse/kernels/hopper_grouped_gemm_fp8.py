@@ -48,8 +48,8 @@ import cutlass.cute as cute
 from cutlass.cute.nvgpu import warpgroup
 
 from ..models.blockwise_fp8 import BLOCK
-from ..models.gemm_plan import EPI_TILE, FP8_DTYPES, fp8_epi_stages, tile_k
-from .group_walk import SFA, SFB, GroupScheduler, M, N, operand_pointer
+from ..models.gemm_plan import FP8_DTYPES, tile_k
+from .group_walk import SFA, SFB, M, N, operand_pointer
 from .hopper_gemm_persistent import PRODUCER_WARPGROUPS
 from .hopper_grouped_gemm import GroupedHopperGemm
 
@@ -78,12 +78,7 @@ class BlockScaledGroupedHopperGemm(GroupedHopperGemm):
     TILES = ((128, 128),)
     IN_DTYPES = FP8_DTYPES
     TILE_K = tile_k("float8_e4m3fn")  # 128: one scale block
-
-    def __init__(self, tile_mn=(128, 128), *, cluster_mn=CLUSTER, sms: int = 132, group_m: int = GROUP_M,
-                 stages: int | None = None, scheduler=GroupScheduler, epi_tile=EPI_TILE, epilogue_op=None):
-        super().__init__(tile_mn, cluster_mn=cluster_mn, sms=sms, group_m=group_m, stages=stages,
-                         scheduler=scheduler, epi_tile=epi_tile, epi_stages=fp8_epi_stages(tile_mn),
-                         epilogue_op=epilogue_op)
+    TILE_MN, CLUSTER_MN, GROUP_M = (128, 128), CLUSTER, GROUP_M
 
     @cute.jit
     def mainloop(self, ring, mma, read, release, groups, tile):

@@ -46,11 +46,10 @@ import cutlass
 import cutlass.cute as cute
 from cutlass.cute.nvgpu import warpgroup
 
-from ..models.gemm_plan import EPI_TILE, FP8_TILES
+from ..models.gemm_plan import FP8_TILES
 from .barriers import MmaTurn
 from .hopper_gemm_persistent import PRODUCER_WARPGROUPS
-from .group_walk import GroupScheduler
-from .hopper_grouped_gemm_fp8 import BLOCK, CLUSTER, GROUP_M, BlockScaledGroupedHopperGemm, _group_scales
+from .hopper_grouped_gemm_fp8 import BLOCK, BlockScaledGroupedHopperGemm, _group_scales
 
 
 class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
@@ -63,11 +62,10 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
     TILES = FP8_TILES
     WGMMA_N = {256: BLOCK}  # 128x256 tiles issue two batches of N = 128 (see the module docstring)
 
-    def __init__(self, tile_mn=(128, 128), *, cluster_mn=CLUSTER, sms: int = 132, group_m: int = GROUP_M,
-                 stages: int | None = None, scheduler=GroupScheduler, epi_tile=EPI_TILE, epilogue_op=None):
-        super().__init__(tile_mn, cluster_mn=cluster_mn, sms=sms, group_m=group_m, stages=stages,
-                         scheduler=scheduler, epi_tile=epi_tile, epilogue_op=epilogue_op)
-        self.part_n = self.WGMMA_N.get(self.tile_mn[1], self.tile_mn[1])  # the part's columns
+    @property
+    def part_n(self):
+        """The fresh accumulator's columns: the wgmma's N."""
+        return self.WGMMA_N.get(self.tile_mn[1], self.tile_mn[1])
 
     @cute.jit
     def mainloop(self, ring, mma, read, release, groups, tile):

@@ -2,7 +2,8 @@
 
 ``CtaSetup`` is what a CTA has built when it makes its scheduler (``make_scheduler``);
 ``EpilogueArgs`` what the consumers' epilogue takes from the host (``make_epilogue``);
-``shared_storage`` the CTA's shared memory, field by field, with the variant's own fields.
+``shared_storage`` the CTA's shared memory, field by field, with the variant's own fields, and
+``fitting_epi_stages`` how many C buffers it holds when the constructor is not told.
 """
 
 from __future__ import annotations
@@ -52,3 +53,15 @@ def shared_storage(kernel, sA_layout, sB_layout, sC_layout):
         **kernel.smem_fields(),
     }
     return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
+
+
+def fitting_epi_stages(tile_mn, epi_tile, most: int) -> int:
+    """C buffers (``epi_stages``) when the constructor is not told: ``most`` (the class's
+    ``EPI_STAGES``), or fewer where the tile's sub-tiles do not come in multiples of it (a tile
+    stores through every buffer equally often, since the buffers continue from tile to tile):
+    128x192 in sub-tiles of 128x32 is six, so 3 buffers, not 4. Where no count from ``most`` down
+    to 2 divides them, ``most``, and ``gemm_plan.check_epi_tile`` says why that fails."""
+    if min(epi_tile) < 1:
+        return most  # check_epi_tile says what is wrong
+    subtiles = (tile_mn[0] // epi_tile[0]) * (tile_mn[1] // epi_tile[1])
+    return next((n for n in range(most, 1, -1) if subtiles % n == 0), most)

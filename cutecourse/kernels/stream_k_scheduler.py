@@ -30,7 +30,7 @@ class Cursor(NamedTuple):
     end: cutlass.Int32
 
 
-#: The static scheduler's fields (``DenseParams``), then this launch's split (``StreamKScheduler.split``).
+#: The static scheduler's fields (``DenseParams``), then this launch's split (``models/stream_k.plan``).
 StreamKParams = NamedTuple("StreamKParams", [
     *DenseParams.__annotations__.items(),
     ("dp", cutlass.Int32),  # work items dealt out whole: the first dp of the banded order
@@ -49,21 +49,12 @@ class StreamKArgs(NamedTuple):
 
 
 class StreamKScheduler(StaticScheduler):
-    """The static scheduler's fields plus this launch's split (``StreamKParams``), made by
-    :meth:`split`. The partial sums are where the pieces of a split tile meet
-    (``hopper_gemm_streamk``)."""
+    """The static scheduler's fields plus this launch's split (``StreamKParams``: the kernel's
+    ``make_scheduler`` computes it with ``models/stream_k.plan``). The partial sums are where the
+    pieces of a split tile meet (``hopper_gemm_streamk``)."""
 
     Params = StreamKParams
     Args = StreamKArgs
-
-    @classmethod
-    def split(cls, dense: DenseParams, min_saved: int, partial_sums):
-        """A scheduler with ``dense``'s fields and this launch's stream-K split: only where it saves
-        each cluster at least ``min_saved`` k-tiles (``models/stream_k.plan``)."""
-        dp, sk_ctas, sk_iters = stream_k.plan(dense.total, dense.stride, dense.k_tiles, min_saved,
-                                              min_=cutlass.min)
-        return cls.make(**dense._asdict(), dp=dp, sk_ctas=sk_ctas, sk_iters=sk_iters,
-                        done=dense.total * dense.k_tiles, partial_sums=partial_sums)
 
     @cute.jit
     def _whole(self, item):

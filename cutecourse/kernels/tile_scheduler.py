@@ -33,8 +33,9 @@ each walk their own copy.
 
 **Typed fields.** A scheduler declares its fields (``Params``: :class:`DenseParams` here), the
 tensors the kernel takes for it from the host (``Args``: :class:`Counters`) and the int32 width of
-a work item in the hand-over slots (``ITEM_FIELDS``). ``Scheduler.make(**fields)`` builds one; a
-misspelt field fails there, not deep inside a trace.
+a work item in the hand-over slots (``ITEM_FIELDS``). Its class builds one from its fields by
+name, ``Scheduler(**fields)`` (the one way, in every kernel); a misspelt or missing field fails
+there, not deep inside a trace.
 
 **The tile order is a method**: :meth:`StaticScheduler.tile_of` says which C tile work item i is
 (bands of ``group_m`` tile-rows, ``models/tile_order.py``); a subclass that overrides it changes
@@ -78,38 +79,28 @@ class TileScheduler:
     the kernel's ``make_scheduler``, read as attributes: ``self.group_m``); ``Args``, a NamedTuple
     of the tensors the kernel takes for it (passed from the host, read by ``make_scheduler``); and
     ``ITEM_FIELDS``, the int32 values of a work item in the smem slots between the producer and
-    the consumers. Build one with :meth:`make`: a misspelt or missing field fails there, with the
-    fields it takes. ``PER_CTA``: None, or why the scheduler cannot serve clusters of CTAs (the
-    kernel's constructor refuses a cluster with it, saying why)."""
+    the consumers. Build one from its fields by name, ``Scheduler(**fields)``: a misspelt or
+    missing field fails there, with the fields it takes. ``PER_CTA``: None, or why the scheduler
+    cannot serve clusters of CTAs (the kernel's constructor refuses a cluster with it, saying why)."""
 
     Params = NamedTuple("Params", [])
     Args = NamedTuple("Args", [])
     ITEM_FIELDS = 1
     PER_CTA = None
 
-    def __init__(self, params=None, /, **fields):
-        """From a ``Params`` (``make`` builds one), or from its fields by name (as ``make``)."""
-        self.params = params if params is not None else self.make_params(**fields)
-        self.__dict__.update(self.params._asdict())
-        self.position = None  # set by start()
-
-    @classmethod
-    def make_params(cls, **fields):
-        """This scheduler's ``Params`` from its fields by name: a misspelt or missing one fails
-        here, naming the fields it takes."""
-        names = cls.Params._fields
+    def __init__(self, **fields):
+        """A scheduler with these fields (its ``Params``, by name), before its walk starts."""
+        names = self.Params._fields
         unknown = [f for f in fields if f not in names]
-        missing = [f for f in names if f not in fields and f not in cls.Params._field_defaults]
+        missing = [f for f in names if f not in fields and f not in self.Params._field_defaults]
         if unknown or missing:
             what = "; ".join(s for s in (unknown and f"no field {', '.join(unknown)}",
                                          missing and f"{', '.join(missing)} missing") if s)
-            raise TypeError(f"{cls.__name__}: {what}. Its fields ({cls.__name__}.Params): {', '.join(names)}")
-        return cls.Params(**fields)
-
-    @classmethod
-    def make(cls, **fields):
-        """A scheduler with these fields (its ``Params``, by name)."""
-        return cls(cls.make_params(**fields))
+            name = type(self).__name__
+            raise TypeError(f"{name}: {what}. Its fields ({name}.Params): {', '.join(names)}")
+        self.params = self.Params(**fields)
+        self.__dict__.update(self.params._asdict())
+        self.position = None  # set by start()
 
     def __extract_mlir_values__(self):
         return extract_mlir_values(self.position) if self.position is not None else []
