@@ -103,7 +103,7 @@ def test_bias_and_relu_match_torch():
     cases = [(3, 320, 640, 1), (5, 448, 1152, 3), (1, 8192, 8192, None)]
     run = run_child(None, source=GPU_CHECK, argv=[json.dumps(cases)], timeout=300)
     assert not run.hang, "the epilogue-op check did not finish in 300 s: a hang"
-    line = next((s for s in run.output.splitlines() if s.startswith("RESULT")), None)
-    assert line, run.output[-3000:]
+    line = next((s for s in run.stdout.splitlines() if s.startswith("RESULT")), None)
+    assert line, run.log[-3000:]
     bad = [r for r in json.loads(line[len("RESULT"):]) if not (r["bias"] <= 1.0 and r["relu"])]
     assert not bad, bad
