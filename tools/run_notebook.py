@@ -39,7 +39,17 @@ def _install_ipython_stub() -> None:
     ipy.display = disp
     ipy.get_ipython = lambda: None  # matplotlib asks whether it runs under IPython
     ipy.version_info = (9, 0)  # and which IPython: >= 8.24 needs none of its backend workarounds
-    sys.modules["IPython"], sys.modules["IPython.display"] = ipy, disp
+    # ipywidgets' Output widget asks whether an IPython shell runs (none here: it captures nothing)
+    core, shell = types.ModuleType("IPython.core"), types.ModuleType("IPython.core.interactiveshell")
+
+    class InteractiveShell:
+        @classmethod
+        def initialized(cls):
+            return False
+
+    shell.InteractiveShell, core.interactiveshell, ipy.core, ipy.__path__ = InteractiveShell, shell, core, []
+    sys.modules.update({"IPython": ipy, "IPython.display": disp, "IPython.core": core,
+                        "IPython.core.interactiveshell": shell})
 
 
 def _run_cell(src: str, fname: str, ns: dict) -> None:
