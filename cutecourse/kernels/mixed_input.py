@@ -48,8 +48,8 @@ MAX_SPLITS = 8
 
 
 def ctas_per_sm(kernel) -> int:
-    """CTAs of ``kernel`` that fit one SM's shared memory (1 KB of it reserved per CTA): at
-    tile_m = 8, 3 stages: 3 CTAs; at tile_m = 16 with two warpgroups, 3 stages (79 KB) would let
+    """CTAs of ``kernel`` that fit one SM's shared memory (1 KB of it reserved per CTA). With
+    two warpgroups: at tile_m = 8, 3 stages, 3 CTAs; at tile_m = 16, 3 stages (79 KB) would let
     only 2 share an SM, so the kernel's default is 2 stages, and 4 share it."""
     return max(1, SM_SMEM // (kernel.smem_bytes() + 1024))
 
@@ -69,9 +69,9 @@ def split_cost(ctas: int, splits: int, k_tiles: int, sms: int = SMS, overlap: in
     ``python benchmarks/experiments/mixed_ceilings.py``; cold weights, 3 to 8 splits at M = 1
     and 16 on 8192 x 8192, 28672 x 8192 and 8192 x 28672):
 
-    * the CTAs on one SM share its bandwidth and its pipes, so two CTAs of 8 k-tiles take as
-      long as one of 16, and CTA slots left empty are no loss (8192 x 8192, M = 1: 4 splits,
-      2 CTAs an SM, 16.0 us; 6 splits, 384 CTAs in one wave of 396 slots, 17.5 us);
+    * the CTAs on one SM share its bandwidth and its pipes, so an SM's time is the k-tiles of
+      all its CTAs, and CTA slots left empty are no loss (8192 x 8192, M = 1: 4 splits, 2 CTAs
+      of 8 k-tiles an SM, 16.0 us; 6 splits, 384 CTAs in one wave of 396 slots, 17.5 us);
     * each split costs about one k-tile more: its prologue, its fp32 slice written and read, the
       last split's reduction.
 
