@@ -132,20 +132,39 @@ def _lab_answer():
 def test_the_lab_solution_passes_and_reads_the_ptx():
     r = nb08_lab.check_split_lab(*_lab_answer())
     assert r, r.message
-    assert "The planner picks 7" in r.message and "with split-K:" in r.message and "atomics" in r.message
-    assert "Nothing was timed here" in r.message
+    assert "The planner picks 4" in r.message and "with split-K:" in r.message and "atomics" in r.message
+    assert "1: 65, 2: 66, 3: 69, 4: 60" in r.message and "Nothing was timed here" in r.message
+
+
+def test_the_lab_counts_are_the_planners():
+    """The lab's numbers are mixed_input's: its cost, its choice for M = 4 on 28672 x 8192."""
+    from cutecourse.kernels import mixed_input as mi
+
+    assert [nb08_lab.split_time(s) for s in range(1, 9)] == [mi.split_cost(224, s, 32) for s in range(1, 9)]
+    assert mi.plan(4, 28672, 8192, 128).splits == min(range(1, 9), key=lambda s: (nb08_lab.split_time(s), s))
 
 
 @pytest.mark.parametrize("splits, prediction, words", [
-    (2, {1: 32, 2: 16}, "448 CTAs on 396 slots: 2 waves, each CTA 16 of the 32 k-tiles: 32"),  # waves forgotten
-    (4, {1: 32, 2: 32, 4: 8}, "for splits = 4 you predicted 8"),
-    (3, {1: 32, 2: 32}, "no entry for splits = 3"),
-    (3, [32, 32, 22], "write a dict"),
+    # waves on 132 x 3 CTA slots, as if the CTAs of one SM did not share it
+    (2, {1: 32, 2: 32}, "counts waves on 396 CTA slots"),
+    # the busiest SM's k-tiles, no cost per split
+    (2, {1: 64, 2: 64}, "without the fixed cost of each split"),
+    # 224 / 132 = 1.70 CTAs an SM, not rounded up
+    (2, {1: 55, 2: 56}, "1.70 an SM"),
+    # 32 / 3 = 10.67 k-tiles a CTA, not rounded up: 6 x 10.67 + 3
+    (3, {1: 65, 2: 66, 3: 67}, "a CTA computes 11, rounded up"),
+    # a wrong count with no known cause: the count itself
+    (4, {1: 65, 2: 66, 4: 58}, "896 CTAs on 132 SMs: 7 on the busiest, each 8 of the 32 k-tiles: 56, plus 4"),
+    (4, {1: 65, 2: 66, 4: "60"}, "not a str"),
+    (3, {1: 65, 2: 66}, "no entry for splits = 3"),
+    (3, [65, 66, 69], "write a dict"),
+    (3, {1: 65, 2: 66, 3: 69, "4": 60}, "prediction has splits = '4'"),
     (0, {}, "from 1 to 8"),
 ])
 def test_lab_mistakes_are_named(splits, prediction, words):
     r = nb08_lab.check_split_lab(splits, prediction)
     assert not r and words in r.message, r.message
+    short_and_clean(r.message)
 
 
 # -- on a Hopper GPU --------------------------------------------------------------------------------
@@ -156,7 +175,7 @@ def test_the_solutions_run_bit_for_bit_on_the_gpu():
     r = nb08.check_packed_layout(learner("packed_layout"))
     assert r and "all 4096 values, on" in r.message, r.message
     r = nb08_lab.check_split_lab(*_lab_answer())
-    assert r and "all splits match" in r.message and "splits=7" in r.message, r.message
+    assert r and "all splits match" in r.message and "splits=4" in r.message, r.message
 
 
 @pytest.mark.gpu

@@ -1,13 +1,13 @@
 """Notebook 08's lab (exercise 3): how many splits of K for a decode step on an MLP weight.
 
 W is 28672 x 8192 (an up-projection), M = 4 tokens. Two warpgroups a CTA, 128 weight rows each:
-224 CTAs, more than the 132 SMs, fewer than the 396 CTA slots (3 CTAs an SM). The learner picks
-``splits`` and predicts, for splits = 1, 2 and theirs, the k-tiles the slowest CTA slot works
-through (``mixed_input.split_cost``: waves of CTAs, a partial last one costing a whole one, times
-k-tiles a CTA). The check compares, names the planner's choice, compiles the kernel without and
-with split-K for sm_90a and reads what split-K adds (registers, stages, the epilogue's fp32
-slices and counter), and on a Hopper GPU times splits = 1, 2, the learner's and the planner's on
-cold weights, in a child with a timeout.
+224 CTAs, more than the 132 SMs. The learner picks ``splits`` and predicts, for splits = 1, 2 and
+theirs, the planner's cost (``mixed_input.split_cost``): the k-tiles through the busiest SM (the
+CTAs on one SM share its bandwidth) plus one k-tile a split. A wrong count is answered with the
+step it missed: waves of CTA slots instead of SMs, the per-split cost, the rounding up. The check
+names the planner's choice, compiles the kernel without and with split-K for sm_90a and reads
+what split-K adds (registers, the epilogue's fp32 slices and counter), and on a Hopper GPU times
+splits = 1, 2, the learner's and the planner's on cold weights, in a child with a timeout.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from . import Result, failed, passed
 from . import kernel_check as kc
 
 EX3 = ("Exercise 3 (lab): how many splits of K at M = 4",
-       "a wave is one CTA per slot (132 SMs x 3); the last, partial wave costs a whole one; each CTA "
-       "of a split works ceil(k-tiles / splits) k-tiles.")
+       "the busiest of the 132 SMs holds ceil(CTAs x splits / 132) CTAs (counted as at least 2), each "
+       "computing ceil(k-tiles / splits) k-tiles; add one k-tile for each split.")
 N, K, M, GROUP = 28672, 8192, 4, 128
 
 
@@ -27,31 +27,59 @@ def _plan(splits=None):
     return mi.plan(M, N, K, GROUP, splits=splits)
 
 
-def _slots() -> int:
-    """CTA slots of the GPU the planner assumes: 132 SMs x the CTAs that fit one SM's smem."""
-    from ..kernels import mixed_input as mi
-    from ..kernels.hopper_mixed_gemm import HopperMixedGemm
-
-    p = _plan(1)
-    return mi.SMS * mi.ctas_per_sm(HopperMixedGemm(p.tile_m, group_size=GROUP, warpgroups=p.warpgroups))
-
-
-def slowest_slot(splits: int) -> int:
-    """k-tiles of the slowest CTA slot with ``splits`` (the planner's cost)."""
-    from ..kernels import mixed_input as mi
+def _k_tiles() -> int:
     from ..kernels.hopper_mixed_gemm import TILE_K
 
-    return mi.split_cost(_plan(splits).ctas, splits, -(-K // TILE_K), _slots())
+    return K // TILE_K
+
+
+def split_time(splits: int) -> int:
+    """The planner's cost of ``splits``, in k-tiles of one SM."""
+    from ..kernels import mixed_input as mi
+
+    return mi.split_cost(_plan(splits).ctas, splits, _k_tiles())
+
+
+def _counts(splits: int) -> tuple[int, int, int]:
+    """(CTAs of all splits, CTAs on the busiest SM, k-tiles a CTA)."""
+    from ..kernels import mixed_input as mi
+
+    total = _plan(splits).ctas * splits
+    return total, max(mi.OVERLAP_CTAS, -(-total // mi.SMS)), -(-_k_tiles() // splits)
 
 
 def _why(splits: int) -> str:
-    from ..kernels.hopper_mixed_gemm import TILE_K
+    from ..kernels import mixed_input as mi
 
+    total, busiest, per_cta = _counts(splits)
+    return (f"{_plan(splits).ctas} x {splits} = {total} CTAs on {mi.SMS} SMs: {busiest} on the busiest, each "
+            f"{per_cta} of the {_k_tiles()} k-tiles: {busiest * per_cta}, plus {splits} for the "
+            f"split{'s' if splits > 1 else ''}: {split_time(splits)}")
+
+
+def _mistake(splits: int, said) -> str:
+    """What a wrong count for ``splits`` missed, in the learner's terms (or "" if nothing known)."""
+    from ..kernels import mixed_input as mi
+    from ..kernels.hopper_mixed_gemm import HopperMixedGemm
+
+    if isinstance(said, bool) or not isinstance(said, (int, float)):
+        return f"write a number of k-tiles, not a {type(said).__name__}. "
     p = _plan(splits)
-    slots = _slots()
-    waves, per_cta = -(-p.ctas * splits // slots), -(-(K // TILE_K) // splits)
-    return (f"{p.ctas} x {splits} = {p.ctas * splits} CTAs on {slots} slots: {waves} wave{'s' if waves > 1 else ''}, each CTA "
-            f"{per_cta} of the {K // TILE_K} k-tiles: {waves * per_cta}")
+    total, busiest, per_cta = _counts(splits)
+    slots = mi.SMS * mi.ctas_per_sm(HopperMixedGemm(p.tile_m, group_size=GROUP, warpgroups=p.warpgroups))
+    waves = -(-total // slots) * per_cta
+    if said in (waves, waves + splits) and waves != busiest * per_cta:
+        return (f"that counts waves on {slots} CTA slots, as if the CTAs of one SM did not share it: they "
+                "share its bandwidth, so count the CTAs the busiest SM works through. ")
+    if said == busiest * per_cta:
+        return "that is the busiest SM's k-tiles without the fixed cost of each split. "
+    spread = total / mi.SMS * per_cta
+    if abs(said - spread) < 1 or abs(said - spread - splits) < 1:
+        return (f"that spreads the {total} CTAs evenly ({total / mi.SMS:.2f} an SM); the busiest SM holds a whole "
+                "number of them, rounded up. ")
+    if _k_tiles() % splits and abs(said - busiest * _k_tiles() / splits - splits) < 1:
+        return f"{_k_tiles()} k-tiles do not split evenly in {splits}: a CTA computes {per_cta}, rounded up. "
+    return ""
 
 
 def _compiled() -> str:
@@ -70,33 +98,33 @@ def _compiled() -> str:
 @kc.kernel_checker(*EX3)
 def check_split_lab(splits, prediction: dict) -> Result:
     """``splits``: your number of splits of K for M = 4 on W 28672 x 8192; ``prediction``: the
-    slowest slot's k-tiles for splits 1, 2 and yours ({1: ..., 2: ..., splits: ...})."""
-    from ..kernels.hopper_mixed_gemm import TILE_K
+    planner's cost, in k-tiles, for splits 1, 2 and yours ({1: ..., 2: ..., splits: ...})."""
+    from ..kernels import mixed_input as mi
     from . import answered
 
     title = EX3[0]
     splits, prediction = answered(splits, "splits"), answered(prediction, "prediction")
-    k_tiles = K // TILE_K
-    if not isinstance(splits, int) or not 1 <= splits <= 8:
-        return failed(title, f"splits={splits!r}: pick a whole number from 1 to 8 (the planner's most)")
+    k_tiles = _k_tiles()
+    if isinstance(splits, bool) or not isinstance(splits, int) or not 1 <= splits <= mi.MAX_SPLITS:
+        return failed(title, f"splits={splits!r}: pick a whole number from 1 to {mi.MAX_SPLITS} (the planner's most)")
     if not isinstance(prediction, dict):
         return failed(title, f"prediction is a {type(prediction).__name__}: write a dict {{1: ..., 2: ..., "
                       f"{splits}: ...}}")
     missing = [s for s in sorted({1, 2, splits}) if s not in prediction]
     if missing:
         return failed(title, f"your prediction has no entry for splits = {missing[0]}: predict 1, 2 and yours")
-    for s in sorted(prediction):
-        got = slowest_slot(s) if isinstance(s, int) and 1 <= s <= k_tiles else None
-        if got is None:
+    for s in prediction:
+        if isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= k_tiles:
             return failed(title, f"prediction has splits = {s!r}: K = {K} has {k_tiles} k-tiles, so 1 .. {k_tiles}")
-        if prediction[s] != got:
-            return failed(title, f"for splits = {s} you predicted {prediction[s]!r} k-tiles on the slowest "
-                          f"slot; {_why(s)}")
+    for s in sorted(prediction):
+        if prediction[s] != split_time(s):
+            return failed(title, f"for splits = {s} you predicted {prediction[s]!r}: {_mistake(s, prediction[s])}"
+                          f"{_why(s)}")
     best = _plan()
-    table = ", ".join(f"{s}: {slowest_slot(s)}" for s in range(1, 9))
-    message = (f"your counts are the planner's cost. Slowest slot, k-tiles, by splits: {table}. The "
-               f"planner picks {best.splits} (the cheapest, the fewest on a tie); yours, {splits}, costs "
-               f"{slowest_slot(splits)}. Compiled for sm_90a: {_compiled()}")
+    table = ", ".join(f"{s}: {split_time(s)}" for s in range(1, mi.MAX_SPLITS + 1))
+    message = (f"your counts are the planner's cost. By splits, in k-tiles: {table}. The planner picks "
+               f"{best.splits} (the cheapest, the fewest on a tie); yours, {splits}, costs {split_time(splits)}. "
+               f"Compiled for sm_90a: {_compiled()}")
     if not kc.gpu_here("sm_90a"):
         return passed(title, message + ". Nothing was timed here: on an H100 or H200 this check times "
                       f"splits = 1, 2, {splits} and the planner's on cold weights")

@@ -7,9 +7,9 @@ and W' = ``cutecourse.quant.dequantize(packed, scales, zeros)``: x (M, K) bf16, 
   cannot take, saying what is wrong and how to fix it;
 * :func:`plan` chooses the batch tile (the smallest wgmma N that holds M, at most 64), the
   warpgroups (128 weight rows a CTA where N allows: x is read from L2 half as often) and the
-  split of K: the CTAs run in waves of (SMs x CTAs per SM); a last wave that is mostly empty
-  costs as much as a full one, so the planner splits K where that shortens the slowest slot's
-  work (``split_cost``), e.g. M = 1 on 8192 x 8192: 64 CTAs on 132 x 3 slots, 6 splits;
+  split of K: the time is the k-tiles through the busiest SM (CTAs on one SM share its
+  bandwidth) plus a fixed cost per split (``split_cost``), e.g. M = 1 on 8192 x 8192: 64 CTAs,
+  4 splits, 2 CTAs of 8 k-tiles on each SM;
 * :func:`launcher` checks, plans, allocates the split-K buffers and returns the host layer's
   ``gemm_launch.Launch`` (one kernel launch, compiled once); :func:`mixed_mm` allocates y and
   runs it once. The kernel enters through the one host layer: ``ENTRY`` is a
@@ -48,15 +48,37 @@ MAX_SPLITS = 8
 
 
 def ctas_per_sm(kernel) -> int:
-    """CTAs of ``kernel`` that fit one SM's shared memory (1 KB of it reserved per CTA): at
-    tile_m = 16, 3 stages of 25 KB with their padding would be 79 KB, and only 2 would fit."""
+    """CTAs of ``kernel`` that fit one SM's shared memory (1 KB of it reserved per CTA). With
+    two warpgroups: at tile_m = 8, 3 stages, 3 CTAs; at tile_m = 16, 3 stages (79 KB) would let
+    only 2 share an SM, so the kernel's default is 2 stages, and 4 share it."""
     return max(1, SM_SMEM // (kernel.smem_bytes() + 1024))
 
 
-def split_cost(ctas: int, splits: int, k_tiles: int, slots: int) -> int:
-    """Time in k-tiles of the slowest SM slot: waves of CTAs (a partial last wave costs a whole
-    one) times the k-tiles each CTA computes. The planner takes the cheapest split."""
-    return -(-ctas * splits // slots) * -(-k_tiles // splits)
+#: CTAs an SM needs before its time is its k-tiles' alone: a CTA converts and multiplies in
+#: turn (``wait_group(0)`` before each chunk), so its SM overlaps one CTA's conversion with
+#: another's wgmmas and loads. An SM holding one CTA is counted as busy as with two.
+OVERLAP_CTAS = 2
+
+
+def split_cost(ctas: int, splits: int, k_tiles: int, sms: int = SMS, overlap: int = OVERLAP_CTAS) -> int:
+    """The time of ``splits`` splits of K, in k-tiles of one SM: the CTAs of the busiest SM
+    (``ctas`` x ``splits`` spread over ``sms``; at least ``overlap``) times the k-tiles each
+    computes, plus one k-tile a split. The planner takes the cheapest, the fewest on a tie.
+
+    Two terms, both measured on an H200 (``benchmarks/results/experiment_mixed_ceilings.json``,
+    ``python benchmarks/experiments/mixed_ceilings.py``; cold weights, 3 to 8 splits at M = 1
+    and 16 on 8192 x 8192, 28672 x 8192 and 8192 x 28672):
+
+    * the CTAs on one SM share its bandwidth and its pipes, so an SM's time is the k-tiles of
+      all its CTAs, and CTA slots left empty are no loss (8192 x 8192, M = 1: 4 splits, 2 CTAs
+      of 8 k-tiles an SM, 16.0 us; 6 splits, 384 CTAs in one wave of 396 slots, 17.5 us);
+    * each split costs about one k-tile more: its prologue, its fp32 slice written and read, the
+      last split's reduction.
+
+    It picks the fastest measured split or one within 5% of it in all six cases. The ``overlap``
+    floor is not in that sweep (fewer than 3 splits): it keeps the planner filling the GPU."""
+    busiest = max(overlap, -(-ctas * splits // sms))
+    return busiest * -(-k_tiles // splits) + splits
 
 
 @dataclass(frozen=True)
@@ -145,11 +167,11 @@ def plan(m: int, n: int, k: int, group: int, sms: int = SMS, tile_m: int | None 
     k_tiles = -(-k // TILE_K)
     if splits is None:
         kernel = HopperMixedGemm(tile_m, group_size=group, zero_point=zero_point, warpgroups=warpgroups)
-        slots = sms * ctas_per_sm(kernel)
+        overlap = min(OVERLAP_CTAS, ctas_per_sm(kernel))  # (2 for every tile_m up to 64)
         # the fp32 slices (written once, read once) stay under half the int4 weights' bytes:
         # S * M * N * 8 <= N * K / 4
         most = max(1, min(MAX_SPLITS, k_tiles // 2, k // (32 * m)))
-        splits = min(range(1, most + 1), key=lambda s: (split_cost(ctas, s, k_tiles, slots), s))
+        splits = min(range(1, most + 1), key=lambda s: (split_cost(ctas, s, k_tiles, sms, overlap), s))
     if not 1 <= splits <= k_tiles:
         raise ShapeError(f"splits={splits}: K = {k} has {k_tiles} k-tiles of {TILE_K}",
                          f"use 1 .. {k_tiles} splits")
