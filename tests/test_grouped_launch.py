@@ -115,7 +115,7 @@ def test_every_launcher_builds_its_kernel_for_the_gpu(monkeypatch):
 
     launched = []
     monkeypatch.setattr(modes, "require_gpu", lambda arch=None: SimpleNamespace(sm_count=100))
-    monkeypatch.setattr(gemm_launch, "launcher", lambda kernel, *templates, **kw: launched.append(
+    monkeypatch.setattr(gemm_launch, "_launch_compiled", lambda kernel, *templates, **kw: launched.append(
         (kernel, templates)) or kw.get("ctas"))
     a, b, c = torch.zeros(256, 64).half(), torch.zeros(128, 64).half(), torch.zeros(256, 128).half()
     for name in registry.DENSE:
@@ -161,7 +161,11 @@ def test_the_grouped_entry_reads_the_kernels_inputs_and_plans_before_the_gpu():
     with pytest.raises(DTypeError, match="float16 or bfloat16"):  # GroupedHopperGemm.IN_DTYPES
         grouped.grouped_gemm([a[0].float()], b)
     with pytest.raises(DTypeError, match="float8_e4m3fn"):  # the FP8 kernels' IN_DTYPES
-        grouped.FP8.gemm(grouped.ListGroups(a, b, scales=([torch.ones(128, 1)], [torch.ones(1, 1)])))
+        grouped.FP8.gemm(grouped.ScaledListGroups(a, b, [torch.ones(128, 1)], [torch.ones(1, 1)]))
+    with pytest.raises(CourseError, match="ScaledListGroups"):  # a form without scales does not fit FP8
+        grouped.FP8.gemm(grouped.ListGroups(a, b))
+    with pytest.raises(CourseError, match="ListGroups / PackedGroups"):  # nor one with scales the bf16 kernel
+        grouped.HOPPER.gemm(grouped.ScaledPackedGroups(a[0], b[0][None], a[0], b[0], torch.tensor([128])))
     with pytest.raises(ShapeError, match="shared memory"):  # kernel.plan(), as the dense launcher
         grouped.grouped_gemm(a, b, stages=30)
     quantized = grouped.quantize_blockscaled([torch.randn(128, 64)], [torch.randn(64, 64)], "nvfp4")
@@ -188,10 +192,24 @@ def test_grouped_compile_targets_share_one_signature():
     assert grouped.BLACKWELL.kernel(fmt="mxfp8", group_m=8).group_m == 8
 
 
+def test_every_entry_has_the_same_verbs():
+    """One verb per level, the same names at every entry: compile_target, gemm, launcher (checked)
+    and launch (a kernel object, no checks); each operand kind is a subclass of Entry."""
+    from cutecourse.kernels import mixed_input, operands, registry
+
+    entries = [registry.entry("persistent"), grouped.HOPPER, grouped.FP8, grouped.BLACKWELL, mixed_input.ENTRY]
+    assert isinstance(mixed_input.ENTRY, operands.DescribedEntry)
+    for entry in entries:
+        assert isinstance(entry, gemm_launch.Entry)
+        for verb in ("compile_target", "gemm", "launcher", "launch", "kernel", "fake_arguments"):
+            assert callable(getattr(entry, verb)), (entry, verb)
+    assert not hasattr(gemm_launch, "launcher")  # the compile-and-wrap step is the host layer's own
+
+
 def test_all_empty_groups_launch_nothing():
     kernel = grouped.HOPPER.kernel(sms=132)
     As, Bs = [torch.zeros(0, 64).half()] * 2, [torch.zeros(128, 64).half()] * 2
-    fn = grouped.HOPPER.launch_kernel(kernel, grouped.ListGroups(As, Bs, [torch.zeros(0, 128).half()] * 2))
+    fn = grouped.HOPPER.launch(kernel, grouped.ListGroups(As, Bs, [torch.zeros(0, 128).half()] * 2))
     assert isinstance(fn, gemm_launch.Launch) and fn.ctas == 0 and fn.trace is None
     assert fn.metadata.work_bound == 0 and fn() is None
 
@@ -228,7 +246,7 @@ def test_the_developing_guides_op_compiles_with_a_bf16_row_operand():
     op = developing_op()()
     assert described(op) == (Operand("scale", "bfloat16", "row"),)
     kernel = PersistentHopperGemm(epilogue_op=op)
-    r = compile_here(kernel, *gemm_launch.Entry.fake_arguments(kernel))
+    r = compile_here(kernel, *gemm_launch.Entry(type(kernel)).fake_arguments(kernel))
     assert r.ptx.count("ld.global.b16") >= 1 and r.ptx.count("cvt.f32.bf16") >= 1 and r.spill_bytes == 0
     # and its launcher wants M bf16 values
     a, c = torch.zeros(256, 64).half(), torch.zeros(256, 128).half()

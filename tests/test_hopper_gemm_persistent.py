@@ -263,7 +263,7 @@ def _compile_here(kernel, *extra):
     from cutecourse.inspect import compile_here
     from cutecourse.kernels import gemm_launch
 
-    return compile_here(kernel, *gemm_launch.Entry.fake_arguments(kernel, epilogue_args=extra))
+    return compile_here(kernel, *gemm_launch.Entry(type(kernel)).fake_arguments(kernel, epilogue_args=extra))
 
 
 def developing_scheduler():

@@ -85,7 +85,7 @@ def test_follows_any_scheduler_through_the_hooks():
     from cutecourse.kernels import gemm_launch, tile_scheduler
 
     kernel = hpp.PingPongHopperGemm(scheduler=tile_scheduler.DynamicScheduler)
-    r = compile_here(kernel, *gemm_launch.Entry.fake_arguments(kernel))
+    r = compile_here(kernel, *gemm_launch.Entry(type(kernel)).fake_arguments(kernel))
     assert r.ptx.count("atom.global.add.u32") == 2 and r.ptx.count("atom.global.exch.b32") == 2
     assert r.count("wgmma") == 8 and r.spill_bytes == 0
 

@@ -11,7 +11,7 @@ import torch
 
 import cutecourse
 from cutecourse.exercises import nb07_kernels
-from cutecourse.errors import AlignmentError, DTypeError, LayoutError, ShapeError
+from cutecourse.errors import AlignmentError, CourseError, DTypeError, LayoutError, ShapeError
 from cutecourse.inspect import compile_report
 from cutecourse.kernels import grouped
 from cutecourse.kernels import grouped_checks as checks
@@ -21,6 +21,7 @@ from cutecourse.models import blockwise_fp8 as fp8b
 from cutecourse.models import gemm_plan
 
 TARGET = "cutecourse.kernels.grouped_targets:hopper_fp8"
+TWO_PART = dict(parts=2, tile=[128, 128], cluster=[1, 1])  # the kernel notebook 07 teaches, one CTA
 
 
 def _quantized(sizes, seed=0):
@@ -72,15 +73,15 @@ def test_default_cluster_and_tile_order():
 
 
 def test_two_parts_need_the_128x128_tile():
-    with pytest.raises(ShapeError, match="parts=1"):
+    with pytest.raises(ShapeError, match="not one of this kernel's tiles"):  # the two-part class's own check
         grouped.fp8_kernel((128, 192), parts=2, sms=132)
-    with pytest.raises(ShapeError, match="parts=1"):
+    with pytest.raises(CourseError, match="parts=1"):
         grouped.fp8_kernel(parts=3, sms=132)
     with pytest.raises(ShapeError, match="tile"):
         grouped.fp8_kernel((256, 128), parts=1, sms=132)
-    # the launchers' default: one part at 128x256, turns passed when issued, scales a k-tile ahead
-    wide = grouped.fp8_kernel(sms=132)
-    assert type(wide) is OnePartBlockScaledGroupedHopperGemm and wide.tile_mn == (128, 256)
+    default, one = grouped.fp8_kernel(sms=132), OnePartBlockScaledGroupedHopperGemm  # the class's defaults
+    assert type(default) is one and (default.tile_mn, default.cluster_mn) == (one.TILE_MN, one.CLUSTER_MN)
+    wide = grouped.fp8_kernel((128, 256), sms=132)
     assert wide.WGMMA_N[256] == 128 and wide.part_n == 128 and wide.epi_stages == 4
     two = grouped.fp8_kernel(parts=2, sms=132)  # the kernel notebook 07 teaches
     assert type(two) is fp8.BlockScaledGroupedHopperGemm and two.tile_mn == (128, 128)
@@ -136,7 +137,7 @@ def test_the_dense_kernels_still_refuse_fp8():
 # -- what the compiler made -------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def report():
-    return compile_report(TARGET, arch="sm_90a")
+    return compile_report(TARGET, arch="sm_90a", **TWO_PART)
 
 
 #: The consumer's instructions that matter here, by class (everything else is address arithmetic).
@@ -202,15 +203,15 @@ def test_grouped_machinery_and_resources(report):
 
 def test_the_default_2x1_cluster_multicasts_b():
     # the launchers' default: two CTAs along M share each k-tile of B (one multicast load)
-    report = compile_report(TARGET, arch="sm_90a", cluster=list(fp8.CLUSTER))
+    report = compile_report(TARGET, arch="sm_90a", **{**TWO_PART, "cluster": list(fp8.CLUSTER)})
     assert fp8.CLUSTER == (2, 1)
     assert report.count(r"^cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global.*multicast") == 1
     assert report.spill_bytes == 0
 
 
 # -- the one-part variants (docs/grouped_fp8_speed.md) ------------------------------------------
-VARIANTS = {"1part": dict(parts=1), "128x192": dict(tile=[128, 192], parts=1),
-            "128x256": dict(tile=[128, 256], parts=1)}
+VARIANTS = {name: dict(tile=[128, n], parts=1, cluster=[1, 1]) for name, n in
+            (("1part", 128), ("128x192", 192), ("128x256", 256))}
 
 
 @pytest.fixture(scope="module")

@@ -55,7 +55,7 @@ class OverlappingMixedGemm(mi.HopperMixedGemm):
 
 
 #: compile_report's target for it: the host layer's entry, built on the subclass.
-overlapping_target = mi.Entry(OverlappingMixedGemm).compile_target
+overlapping_target = mi.DescribedEntry(OverlappingMixedGemm).compile_target
 
 
 def test_overlapping_conversion_with_wgmmas_makes_ptxas_serialize():
@@ -80,8 +80,9 @@ def test_entry_fakes_the_operands_the_kernel_describes():
     assert len(mi.compile_target(tile_m=16)[1]) == 5  # no split, no zeros: nothing after the stream
     with pytest.raises(CourseError, match="HopperMixedGemm"):
         mi.compile_target(split=True)  # the constructor's name is split_k
-    with pytest.raises(CourseError, match="does not take A, B, C"):  # the dense functions refuse it
-        mi.ENTRY.gemm(torch.zeros(8, 256, dtype=torch.bfloat16), torch.zeros(64, 256, dtype=torch.bfloat16))
+    for verb in (mi.ENTRY.gemm, mi.ENTRY.launcher):  # the dense verbs send the caller to mixed_input's
+        with pytest.raises(CourseError, match="mixed_input.launcher or mixed_input.mixed_mm"):
+            verb(torch.zeros(8, 256, dtype=torch.bfloat16), torch.zeros(64, 256, dtype=torch.bfloat16))
 
 
 # -- bad input -------------------------------------------------------------------------------------

@@ -161,3 +161,22 @@ def test_fingerprints_cover_every_registry_kernel_and_the_committed_file():
     committed = json.loads((ROOT / "tools" / "ptx_fingerprints.json").read_text())
     assert set(committed) == set(configs)  # a new configuration comes with its fingerprint
     assert not [n for n, h in committed.items() if h.startswith("error")]
+
+
+def test_fingerprints_follow_the_variant_tables_and_the_registry(monkeypatch):
+    """A new one-CTA mainloop or dense GEMM is fingerprinted without an edit of the tool."""
+    import importlib.util
+
+    from cutecourse.kernels import hopper_gemm, registry
+
+    spec = importlib.util.spec_from_file_location("ptx_fingerprints", ROOT / "tools" / "ptx_fingerprints.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    before = len(tool.configurations())
+    monkeypatch.setitem(hopper_gemm.DEMO_VARIANTS, "mine", hopper_gemm.HopperGemm)
+    monkeypatch.setitem(tool.DENSE, "mine", "cutecourse.kernels.my_gemm:compile_target")
+    configs = tool.configurations()
+    assert configs["one/mine/128x256/1x1"] == (tool.ONE, {"variant": "mine", "tile": [128, 256]})
+    assert configs["one/mine/128x128/2x1"][0] == tool.CLUSTER and "cluster/mine/128x256/2x2" not in configs
+    assert configs["mine/default"] == ("cutecourse.kernels.my_gemm:compile_target", {})
+    assert len(configs) == before + 6 + 1 and "mine" not in registry.DENSE  # 2 tiles x 3 clusters, defaults

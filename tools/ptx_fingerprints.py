@@ -13,6 +13,13 @@ class and module the kernel came from, not what it does. ``--explain`` (with ``-
 both runs' ``--keep`` directories) prints, for each configuration that differs, the instructions
 that differ once virtual register numbers are ignored: a renumbering is no change.
 
+The configurations come from the kernels' own tables: every dense GEMM of ``kernels/registry.py``
+(at least its defaults, ``NAME/default``, for one this file names no configurations of), every
+one-CTA mainloop of ``hopper_gemm.VARIANTS`` and ``DEMO_VARIANTS`` (on one CTA and on the 2x1
+and 1x2 clusters of ``hopper_gemm_cluster.CLUSTERS``; the teaching ``VARIANTS`` on every cluster
+shape too), the persistent kernels' ``CLUSTERS``, and the grouped and mixed-input GEMMs' compile
+targets. A new variant in one of those tables is fingerprinted without an edit here.
+
 Configurations named ``blackwell/...`` are compiled for sm_100a. The DSL reads its architecture
 once per process, so the tool compiles them in a child process of its own (``--arch sm_100a``).
 """
@@ -35,8 +42,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from cutecourse.kernels import registry  # noqa: E402  (the dense GEMMs by name)
 
+#: name -> compile target of every dense GEMM the registry lists
+DENSE = {name: registry.target(name) for name in registry.DENSE}
 ONE, CLUSTER, PERSISTENT, PINGPONG, STREAMK, DIRECT_STORE = (
-    registry.target(n) for n in ("one", "cluster", "persistent", "pingpong", "streamk", "directstore"))
+    DENSE[n] for n in ("one", "cluster", "persistent", "pingpong", "streamk", "directstore"))
 GROUPED = "cutecourse.kernels.grouped_targets:hopper"
 GROUPED_FP8 = "cutecourse.kernels.grouped_targets:hopper_fp8"
 BLACKWELL = "cutecourse.kernels.grouped_targets:blackwell"
@@ -51,11 +60,18 @@ def arch_of(name: str) -> str:
 
 def configurations() -> dict[str, tuple[str, dict]]:
     """name -> (compile target, its keyword arguments): every configuration the course builds."""
+    from cutecourse.kernels import hopper_gemm, hopper_gemm_cluster, hopper_gemm_persistent
+
+    # the one-CTA mainloops (the teaching ones and notebook 04's demonstrations), on one CTA and
+    # on the clusters along one dimension; the teaching ones also on every cluster shape below
+    mainloops, teaching = [*hopper_gemm.VARIANTS, *hopper_gemm.DEMO_VARIANTS], list(hopper_gemm.VARIANTS)
+    multicast = [c for c in hopper_gemm_cluster.CLUSTERS if c != (1, 1)]
+    lines = [c for c in multicast if 1 in c]  # 2x1, 1x2
     out = {}
-    for variant in ("naive", "prefetch", "compiler", "compiler_guarded", "compiler_overlap"):
+    for variant in mainloops:
         for tile in ((128, 128), (128, 256)):
             out[f"one/{variant}/{tile[0]}x{tile[1]}/1x1"] = (ONE, dict(variant=variant, tile=list(tile)))
-            for cluster in ((2, 1), (1, 2)):
+            for cluster in lines:
                 out[f"one/{variant}/{tile[0]}x{tile[1]}/{cluster[0]}x{cluster[1]}"] = (
                     CLUSTER, dict(variant=variant, tile=list(tile), cluster=list(cluster)))
     for p in (1, 2, 3):
@@ -63,15 +79,15 @@ def configurations() -> dict[str, tuple[str, dict]]:
     out["one/prefetch/128x128/1x1/S=3"] = (ONE, dict(tile=[128, 128], stages=3))
     out["one/prefetch/128x256/1x1/bf16"] = (ONE, dict(in_dtype="bfloat16", out_dtype="bfloat16"))
     out["one/prefetch/128x256/1x1/fp32out"] = (ONE, dict(out_dtype="float32"))
-    for variant in ("naive", "prefetch", "compiler"):
-        for cluster in ((2, 1), (1, 2), (2, 2)):
+    for variant in teaching:
+        for cluster in multicast:
             out[f"cluster/{variant}/128x256/{cluster[0]}x{cluster[1]}"] = (
                 CLUSTER, dict(variant=variant, cluster=list(cluster)))
     out["cluster/prefetch/128x128/2x1"] = (CLUSTER, dict(tile=[128, 128], cluster=[2, 1]))
     for hints in ("a_first", "b_first"):
         out[f"cluster/prefetch/128x256/2x1/{hints}"] = (CLUSTER, dict(cluster=[2, 1], l2_hints=hints))
     for tile in ((128, 128), (128, 256)):
-        for cluster in ((1, 1), (2, 1), (1, 2)):
+        for cluster in hopper_gemm_persistent.CLUSTERS:
             out[f"persistent/static/{tile[0]}x{tile[1]}/{cluster[0]}x{cluster[1]}"] = (
                 PERSISTENT, dict(tile=list(tile), cluster=list(cluster)))
         out[f"persistent/dynamic/{tile[0]}x{tile[1]}/1x1"] = (
@@ -92,15 +108,17 @@ def configurations() -> dict[str, tuple[str, dict]]:
     out["pingpong/64x256/1x1/dynamic"] = (PINGPONG, dict(scheduler="dynamic"))
     for cluster in ((1, 1), (2, 1)):
         out[f"pingpong/64x256/{cluster[0]}x{cluster[1]}"] = (PINGPONG, dict(cluster=list(cluster)))
-        out[f"grouped/fp8/128x128/{cluster[0]}x{cluster[1]}"] = (GROUPED_FP8, dict(cluster=list(cluster)))
+        # the two-part kernel notebook 07 teaches
+        out[f"grouped/fp8/128x128/{cluster[0]}x{cluster[1]}"] = (
+            GROUPED_FP8, dict(tile=[128, 128], cluster=list(cluster), parts=2))
     # the FP8 kernel's one-part variants: 128x128, and the wider tiles one part allows
-    out["grouped/fp8/128x128/2x1/1part"] = (GROUPED_FP8, dict(cluster=[2, 1], parts=1))
+    out["grouped/fp8/128x128/2x1/1part"] = (GROUPED_FP8, dict(tile=[128, 128], cluster=[2, 1], parts=1))
     for tile in ((128, 192), (128, 256)):
         for cluster in ((1, 1), (2, 1)):
             out[f"grouped/fp8/{tile[0]}x{tile[1]}/{cluster[0]}x{cluster[1]}"] = (
                 GROUPED_FP8, dict(tile=list(tile), cluster=list(cluster), parts=1))
     for tile in ((128, 128), (128, 256)):
-        for cluster in ((1, 1), (2, 1), (1, 2)):
+        for cluster in hopper_gemm_persistent.CLUSTERS:
             out[f"grouped/{tile[0]}x{tile[1]}/{cluster[0]}x{cluster[1]}"] = (
                 GROUPED, dict(tile=list(tile), cluster=list(cluster)))
     out["grouped/128x256/1x1/bf16"] = (GROUPED, dict(in_dtype="bfloat16", out_dtype="bfloat16"))
@@ -116,6 +134,10 @@ def configurations() -> dict[str, tuple[str, dict]]:
             out[f"mixed/{tile_m}/wg{wg}"] = (MIXED, dict(tile_m=tile_m, warpgroups=wg))
     out["mixed/8/wg2/split"] = (MIXED, dict(tile_m=8, warpgroups=2, split_k=True))
     out["mixed/16/wg1/g64/zp"] = (MIXED, dict(tile_m=16, group_size=64, zero_point=True))
+    # a dense GEMM of the registry this file names no configuration of: its defaults
+    for name, target in DENSE.items():
+        if not any(t == target for t, _ in out.values()):
+            out[f"{name}/default"] = (target, {})
     return out
 
 

@@ -144,8 +144,7 @@ def launches(cls, kwargs, m, n, k, splits, x, copies, stream):
                 buffers = dict(partials=torch.empty(p.splits, m, n, dtype=torch.float32, device="cuda"),
                                counters=torch.zeros(p.ctas, dtype=torch.int32, device="cuda"))
             tensors = dict(x=x, packed=packed, scales=scales, y=y, **buffers, zeros=None)
-            fns.append(mixed_input.ENTRY.launch_described(kernel, tensors, y=y, plan=p, stages=kernel.stages,
-                                                          **buffers))
+            fns.append(mixed_input.ENTRY.launch(kernel, tensors, y=y, plan=p, stages=kernel.stages, **buffers))
             ys.append(y)
     return p, fns, ys
 

@@ -80,12 +80,10 @@ def main() -> None:
 
 
 def _launch(kernel, a, b, c):
-    """``gemm_launch``'s launcher for ``kernel``, its scratch tensors allocated where it has any."""
+    """The host layer's launch of a kernel object (the learner's), its scratch tensors allocated."""
     from ..kernels import gemm_launch
 
-    if hasattr(kernel, "scratch") and hasattr(gemm_launch, "Entry"):
-        return gemm_launch.Entry.launch_kernel(kernel, a, b, c)
-    return gemm_launch.launcher(kernel, a, b, c)
+    return gemm_launch.Entry(type(kernel)).launch(kernel, a, b, c)
 
 
 def gemm_runner(kernel, baseline=None, m: int = 2048, n: int = 2048, k: int = 4096,

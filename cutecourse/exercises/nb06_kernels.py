@@ -29,7 +29,7 @@ def fused_args(kernel):
     from ..kernels import gemm_launch
 
     bias = make_fake_tensor(cutlass.Float32, (cute.sym_int(symbol="N"),), (1,), assumed_align=4)
-    return gemm_launch.Entry.fake_arguments(kernel, epilogue_args=(bias,))
+    return gemm_launch.Entry(type(kernel)).fake_arguments(kernel, epilogue_args=(bias,))
 
 
 #: The CPU model of an op's ``apply`` and of a ``tile_of`` (Python numbers for the DSL's).
@@ -146,7 +146,7 @@ def fused_runner(kernel, baseline=None, m: int = 4096, n: int = 4096, k: int = 1
     ref = torch.relu(a.float() @ b.float().T + bias)
     c = torch.empty(m, n, device="cuda", dtype=torch.float16)
     # the kernel's scratch (the scheduler's counters) allocated, the bias passed after the stream
-    fused = gemm_launch.Entry.launch_kernel(kernel, a, b, c, epilogue_args=(bias,))
+    fused = gemm_launch.Entry(type(kernel)).launch(kernel, a, b, c, epilogue_args=(bias,))
     try:
         mine = bench.checked_case("fused", fused, c, ref, max_rel_err=5e-3)
     except AssertionError:
@@ -157,7 +157,7 @@ def fused_runner(kernel, baseline=None, m: int = 4096, n: int = 4096, k: int = 1
     out = {"ok": True, "message": f"relu(A @ B.T + bias) matches torch for {m}x{n}x{k} fp16"}
     if baseline is not None:
         c2 = torch.empty_like(c)
-        plain = gemm_launch.Entry.launch_kernel(baseline, a, b, c2)
+        plain = gemm_launch.Entry(type(baseline)).launch(baseline, a, b, c2)
 
         def unfused():
             plain()
@@ -248,7 +248,7 @@ def persistent_runner(kernel, baseline=None, m: int = 8192, n: int = 8192, k: in
             continue
         c = torch.empty(m, n, device="cuda", dtype=torch.float16)
         try:
-            cases.append(bench.checked_case(name, gemm_launch.Entry.launch_kernel(kern, a, b, c), c, ref,
+            cases.append(bench.checked_case(name, gemm_launch.Entry(type(kern)).launch(kern, a, b, c), c, ref,
                                             max_rel_err=5e-3))
         except AssertionError as exc:
             return {"ok": False, "message": f"{name}: wrong result ({exc})"}
@@ -379,4 +379,4 @@ def persistent_args(kernel):
     """Compile arguments of a dense persistent GEMM: fake A, B, C, the counters, a stream."""
     from ..kernels import gemm_launch
 
-    return gemm_launch.Entry.fake_arguments(kernel)
+    return gemm_launch.Entry(type(kernel)).fake_arguments(kernel)

@@ -50,7 +50,7 @@ def search_runner(kernel, baseline=None) -> dict:
 
     def launch(k):
         c = torch.full((a.shape[0], N), float("nan"), device="cuda", dtype=torch.bfloat16)
-        fn = grouped.HOPPER.launch_kernel(k, grouped.PackedGroups(a, w.transpose(-2, -1), offs, c))
+        fn = grouped.HOPPER.launch(k, grouped.PackedGroups(a, w.transpose(-2, -1), offs, c))
         fn()
         torch.cuda.synchronize()
         return fn, c
@@ -93,7 +93,7 @@ def fp8_runner(kernel, baseline=None) -> dict:
 
     def launch(k):
         Cs = [torch.full((a.shape[0], N), float("nan"), device="cuda", dtype=torch.bfloat16) for a in qA]
-        fn = grouped.FP8.launch_kernel(k, grouped.ListGroups(qA, qW, Cs, scales=(sas, SW)))
+        fn = grouped.FP8.launch(k, grouped.ScaledListGroups(qA, qW, sas, SW, Cs))
         fn()
         torch.cuda.synchronize()
         return fn, Cs

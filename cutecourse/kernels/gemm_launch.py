@@ -6,29 +6,44 @@ The dense GEMMs take the same operands, ``C = A @ B.T`` with A (M, K) and B (N, 
 * :func:`check_operands` refuses what the kernels cannot take (wrong dtype or dimensions,
   mismatched K, not K-major, rows TMA cannot address, tensors on different devices), saying why
   and what to do, on any machine: the checks run before anything touches a GPU;
-* :class:`Entry` turns a kernel class into its torch-facing functions: ``compile_target`` (fake,
-  symbolic-size operands for ``cutecourse.inspect``, no GPU), ``launcher`` (checked once,
-  compiled once, a zero-overhead :class:`Launch`) and ``gemm`` (allocate C, launch once). A
-  kernel class provides ``plan(in_dtype, out_dtype)`` (its smem plan: clear errors before any
-  tracing), ``IN_DTYPES`` and ``scratch()`` (the tensors it needs besides A, B, C);
+* :class:`Entry` turns a kernel class into its torch-facing functions, one verb per level:
+  ``compile_target`` (fake, symbolic-size operands for ``cutecourse.inspect``, no GPU),
+  ``gemm`` (check, allocate C, launch once: C), ``launcher`` (check and compile once: a
+  zero-overhead :class:`Launch`) and, for a kernel object already built, ``launch`` (no
+  checks: a :class:`Launch`). A kernel class provides ``plan(in_dtype, out_dtype)`` (its smem
+  plan: clear errors before any tracing; every entry calls it), ``IN_DTYPES`` and ``scratch()``
+  (the tensors it needs besides A, B, C: :class:`Scratch`);
 * :func:`compile_once` compiles a kernel once per configuration (its class and constructor
   arguments, ``configured.py``; M, N and K are run-time values, so a new shape reuses it).
 
-A kernel with other operands (the mixed-input GEMM) describes them in ``operands()``, and
-:class:`Entry` fakes them and launches on them from that (``operands.py``). The grouped GEMMs'
-``grouped_launch.GroupedEntry`` is an :class:`Entry` whose operands are a batch of groups.
+Two subclasses of :class:`Entry` take other operands, with the same verbs:
+``grouped_launch.GroupedEntry`` (a batch of groups) and ``operands.DescribedEntry`` (a kernel
+that describes its own operands in ``operands()``: the mixed-input GEMM).
 ``kernels/registry.py`` lists the dense kernels' entries by name.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..errors import AlignmentError, CourseError, DeviceError, DTypeError, LayoutError, ShapeError
 from ..models.gemm_plan import BYTES, FP8_DTYPES, IN_DTYPES, check_dtype_names
 from ..tensors import dtype_name
-from . import operands
-from .operands import Scratch  # noqa: F401  (the kernels' scratch tensors, gemm_launch.Scratch)
 
 _COMPILED: dict = {}
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """A tensor a kernel needs besides A, B and C, passed after C (e.g. the dynamic scheduler's
+    ticket counters): ``size`` elements of ``dtype`` (a torch dtype name), ``align`` bytes;
+    ``zero``: it must be zero before the first launch (and the kernel leaves it so)."""
+
+    name: str
+    dtype: str
+    size: int
+    align: int
+    zero: bool = True
 
 
 def check_operands(a, b, out_dtype=None, c=None, in_dtypes=None) -> tuple[str, str]:
@@ -146,8 +161,9 @@ class Launch:
         return cls(lambda: None, (), trace=None, ctas=0, metadata=metadata)
 
 
-def launcher(kernel, *templates, extra=(), scalars=(), tail=(), arch: str = "sm_90a", keep=(), **attrs):
-    """Compile ``kernel`` for these operands once (:func:`compile_once`) and return a
+def _launch_compiled(kernel, *templates, extra=(), scalars=(), tail=(), arch: str = "sm_90a", keep=(),
+                     **attrs):
+    """The host layer's last step (an entry's ``launch`` calls it): compile ``kernel`` for these operands once (:func:`compile_once`) and return a
     :class:`Launch` running it on the current stream with no further checks.
 
     ``templates``: A, B, C (row-major, 16-byte aligned; a grouped kernel builds its tensor maps
@@ -188,7 +204,10 @@ class Entry:
     by its arguments: the cluster GEMM's 1x1, the FP8 grouped GEMM's parts). Keyword arguments of
     every function: the constructor's, with ``tile`` / ``cluster`` for ``tile_mn`` /
     ``cluster_mn``, a scheduler by name (``tile_scheduler.SCHEDULERS``) and an epilogue op by
-    name (:func:`named_epilogue_op`); ``defaults``: this entry's own defaults."""
+    name (:func:`named_epilogue_op`); ``defaults``: this entry's own defaults.
+
+    Which verb: C from torch tensors, ``gemm``; the same launch many times (a benchmark, a CUDA
+    graph), ``launcher``; a kernel object you built yourself (an exercise's), ``launch``."""
 
     def __init__(self, build, arch: str = "sm_90a", **defaults):
         import inspect
@@ -212,7 +231,8 @@ class Entry:
             del kw["sms"]
         if isinstance(kw.get("scheduler"), str):
             if kw["scheduler"] not in SCHEDULERS:
-                raise ValueError(f"scheduler must be one of {list(SCHEDULERS)}, not {kw['scheduler']!r}")
+                raise CourseError(f"scheduler={kw['scheduler']!r} is not a scheduler of this course",
+                                  f"pass one of {list(SCHEDULERS)}, or a StaticScheduler subclass")
             kw["scheduler"] = SCHEDULERS[kw["scheduler"]]
         if "epilogue_op" in kw:
             kw["epilogue_op"] = named_epilogue_op(kw["epilogue_op"])
@@ -236,20 +256,14 @@ class Entry:
         """(kernel, fake arguments) for ``cutecourse.inspect.compile_report``: symbolic sizes.
         ``epilogue_op`` may be a class name of ``epilogue_op.py`` (JSON-able), e.g. "AddBias"."""
         kernel = self.kernel(**params)
-        if callable(getattr(kernel, "plan", None)):
-            kernel.plan(in_dtype, out_dtype)  # clear errors before tracing
+        kernel.plan(in_dtype, out_dtype)  # clear errors before tracing
         return kernel, self.fake_arguments(kernel, in_dtype, out_dtype)
 
-    @staticmethod
-    def fake_arguments(kernel, in_dtype: str = "float16", out_dtype: str = "float16", epilogue_args=None):
+    def fake_arguments(self, kernel, in_dtype: str = "float16", out_dtype: str = "float16", epilogue_args=None):
         """A dense kernel's arguments for compiling without a GPU: fake A, B, C, its scratch
         tensors, a stream, and ``epilogue_args`` (default: fakes of its epilogue op's operands)."""
         import cuda.bindings.driver as cuda
 
-        if hasattr(kernel, "operands"):  # the kernel describes its own operands
-            sizes: dict = {}
-            before, after = kernel.operands()
-            return (*operands.fake_tensors(before, sizes), cuda.CUstream(0), *operands.fake_tensors(after, sizes))
         tail = fake_epilogue_operands(getattr(kernel, "epilogue_op", None)) if epilogue_args is None else epilogue_args
         return (*fake_operands(in_dtype, out_dtype), *fake_scratch(kernel), cuda.CUstream(0), *tail)
 
@@ -282,29 +296,19 @@ class Entry:
         check_epilogue_args(kernel.epilogue_op, epilogue_args, a.device, a.shape[0], b.shape[0])
         if self.takes_sms and params.get("sms") is None:
             kernel = self.kernel(**self.on_gpu(params))
-        return self.launch_kernel(kernel, a, b, c, epilogue_args)
+        return self.launch(kernel, a, b, c, epilogue_args)
 
-    @staticmethod
-    def launch_kernel(kernel, a, b, c, epilogue_args=()):
-        """:func:`launcher` with the kernel's scratch tensors allocated (zeroed where they must be)."""
+    def launch(self, kernel, a, b, c, epilogue_args=()):
+        """A :class:`Launch` of a kernel object on A, B, C, with no checks: compiled once, its
+        scratch tensors allocated (zeroed where they must be). For a kernel you built yourself:
+        ``Entry(type(kernel)).launch(kernel, a, b, c)``; ``launcher`` checks first."""
         import torch
 
         scratch = {s.name: (torch.zeros if s.zero else torch.empty)(s.size, dtype=getattr(torch, s.dtype),
                                                                     device=a.device)
                    for s in kernel.scratch()}
-        return launcher(kernel, a, b, c, extra=[(scratch[s.name], s.align) for s in kernel.scratch()],
-                        tail=epilogue_tail(kernel, epilogue_args), **scratch)
-
-
-    def launch_described(self, kernel, tensors: dict, **attrs):
-        """Compile once and return a :class:`Launch` of a kernel that describes its operands, on
-        ``tensors`` (name -> checked torch tensor, ``operands.arguments``)."""
-        from ..modes import require_gpu
-
-        require_gpu(self.arch)
-        args = operands.arguments(kernel, tensors)
-        compiled = compile_once(kernel, args, key=tuple(t.dtype for t in tensors.values() if t is not None))
-        return Launch(compiled, args, keep=list(tensors.values()), **attrs)
+        return _launch_compiled(kernel, a, b, c, extra=[(scratch[s.name], s.align) for s in kernel.scratch()],
+                                tail=epilogue_tail(kernel, epilogue_args), arch=self.arch, **scratch)
 
 
 def named_epilogue_op(name):
@@ -337,12 +341,7 @@ def fake_epilogue_operands(op) -> tuple:
 
 
 def dense_dtypes(kernel):
-    """The torch input dtypes of a kernel that takes A, B, C; a CourseError for one that
-    describes other operands (its module's own functions check those in its terms)."""
-    if hasattr(kernel, "operands"):
-        raise CourseError(f"{type(kernel).__name__} does not take A, B, C: its operands are "
-                          f"{[t.name for part in kernel.operands() for t in part]}",
-                          "use the torch-facing functions of the module that defines its ENTRY")
+    """The torch input dtypes of a kernel that takes A, B, C."""
     return torch_dtypes(kernel.IN_DTYPES)
 
 

@@ -16,25 +16,27 @@ says the format, and the format the architecture: no suffix and ``_fp8`` run on 
 ==========================================  =====================================================
 
 Under them, for benchmarks and tests: launchers (``launcher``, ``packed_launcher``,
-``launcher_fp8``, ``packed_launcher_fp8``, ``launcher_blockscaled``: checked and compiled once,
-``fn()`` launches). Each is one line: a form of groups (``grouped_launch.py``: ``ListGroups``,
-``PackedGroups``, ``QuantizedGroups``) handed to one of three entries, ``HOPPER``, ``FP8`` and
-``BLACKWELL`` (``grouped_launch.GroupedEntry``, the dense GEMMs' ``gemm_launch.Entry`` for groups:
-kernel keywords, ``epilogue_op=`` with ``epilogue_args=``, compile targets). The compile targets
-that ``cutecourse.inspect`` compiles without a GPU are ``grouped_targets.py``; the input checks
-``grouped_checks.py``.
+``launcher_fp8``, ``launcher_blockscaled``: checked and compiled once, ``fn()`` launches). Each
+is one line: a form of groups (``grouped_launch.py``: ``ListGroups``, ``PackedGroups``, their
+FP8 subclasses ``ScaledListGroups`` and ``ScaledPackedGroups``, ``QuantizedGroups``) handed to
+one of three entries, ``HOPPER``, ``FP8`` and ``BLACKWELL`` (``grouped_launch.GroupedEntry``,
+the dense GEMMs' ``gemm_launch.Entry`` for groups, with the same verbs: ``gemm``, ``launcher``,
+``launch`` for a kernel object, ``compile_target``; kernel keywords, ``epilogue_op=`` with
+``epilogue_args=``). The compile targets that ``cutecourse.inspect`` compiles without a GPU are
+the entries' (``grouped_targets.py`` names them); the input checks are ``grouped_checks.py``.
 """
 
 from __future__ import annotations
 
-from ..errors import ShapeError
+from ..errors import CourseError, ShapeError
 from ..models import block_scaling
 from ..models import blockwise_fp8
 from ..models.blackwell_plan import check_format
 from . import grouped_checks as checks
 from .blackwell_grouped_gemm import BlackwellGroupedBlockScaledGemm
+from .grouped_fakes import fake_blockscaled_operands
 from .grouped_launch import (GroupForm, GroupedEntry, ListGroups, Metadata, PackedGroups,  # noqa: F401
-                             QuantizedGroups, fake_blockscaled_operands, list_metadata, packed_metadata)
+                             QuantizedGroups, ScaledListGroups, ScaledPackedGroups, list_metadata, packed_metadata)
 from .hopper_grouped_gemm import GroupedHopperGemm
 from .hopper_grouped_gemm_fp8 import BLOCK, CLUSTER, BlockScaledGroupedHopperGemm
 from .hopper_grouped_gemm_fp8_onepart import OnePartBlockScaledGroupedHopperGemm
@@ -42,23 +44,21 @@ from .hopper_grouped_gemm_fp8_onepart import OnePartBlockScaledGroupedHopperGemm
 QuantizedGroup = checks.QuantizedGroup
 
 
-def fp8_kernel(tile=None, cluster=CLUSTER, parts: int = 1, sms: int = 132, **config):
-    """The FP8 kernel of a configuration, what ``launcher_fp8`` and ``packed_launcher_fp8``
-    launch. ``parts=1`` (default): one k-tile's product in flight per warpgroup
-    (``OnePartBlockScaledGroupedHopperGemm``: 128x128, 128x192 or 128x256 tiles; it passes the
-    turn to issue on when its wgmmas are issued, and loads its scales a k-tile ahead); ``parts=2``:
-    two (``BlockScaledGroupedHopperGemm``, 128x128 tiles only: the kernel notebook 07 teaches).
-    ``tile`` by default 128x256 for one part, 128x128 for two; ``sms``: the CTAs (the launchers
-    pass the GPU's); ``config``: more of the kernel's keywords (stages, group_m, epilogue_op). The default, one part at 128x256, ran 1.10-1.13x the
-    two-part kernel on an H100 on DeepGEMM's shapes, the down projection and the fine-grained MoE
-    (``docs/grouped_measured.md``, "DeepGEMM on the same H100")."""
-    tile = tuple(tile or ((128, 256) if parts == 1 else (128, 128)))
-    if parts not in (1, 2) or (parts == 2 and tile != (128, 128)):
-        raise ShapeError(f"parts={parts} with a {tile[0]}x{tile[1]} tile: two parts hold two k-tiles' "
-                         f"products next to the fp32 sum (3 x {tile[1] // 2} registers per thread); only "
-                         "128x128 leaves room for that", "use parts=1 for the wider tiles, or tile (128, 128)")
-    kernel = OnePartBlockScaledGroupedHopperGemm if parts == 1 else BlockScaledGroupedHopperGemm
-    return kernel(tile, cluster_mn=tuple(cluster), sms=sms, **config)
+def fp8_kernel(tile=None, cluster=None, parts: int = 1, sms: int | None = None, **config):
+    """The FP8 kernel of a configuration, what the ``FP8`` entry builds. ``parts=1`` (default):
+    one k-tile's product in flight per warpgroup (``OnePartBlockScaledGroupedHopperGemm``:
+    128x128, 128x192 or 128x256 tiles; it passes the turn to issue on when its wgmmas are issued,
+    and loads its scales a k-tile ahead); ``parts=2``: two (``BlockScaledGroupedHopperGemm``,
+    128x128 tiles only: the kernel notebook 07 teaches). ``tile``, ``cluster`` and ``config``
+    (stages, group_m, epilogue_op), ``sms`` (the launchers pass the GPU's): the kernel's
+    keywords; one left out is the class's
+    default (its ``TILE_MN``, ``CLUSTER_MN`` ...: the one place they are set)."""
+    if parts not in (1, 2):
+        raise CourseError(f"parts={parts!r}: the FP8 kernel holds one k-tile's product in flight, or two",
+                          "pass parts=1 (the default) or parts=2")
+    cls = OnePartBlockScaledGroupedHopperGemm if parts == 1 else BlockScaledGroupedHopperGemm
+    given = {"cluster_mn": cluster, "sms": sms}  # None: the class's default (it checks the tile too)
+    return cls(None if tile is None else tuple(tile), **{k: v for k, v in given.items() if v is not None}, **config)
 
 
 #: Fewer rows than this per group on average, and the FP8 launchers take 1x1 clusters instead of
@@ -132,24 +132,19 @@ def grouped_gemm_fp8(As, Bs, SAs, SBs, out_dtype=None, epilogue_args=(), **confi
     ``config``: ``fp8_kernel``'s keywords; the cluster by default from the groups' mean height
     (``fp8_cluster``).
     """
-    return FP8.gemm(ListGroups(As, Bs, scales=(SAs, SBs)), out_dtype, epilogue_args, **config)
+    return FP8.gemm(ScaledListGroups(As, Bs, SAs, SBs), out_dtype, epilogue_args, **config)
 
 
 def launcher_fp8(As, Bs, SAs, SBs, Cs, epilogue_args=(), **config):
     """Validated, compiled launch: ``fn()`` writes group g's scaled product into ``Cs[g]``."""
-    return FP8.launcher(ListGroups(As, Bs, Cs, scales=(SAs, SBs)), epilogue_args, **config)
+    return FP8.launcher(ScaledListGroups(As, Bs, SAs, SBs, Cs), epilogue_args, **config)
 
 
 def grouped_mm_fp8(a, b, sa, sb, offs, out_dtype=None, epilogue_args=(), **config):
     """The packed MoE form: a (sum M, K) e4m3 with sa (sum M, K/128), b (G, K, N) = the transpose
     of e4m3 weights w (G, N, K) with sb (G, N/128, K/128), offs the int32 cumulative row ends.
     Row block g of the result is (a_g * sa_g) @ (w_g * sb_g).T, in bf16 by default."""
-    return FP8.gemm(PackedGroups(a, b, offs, scales=(sa, sb)), out_dtype, epilogue_args, **config)
-
-
-def packed_launcher_fp8(a, b, sa, sb, offs, c, epilogue_args=(), **config):
-    """Launch for the packed form: ``fn()`` writes group g's scaled product into c[rows_g]."""
-    return FP8.launcher(PackedGroups(a, b, offs, c, scales=(sa, sb)), epilogue_args, **config)
+    return FP8.gemm(ScaledPackedGroups(a, b, sa, sb, offs), out_dtype, epilogue_args, **config)
 
 
 # -- Blackwell, NVFP4 / MXFP8 ---------------------------------------------------------------------

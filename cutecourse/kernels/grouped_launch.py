@@ -7,16 +7,17 @@ maps, a trace and a bound on the work items. What changes from one grouped launc
 *form* in which the caller holds its groups (:class:`GroupForm`); a form checks its tensors, allocates its outputs and
 builds the metadata: :class:`ListGroups` (lists As, Bs, Cs: :func:`list_metadata` from host
 sizes), :class:`PackedGroups` (``torch._grouped_mm``'s packed MoE form: :func:`packed_metadata`,
-on the GPU from ``offs``, no host sync), :class:`QuantizedGroups` (the Blackwell kernel's). The
-FP8 kernel's block scales (``scales=``) are two more columns. Compiled once per configuration: G
-and every size are run-time values. The torch-facing functions are in ``grouped.py``.
+on the GPU from ``offs``, no host sync), their FP8 subclasses :class:`ScaledListGroups` and
+:class:`ScaledPackedGroups` (the block scales: two more columns), :class:`QuantizedGroups` (the
+Blackwell kernel's). A new form is a subclass of :class:`GroupForm`. Compiled once per
+configuration: G and every size are run-time values. The torch-facing functions are in ``grouped.py``.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..errors import DTypeError
+from ..errors import CourseError, DTypeError
 from ..tensors import dtype_name
 from . import gemm_launch
 from . import grouped_checks as checks
@@ -81,9 +82,11 @@ class GroupForm:
     """What :class:`GroupedEntry` asks of a form of groups, in the order it asks: ``params`` (the
     kernel keywords the groups fix), ``check`` (then ``device`` and ``dtype``, the inputs' torch
     dtype, are set), ``allocate`` (the outputs, for ``gemm``; then ``empty`` says whether there is
-    nothing to launch), ``rows``, ``extent``, ``out_dtype`` and ``metadata``."""
+    nothing to launch), ``rows``, ``extent``, ``out_dtype`` and ``metadata``. ``COLUMNS``: the
+    operands its metadata has per group, which must be the entry's."""
 
     empty = False  # nothing to launch (set when the outputs are allocated)
+    COLUMNS = 3  # A, B, C
 
     def params(self) -> dict:
         """The kernel keywords the groups themselves fix (none, unless a form says otherwise)."""
@@ -116,11 +119,12 @@ class GroupForm:
 
 
 class ListGroups(GroupForm):
-    """As[g] (M_g, K_g), Bs[g] (N_g, K_g), Cs[g] (M_g, N_g) (None: :meth:`allocate` makes them);
-    ``scales``: the FP8 kernel's (SAs, SBs), sa[g] (M_g, K_g/128), sb[g] (N_g/128, K_g/128)."""
+    """As[g] (M_g, K_g), Bs[g] (N_g, K_g), Cs[g] (M_g, N_g) (None: :meth:`allocate` makes them)."""
 
-    def __init__(self, As, Bs, Cs=None, scales=None):
-        self.As, self.Bs, self.Cs, self.scales = As, Bs, Cs, scales
+    scales = None  # the scaled subclass's (SAs, SBs)
+
+    def __init__(self, As, Bs, Cs=None):
+        self.As, self.Bs, self.Cs = As, Bs, Cs
 
     def check(self, in_dtypes, out_dtype=None, outputs=False):
         """The inputs (the dense GEMM's checks per group), and with ``outputs`` the Cs too."""
@@ -164,13 +168,25 @@ class ListGroups(GroupForm):
         return meta, (self.As[live], self.Bs[live], self.Cs[live]), columns[3:]
 
 
+class ScaledListGroups(ListGroups):
+    """The FP8 kernel's list form: ``ListGroups`` with block scales SAs[g] (M_g, K_g/128) and
+    SBs[g] (N_g/128, K_g/128), fp32 (two more metadata columns)."""
+
+    COLUMNS = 5  # A, B, C, SFA, SFB
+
+    def __init__(self, As, Bs, SAs, SBs, Cs=None):
+        super().__init__(As, Bs, Cs)
+        self.scales = (SAs, SBs)
+
+
 class PackedGroups(GroupForm):
     """``torch._grouped_mm``'s 2d x 3d form: a (sum M, K), b (G, K, N) (the transpose of K-major
-    weights (G, N, K)), ``offs`` the int32 cumulative row ends, c (sum M, N); ``scales``: the FP8
-    kernel's sa (sum M, K/128) and sb (G, N/128, K/128)."""
+    weights (G, N, K)), ``offs`` the int32 cumulative row ends, c (sum M, N)."""
 
-    def __init__(self, a, b, offs, c=None, scales=None):
-        self.a, self.b, self.offs, self.c, self.scales = a, b, offs, c, scales
+    scales = None  # the scaled subclass's (sa, sb)
+
+    def __init__(self, a, b, offs, c=None):
+        self.a, self.b, self.offs, self.c = a, b, offs, c
 
     def check(self, in_dtypes, out_dtype=None, outputs=False):
         in_dtypes = gemm_launch.torch_dtypes(in_dtypes)
@@ -207,9 +223,22 @@ class PackedGroups(GroupForm):
         return meta, (self.a, self.b[0].transpose(0, 1), self.c), scales or ()
 
 
+class ScaledPackedGroups(PackedGroups):
+    """The FP8 kernel's packed form: ``PackedGroups`` with block scales sa (sum M, K/128) and
+    sb (G, N/128, K/128), fp32 (two more metadata columns)."""
+
+    COLUMNS = 5  # A, B, C, SFA, SFB
+
+    def __init__(self, a, b, sa, sb, offs, c=None):
+        super().__init__(a, b, offs, c)
+        self.scales = (sa, sb)
+
+
 class QuantizedGroups(GroupForm):
     """The Blackwell kernel's groups: a list of ``grouped_checks.QuantizedGroup`` (data,
     interleaved scale factors and C of each group: the outputs come with the groups)."""
+
+    COLUMNS = 5  # A, B, C, SFA, SFB
 
     def __init__(self, groups, fmt: str = "nvfp4"):
         self.groups, self.fmt = groups, fmt
@@ -253,8 +282,10 @@ class QuantizedGroups(GroupForm):
 
 # -- the entry ---------------------------------------------------------------------------------------
 class GroupedEntry(gemm_launch.Entry):
-    """``gemm_launch.Entry`` for a batch of groups in any form (:class:`GroupForm`): ``columns``,
-    the metadata's operands (3: A, B, C; 5 with the scales); ``out_dtype``: C's default (None:
+    """``gemm_launch.Entry`` for a batch of groups in any form (:class:`GroupForm`), with its verbs
+    (``gemm``, ``launcher``, ``launch``, ``compile_target``) taking ``groups`` where the dense
+    entry takes A, B, C. ``columns``: the metadata's operands (3: A, B, C; 5 with scales: a form
+    with that many ``COLUMNS``); ``out_dtype``: C's default (None:
     the inputs'); ``choose``: the launcher defaults the checked groups decide (a function of the
     form, e.g. the FP8 cluster); ``templates``: fakes of the tensor maps' templates. The inputs
     it takes are the kernel's ``IN_DTYPES``."""
@@ -269,6 +300,7 @@ class GroupedEntry(gemm_launch.Entry):
     def launcher(self, groups, epilogue_args=(), **params):
         """Check ``groups`` with their outputs (any machine), compile once: a ``gemm_launch.Launch``
         (``fn.trace`` (CTAs, 2): each CTA's work items and groups entered; ``fn.ctas``: the grid)."""
+        self._check_form(groups)
         groups.check(self._in_dtypes(groups, params), outputs=True)
         return self._launch(groups, epilogue_args, params)
 
@@ -276,12 +308,22 @@ class GroupedEntry(gemm_launch.Entry):
         """Check the inputs, allocate the outputs (``out_dtype``), launch once; return them."""
         import torch
 
+        self._check_form(groups)
         out_dtype = out_dtype or (getattr(torch, self.out_dtype) if self.out_dtype else None)
         groups.check(self._in_dtypes(groups, params), out_dtype)
         out = groups.allocate(out_dtype or groups.dtype)
         if not groups.empty:
             self._launch(groups, epilogue_args, params)()
         return out
+
+    def _check_form(self, groups):
+        """A form of groups whose metadata this entry's kernel reads (A, B, C; or with scales)."""
+        if not isinstance(groups, GroupForm) or groups.COLUMNS != self.columns:
+            what = getattr(groups, "COLUMNS", None)
+            raise CourseError(f"{type(groups).__name__} groups ({what} operands per group) do not fit "
+                              f"{getattr(self.build, '__name__', 'this kernel')}, which reads {self.columns}",
+                              "FP8: ScaledListGroups / ScaledPackedGroups; fp16/bf16: ListGroups / "
+                              "PackedGroups; Blackwell: QuantizedGroups (grouped.py's functions build them)")
 
     def _in_dtypes(self, groups, params):
         """The inputs the kernel these keywords build takes (its own checks first)."""
@@ -296,21 +338,21 @@ class GroupedEntry(gemm_launch.Entry):
         gemm_launch.check_epilogue_args(op, epilogue_args, groups.device, *groups.extent())
         self.kernel(**params).plan(dtype_name(groups.dtype), dtype_name(groups.out_dtype()))
         params = self.on_gpu(params)
-        return self.launch_kernel(self.kernel(**params), groups, epilogue_args)
+        return self.launch(self.kernel(**params), groups, epilogue_args)
 
     def compile_target(self, in_dtype: str | None = None, out_dtype: str | None = None, **params):
         """(kernel, fake arguments) for ``cutecourse.inspect.compile_report``: symbolic sizes and
         group count. ``in_dtype``: by default the kernel's first ``IN_DTYPES``; ``out_dtype``: by
-        default the entry's, else the inputs'."""
+        default the entry's, else the inputs' where they are fp16 or bf16, else float16."""
         kernel = self.kernel(**params)
         in_dtype = in_dtype or kernel.IN_DTYPES[0]
-        out_dtype = out_dtype or self.out_dtype or in_dtype
+        out_dtype = out_dtype or self.out_dtype or (in_dtype if in_dtype in ("float16", "bfloat16") else "float16")
         kernel.plan(in_dtype, out_dtype)  # clear errors before tracing
         return kernel, self.fake_arguments(kernel, in_dtype, out_dtype)
 
-    def launch_kernel(self, kernel, groups, epilogue_args=()):
-        """``gemm_launch.launcher`` for ``kernel`` on checked ``groups``, with the workspace of the
-        CTAs' tensor maps and the trace allocated."""
+    def launch(self, kernel, groups, epilogue_args=()):
+        """A ``gemm_launch.Launch`` of a kernel object on checked ``groups``, with no checks:
+        compiled once, the workspace of the CTAs' tensor maps and the trace allocated."""
         import cutlass
         import torch
 
@@ -321,7 +363,7 @@ class GroupedEntry(gemm_launch.Entry):
         map_workspace = torch.empty((kernel.sms, kernel.MAPS, MAP_WORDS), dtype=torch.int64, device=device)
         trace = torch.zeros((kernel.sms, 2), dtype=torch.int32, device=device)
         cs = kernel.cluster_mn[0] * kernel.cluster_mn[1]
-        return gemm_launch.launcher(
+        return gemm_launch._launch_compiled(
             kernel, *templates, extra=[(meta.shapes, 16), (meta.ptrs, 8), (meta.strides, 8),
                                        (map_workspace, MAP_BYTES), (trace, 8)],
             scalars=(cutlass.Int32(meta.work_bound),), tail=gemm_launch.epilogue_tail(kernel, epilogue_args),
@@ -334,43 +376,10 @@ class GroupedEntry(gemm_launch.Entry):
         import cuda.bindings.driver as cuda
         import cutlass
 
+        from .grouped_fakes import fake_metadata
+
         templates = self.templates(kernel, in_dtype, out_dtype)
         tail = gemm_launch.fake_epilogue_operands(kernel.epilogue_op) if epilogue_args is None else epilogue_args
         return (*templates, *fake_metadata(self.columns, kernel.sms, kernel.MAPS), cutlass.Int32(kernel.sms),
                 cuda.CUstream(0), *tail)
 
-
-def fake_metadata(columns: int, ctas: int, maps: int) -> tuple:
-    """Fake shapes (G, 4), ptrs and strides (G, columns), workspace (ctas, maps, 16), trace."""
-    import cutlass
-    import cutlass.cute as cute
-    from cutlass.cute.runtime import make_fake_tensor
-
-    g = cute.sym_int(symbol="G")
-    return (make_fake_tensor(cutlass.Int32, (g, 4), (4, 1), assumed_align=16),
-            make_fake_tensor(cutlass.Int64, (g, columns), (columns, 1), assumed_align=8),
-            make_fake_tensor(cutlass.Int64, (g, columns), (columns, 1), assumed_align=8),
-            make_fake_tensor(cutlass.Int64, (ctas, maps, MAP_WORDS), (maps * MAP_WORDS, MAP_WORDS, 1),
-                             assumed_align=MAP_BYTES),
-            make_fake_tensor(cutlass.Int32, (ctas, 2), (2, 1), assumed_align=8))
-
-
-def fake_blockscaled_operands(kernel, in_dtype=None, out_dtype: str = "float16") -> tuple:
-    """Fake A (M, K), B (N, K) of the Blackwell kernel's data type (its format's: ``in_dtype`` adds nothing), C (M, N), and 1-D scale-factor
-    bytes: rows 16-byte aligned, so K a multiple of 32 (fp4) or 16 (fp8) elements."""
-    import cutlass
-    import cutlass.cute as cute
-    from cutlass.cute.runtime import make_fake_tensor
-
-    per_16b = 128 // kernel.data_dtype.width  # elements in 16 bytes: TMA's row alignment
-    m, n = cute.sym_int(symbol="M"), cute.sym_int(symbol="N")
-    k = cute.sym_int(divisibility=per_16b, symbol="K")
-    lda, ldb = (cute.sym_int64(divisibility=per_16b, symbol=s) for s in ("lda", "ldb"))
-    ldc = cute.sym_int64(divisibility=8, symbol="ldc")
-    c_dtype = cutlass.Float16 if out_dtype == "float16" else cutlass.BFloat16
-    a = make_fake_tensor(kernel.data_dtype, (m, k), (lda, 1), assumed_align=16)
-    b = make_fake_tensor(kernel.data_dtype, (n, k), (ldb, 1), assumed_align=16)
-    c = make_fake_tensor(c_dtype, (m, n), (ldc, 1), assumed_align=16)
-    sfa, sfb = (make_fake_tensor(cutlass.Uint8, (cute.sym_int(symbol=s),), (1,), assumed_align=16)
-                for s in ("SFA", "SFB"))
-    return a, b, c, sfa, sfb

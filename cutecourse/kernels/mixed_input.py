@@ -12,8 +12,8 @@ and W' = ``cutecourse.quant.dequantize(packed, scales, zeros)``: x (M, K) bf16, 
   4 splits, 2 CTAs of 8 k-tiles on each SM;
 * :func:`launcher` checks, plans, allocates the split-K buffers and returns the host layer's
   ``gemm_launch.Launch`` (one kernel launch, compiled once); :func:`mixed_mm` allocates y and
-  runs it once. The kernel enters through the one host layer: ``ENTRY`` is a
-  ``gemm_launch.Entry`` of :class:`HopperMixedGemm`, whose ``operands()`` describe x, packed,
+  runs it once. The kernel enters through the one host layer: ``ENTRY`` is an
+  ``operands.DescribedEntry`` of :class:`HopperMixedGemm`, whose ``operands()`` describe x, packed,
   scales, y and the split-K buffers; :func:`compile_target` (its keyword arguments: the
   constructor's) fakes them for ``cutecourse.inspect`` (symbolic sizes, no GPU).
 
@@ -31,12 +31,12 @@ from dataclasses import dataclass
 from ..errors import DeviceError, DTypeError, ShapeError
 from ..quant.reorder import BLOCK_K, BLOCK_N
 from .epilogue_op import described
-from .gemm_launch import Entry, check_epilogue_args, named_epilogue_op
+from .gemm_launch import check_epilogue_args, named_epilogue_op
 from .hopper_mixed_gemm import SM_SMEM, TILE_K, TILE_MS, HopperMixedGemm, check_group
-from .operands import check_tensors
+from .operands import DescribedEntry, check_tensors
 
 #: The kernel's torch-facing entry: the compile target, and the launch its launcher returns.
-ENTRY = Entry(HopperMixedGemm)
+ENTRY = DescribedEntry(HopperMixedGemm)
 compile_target = ENTRY.compile_target
 
 #: SMs of an H100 / H200 SXM: the grid a split aims to fill when no GPU is there to ask.
@@ -212,7 +212,7 @@ def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=Non
         buffers = dict(partials=torch.empty(p.splits, m, n, dtype=torch.float32, device=x.device),
                        counters=torch.zeros(p.ctas, dtype=torch.int32, device=x.device))
     tensors = dict(x=x, packed=packed, scales=scales, y=y, **buffers, zeros=zeros, **op_tensors)
-    return ENTRY.launch_described(kernel, tensors, y=y, plan=p, **buffers)
+    return ENTRY.launch(kernel, tensors, y=y, plan=p, **buffers)
 
 
 def mixed_mm(x, packed, scales, zeros=None, *, tile_m=None, splits=None, warpgroups=None, epilogue_op=None,

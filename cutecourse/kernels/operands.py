@@ -3,32 +3,20 @@
 ``gemm_launch`` serves the dense GEMMs' K-major A (M, K), B (N, K) and C (M, N) by default. A
 kernel that takes other tensors (the mixed-input GEMM: x, packed int4 weights, group scales, y,
 and its split-K buffers) says what they are in ``operands()``: a :class:`Tensor` for each, in
-the order its ``__call__`` takes them, before and after the stream. From that one description
-``gemm_launch.Entry`` fakes them for a compile on any machine (:func:`fake_tensors`), checks the
-torch tensors' layout (:func:`check_tensors`, after the kernel's own checks in the learner's
-terms) and launches on them (:func:`arguments`), every size a run-time value. Every kernel may
-also describe :class:`Scratch` tensors (counters it needs besides its operands).
+the order its ``__call__`` takes them, before and after the stream. Its entry is a
+:class:`DescribedEntry`, which from that one description fakes them for a compile on any
+machine (:func:`fake_tensors`) and launches on them (:func:`arguments`), every size a run-time
+value; :func:`check_tensors` checks the torch tensors' layout (after the kernel's own checks in
+the learner's terms, which its module makes).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import AlignmentError, DeviceError, LayoutError
+from ..errors import AlignmentError, CourseError, DeviceError, LayoutError
 from ..models.gemm_plan import BYTES
-
-
-@dataclass(frozen=True)
-class Scratch:
-    """A tensor a kernel needs besides A, B and C, passed after C (e.g. the dynamic scheduler's
-    ticket counters): ``size`` elements of ``dtype`` (a torch dtype name), ``align`` bytes;
-    ``zero``: it must be zero before the first launch (and the kernel leaves it so)."""
-
-    name: str
-    dtype: str
-    size: int
-    align: int
-    zero: bool = True
+from .gemm_launch import Entry, Launch, compile_once
 
 
 @dataclass(frozen=True)
@@ -104,3 +92,45 @@ def arguments(kernel, tensors: dict) -> tuple:
     wrap = [[from_dlpack(tensors[t.name], assumed_align=16).mark_layout_dynamic(leading_dim=tensors[t.name].dim() - 1)
              for t in part] for part in (before, after)]
     return (*wrap[0], cuda.CUstream(torch.cuda.current_stream().cuda_stream), *wrap[1])
+
+
+class DescribedEntry(Entry):
+    """``gemm_launch.Entry`` for a kernel that describes its own operands (``operands()``):
+    ``compile_target`` fakes them, ``launch(kernel, tensors)`` launches a kernel object on
+    checked torch tensors with no further checks. Checking them and planning the problem (which
+    kernel a shape wants) is the business of the kernel's torch-facing module (the mixed-input
+    GEMM's ``mixed_input.launcher`` and ``mixed_mm``), so ``launcher`` and ``gemm`` send you there."""
+
+    def compile_target(self, in_dtype=None, out_dtype=None, **params):
+        """(kernel, fake arguments) for ``cutecourse.inspect.compile_report``: symbolic sizes;
+        keyword arguments: the constructor's (it makes the kernel's own checks). The operands'
+        dtypes are the description's (``in_dtype`` and ``out_dtype`` add nothing)."""
+        kernel = self.kernel(**params)
+        return kernel, self.fake_arguments(kernel)
+
+    def fake_arguments(self, kernel, *_, epilogue_args=None):
+        """The kernel's operands as it describes them, faked, with a stream between the two parts."""
+        import cuda.bindings.driver as cuda
+
+        sizes: dict = {}
+        before, after = kernel.operands()
+        return (*fake_tensors(before, sizes), cuda.CUstream(0), *fake_tensors(after, sizes))
+
+    def launch(self, kernel, tensors: dict, **attrs):
+        """Compile once and return a ``gemm_launch.Launch`` of ``kernel`` on ``tensors`` (name ->
+        checked torch tensor, as ``operands()`` names them; None: an operand not given);
+        ``attrs``: attributes of the Launch."""
+        from ..modes import require_gpu
+
+        require_gpu(self.arch)
+        args = arguments(kernel, tensors)
+        compiled = compile_once(kernel, args, key=tuple(t.dtype for t in tensors.values() if t is not None))
+        return Launch(compiled, args, keep=list(tensors.values()), **attrs)
+
+    def _not_dense(self, *_, **__):
+        name = getattr(self.build, "__name__", "this kernel")
+        raise CourseError(f"{name} does not take A, B, C: it describes its own operands",
+                          "call the torch-facing functions of the module that defines its ENTRY "
+                          "(for the mixed-input GEMM: mixed_input.launcher or mixed_input.mixed_mm)")
+
+    validate = launcher = gemm = _not_dense

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib
 
+from ..errors import CourseError
+
 #: name -> module under ``cutecourse.kernels``
 DENSE = {
     "one": "hopper_gemm",  # one CTA per tile (notebooks 03, 04)
@@ -24,9 +26,7 @@ DENSE = {
 
 def module(name: str):
     """The module of dense GEMM ``name``."""
-    if name not in DENSE:
-        raise KeyError(f"no dense GEMM named {name!r}; the course's: {list(DENSE)}")
-    return importlib.import_module(f"{__package__}.{DENSE[name]}")
+    return importlib.import_module(f"{__package__}.{_module_name(name)}")
 
 
 def entry(name: str):
@@ -36,4 +36,11 @@ def entry(name: str):
 
 def target(name: str) -> str:
     """``"module:compile_target"``: what ``cutecourse.inspect.compile_report`` takes."""
-    return f"{__package__}.{DENSE[name]}:compile_target"
+    return f"{__package__}.{_module_name(name)}:compile_target"
+
+
+def _module_name(name: str) -> str:
+    """The module name of dense GEMM ``name`` (without importing it), or a CourseError."""
+    if name not in DENSE:
+        raise CourseError(f"no dense GEMM named {name!r}", f"use one of {list(DENSE)}, or list the kernel in DENSE")
+    return DENSE[name]
