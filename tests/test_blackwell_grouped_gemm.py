@@ -128,9 +128,11 @@ def test_instruction_descriptor_says_which_scales(reports, cfg):
 # -- the plan -----------------------------------------------------------------------------------
 def test_an_epilogue_op_runs_on_every_accumulator_of_the_tmem_epilogue():
     # 128 epilogue threads, a 128x128 tile: 128 accumulators each, one add of bias[n] per
-    # accumulator, one bias load per column the thread holds; no op, no such code
+    # accumulator, one bias load per column the thread holds, its index clamped to the bias's
+    # last element first (a tile that pads C: epilogue_op.clamped); no op, no such code
     r = inspect.compile_report(TARGET, arch="sm_100a", epilogue_op="AddBias")
     assert r.ptx.count("add.f32") == 128 and r.ptx.count("ld.global.b32") >= 128
+    assert r.ptx.count("min.s32") >= 128
     assert r.spill_bytes == 0
 
 

@@ -55,6 +55,20 @@ def test_every_kernel_compiles_a_named_epilogue_op(name):
     assert r.ptx.count("max.f32") + r.ptx.count("selp.f32") >= 64 and r.spill_bytes == 0
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_an_op_reads_its_operands_at_clamped_coordinates(name):
+    """A tile that pads C still runs the op on its padded rows and columns (their values are not
+    stored): every index into the bias is clamped to its last element first (``epilogue_op.clamped``),
+    one min per bias load, so an N that is not a multiple of the tile never reads past the bias."""
+    from cutecourse.inspect import compile_report
+
+    relu = compile_report(registry.target(name), epilogue_op="Relu")
+    bias = compile_report(registry.target(name), epilogue_op="AddBias")
+    loads = bias.ptx.count("ld.global") - relu.ptx.count("ld.global")
+    clamps = bias.ptx.count("min.s32") - relu.ptx.count("min.s32")
+    assert loads >= 64 and clamps >= loads, (loads, clamps)
+
+
 def test_the_compile_key_is_the_constructor_arguments():
     from cutecourse.kernels.epilogue_op import AddBias, Relu
     from cutecourse.kernels.hopper_gemm_persistent import PersistentHopperGemm
@@ -71,7 +85,7 @@ _GPU_CHECK = textwrap.dedent("""
     import json, sys, torch
     import cutecourse, cutlass
     from cutecourse.kernels import registry
-    from cutecourse.kernels.epilogue_op import EpilogueOp
+    from cutecourse.kernels.epilogue_op import AddBias, EpilogueOp
 
     class BiasRelu(EpilogueOp):
         operands = ("bias",)
@@ -87,6 +101,10 @@ _GPU_CHECK = textwrap.dedent("""
         b = torch.randn(n, k, device="cuda").to(ind)
         ref = a.float() @ b.float().T
         extra = {}
+        if opts.pop("add_bias", False):  # the course's own op, bias read at clamped columns
+            bias = torch.randn(n, device="cuda")
+            ref = ref + bias
+            extra = dict(epilogue_op=AddBias(), epilogue_args=(bias,))
         if opts.pop("bias_relu", False):
             bias = torch.randn(n, device="cuda")
             ref = (ref + bias).relu()
@@ -188,6 +206,13 @@ GPU_CASES = [
     ("directstore", 4160, 4224, 1000, "bfloat16", "float32", {"scheduler": "dynamic"}),
     ("directstore", 3000, 1000, 520, "bfloat16", "bfloat16", {"pdl": True, "sms": 7}),
     ("directstore", 3000, 1000, 520, "float16", "float32", {"bias_relu": True, "sms": 7}),
+    # AddBias with N (264, 1000) not a multiple of the tile's: the padded columns' bias index is clamped
+    ("one", 1000, 264, 200, "float16", "float32", {"add_bias": True}),
+    ("cluster", 1100, 264, 520, "bfloat16", "bfloat16", {"cluster": (2, 1), "add_bias": True}),
+    ("persistent", 3000, 264, 520, "float16", "float32", {"add_bias": True, "sms": 7}),
+    ("pingpong", 777, 264, 200, "bfloat16", "float32", {"add_bias": True, "sms": 5}),
+    ("streamk", 3000, 1000, 520, "float16", "float32", {"min_saved": 1, "add_bias": True}),
+    ("directstore", 136, 264, 64, "float16", "float16", {"add_bias": True}),
 ]
 
 

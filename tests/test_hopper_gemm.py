@@ -63,6 +63,90 @@ def test_the_compile_key_separates_the_variants():
     assert hg.ENTRY.kernel(variant="compiler", tile=[128, 128]).key() == hg.CompilerHopperGemm((128, 128)).key()
 
 
+# -- defaults are class attributes, in every kernel class (kernels/configured.py) ---------------
+def _kernel_classes():
+    from cutecourse.kernels import (blackwell_grouped_gemm as bw, hopper_gemm_cluster as hc,
+                                    hopper_gemm_persistent as hp, hopper_gemm_streamk as hs,
+                                    hopper_grouped_gemm_fp8_onepart as f1, hopper_mixed_gemm as hm)
+    return (hg.HopperGemm, hc.ClusterHopperGemm, hp.PersistentHopperGemm, hs.StreamKHopperGemm,
+            bw.BlackwellGroupedBlockScaledGemm, hm.HopperMixedGemm, f1.OnePartBlockScaledGroupedHopperGemm)
+
+
+@pytest.mark.parametrize("cls", _kernel_classes(), ids=lambda c: c.__name__)
+def test_every_keyword_with_a_class_default_reads_it(cls):
+    """A keyword ``x`` whose class has ``X`` defaults to None, so that ``X`` is what it takes."""
+    import inspect
+
+    read = 0
+    for name, p in inspect.signature(cls).parameters.items():
+        if hasattr(cls, name.upper()):
+            assert p.default is None, f"{cls.__name__}: {name}= defaults to {p.default!r}, so {name.upper()} is ignored"
+            read += 1
+    assert read >= 2
+
+
+@pytest.mark.parametrize("attr, value, read", [
+    ("TILE_MN", (128, 128), lambda k: k.tile_mn),
+    ("GROUP_M", 4, lambda k: k.group_m),
+    ("EPI_TILE", (64, 32), lambda k: k.epi_tile),
+])
+def test_a_variant_changes_a_default_by_its_class_attribute(attr, value, read):
+    from cutecourse.kernels import hopper_gemm_cluster as hc
+
+    for base in (hg.HopperGemm, hg.NaiveHopperGemm, hc.ClusterHopperGemm):
+        variant = type("Variant", (base,), {attr: value})
+        assert read(variant()) == value and read(base()) != value
+        assert variant().key() == variant(**{attr.lower(): value}).key() != base().key()
+
+
+def test_the_other_kernels_take_their_class_defaults_too():
+    from cutecourse.kernels import (blackwell_grouped_gemm as bw, hopper_gemm_cluster as hc,
+                                    hopper_gemm_persistent as hp, hopper_gemm_streamk as hs,
+                                    hopper_grouped_gemm_fp8 as f2, hopper_grouped_gemm_fp8_onepart as f1,
+                                    hopper_mixed_gemm as hm)
+
+    assert type("C", (hc.ClusterHopperGemm,), {"CLUSTER_MN": (1, 2)})().cluster_mn == (1, 2)
+    assert hc.ClusterHopperGemm().cluster_mn == (2, 1)
+    k = type("P", (hp.PersistentHopperGemm,), {"SMS": 7, "PDL": True})()
+    base = hp.PersistentHopperGemm()
+    assert (k.sms, k.pdl) == (7, True) and (base.sms, base.pdl) == (132, False)
+    assert type("S", (hs.StreamKHopperGemm,), {"MIN_SAVED": 3})().min_saved == 3
+    assert type("B", (bw.BlackwellGroupedBlockScaledGemm,), {"FMT": "mxfp8"})().format.name == "mxfp8"
+    assert type("M", (hm.HopperMixedGemm,), {"TILE_M": 8})().tile_m == 8 and hm.HopperMixedGemm().tile_m == 16
+    # the FP8 kernels: the launchers' default tile of each is its class's
+    assert f1.OnePartBlockScaledGroupedHopperGemm().tile_mn == (128, 256)
+    assert f2.BlockScaledGroupedHopperGemm().tile_mn == (128, 128)
+
+
+def test_a_class_default_that_would_be_ignored_fails_where_the_class_is_defined():
+    from cutecourse.kernels.configured import Configured
+    from cutecourse.kernels.hopper_gemm_streamk import StreamKHopperGemm
+
+    class Fine(StreamKHopperGemm):
+        MIN_SAVED = 2  # min_saved= defaults to None: read
+
+    assert Fine().min_saved == 2
+    with pytest.raises(TypeError, match=r"Bad\.STAGES would be ignored.*stages= defaults to 3"):
+        class Bad(Configured):
+            STAGES = 4
+
+            def __init__(self, tile_mn=None, *, stages: int = 3):
+                pass
+    with pytest.raises(TypeError, match="TILE_MN would be ignored"):
+        class Base(Configured):
+            def __init__(self, tile_mn=(128, 256)):
+                pass
+
+        class Child(Base):  # the attribute on a subclass, the keyword on its parent
+            TILE_MN = (128, 128)
+
+
+def test_the_compile_key_holds_the_value_used():
+    assert hg.HopperGemm().key() == hg.HopperGemm((128, 256), group_m=hg.GROUP_M).key()
+    assert hg.HopperGemm().key() != hg.HopperGemm((128, 128)).key() != hg.HopperGemm(group_m=4).key()
+    assert hg.HopperGemm().arguments["tile_mn"] == hg.HopperGemm.TILE_MN
+
+
 # -- input errors (CPU tensors: validation runs before any GPU work) --------------------------
 def _ab(m=256, n=256, k=128, dtype=torch.float16):
     return torch.randn(m, k).to(dtype), torch.randn(n, k).to(dtype)

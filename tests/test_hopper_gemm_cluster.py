@@ -62,16 +62,31 @@ def test_each_variant_on_clusters_is_its_mainloop_under_the_cluster_steps():
 
 
 def test_the_cluster_kernel_takes_every_argument_of_the_1x1_kernel_with_its_default():
-    """ClusterHopperGemm re-declares HopperGemm's constructor (the compile key is read from the
-    constructor's own signature): the shared arguments must not drift apart."""
+    """ClusterHopperGemm lists only its own keywords and passes ``**options`` on: it takes every
+    keyword of the 1x1 kernel, with the same default, and the tile first."""
     import inspect
 
-    base = inspect.signature(hg.HopperGemm.__init__).parameters
-    mine = inspect.signature(hc.ClusterHopperGemm.__init__).parameters
+    base = inspect.signature(hg.HopperGemm).parameters
+    mine = inspect.signature(hc.ClusterHopperGemm).parameters
     for name, p in base.items():
         assert name in mine, f"ClusterHopperGemm does not take {name}"
         assert (mine[name].kind, mine[name].default) == (p.kind, p.default), name
-    assert list(base)[:2] == list(mine)[:2]  # self, then the tile: the one positional argument
+    assert list(mine)[0] == list(base)[0] == "tile_mn"  # the one positional argument
+    assert set(vars(hc.ClusterHopperGemm)) & {"TILE_MN", "GROUP_M", "EPI_TILE"} == set()  # HopperGemm's
+
+
+def test_a_new_mainloop_runs_on_clusters_with_no_class_written_for_it():
+    """Adding a variant is its subclass and its line in a table: ``on_clusters`` makes its twin."""
+    class Mine(hg.NaiveHopperGemm):
+        LOAD_PLACES = 1
+
+    twin = hc.on_clusters(Mine)
+    assert twin.__mro__[1:3] == (hc.ClusterHopperGemm, Mine) and twin.__name__ == "MineOnClusters"
+    assert twin.mainloop is hg.NaiveHopperGemm.mainloop and twin.load is hc.ClusterHopperGemm.load
+    assert twin(cluster_mn=(1, 2)).cluster_mn == (1, 2) and twin().key() != hc.ON_CLUSTERS[hg.NaiveHopperGemm]().key()
+    assert set(hc.ON_CLUSTERS) == {*hg.VARIANTS.values(), *hg.DEMO_VARIANTS.values()}
+    assert [hc.expected_multicast_loads((2, 2), v) for v in ("naive", "prefetch", "compiler", "compiler_guarded",
+                                                              "compiler_overlap")] == [2, 4, 4, 2, 4]
 
 
 def test_the_cluster_steps_are_overrides_of_the_1x1_kernel():
@@ -106,7 +121,7 @@ def test_ptx_has_multicast_loads_only_along_a_shared_dimension(cluster):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", ["naive", "compiler"])
+@pytest.mark.parametrize("variant", ["naive", "compiler", "compiler_guarded"])
 @pytest.mark.parametrize("cluster", [(2, 1), (2, 2)])
 def test_every_variant_multicasts(variant, cluster):
     from cutecourse.inspect import compile_report

@@ -48,19 +48,19 @@ REPLAYS = 20
 
 class NoConvert(hm.HopperMixedGemm):
     @cute.jit
-    def _convert(self, sW, sS, sZ, stage, frag, wg, t, lane_row, chunk: cutlass.Constexpr[int]):
+    def convert(self, sW, sS, sZ, stage, frag, wg, t, lane_row, chunk: cutlass.Constexpr[int]):
         pass
 
 
 class NoMma(hm.HopperMixedGemm):
     @cute.jit
-    def _mma(self, tiled_mma, frag, tCrX, acc, stage, chunk: cutlass.Constexpr[int]):
+    def mma(self, tiled_mma, frag, tCrX, acc, stage, chunk: cutlass.Constexpr[int]):
         pass
 
 
 class LoadsOnly(NoConvert):
     @cute.jit
-    def _mma(self, tiled_mma, frag, tCrX, acc, stage, chunk: cutlass.Constexpr[int]):
+    def mma(self, tiled_mma, frag, tCrX, acc, stage, chunk: cutlass.Constexpr[int]):
         pass
 
 

@@ -97,18 +97,25 @@ class BlackwellGroupedBlockScaledGemm(Configured):
     its loads by TMA multicast (A and SFA along N, B and SFB along M). ``sms``: the CTAs the
     persistent grid may use, in whole clusters (148 on a B200; passed in because querying the GPU
     needs a driver). ``group_m``: the band height inside a group, in cluster-tile rows.
-    ``scheduler``: the group walk, ``group_walk.GroupScheduler`` or a subclass.
+    ``scheduler``: the group walk, ``group_walk.GroupScheduler`` or a subclass. A keyword left
+    None is the class's default (``TILE_MN``, ``FMT`` ...: ``configured.py``).
     """
 
     MAPS = MAPS
+    #: The defaults of the keywords left None (``configured.py``): a variant sets those it changes.
+    TILE_MN, FMT, CLUSTER_MN, SMS, GROUP_M = (128, 128), "nvfp4", (1, 1), B200_SMS, GROUP_M
+    SCHEDULER = group_walk.GroupScheduler
 
-    def __init__(self, tile_mn=(128, 128), *, fmt: str = "nvfp4", cluster_mn=(1, 1), sms: int = B200_SMS,
-                 group_m: int = GROUP_M, scheduler=group_walk.GroupScheduler, epilogue_op=None):
+    def __init__(self, tile_mn=None, *, fmt: str | None = None, cluster_mn=None, sms: int | None = None,
+                 group_m: int | None = None, scheduler=None, epilogue_op=None):
+        a = self.arguments  # these arguments, a None replaced by the class's default (configured.py)
+        tile_mn, cluster_mn, sms, group_m, scheduler = (a[k] for k in ("tile_mn", "cluster_mn", "sms", "group_m",
+                                                                        "scheduler"))
         group_walk.check_scheduler(scheduler)
         self.Scheduler = scheduler
-        self.format = check_format(fmt)
+        self.format = check_format(a["fmt"])
         self.tile_mn = check_tile(tile_mn)
-        self.cluster_mn = check_cluster(cluster_mn)
+        self.cluster_mn = cluster_mn = check_cluster(cluster_mn)
         if not (isinstance(sms, int) and sms >= cluster_mn[0] * cluster_mn[1]):
             raise ShapeError(f"sms={sms!r}: need a whole number of at least one cluster's CTAs",
                              f"pass the GPU's SM count ({B200_SMS} on a B200)")

@@ -12,6 +12,10 @@ class attribute of its name in capitals where the class has one (``tile_mn`` -> 
 variant changes a default by setting the attribute and keeps its parent's constructor; one with
 a keyword of its own (stream-K's ``min_saved``) lists only that one and passes ``**options`` on.
 The key holds the value used, whether it was spelled out or left to the class.
+
+A capitalised attribute that names a keyword whose default is *not* None would never be read
+(the signature's default wins), so :meth:`Configured.__init_subclass__` refuses such a class
+when it is defined: a default set on the class is used, or the class does not exist.
 """
 
 from __future__ import annotations
@@ -63,6 +67,20 @@ class Configured:
     class's: the module docstring). An unknown keyword fails here, naming the ones it takes."""
 
     __signature__ = _Signature()
+
+    def __init_subclass__(cls, **kwargs):
+        """Refuse, at class definition, a default the constructor would never read: an attribute
+        ``X`` set on any class of ``cls`` for a keyword ``x`` whose default is not None."""
+        super().__init_subclass__(**kwargs)
+        for name, param in keywords(cls).parameters.items():
+            if param.default is None or param.default is param.empty:
+                continue
+            for klass in cls.__mro__:
+                if name.upper() in vars(klass):
+                    raise TypeError(
+                        f"{cls.__name__}: {klass.__name__}.{name.upper()} would be ignored, because the "
+                        f"keyword {name}= defaults to {param.default!r}, not None; give {name}= the "
+                        f"default None (Configured fills it from {name.upper()}) or drop the attribute")
 
     def __new__(cls, *args, **kwargs):
         self = super().__new__(cls)

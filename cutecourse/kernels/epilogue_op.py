@@ -13,7 +13,8 @@ per-column operands. Such operands (a bias vector, a per-channel scale) are desc
 ``operands``: each an :class:`Operand` (its name, dtype, and whether it holds one value per column,
 per row, or one in all), or just a name for an fp32 value per column. The launcher takes them as
 torch tensors (``epilogue_args=(bias,)``, in that order) and checks each against its description;
-the kernel passes them to ``apply`` after ``m`` and ``n``. Without an op (``epilogue_op=None``)
+the kernel passes them to ``apply`` after ``m`` and ``n``, which it clamps (:func:`clamped`) so
+that a tile padding C never makes ``apply`` read past an operand's end. Without an op (``epilogue_op=None``)
 the kernels convert the accumulators unchanged: the code the course's measurements were taken with.
 
 An op is part of the kernel's configuration: two kernels with different ops are two compiled
@@ -65,6 +66,22 @@ def described(op) -> tuple[Operand, ...]:
     """The operands ``op`` (or None) reads, each as an :class:`Operand` (a bare name: fp32 per column)."""
     names = op.operands if op is not None else ()
     return tuple(o if isinstance(o, Operand) else Operand(o) for o in names)
+
+
+def clamped(op, m, n, operands):
+    """(m, n) clamped, for ``op.apply``, to the lengths of the operands that read them: ``n`` to a
+    "col" operand's last element, ``m`` to a "row" operand's. A tile that pads C holds rows and
+    columns past C's; their values are never stored, but ``apply`` still runs for them, and an
+    index past an operand's end would read memory that is not the operand's. An operand's length
+    is C's extent (N or M: the launcher checks it), so this is the clamp to C, with no argument
+    more than the operands themselves. Plain Python, run while the kernel is traced: an op without
+    "col" or "row" operands gets no instruction from it."""
+    for o, t in zip(described(op), operands):
+        if o.kind == "col":
+            n = cutlass.min(n, t.shape[0] - 1)
+        elif o.kind == "row":
+            m = cutlass.min(m, t.shape[0] - 1)
+    return m, n
 
 
 class EpilogueOp:

@@ -4,24 +4,20 @@
 inputs, fp32 accumulators, fp16 / bf16 / fp32 output. One CTA computes one (tile_m, tile_n) tile
 of C with two warpgroups (each owns 64 rows of the tile); warp 0 also acts as the TMA producer.
 
-Read ``HopperGemm`` top-down: host side (``__call__``), device side (``kernel``), the ``mainloop``
-hook with its parts, and the three hooks the cluster version (``hopper_gemm_cluster``) overrides.
-The building blocks (TMA atoms and views, the ring, one k-tile's loads and MMAs, the epilogue)
-are in ``sm90.py``, shared with the persistent kernel; the smem budget is ``models/gemm_plan.py``.
+Read ``HopperGemm`` top-down: ``__call__``, ``kernel``, the ``mainloop`` hook, the cluster hooks.
+The building blocks are in ``sm90.py`` (shared with the persistent kernel); the smem budget is
+``models/gemm_plan.py``.
 
 The teaching variants differ **only in the mainloop**: each is a subclass that overrides
-``mainloop`` (or one step of it), so a notebook can show them as diffs. ``HopperGemm`` itself is
-``prefetch`` (a prologue fills the ring, then tile k is computed while TMA loads tile
-k + stages - 1); ``NaiveHopperGemm`` is ``naive`` (load k-tile k, wait, compute, release: every
-TMA latency exposed); ``CompilerHopperGemm`` is ``compiler`` (the naive steps in
-``cutlass.range(..., prefetch_stages=P)``: the compiler writes the prologue and the overlap;
-docs/hopper_gemm.md says what the loop must look like). Notebook 04's counter-example and
-experiment override one step of that loop: ``produce`` (``GuardedCompilerHopperGemm``) and
-``retire`` / ``retire_last`` (``OverlapCompilerHopperGemm``).
+``mainloop`` (or one step of it), so a notebook can show them as diffs: ``HopperGemm`` is
+``prefetch`` (a prologue fills the ring, then k-tile k is computed while TMA loads k + stages - 1),
+``NaiveHopperGemm`` ``naive`` (every TMA latency exposed), ``CompilerHopperGemm`` ``compiler`` (the
+compiler pipelines the naive steps: docs/hopper_gemm.md); notebook 04's ``GuardedCompilerHopperGemm``
+and ``OverlapCompilerHopperGemm`` change one step of that loop.
 
-Entry points: ``gemm(a, b, ...)``, ``launcher(a, b, c, ...)`` for benchmarks, ``compile_target``
-for ``cutecourse.inspect``; their ``variant=`` names the class (``VARIANTS``, ``DEMO_VARIANTS``):
-``variant_gemm`` builds it, the one way ``gemm_launch.Entry`` picks a class by its arguments.
+Entry points (``ENTRY``): ``gemm``, ``launcher``, ``compile_target``; ``variant=`` names a class of
+``VARIANTS`` or ``DEMO_VARIANTS``. A new mainloop is a subclass added to one of those tables: the
+cluster twin (``hopper_gemm_cluster.on_clusters``) and the PTX fingerprints follow them.
 """
 
 from __future__ import annotations
@@ -34,7 +30,6 @@ from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from ..models.gemm_plan import (EPI_STAGES, EPI_TILE, IN_DTYPES, THREADS, TILE_K, check_epi_tile, check_tile,
                                 plan_stages)
-from ..models.gemm_plan import TILES  # noqa: F401  (the tiles this kernel takes)
 from . import gemm_launch, sm90
 from .configured import Configured
 
@@ -61,15 +56,20 @@ class HopperGemm(Configured):
     #: CTAs per cluster. The shared pieces (sm90) read it: at (1, 1) they are the single-CTA code.
     cluster_mn = (1, 1)
     IN_DTYPES = IN_DTYPES
+    #: The defaults of the keywords left None (``configured.py``): a variant sets those it changes.
+    TILE_MN, GROUP_M, EPI_TILE = (128, 256), GROUP_M, EPI_TILE
+    #: Places its mainloop issues TMA loads (prologue and loop): ``expected_multicast_loads`` reads it.
+    LOAD_PLACES = 2
 
-    def __init__(self, tile_mn=(128, 256), *, prefetch_stages: int | None = None,
-                 stages: int | None = None, group_m: int = GROUP_M, epi_tile=EPI_TILE, epilogue_op=None):
-        self.tile_mn = check_tile(tile_mn)
+    def __init__(self, tile_mn=None, *, prefetch_stages: int | None = None, stages: int | None = None,
+                 group_m: int | None = None, epi_tile=None, epilogue_op=None):
+        a = self.arguments  # these arguments, a None replaced by the class's default (configured.py)
+        self.tile_mn = check_tile(a["tile_mn"])
         self.tile_mnk = (*self.tile_mn, TILE_K)
         self.requested_prefetch = prefetch_stages
         self.requested_stages = stages
-        self.group_m = group_m
-        self.epi_tile = check_epi_tile(self.tile_mn, epi_tile)
+        self.group_m = a["group_m"]
+        self.epi_tile = check_epi_tile(self.tile_mn, a["epi_tile"])
         self.acc_dtype = cutlass.Float32
         self.epilogue_op = epilogue_op  # applied to each accumulator before C (epilogue_op.py)
 
@@ -259,6 +259,7 @@ class HopperGemm(Configured):
 
 # -- the other mainloops: each variant is a subclass that overrides ``mainloop`` (or one step) --
 class NaiveHopperGemm(HopperGemm):
+    LOAD_PLACES = 1  # one loop body
     @cute.jit
     def mainloop(self, ring, loads, mma, k_tiles, is_producer):
         """Variant "naive": load k-tile k, wait for it, compute it, release it. No overlap at all.
@@ -339,8 +340,9 @@ class GuardedCompilerHopperGemm(CompilerHopperGemm):
 
     That is the naive loop plus ``prefetch_stages`` only. The pipeliner does not look inside an
     ``if``: it prints "software pipelining ('prefetch_stages') skipped ..." and compiles the
-    naive loop.
+    naive loop (one place that loads).
     """
+    LOAD_PLACES = 1
 
     @cute.jit
     def produce(self, ring, loads, prod, is_producer, producer_only):
@@ -374,9 +376,9 @@ class OverlapCompilerHopperGemm(CompilerHopperGemm):
                                                          (j // self.stages) % 2))
 
 
-#: variant name -> its kernel class, in teaching order (the launchers' ``variant=``).
-VARIANTS = {"naive": NaiveHopperGemm, "prefetch": HopperGemm, "compiler": CompilerHopperGemm}
+#: variant name -> its kernel class, in teaching order (the launchers' ``variant=``), then
 #: notebook 04's counter-example (a loop the compiler cannot pipeline) and experiment (MMA overlap)
+VARIANTS = {"naive": NaiveHopperGemm, "prefetch": HopperGemm, "compiler": CompilerHopperGemm}
 DEMO_VARIANTS = {"compiler_guarded": GuardedCompilerHopperGemm, "compiler_overlap": OverlapCompilerHopperGemm}
 
 
@@ -393,8 +395,6 @@ def variant_gemm(variant: str = "prefetch", **kw) -> HopperGemm:
     return variant_class(variant)(**kw)
 
 
-# Python entry points (gemm_launch.Entry): compile_target(variant=..., tile=...) for
-# cutecourse.inspect (the pipelining diagnostic, a compiler *warning*, reaches Report.log);
-# launcher(a, b, c, ...) for benchmarks; gemm(a, b) returns C.
+# The entry points (module docstring); compile_target's report logs the pipeliner's warnings.
 ENTRY = gemm_launch.Entry(variant_gemm)
 compile_target, validate, launcher, gemm = ENTRY.compile_target, ENTRY.validate, ENTRY.launcher, ENTRY.gemm

@@ -20,7 +20,8 @@ cluster, since peers may still arrive on our empty barriers), and - a separate e
 part of the multicast change - L2 eviction hints on the loads (``l2_hints``).
 
 The other mainloops (``hopper_gemm.VARIANTS``, ``DEMO_VARIANTS``) run on clusters as subclasses
-of both: ``NaiveClusterHopperGemm(ClusterHopperGemm, NaiveHopperGemm)`` and so on (``ON_CLUSTERS``).
+of both, which ``on_clusters`` builds for every variant of those tables (``ON_CLUSTERS``):
+``NaiveClusterHopperGemm(ClusterHopperGemm, NaiveHopperGemm)`` and so on.
 The entry points (``ENTRY``: ``compile_target``, ``launcher``, ``gemm``, which runs it on an H100)
 pick that class by ``variant=`` for every cluster shape but one: at 1x1 without L2 hints they
 build the plain one-CTA kernel, so "cluster 1x1" in every measurement is notebook 03's kernel.
@@ -36,10 +37,8 @@ import cutlass
 import cutlass.cute as cute
 
 from ..errors import CourseError, ShapeError
-from ..models.gemm_plan import EPI_TILE
 from . import gemm_launch, sm90
-from .hopper_gemm import (GROUP_M, CompilerHopperGemm, GuardedCompilerHopperGemm, HopperGemm, NaiveHopperGemm,
-                          OverlapCompilerHopperGemm, variant_class)
+from .hopper_gemm import DEMO_VARIANTS, VARIANTS, HopperGemm, variant_class
 
 #: The cluster shapes the course runs and measures.
 CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
@@ -79,15 +78,15 @@ def check_cluster(cluster_mn) -> tuple[int, int]:
 class ClusterHopperGemm(HopperGemm):
     """``HopperGemm`` on clusters of CM x CN CTAs sharing A and B tiles by TMA multicast."""
 
-    def __init__(self, tile_mn=(128, 256), *, cluster_mn=(2, 1), prefetch_stages: int | None = None,
-                 stages: int | None = None, group_m: int = GROUP_M, epi_tile=EPI_TILE,
-                 l2_hints: str | None = None, epilogue_op=None):
-        super().__init__(tile_mn, prefetch_stages=prefetch_stages, stages=stages, group_m=group_m,
-                         epi_tile=epi_tile, epilogue_op=epilogue_op)
+    #: The default cluster (``configured.py``); the other defaults are ``HopperGemm``'s.
+    CLUSTER_MN = (2, 1)
+
+    def __init__(self, tile_mn=None, *, cluster_mn=None, l2_hints: str | None = None, **options):
+        super().__init__(tile_mn, **options)
         if l2_hints is not None and l2_hints not in L2_HINTS:
             raise CourseError(f"l2_hints={l2_hints!r} is not a policy pair this kernel knows",
                               f"use None or one of {list(L2_HINTS)}")
-        self.cluster_mn = check_cluster(cluster_mn)
+        self.cluster_mn = check_cluster(self.arguments["cluster_mn"])
         self.l2_hints = l2_hints
 
     def tile_coord(self):
@@ -117,29 +116,21 @@ class ClusterHopperGemm(HopperGemm):
 CLUSTER_STEPS = ("tile_coord", "mainloop_done", "load")
 
 
-# The other variants on clusters: ClusterHopperGemm's steps (first in the method order) on each
-# variant's mainloop. Nothing else: a mainloop and the cluster steps share no hook.
-class NaiveClusterHopperGemm(ClusterHopperGemm, NaiveHopperGemm):
-    """The naive mainloop on clusters."""
+def on_clusters(one_cta: type) -> type:
+    """The one-CTA kernel class ``one_cta`` on clusters: ``ClusterHopperGemm``'s steps (first in
+    the method order) on ``one_cta``'s mainloop. Nothing else is needed, because a mainloop and the
+    cluster steps share no hook; so every variant of ``hopper_gemm.VARIANTS`` and
+    ``DEMO_VARIANTS`` runs on clusters without a class written for it (``ON_CLUSTERS``)."""
+    if one_cta is HopperGemm:
+        return ClusterHopperGemm
+    name = one_cta.__name__
+    name = name.replace("HopperGemm", "ClusterHopperGemm") if "HopperGemm" in name else f"{name}OnClusters"
+    return type(name, (ClusterHopperGemm, one_cta),
+                {"__doc__": f"{one_cta.__name__}'s mainloop on clusters.", "__module__": __name__})
 
 
-class CompilerClusterHopperGemm(ClusterHopperGemm, CompilerHopperGemm):
-    """The compiler-pipelined mainloop on clusters."""
-
-
-class GuardedCompilerClusterHopperGemm(ClusterHopperGemm, GuardedCompilerHopperGemm):
-    """Notebook 04's counter-example on clusters."""
-
-
-class OverlapCompilerClusterHopperGemm(ClusterHopperGemm, OverlapCompilerHopperGemm):
-    """Notebook 04's experiment on clusters."""
-
-
-#: the one-CTA kernel of a variant -> the same variant on clusters
-ON_CLUSTERS = {HopperGemm: ClusterHopperGemm, NaiveHopperGemm: NaiveClusterHopperGemm,
-               CompilerHopperGemm: CompilerClusterHopperGemm,
-               GuardedCompilerHopperGemm: GuardedCompilerClusterHopperGemm,
-               OverlapCompilerHopperGemm: OverlapCompilerClusterHopperGemm}
+#: the one-CTA kernel of a variant -> the same variant on clusters (built by ``on_clusters``)
+ON_CLUSTERS = {one_cta: on_clusters(one_cta) for one_cta in {**VARIANTS, **DEMO_VARIANTS}.values()}
 
 
 def cluster_gemm(cluster_mn=None, variant: str = "prefetch", **kw):
@@ -160,16 +151,12 @@ ENTRY = gemm_launch.Entry(cluster_gemm)
 compile_target, launcher, gemm = ENTRY.compile_target, ENTRY.launcher, ENTRY.gemm
 
 
-#: Where each variant's PTX issues TMA loads: prefetch in its prologue and its mainloop; the
-#: compiler variant's pipeliner writes a prologue and a steady loop; naive, one loop body.
-_LOAD_PLACES = {"naive": 1, "prefetch": 2, "compiler": 2}
-
-
 def expected_multicast_loads(cluster_mn, variant: str = "prefetch") -> int:
     """How many multicast TMA load instructions the kernel's PTX holds for ``cluster_mn``.
 
-    One copy per operand per place the variant issues loads. An operand is multicast only when
-    more than one CTA shares its tile: A when CN > 1 (CTAs of the same row of C), B when CM > 1.
+    One copy per operand per place the variant issues loads (its class's ``LOAD_PLACES``). An
+    operand is multicast only when more than one CTA shares its tile: A when CN > 1 (CTAs of the
+    same row of C), B when CM > 1.
     """
     cm, cn = cluster_mn
-    return _LOAD_PLACES[variant] * ((cn > 1) + (cm > 1))
+    return variant_class(variant).LOAD_PLACES * ((cn > 1) + (cm > 1))

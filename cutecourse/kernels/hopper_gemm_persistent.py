@@ -100,8 +100,8 @@ class PersistentHopperGemm(Configured):
     the work (``consumers``), what they do as a tile starts (``enter_tile``), its mainloop
     (``mainloop``), its epilogue (``make_epilogue``) and where its result goes (``store_tile``);
     and its own shared memory (``smem_fields``) and tensor-map prefetch (``prefetch_descriptors``);
-    on the host, what its epilogue takes of C itself (``epilogue_c``). The base knows none of its
-    variants.
+    on the host, what its epilogue takes of C itself (``epilogue_c``). The base names none of its
+    variants; some hook parameters (``turn``, ``unit``) and attributes exist for them.
     """
 
     #: The tiles it takes; warpgroups sharing one tile's MMAs (2: each owns 64 of its 128 rows);
@@ -117,14 +117,14 @@ class PersistentHopperGemm(Configured):
     #: The constructor's defaults, by keyword (``configured.py``): a variant sets those it changes.
     #: ``scheduler=`` takes ``SCHEDULER`` or a subclass of it.
     TILE_MN, CLUSTER_MN, GROUP_M, SCHEDULER = (128, 256), (1, 1), GROUP_M, tile_scheduler.StaticScheduler
-    EPI_TILE, EPI_STAGES = EPI_TILE, EPI_STAGES
+    EPI_TILE, EPI_STAGES, SMS, PDL = EPI_TILE, EPI_STAGES, 132, False
 
-    def __init__(self, tile_mn=None, *, cluster_mn=None, sms: int = 132, group_m: int | None = None,
+    def __init__(self, tile_mn=None, *, cluster_mn=None, sms: int | None = None, group_m: int | None = None,
                  stages: int | None = None, scheduler=None, epi_tile=None, epi_stages: int | None = None,
-                 pdl: bool = False, epilogue_op=None):
+                 pdl: bool | None = None, epilogue_op=None):
         a = self.arguments  # these arguments, a None replaced by the class's default (configured.py)
         self.tile_mn = check_tile(a["tile_mn"], self.TILES)
-        cluster_mn, group_m, scheduler = tuple(a["cluster_mn"]), a["group_m"], a["scheduler"]
+        cluster_mn, group_m, scheduler, sms = tuple(a["cluster_mn"]), a["group_m"], a["scheduler"], a["sms"]
         if cluster_mn not in CLUSTERS:
             raise ShapeError(f"cluster {cluster_mn} is not supported",
                              f"use one of {list(CLUSTERS)} ((1, 1) = no multicast)")
@@ -141,7 +141,7 @@ class PersistentHopperGemm(Configured):
         self.tile_mnk = (*self.tile_mn, self.TILE_K)
         self.cluster_mn, self.sms, self.group_m, self.Scheduler = cluster_mn, sms, group_m, scheduler
         self.requested_stages = stages
-        self.epi_stages, self.pdl = a["epi_stages"], pdl
+        self.epi_stages, self.pdl = a["epi_stages"], a["pdl"]
         self.epi_tile = check_epi_tile(self.tile_mn, a["epi_tile"], whole_rounds=True, epi_stages=self.epi_stages)
         self.acc_dtype = cutlass.Float32
         self.epilogue_op = epilogue_op  # applied to each accumulator before C (epilogue_op.py)
@@ -391,10 +391,8 @@ class PersistentHopperGemm(Configured):
         return (tile.tile_m * self.tile_mn[0], tile.tile_n * self.tile_mn[1])
 
 
-# ------------------------------------------------------------------------------------------
 # Python entry points (gemm_launch.Entry): compile_target(tile=..., scheduler="dynamic", ...) for
 # cutecourse.inspect, launcher(a, b, c, ...) for benchmarks (``sms``: default every SM of the GPU),
 # gemm_persistent(a, b) returns C.
-# ------------------------------------------------------------------------------------------
 ENTRY = gemm_launch.Entry(PersistentHopperGemm)
 compile_target, validate, launcher, gemm_persistent = ENTRY.compile_target, ENTRY.validate, ENTRY.launcher, ENTRY.gemm

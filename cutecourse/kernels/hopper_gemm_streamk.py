@@ -34,7 +34,9 @@ only where each CTA saves ``MIN_SAVED`` = 16 k-tiles or more. Measured (docs/hop
 power to the others.
 
 The kernel takes one more argument than the persistent one, ``partial_sums``: one fp32 tile per
-CTA; and its ``counters`` hold, after the dynamic scheduler's two tickets, one flag per CTA.
+CTA; and its ``counters`` hold one flag per CTA, after two int32 it leaves unused (the
+persistent kernel's counters start with the dynamic scheduler's two tickets; stream-K takes no
+dynamic scheduler, and keeps the layout).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from .hopper_gemm_persistent import CONSUMER_THREADS, PersistentHopperGemm
 from .persistent_setup import CtaSetup
 from .stream_k_scheduler import StreamKArgs, StreamKScheduler
 
-#: counters[FLAGS + s]: CTA slot s's partial sums are in ``partial_sums`` (after the 2 tickets).
+#: counters[FLAGS + s]: CTA slot s's partial sums are in ``partial_sums`` (after 2 unused int32).
 FLAGS = 2
 
 
@@ -67,17 +69,18 @@ class StreamKHopperGemm(PersistentHopperGemm):
     (``store_tile``: partial sums, or the sum of them all and the epilogue)."""
 
     TILES = TILES  # gemm_plan's: 256x128 is the persistent kernel's alone (not measured here)
-    SCHEDULER = StreamKScheduler
+    SCHEDULER, MIN_SAVED = StreamKScheduler, MIN_SAVED
 
-    def __init__(self, tile_mn=None, *, min_saved: int = MIN_SAVED, **options):
+    def __init__(self, tile_mn=None, *, min_saved: int | None = None, **options):
         """``options``: the persistent kernel's keywords."""
         super().__init__(tile_mn, **options)
+        min_saved = self.arguments["min_saved"]
         if min_saved < 1:
             raise ShapeError(f"min_saved={min_saved}: must be >= 1 k-tile", "use the default, MIN_SAVED")
         self.min_saved = min_saved
 
     def scratch(self):
-        """The counters (after the dynamic scheduler's 2 tickets, one "partial sums ready" flag
+        """The counters (after 2 unused int32, one "partial sums ready" flag
         per CTA, zero between launches) and the partial sums (one fp32 tile per CTA)."""
         return (gemm_launch.Scratch("counters", "int32", FLAGS + self.sms, 8),
                 gemm_launch.Scratch("partial_sums", "float32", self.sms * self.tile_mn[0] * self.tile_mn[1], 16,
@@ -106,7 +109,8 @@ class StreamKHopperGemm(PersistentHopperGemm):
             first, stop = scheduler.helpers(tile)
             for other in cutlass.range(first, stop, unroll=1):
                 add_partial(sums, flags, mma.acc, other * cluster_size + rank, ctid)
-            PersistentHopperGemm.store_tile(self, scheduler, epilogue, mma, gC, tile, ctid, warp_idx)
+            # (super named: inside @cute.jit the bare super() starts from type(self); DEVELOPING.md)
+            super(StreamKHopperGemm, self).store_tile(scheduler, epilogue, mma, gC, tile, ctid, warp_idx)
 
 
 # -- the partial sums: one slot per CTA, and its flag ---------------------------------------------

@@ -115,7 +115,7 @@ class GroupedHopperGemm(PersistentHopperGemm):
             tensor_maps.update_maps(groups.maps, (a_g, b_g), (loads.tma_a, loads.tma_b), (A, B),
                                     PRODUCER_WARP)
             tensor_maps.acquire_maps(groups.maps, (A, B))
-        tile_loads = PersistentHopperGemm.tile_loads(self, groups, loads, tile)
+        tile_loads = super(GroupedHopperGemm, self).tile_loads(groups, loads, tile)  # (named: DEVELOPING.md)
         return dataclasses.replace(tile_loads, maps=(tensor_maps.map_pointer(groups.maps, A),
                                                      tensor_maps.map_pointer(groups.maps, B)))
 

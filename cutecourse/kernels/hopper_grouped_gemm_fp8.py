@@ -47,6 +47,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass.cute.nvgpu import warpgroup
 
+from ..errors import CourseError
 from ..models.blockwise_fp8 import BLOCK
 from ..models.gemm_plan import FP8_DTYPES, tile_k
 from .group_walk import SFA, SFB, M, N, operand_pointer
@@ -67,6 +68,17 @@ CLUSTER = (2, 1)
 GROUP_M = 8
 
 
+def refuse_turn(kernel, turn):
+    """The FP8 mainloops take the base hook's ``turn`` (so that a combination calls them as it
+    calls any mainloop) but cannot serve one: their consumer warpgroups split one tile, and the
+    one-part kernel has turns of its own (``wait_turn`` ...). It runs while the kernel is traced:
+    the compiled code holds nothing of it."""
+    if turn is not None:
+        raise CourseError(f"{type(kernel).__name__}.mainloop was given a turn on the tensor cores ({turn!r}): "
+                          "its warpgroups share one tile, so units that take turns (ping-pong) do not combine "
+                          "with it", "combine the FP8 mainloop with a kernel whose consumers pass no turn")
+
+
 class BlockScaledGroupedHopperGemm(GroupedHopperGemm):
     """G products ``C_g = (qa_g * sa_g) @ (qb_g * sb_g).T``, e4m3 inputs, fp32 block scales.
 
@@ -81,12 +93,14 @@ class BlockScaledGroupedHopperGemm(GroupedHopperGemm):
     TILE_MN, CLUSTER_MN, GROUP_M = (128, 128), CLUSTER, GROUP_M
 
     @cute.jit
-    def mainloop(self, ring, mma, read, release, groups, tile):
+    def mainloop(self, ring, mma, read, release, groups, tile, turn=None):
         """acc = the sum over the tile's k-tiles k of (A_k @ B_k.T) * sa[row, k] * sb[k]: each
         k-tile's wgmmas write a fresh accumulator (``part0`` for even k, ``part1`` for odd), which
         is then added to ``acc`` with its scales (``_promote``), while the next k-tile's wgmmas run.
-        Returns the advanced (read, release) ring states, as ``sm90.mma_tile`` does."""
-        sfa, sfb, m_rows, n_blocks = _group_scales(groups, tile.group, tile.k_end)
+        Returns the advanced (read, release) ring states, as ``sm90.mma_tile`` does. ``turn``: the
+        base hook's; only None (``refuse_turn``)."""
+        refuse_turn(self, turn)
+        sfa, sfb, m_rows, n_blocks = group_scales(groups, tile.group, tile.k_end)
         # The tile row of each of this thread's accumulators (two distinct rows per thread).
         tidx, _, _ = cute.arch.thread_idx()
         thr = mma.tiled_mma.get_slice(tidx - 128 * PRODUCER_WARPGROUPS)
@@ -169,7 +183,7 @@ def _load_scales(scales, sa, k):
     return sfb[(tile_n, k)]
 
 
-def _group_scales(groups, g, k_tiles):
+def group_scales(groups, g, k_tiles):
     """(sfa, sfb, M_g, N_g/128) of group g: sfa (M_g, k-blocks) M-major, sfb (N_g/128, k-blocks)
     row-major (their ``strides`` columns: SFA's k-block stride, SFB's row stride)."""
     m_rows = groups.shapes[(g, M)]

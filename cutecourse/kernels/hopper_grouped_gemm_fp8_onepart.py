@@ -49,7 +49,7 @@ from cutlass.cute.nvgpu import warpgroup
 from ..models.gemm_plan import FP8_TILES
 from .barriers import MmaTurn
 from .hopper_gemm_persistent import PRODUCER_WARPGROUPS
-from .hopper_grouped_gemm_fp8 import BLOCK, BlockScaledGroupedHopperGemm, _group_scales
+from .hopper_grouped_gemm_fp8 import BLOCK, BlockScaledGroupedHopperGemm, group_scales, refuse_turn
 
 
 class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
@@ -60,6 +60,7 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
     ``promote``."""
 
     TILES = FP8_TILES
+    TILE_MN = (128, 256)  # the launchers' default (module docstring: 1.10-1.13x the two-part kernel)
     WGMMA_N = {256: BLOCK}  # 128x256 tiles issue two batches of N = 128 (see the module docstring)
 
     @property
@@ -68,13 +69,14 @@ class OnePartBlockScaledGroupedHopperGemm(BlockScaledGroupedHopperGemm):
         return self.WGMMA_N.get(self.tile_mn[1], self.tile_mn[1])
 
     @cute.jit
-    def mainloop(self, ring, mma, read, release, groups, tile):
+    def mainloop(self, ring, mma, read, release, groups, tile, turn=None):
         """acc = the sum over the tile's k-tiles k of (A_k @ B_k.T) * sa[row, k] * sb[k]. Per
         k-tile and per batch of wgmmas: wait for my turn (``wait_turn``), issue into ``part``,
         pass the turn (``after_issue``), wait for my wgmmas (then ``after_wait``), free the stage
         after the last batch, promote. Returns the advanced (read, release) ring states, as
-        ``sm90.mma_tile`` does."""
-        sfa, sfb, m_rows, n_blocks = _group_scales(groups, tile.group, tile.k_end)
+        ``sm90.mma_tile`` does. ``turn``: the base hook's; only None (``refuse_turn``)."""
+        refuse_turn(self, turn)
+        sfa, sfb, m_rows, n_blocks = group_scales(groups, tile.group, tile.k_end)
         tidx, _, _ = cute.arch.thread_idx()
         wg = cute.arch.make_warp_uniform(tidx // 128 - PRODUCER_WARPGROUPS)  # consumer warpgroup 0 or 1
         part_mn = (self.tile_mn[0], self.part_n)

@@ -36,6 +36,13 @@ planner (``mixed_input.plan``) decided, splits > 1; the number of splits itself 
 value (the buffers' first size), so one compiled kernel serves every split count. It stays an
 argument, not a subclass: all it changes is two operands (``operands()``) and which store runs
 at the end, and a subclass would need a build function to pick it from the plan.
+
+Zero points (``zero_point=True``) stay an argument for the same reason: all that follows from it is
+one more operand (``zeros``, uint8, one per group and weight row), its TMA load next to the
+scales', and the register the conversion subtracts (the zero read from smem instead of 8). The
+loop and its hooks are the same code either way; the quantizer (``quant.int4``) decides it, not
+a kernel variant. A variant that changes what the loop does is a subclass overriding a hook
+(``load``, ``convert``, ``mma``: ``benchmarks/experiments/mixed_ceilings.py`` drops steps so).
 """
 
 from __future__ import annotations
@@ -52,53 +59,16 @@ from ..quant.reorder import BLOCK_K, BLOCK_N, SLICE_K, SLICES
 from . import int4_convert, mixed_epilogue
 from .configured import Configured
 from .epilogue_op import described
+from .mixed_tiles import (BARRIER_BYTES, SM_SMEM, SMEM_BYTES, TILE_K, TILE_MS, WORDS_K,  # noqa: F401
+                          check_group, groups_per_tile, stage_bytes, stage_smem)
 from .operands import Tensor
 
-#: K per k-tile: 256 int4 = 128 bytes a row, one 128-byte-swizzled smem row of packed words.
-TILE_K = 256
-WORDS_K = TILE_K // 8
 #: A k-tile is converted and multiplied in 4 chunks of 64 columns (one reorder block each).
 CHUNKS = TILE_K // BLOCK_K
 #: Threads of a warpgroup; a CTA has 1 or 2 consumer warpgroups (``warpgroups``), each owning 64
 #: weight rows, and one producer warp after them (``PRODUCER_THREADS``) that only issues TMA loads.
 WG_THREADS = 128
 PRODUCER_THREADS = 32
-#: The batch tiles wgmma's N can take here (tokens per CTA).
-TILE_MS = (8, 16, 32, 64, 128, 256)
-SMEM_BYTES = 227 * 1024  # the most one CTA may have
-SM_SMEM = 228 * 1024  # an SM's, shared by its CTAs (1 KB of it reserved per CTA)
-BARRIER_BYTES = 1024
-
-
-def groups_per_tile(group_size: int) -> int:
-    """Scale rows one k-tile needs: 256 / group_size, or 1 when a group spans whole k-tiles."""
-    return max(1, TILE_K // group_size)
-
-
-def check_group(group_size: int, k: int | None = None):
-    """A k-tile must hold whole groups, or lie inside one: group_size divides 256 or is a
-    multiple of it (or is all of K)."""
-    from ..errors import ShapeError
-
-    if group_size % SLICE_K or not (TILE_K % group_size == 0 or group_size % TILE_K == 0
-                                    or group_size == k):
-        raise ShapeError(f"group_size {group_size} does not fit the kernel's k-tile of {TILE_K}: a k-tile "
-                         "must hold whole groups or lie inside one group",
-                         "use a group size that divides 256 (32, 64, 128, 256) or a multiple of 256, "
-                         "or one group per row")
-
-
-def stage_bytes(tile_m: int, group_size: int, zero_point: bool, warpgroups: int = 1) -> int:
-    """Bytes TMA writes into one stage (the full barrier's transaction count)."""
-    g, rows = groups_per_tile(group_size), BLOCK_N * warpgroups
-    return rows * WORDS_K * 4 + tile_m * TILE_K * 2 + g * rows * 2 + (g * rows if zero_point else 0)
-
-
-def stage_smem(tile_m: int, group_size: int, zero_point: bool, warpgroups: int = 1) -> int:
-    """Shared memory one stage takes: its bytes, the zeros' stage padded to 128 bytes."""
-    g, rows = groups_per_tile(group_size), BLOCK_N * warpgroups
-    pad = max(0, 128 - g * rows) if zero_point else 0
-    return stage_bytes(tile_m, group_size, zero_point, warpgroups) + pad
 
 
 class HopperMixedGemm(Configured):
@@ -110,16 +80,29 @@ class HopperMixedGemm(Configured):
     ``zero_point``: the kernel reads uint8 zero points (else the zero is 8). ``split_k``: the
     grid splits K, and the kernel takes the split-K buffers (``mixed_epilogue.store_split``).
     ``warpgroups``: 64 weight rows each. ``stages``: ring depth (default: a third of an SM's
-    smem). Its operands are not a dense GEMM's A, B, C: :meth:`operands` describes them.
+    smem). Its operands are not a dense GEMM's A, B, C: :meth:`operands` describes them. A keyword
+    left None is the class's default (``TILE_M`` ...: ``configured.py``).
+
+    Its hooks, each with the same signature in every subclass: ``weights`` (the packed weights'
+    layout, on the host), ``load`` (one k-tile's TMA loads), ``convert`` (one chunk of int4 words
+    to bf16 registers) and ``mma`` (one chunk's wgmmas); ``consume`` is the loop that calls them.
+    ``split_k`` and ``zero_point`` stay keywords (the module docstring says why).
     """
 
     #: wgmma batches (chunks) left in flight while the next chunk converts: 0, every chunk's
     #: wgmmas are done before its registers are rewritten (the module docstring says why not 1).
     IN_FLIGHT = 0
+    #: The defaults of the keywords left None (``configured.py``): a variant sets those it changes.
+    TILE_M, GROUP_SIZE, ZERO_POINT, SPLIT_K, WARPGROUPS = 16, 128, False, False, 1
 
-    def __init__(self, tile_m: int = 16, *, group_size: int = 128, zero_point: bool = False,
-                 split_k: bool = False, warpgroups: int = 1, stages: int | None = None, epilogue_op=None):
+    def __init__(self, tile_m: int | None = None, *, group_size: int | None = None, zero_point: bool | None = None,
+                 split_k: bool | None = None, warpgroups: int | None = None, stages: int | None = None,
+                 epilogue_op=None):
         from ..errors import ShapeError
+
+        a = self.arguments  # these arguments, a None replaced by the class's default (configured.py)
+        tile_m, group_size, zero_point, split_k, warpgroups = (
+            a[k] for k in ("tile_m", "group_size", "zero_point", "split_k", "warpgroups"))
 
         if tile_m not in TILE_MS:
             raise ShapeError(f"tile_m={tile_m} is not a wgmma N this kernel takes", f"use one of {TILE_MS}")
@@ -306,7 +289,7 @@ class HopperMixedGemm(Configured):
             # it, so every stage of the ring is in flight while they convert and multiply.
             for _ in cutlass.range(k_count, unroll=1):
                 ring.producer_acquire(prod)
-                self._load(ring, loads, prod, k_first)
+                self.load(ring, loads, prod, k_first)
                 prod.advance()
         else:
             self.consume(ring, cons, k_count, sW, sS, sZ, frag, tiled_mma, tCrX, acc, tidx)
@@ -338,16 +321,16 @@ class HopperMixedGemm(Configured):
                     if k > 0:  # every wgmma of k-tile k - 1 is done: its stage is free
                         ring.consumer_release(released)
                         released.advance()
-                self._convert(sW, sS, sZ, cons.index, frag, wg, t, lane_row, chunk)
-                self._mma(tiled_mma, frag, tCrX, acc, cons.index, chunk)
+                self.convert(sW, sS, sZ, cons.index, frag, wg, t, lane_row, chunk)
+                self.mma(tiled_mma, frag, tCrX, acc, cons.index, chunk)
             cons.advance()
         warpgroup.wait_group(0)
         if k_count > 0:
             ring.consumer_release(released)
 
-    # -- the steps ---------------------------------------------------------------------------
+    # -- the steps: hooks a variant overrides (same signature) -------------------------------
     @cute.jit
-    def _load(self, ring, loads, state, k_first):
+    def load(self, ring, loads, state, k_first):
         """TMA-load k-tile k_first + state.count (weights, x, scales, zeros) into stage state.index."""
         tma_w, tWg, tWs, tma_x, tXg, tXs, tma_s, tSg, tSs, tma_z, tZg, tZs = loads
         k = k_first + state.count
@@ -361,7 +344,7 @@ class HopperMixedGemm(Configured):
             cute.copy(tma_z, tZg[(None, g)], tZs[(None, state.index)], tma_bar_ptr=bar)
 
     @cute.jit
-    def _convert(self, sW, sS, sZ, stage, frag, wg, t, lane_row, chunk: cutlass.Constexpr[int]):
+    def convert(self, sW, sS, sZ, stage, frag, wg, t, lane_row, chunk: cutlass.Constexpr[int]):
         """This thread's 4 words of 64-column block ``chunk`` -> 16 registers of its A fragment."""
         regs = cute.recast_tensor(frag, cutlass.Int32)  # 4 registers per 16-column slice
         sS16 = cute.recast_tensor(sS, cutlass.Uint16)  # the scales' bit patterns
@@ -385,7 +368,7 @@ class HopperMixedGemm(Configured):
             int4_convert.convert_word(words[0, s], zz, ss, regs, kk * 4)
 
     @cute.jit
-    def _mma(self, tiled_mma, frag, tCrX, acc, stage, chunk: cutlass.Constexpr[int]):
+    def mma(self, tiled_mma, frag, tCrX, acc, stage, chunk: cutlass.Constexpr[int]):
         """acc += the chunk's 4 wgmmas (64 columns of K): A from ``frag``, B from ring stage
         ``stage``; one commit group, so ``wait_group`` counts chunks."""
         warpgroup.fence()  # the A registers and the accumulators are written before the wgmmas read them
