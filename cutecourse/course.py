@@ -38,6 +38,14 @@ FIGURE_MIN = 1.0
 #: read of notebooks 01-05: a 36-line kernel excerpt with new APIs took minutes, a 10-line one two.
 LISTING_MIN = 1.0
 LISTING_LINE_MIN = 0.15
+#: A printed table or annotated excerpt (a code cell's text output of at least
+#: PRINTED_TABLE_MIN_LINES lines: a benchmark table, a PTX excerpt with a note per line): found and
+#: read against the prose like a listing, but scanned by row rather than read as code. A cold read
+#: of notebook 04 (five printed tables and a 12-line annotated PTX excerpt) took a quarter longer
+#: than the listings and prose alone predicted. Shorter outputs are a result, priced with the cell.
+PRINTED_TABLE_MIN_LINES = 5
+PRINTED_TABLE_MIN = 0.5
+PRINTED_LINE_MIN = 0.05
 #: Work on an exercise beyond reading it, by what it asks (the heading's "(kernel)" / "(lab)"):
 #: writing CuTe DSL code inside a course kernel, compiling it and acting on the checker's verdict
 #: about its PTX; changing a kernel's parameter and measuring or reading what changed; a short
@@ -177,17 +185,21 @@ class Counts:
     figures: int = 0  # stored pictures and widgets
     listings: int = 0  # stored HTML outputs: source listings, tables
     listing_lines: int = 0  # their lines
+    printed: int = 0  # printed tables and excerpts (text outputs of PRINTED_TABLE_MIN_LINES+ lines)
+    printed_lines: int = 0  # their non-blank lines
 
     def __add__(self, other: "Counts") -> "Counts":
         return Counts(self.words + other.words, self.code_cells + other.code_cells,
                       self.figures + other.figures, self.listings + other.listings,
-                      self.listing_lines + other.listing_lines)
+                      self.listing_lines + other.listing_lines, self.printed + other.printed,
+                      self.printed_lines + other.printed_lines)
 
     @property
     def minutes(self) -> float:
         return (self.words / READING_WPM + self.code_cells * CODE_CELL_MIN
                 + self.figures * FIGURE_MIN + self.listings * LISTING_MIN
-                + self.listing_lines * LISTING_LINE_MIN)
+                + self.listing_lines * LISTING_LINE_MIN
+                + self.printed * PRINTED_TABLE_MIN + self.printed_lines * PRINTED_LINE_MIN)
 
 
 @dataclass(frozen=True)
@@ -253,7 +265,7 @@ def _cell_counts(cell) -> Counts:
         return Counts(words=len(text.split()))
     if cell.cell_type != "code":
         return Counts()
-    figures = listings = lines = 0
+    figures = listings = lines = printed = printed_lines = 0
     for out in cell.get("outputs", []):
         data = out.get("data", {})
         if "image/png" in data or "application/vnd.jupyter.widget-view+json" in data:
@@ -261,7 +273,15 @@ def _cell_counts(cell) -> Counts:
         elif "text/html" in data:
             listings += 1
             lines += max(1, "".join(data["text/html"]).count("\n"))  # one per source or table line
-    return Counts(code_cells=1, figures=figures, listings=listings, listing_lines=lines)
+        else:  # printed text: a stream, or a plain result
+            text = "".join(out.get("text", "") if out.get("output_type") == "stream"
+                           else data.get("text/plain", ""))
+            n = sum(1 for ln in text.splitlines() if ln.strip())
+            if n >= PRINTED_TABLE_MIN_LINES:
+                printed += 1
+                printed_lines += n
+    return Counts(code_cells=1, figures=figures, listings=listings, listing_lines=lines,
+                  printed=printed, printed_lines=printed_lines)
 
 
 def _sections(cells) -> list[tuple[str | None, list]]:
@@ -373,7 +393,9 @@ def rates_text() -> str:
     """The estimator's rates in one sentence (quoted under the README table and in the agenda)."""
     return (f"Times are estimated from the notebooks by `.venv/bin/python -m cutecourse.course`: prose at "
             f"{READING_WPM} words a minute, {CODE_CELL_MIN:g} min per code cell, {FIGURE_MIN:g} per "
-            f"picture or widget, {LISTING_MIN:g} per listing or table plus {LISTING_LINE_MIN:g} per line of it; on top of reading an exercise, "
+            f"picture or widget, {LISTING_MIN:g} per listing or table plus {LISTING_LINE_MIN:g} per line of it, "
+            f"{PRINTED_TABLE_MIN:g} per printed table or excerpt of {PRINTED_TABLE_MIN_LINES}+ lines plus "
+            f"{PRINTED_LINE_MIN:g} per line; on top of reading an exercise, "
             f"{KERNEL_WORK_MIN:g} min of work for one that writes kernel code, {LAB_WORK_MIN:g} for a "
             f"change-and-measure lab, {SHORT_WORK_MIN:g} plus {SHORT_PER_LINE_MIN:g} per line of the "
             f"answer (at most {SHORT_MAX_MIN:g}) for a short one; rounded to {ROUND_MIN} min.")

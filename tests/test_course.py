@@ -220,3 +220,14 @@ def test_an_exercise_names_the_sections_of_its_own_notebook():
              nbformat.v4.new_code_cell("# section 9 in code does not count")]
     assert course.sections_named(cells, "07") == (2, 3, 5)
     assert course.sections_named(cells, "03") == (2, 3, 5, 10)
+
+
+def test_a_printed_table_is_read_and_a_short_result_is_not():
+    """A code cell that prints a table (or an annotated PTX excerpt) costs its rows; one that
+    prints a two-line result costs only the cell."""
+    table, result = (nbformat.v4.new_code_cell("print(rows)") for _ in range(2))
+    table.outputs = [nbformat.v4.new_output("stream", name="stdout", text="row\n" * 8)]
+    result.outputs = [nbformat.v4.new_output("stream", name="stdout", text="ok\n\n5 ns\n")]
+    t, r = course._cell_counts(table), course._cell_counts(result)
+    assert (t.printed, t.printed_lines, r.printed, r.printed_lines) == (1, 8, 0, 0)
+    assert t.minutes - r.minutes == pytest.approx(course.PRINTED_TABLE_MIN + 8 * course.PRINTED_LINE_MIN)

@@ -161,8 +161,8 @@ class PipelineWidget:
         self.prefetch = w.IntSlider(value=depth, min=_min_depth(variant), max=stages,
                                     description="prefetch")
         self.step = w.IntSlider(value=0, min=0, max=0, description="step", continuous_update=False)
-        self.prev_button = w.Button(description="◀ prev", layout=w.Layout(width="80px"))
-        self.next_button = w.Button(description="next ▶", layout=w.Layout(width="80px"))
+        self.prev_button = w.Button(description="◀ prev", layout=w.Layout(width="80px", min_width="80px"))
+        self.next_button = w.Button(description="next ▶", layout=w.Layout(width="80px", min_width="80px"))
         self.picture = widgets.picture()
         self.message = widgets.message()
         self.status = w.HTML()
@@ -379,20 +379,21 @@ def draw_dataflow(tile=(128, 256, 64), stages: int = 4, dtype_bytes: int = 2, wa
     arrows = [f"TMA load\n+ mbarrier\n({(a_kib + b_kib):g} KiB tx)", "smem\ndescriptors",
               "async,\nwait_group", "after the\nlast k-tile"]
     if ax is None:
-        _, ax = plt.subplots(figsize=(11, 2.6))
-    ax.set_xlim(0, len(boxes) * 2.5 - 0.45)
+        _, ax = plt.subplots(figsize=(12, 2.6))
+    width, pitch = 1.7, 2.7  # a gap of 1.0 between boxes holds each arrow's label clear of both
+    ax.set_xlim(0, len(boxes) * pitch - (pitch - width) + 0.2)
     ax.set_ylim(0, 2.2)
     ax.axis("off")
     for i, (head, body, color) in enumerate(boxes):
-        x = i * 2.5 + 0.1
-        ax.add_patch(FancyBboxPatch((x, 0.3), 1.8, 1.5, boxstyle="round,pad=0.03", facecolor=color,
+        x = i * pitch + 0.1
+        ax.add_patch(FancyBboxPatch((x, 0.3), width, 1.5, boxstyle="round,pad=0.03", facecolor=color,
                                     edgecolor="black"))
-        ax.text(x + 0.9, 1.65, head, ha="center", va="center", fontsize=9, weight="bold")
-        ax.text(x + 0.9, 0.95, body, ha="center", va="center", fontsize=7.5)
+        ax.text(x + width / 2, 1.65, head, ha="center", va="center", fontsize=9, weight="bold")
+        ax.text(x + width / 2, 0.95, body, ha="center", va="center", fontsize=7.5)
         if i < len(arrows):
-            ax.add_patch(FancyArrowPatch((x + 1.85, 1.05), (x + 2.55, 1.05), arrowstyle="-|>",
-                                         mutation_scale=14, color="black"))
-            ax.text(x + 2.2, 1.2, arrows[i], ha="center", va="bottom", fontsize=6.5)
+            ax.add_patch(FancyArrowPatch((x + width + 0.05, 1.05), (x + pitch - 0.05, 1.05),
+                                         arrowstyle="-|>", mutation_scale=14, color="black"))
+            ax.text(x + (width + pitch) / 2, 1.2, arrows[i], ha="center", va="bottom", fontsize=6.5)
     ax.set_title(f"One CTA's {m}x{n} tile of C: k-tiles of {k} stream through a {stages}-stage "
                  "ring into the tensor cores", fontsize=10)
     return ax

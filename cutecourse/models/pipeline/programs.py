@@ -94,6 +94,7 @@ def compiler_pipelined(p: PipelineModel, k_tiles: int, prefetch: int | None = No
         p.tma_load(st)
         p.producer_commit(st)
 
+    p.consumer = state_from_index(0, p.stages, "consumer")  # the state its first wait will use
     for j in range(min(depth, k_tiles)):  # the compiler's prologue
         yield from load(j)
     for k in range(k_tiles):
