@@ -2,7 +2,7 @@
 
 * :class:`RegisterKernel` (exercise 1): each thread takes one packed word and its scale and
   writes the 4 registers the learner's ``fn(word, j, ss)`` makes, as the mixed-input kernel's
-  ``_convert`` makes them from a word of its weights;
+  ``convert`` makes them from a word of its weights;
 * :class:`UnpackKernel` (exercise 2): one warpgroup unpacks a 64 x 64 block of packed weights:
   thread t finds value v of slice s at nibble ``layout((t, s, v))`` of the block (the learner's
   layout) and writes it where the wgmma fragment puts it (``reorder.BLOCK_LAYOUT``).

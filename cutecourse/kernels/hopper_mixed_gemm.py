@@ -175,8 +175,9 @@ class HopperMixedGemm(Configured):
             cutlass.Float32, (self.warpgroups, 1, 1), tiler_mn=(BLOCK_N, self.tile_m),
             a_source=warpgroup.OperandSource.RMEM)
         row_major = utils.LayoutEnum.ROW_MAJOR
-        # Packed weights: 64 rows x 32 words (128 B), 128-byte swizzled like any K-major operand,
-        # so that the 16-byte reads of the 8 threads of a quarter-warp hit 8 different chunks.
+        # Packed weights: 64 rows x 32 words (128 B), 128-byte swizzled like any K-major operand.
+        # Thread t reads row t / 2, 16 bytes at chunk 2 c + t % 2: a quarter-warp's 8 reads land
+        # on 4 chunks, two each (a 2-way bank conflict, docs/mixed_measured.md).
         sW_layout = sm90_utils.make_smem_layout_a(row_major, (self.rows, self.tile_m, WORDS_K), cutlass.Int32,
                                                   self.stages)
         sX_layout = sm90_utils.make_smem_layout_b(row_major, (self.rows, self.tile_m, TILE_K), cutlass.BFloat16,
