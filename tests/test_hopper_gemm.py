@@ -118,6 +118,20 @@ def test_the_other_kernels_take_their_class_defaults_too():
     assert f2.BlockScaledGroupedHopperGemm().tile_mn == (128, 128)
 
 
+def test_the_constructor_sees_the_class_default_the_key_records():
+    """A keyword left None reaches ``__init__`` as the class attribute, not only the compile key:
+    a variant that sets STAGES, PREFETCH_STAGES or EPILOGUE_OP builds the kernel it says."""
+    from cutecourse.kernels import hopper_gemm_cluster as hc
+    from cutecourse.kernels.epilogue_op import Relu
+
+    op = Relu()
+    v = type("V", (hg.CompilerHopperGemm,), {"STAGES": 3, "PREFETCH_STAGES": 1, "EPILOGUE_OP": op})()
+    assert (v.requested_stages, v.requested_prefetch, v.epilogue_op) == (3, 1, op)
+    assert v.key()[1] == hg.CompilerHopperGemm(stages=3, prefetch_stages=1, epilogue_op=op).key()[1]
+    c = type("C", (hc.ClusterHopperGemm,), {"L2_HINTS": next(iter(hc.L2_HINTS)), "STAGES": 3})()
+    assert (c.l2_hints, c.requested_stages) == (next(iter(hc.L2_HINTS)), 3)  # through **options too
+
+
 def test_a_class_default_that_would_be_ignored_fails_where_the_class_is_defined():
     from cutecourse.kernels.configured import Configured
     from cutecourse.kernels.hopper_gemm_streamk import StreamKHopperGemm

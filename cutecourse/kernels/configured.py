@@ -13,13 +13,16 @@ variant changes a default by setting the attribute and keeps its parent's constr
 a keyword of its own (stream-K's ``min_saved``) lists only that one and passes ``**options`` on.
 The key holds the value used, whether it was spelled out or left to the class.
 
-A capitalised attribute that names a keyword whose default is *not* None would never be read
-(the signature's default wins), so :meth:`Configured.__init_subclass__` refuses such a class
-when it is defined: a default set on the class is used, or the class does not exist.
+Both the key and the constructor see the filled value: :meth:`Configured.__init_subclass__`
+wraps each class's ``__init__`` so that a keyword left None arrives as the class's attribute
+(also through ``**options`` on its way to a parent). A capitalised attribute that names a keyword
+whose default is *not* None would never be read (the signature's default wins), so such a class
+is refused where it is defined: a default set on the class is used, or the class does not exist.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 
@@ -32,6 +35,28 @@ def _frozen(value):
     if isinstance(value, dict):
         return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
     return value
+
+
+def _fill_defaults(init):
+    """``init`` called with every keyword left None (its own, and those in its ``**options``)
+    replaced by the instance's class attribute of that name in capitals, where there is one."""
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def filled(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        cls = type(self)
+        for name, value in list(bound.arguments.items())[1:]:
+            if signature.parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
+                bound.arguments[name] = {k: getattr(cls, k.upper(), None) if v is None else v
+                                         for k, v in value.items()}
+            elif value is None:
+                bound.arguments[name] = getattr(cls, name.upper(), None)
+        return init(*bound.args, **bound.kwargs)
+
+    filled.fills_defaults = True
+    return filled
 
 
 def keywords(cls) -> inspect.Signature:
@@ -72,6 +97,9 @@ class Configured:
         """Refuse, at class definition, a default the constructor would never read: an attribute
         ``X`` set on any class of ``cls`` for a keyword ``x`` whose default is not None."""
         super().__init_subclass__(**kwargs)
+        init = vars(cls).get("__init__")
+        if init is not None and not getattr(init, "fills_defaults", False):
+            cls.__init__ = _fill_defaults(init)
         for name, param in keywords(cls).parameters.items():
             if param.default is None or param.default is param.empty:
                 continue

@@ -117,7 +117,9 @@ class PersistentHopperGemm(Configured):
     #: The constructor's defaults, by keyword (``configured.py``): a variant sets those it changes.
     #: ``scheduler=`` takes ``SCHEDULER`` or a subclass of it.
     TILE_MN, CLUSTER_MN, GROUP_M, SCHEDULER = (128, 256), (1, 1), GROUP_M, tile_scheduler.StaticScheduler
-    EPI_TILE, EPI_STAGES, SMS, PDL = EPI_TILE, EPI_STAGES, 132, False
+    EPI_TILE, SMS, PDL = EPI_TILE, 132, False
+    #: C buffers at most (epi_stages= left None fits the tile under it: not a default, hence the name)
+    MOST_EPI_STAGES = EPI_STAGES
 
     def __init__(self, tile_mn=None, *, cluster_mn=None, sms: int | None = None, group_m: int | None = None,
                  stages: int | None = None, scheduler=None, epi_tile=None, epi_stages: int | None = None,
@@ -137,7 +139,7 @@ class PersistentHopperGemm(Configured):
         if scheduler.PER_CTA is not None and cluster_mn != (1, 1):
             raise ShapeError(scheduler.PER_CTA, "use scheduler='static' with clusters")
         if epi_stages is None:  # a tile stores through every C buffer equally often: fewer where it must
-            a["epi_stages"] = fitting_epi_stages(self.tile_mn, a["epi_tile"], self.EPI_STAGES)
+            a["epi_stages"] = fitting_epi_stages(self.tile_mn, a["epi_tile"], self.MOST_EPI_STAGES)
         self.tile_mnk = (*self.tile_mn, self.TILE_K)
         self.cluster_mn, self.sms, self.group_m, self.Scheduler = cluster_mn, sms, group_m, scheduler
         self.requested_stages = stages

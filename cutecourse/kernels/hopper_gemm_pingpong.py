@@ -76,7 +76,7 @@ class PingPongHopperGemm(PersistentHopperGemm):
     TILES = TILES
     MMA_WARPGROUPS = 1
     C_BUFFER_SETS = 2
-    TILE_MN, GROUP_M, EPI_TILE, EPI_STAGES = (64, 256), GROUP_M, EPI_TILE, EPI_STAGES
+    TILE_MN, GROUP_M, EPI_TILE, MOST_EPI_STAGES = (64, 256), GROUP_M, EPI_TILE, EPI_STAGES
 
     @cute.jit
     def consumers(self, ring, scheduler, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx, warpgroup_idx,

@@ -318,7 +318,8 @@ class PipelineWidget:
 
         from .layout import to_png
 
-        ax = draw_state(self.event)
+        t, e = self.trace, self.event  # the run in the title: two runs may share a state at a step
+        ax = draw_state(e, title=f"{t.variant}, {t.stages} stages, prefetch {t.prefetch}  |  t={e.time:.0f}  {e.actor}: {e.text}")
         if self.trace.deadlock and self.event.op != "deadlock":
             # Say it on every step, not only on the last: the run is doomed from the start.
             t = self.trace
