@@ -7,13 +7,11 @@ Hopper GPU (``-m gpu``): ``mixed_mm(..., epilogue_op="AddBias", epilogue_args=(b
 that does not fill its tile (the padded elements read a clamped operand and are not stored).
 """
 
-import json
 import re
 
 import pytest
 import torch
 
-from cutecourse.child import run_child
 from cutecourse.errors import CourseError, DeviceError, DTypeError, ShapeError
 from cutecourse.inspect import compile_report
 from cutecourse.kernels import mixed_input as mi
@@ -79,7 +77,6 @@ import json, sys, torch
 from cutecourse.kernels.mixed_input import mixed_mm
 from cutecourse.quant import dequantize, quantize_int4
 torch.manual_seed(0)
-rows = []
 for m, n, k, splits in json.loads(sys.argv[1]):
     packed, scales, zeros = quantize_int4(torch.randn(n, k, device="cuda") * 0.02, 128)
     wq = dequantize(packed, scales, zeros).float()
@@ -90,9 +87,9 @@ for m, n, k, splits in json.loads(sys.argv[1]):
     y = mixed_mm(x, packed, scales, splits=splits, epilogue_op="AddBias", epilogue_args=(bias,)).float()
     r = mixed_mm(x, packed, scales, splits=splits, epilogue_op="Relu").float()
     plain = mixed_mm(x, packed, scales, splits=splits)
-    rows.append(dict(case=[m, n, k, splits], bias=float(((y - acc - bias).abs() / bound).max()),
-                     relu=bool(torch.equal(r, plain.float().clamp(min=0)))))
-print("RESULT" + json.dumps(rows), flush=True)
+    row = dict(case=[m, n, k, splits], bias=float(((y - acc - bias).abs() / bound).max()),
+               relu=bool(torch.equal(r, plain.float().clamp(min=0))))
+    print("FINISHED" + json.dumps(row), flush=True)
 """
 
 
@@ -100,10 +97,10 @@ print("RESULT" + json.dumps(rows), flush=True)
 def test_bias_and_relu_match_torch():
     """y = x @ W'.T + bias within the bound of test_mixed_input's check; Relu's y equals the
     plain kernel's y clamped at 0, bit for bit (the same sums, then max(., 0) before rounding)."""
+    from gpu.cases import run_cases  # the GPU checks' case runner: a hang is named by its case
+
     cases = [(3, 320, 640, 1), (5, 448, 1152, 3), (1, 8192, 8192, None)]
-    run = run_child(None, source=GPU_CHECK, argv=[json.dumps(cases)], timeout=300)
-    assert not run.hang, "the epilogue-op check did not finish in 300 s: a hang"
-    line = next((s for s in run.stdout.splitlines() if s.startswith("RESULT")), None)
-    assert line, run.log[-3000:]
-    bad = [r for r in json.loads(line[len("RESULT"):]) if not (r["bias"] <= 1.0 and r["relu"])]
+    rows = run_cases(GPU_CHECK, cases, [f"case {c} (M, N, K, splits)" for c in cases], first_s=240, each_s=120)
+    assert len(rows) == len(cases)
+    bad = [r for r in rows if not (r["bias"] <= 1.0 and r["relu"])]
     assert not bad, bad
