@@ -37,26 +37,30 @@ def _frozen(value):
     return value
 
 
+def filled(cls, arguments: dict) -> dict:
+    """``arguments`` (keyword -> value) with each None replaced by ``cls``'s attribute of that
+    keyword's name in capitals, where it has one: the one rule of class defaults."""
+    return {k: getattr(cls, k.upper(), None) if v is None else v for k, v in arguments.items()}
+
+
 def _fill_defaults(init):
     """``init`` called with every keyword left None (its own, and those in its ``**options``)
     replaced by the instance's class attribute of that name in capitals, where there is one."""
     signature = inspect.signature(init)
 
     @functools.wraps(init)
-    def filled(self, *args, **kwargs):
+    def with_class_defaults(self, *args, **kwargs):
         bound = signature.bind(self, *args, **kwargs)
         bound.apply_defaults()
-        cls = type(self)
-        for name, value in list(bound.arguments.items())[1:]:
+        own = list(bound.arguments)[1:]  # without self
+        bound.arguments.update(filled(type(self), {k: bound.arguments[k] for k in own}))
+        for name in own:
             if signature.parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
-                bound.arguments[name] = {k: getattr(cls, k.upper(), None) if v is None else v
-                                         for k, v in value.items()}
-            elif value is None:
-                bound.arguments[name] = getattr(cls, name.upper(), None)
+                bound.arguments[name] = filled(type(self), bound.arguments[name])
         return init(*bound.args, **bound.kwargs)
 
-    filled.fills_defaults = True
-    return filled
+    with_class_defaults.fills_defaults = True
+    return with_class_defaults
 
 
 def keywords(cls) -> inspect.Signature:
@@ -118,7 +122,7 @@ class Configured:
         except TypeError as exc:
             raise TypeError(f"{exc}; {cls.__name__} takes {', '.join(signature.parameters)}") from None
         bound.apply_defaults()
-        self.arguments = {k: getattr(cls, k.upper(), None) if v is None else v for k, v in bound.arguments.items()}
+        self.arguments = filled(cls, bound.arguments)
         return self
 
     def key(self):
