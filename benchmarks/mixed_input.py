@@ -12,9 +12,13 @@ and each batch M (1, 2, 4, ..., 256, 1024, 4096), one interleaved comparison of
   packed by ``torch._convert_weight_to_int4pack`` (torch's own int4 kernel);
 * ``course mixed_mm``: ``cutecourse.kernels.mixed_input`` (its plan: batch tile, split-K).
 
+and a floor that is no GEMM: ``torch.amax`` over the int4 weights (their bytes read once).
+
 Every case is first checked against x @ W'.T (fp32) and then timed on cold operands: each case
 cycles through copies of its weights that together exceed twice the L2, so that each launch
 reads its weights from HBM, as a decode step does (32 MiB of int4 would otherwise stay in L2).
+Every case is timed as replays of a CUDA graph, as a decode step runs (``bench.graph_time_us``:
+a call through Python costs the host more than the kernel takes at M = 1).
 Throughput is reported as TFLOP/s of 2 M N K; ``params`` records each case's compulsory bytes
 (weights + scales + x + y), from which the achieved bandwidth follows.
 
@@ -85,8 +89,11 @@ def variant_case(name, opts, x, copies, y, ref):
     """A course row with launcher arguments ``opts``; None (and why) where the kernel refuses them."""
     from cutecourse.errors import CourseError
 
+    import torch
+
     try:
-        launchers = [mixed_input.launcher(x, p, s, z, out=y, **opts) for p, s, z in copies]
+        with torch.cuda.stream(bench.graph_stream()):  # a Launch keeps the stream it was built on
+            launchers = [mixed_input.launcher(x, p, s, z, out=y, **opts) for p, s, z in copies]
     except CourseError as exc:
         print(f"skipped {name}: {exc.what}", flush=True)
         return None
@@ -114,7 +121,8 @@ def run_problem(n: int, k: int, m: int, group: int, rounds: int, variants=()) ->
     tiny, tiny_err = tinygemm_case(x, packed, scales, zeros, group, ref, copies)
     if tiny is not None:
         cases.append(tiny)
-    launchers = [mixed_input.launcher(x, p, s, z, out=y) for p, s, z in copies]
+    with torch.cuda.stream(bench.graph_stream()):  # a Launch keeps the stream it was built on
+        launchers = [mixed_input.launcher(x, p, s, z, out=y) for p, s, z in copies]
     bench.checked_case("course mixed_mm", launchers[0], y, ref, 1e-2)
     cases.append(bench.Case("course mixed_mm", lambda fn: fn(), [(fn,) for fn in launchers]))
     plan = launchers[0].plan
@@ -124,6 +132,10 @@ def run_problem(n: int, k: int, m: int, group: int, rounds: int, variants=()) ->
         if case is not None:
             cases.append(case)
 
+    # the floor: the int4 weights' bytes read once by a plain reduction, no GEMM (what the int4
+    # bytes allow at this size, launch ramp and tail included)
+    cases.append(bench.Case("floor: read the int4 bytes", lambda p: torch.amax(p.view(torch.int64)),
+                            [(p,) for p, _, _ in copies]))
     slowest = max(bench.time_us(c, 1, 2, 1)[0] for c in cases)
     iterations = max(3, min(100, int(REPEAT_S * 1e6 / slowest)))
     compulsory = {"cuBLAS bf16": n * k * 2 + (m * k + m * n) * 2,
@@ -131,10 +143,10 @@ def run_problem(n: int, k: int, m: int, group: int, rounds: int, variants=()) ->
     with bench.GpuMonitor() as monitor:
         res = bench.compare(f"int4 x bf16, W {n} x {k}, M = {m}, group {group}: cold weights, interleaved",
                             cases, bench.Work(flops=2 * m * n * k), baseline="cuBLAS bf16", monitor=monitor,
-                            progress=False, rounds=rounds, warmup=3, iterations=iterations, repeats=2,
+                            progress=False, rounds=rounds, warmup=3, iterations=iterations, repeats=2, graph=True,
                             params={"m": m, "n": n, "k": k, "group": group, "compulsory_bytes": compulsory,
-                                    "course_plan": {"tile_m": plan.tile_m, "splits": plan.splits,
-                                                    "warpgroups": plan.warpgroups},
+                                    "course_plan": {"route": plan.route, "tile_m": plan.tile_m,
+                                                    "splits": plan.splits, "warpgroups": plan.warpgroups},
                                     "weight_copies": len(copies), "tinygemm_rel_err": tiny_err,
                                     "variants": [dict(v) for v in variants]})
     print(res.table(), flush=True)
@@ -158,7 +170,8 @@ def main() -> int:
     ms = [int(v) for v in args.ms.split(",")] if args.ms else MS
     rounds = args.rounds
     tag = args.tag
-    variants = [{key: int(val) for key, val in (kv.split("=") for kv in v.split(","))} for v in args.variant]
+    variants = [{key: int(val) if val.isdigit() else val for key, val in (kv.split("=") for kv in v.split(","))}
+                for v in args.variant]
     if args.quick:
         shapes, ms, rounds, tag = QUICK["shapes"], QUICK["ms"], QUICK["rounds"], tag + "_quick"
     t0 = time.perf_counter()

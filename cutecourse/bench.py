@@ -103,6 +103,8 @@ def checked_case(name: str, fn: Callable[..., Any], out, reference, max_rel_err:
     import torch
 
     out.fill_(float("nan"))
+    if out.is_cuda:  # fn may launch on another stream (a launcher built for a graph): poison first
+        torch.cuda.synchronize()
     fn(*args)
     if out.is_cuda:
         torch.cuda.synchronize()
@@ -114,8 +116,12 @@ def checked_case(name: str, fn: Callable[..., Any], out, reference, max_rel_err:
     return Case(name, fn, (args,))
 
 
-def time_us(case: Case, warmup: int = 10, iterations: int = 100, repeats: int = 5) -> list[float]:
-    """Mean microseconds per launch of ``case``, once per repeat (CUDA events, launch stream)."""
+def time_us(case: Case, warmup: int = 10, iterations: int = 100, repeats: int = 5,
+            graph: bool = False) -> list[float]:
+    """Mean microseconds per launch of ``case``, once per repeat (CUDA events, launch stream).
+    ``graph=True``: the launches are replays of one CUDA graph (:func:`graph_time_us`)."""
+    if graph:
+        return graph_time_us(case, warmup, iterations, repeats)
     from cutlass.testing import JitArguments, benchmark
 
     sets = list(case.arg_sets)
@@ -135,11 +141,64 @@ def time_us(case: Case, warmup: int = 10, iterations: int = 100, repeats: int = 
     return out
 
 
+_GRAPH_STREAM = None
+
+
+def graph_stream():
+    """The stream graphs are captured on (a graph cannot be captured on the default stream). A
+    course ``Launch`` launches on the stream that was current when it was built: build the
+    launchers a graph will replay under ``with torch.cuda.stream(bench.graph_stream()):``."""
+    global _GRAPH_STREAM
+    import torch
+
+    if _GRAPH_STREAM is None:
+        _GRAPH_STREAM = torch.cuda.Stream()
+    _GRAPH_STREAM.wait_stream(torch.cuda.current_stream())  # what was queued before comes first
+    return _GRAPH_STREAM
+
+
+def graph_time_us(case: Case, warmup: int = 10, iterations: int = 100, repeats: int = 5) -> list[float]:
+    """Mean microseconds per launch of ``case`` as replays of one CUDA graph of ``iterations``
+    launches (cycling through its argument sets), once per repeat.
+
+    A decode step runs its layers under a CUDA graph: the host's cost of a launch (12-21 us for a
+    call through the DSL's Python launcher, a few us for torch's) is paid once at capture, not
+    per launch. A kernel that runs for 10-20 us, launched from Python back to back, would be
+    timed partly as host time; replayed from a graph, only the GPU's time between kernels
+    counts, for every case alike."""
+    import torch
+
+    sets = list(case.arg_sets)
+    stream = graph_stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # compile and load outside the capture
+        for args in sets:
+            case.fn(*args)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):  # launches go to the capture stream
+        for i in range(iterations):
+            case.fn(*sets[i % len(sets)])
+    out = []
+    with gpu_queue.turn(f"'{case.name}'"), torch.cuda.stream(stream):
+        for _ in range(max(1, -(-warmup // iterations))):
+            graph.replay()
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record(stream)
+            graph.replay()
+            end.record(stream)
+            end.synchronize()
+            out.append(start.elapsed_time(end) * 1e3 / iterations)
+    del graph
+    return out
+
+
 def compare(title: str, cases: Sequence[Case], work: Work, baseline: str,
             warmup: int = 10, iterations: int = 100, repeats: int = 5,
             params: dict[str, Any] | None = None, progress: bool = True,
             rounds: int = 1, monitor: "GpuMonitor | None" = None,
-            idle_s: float = 0.0, settle_s: float = 0.0) -> BenchResult:
+            idle_s: float = 0.0, settle_s: float = 0.0, graph: bool = False) -> BenchResult:
     """Time every case in one run and express each as a ratio to the ``baseline`` case.
 
     ``rounds=1``: each case is timed ``repeats`` times, one case after the other. ``rounds=R``
@@ -152,7 +211,8 @@ def compare(title: str, cases: Sequence[Case], work: Work, baseline: str,
     a second: a kernel timed right after a light one borrows its headroom). Each row's time is then the
     median over all rounds, and ``Row.round_ratios`` keeps its ratio to the baseline per round:
     their spread says how sure the ratio is. With a ``GpuMonitor``, each row also records the
-    SM clock and the power the GPU ran at while that case was timed.
+    SM clock and the power the GPU ran at while that case was timed. ``graph=True``: every
+    case is timed as replays of a CUDA graph (:func:`graph_time_us`).
 
     ``idle_s > 0`` is the *burst* protocol: the GPU idles that long before each case is timed,
     so the timed launches start at the boost clock, before the power controller reacts, as in
@@ -162,6 +222,7 @@ def compare(title: str, cases: Sequence[Case], work: Work, baseline: str,
     names = [c.name for c in cases]
     if baseline not in names:
         raise ValueError(f"baseline {baseline!r} is not one of the cases {names}")
+    timer = (lambda *a: time_us(*a, graph=True)) if graph else time_us
     reps: dict[str, list[float]] = {c.name: [] for c in cases}
     per_round: list[dict[str, float]] = []
     launch_us: dict[str, float] = {}
@@ -176,15 +237,15 @@ def compare(title: str, cases: Sequence[Case], work: Work, baseline: str,
                 w = warmup if r == 0 and not idle_s else max(1, warmup // 4)
                 if settle_s:
                     if c.name not in launch_us:  # a rough launch time, to turn seconds into launches
-                        launch_us[c.name] = time_us(c, 1, 3, 1)[0]
+                        launch_us[c.name] = timer(c, 1, 3, 1)[0]
                     w = max(w, int(settle_s * 1e6 / max(launch_us[c.name], 1.0)))
                 if idle_s:
                     time.sleep(idle_s)
                 if monitor is not None:
                     with monitor.window(c.name):
-                        times = time_us(c, w, iterations, repeats)
+                        times = timer(c, w, iterations, repeats)
                 else:
-                    times = time_us(c, w, iterations, repeats)
+                    times = timer(c, w, iterations, repeats)
                 reps[c.name] += times
                 this_round[c.name] = statistics.median(times)
                 if progress:
@@ -213,7 +274,8 @@ def compare(title: str, cases: Sequence[Case], work: Work, baseline: str,
                                     f"{iterations} launches"
                                     + (f", {idle_s:g} s idle before each (burst)" if idle_s else "")
                                     + (f", each case run {settle_s:g} s before it is timed"
-                                       if settle_s else ""))
+                                       if settle_s else "")
+                                    + (", CUDA-graph replays" if graph else ""))
     result = BenchResult(title, work, baseline, rows, params, environment())
     base = result.speed(result.row(baseline))
     for r in rows:

@@ -1,7 +1,7 @@
 """The mixed-input GEMM kernel (int4 weights x bf16 activations) and its host API.
 
 On the CPU: the sm_90a PTX has register-sourced wgmmas, the lop3 conversion and no int -> float
-``cvt``, TMA loads; every bad input is refused with what to change; the plan splits K where the
+``cvt``, TMA loads (and the large-M route's dequantize kernel the same conversion); every bad input is refused with what to change; the plan splits K where the
 grid is small. On a Hopper GPU (``-m gpu``): y against x @ W'.T on shapes nobody picked, and
 one-hot rows of x that read W' back bit for bit. The quantization itself: test_quant_int4.py.
 """
@@ -45,6 +45,26 @@ def test_ptx_register_wgmma_and_lop3_conversion(params):
     assert "st.global.b16" in ptx  # bf16 y
     if params.get("split_k"):  # fp32 slices, the tile's counter, the last split reads the slices from L2
         assert "st.global.b32" in ptx and "atom.global.acq_rel" in ptx and "ld.global.cg" in ptx
+
+
+@pytest.mark.parametrize("params", [dict(), dict(zero_point=True, group_size=32)])
+def test_dequantize_kernel_converts_with_lop3_and_stores_bf16_pairs(params):
+    """The large-M route's first kernel: a CTA converts 4 reorder blocks, each with one 16-byte
+    load of 4 words a thread, 16 registers made by lop3 + sub + mul (no int -> float cvt), staged
+    in shared memory and stored as 16-byte rows of W'; the scales read once per block when the
+    group covers it, once per 16-column slice of two when it does not."""
+    from cutecourse.inspect import compile_report
+    from cutecourse.kernels.int4_dequantize import BLOCKS
+
+    ptx = compile_report("cutecourse.kernels.int4_dequantize:compile_target", **params).ptx
+    assert ptx.count("ld.global.v4.b32") == BLOCKS
+    for op in ("lop3.b32", "sub.rn.bf16x2", "mul.rn.bf16x2", "st.shared.b32"):
+        assert ptx.count(op) == 16 * BLOCKS, op
+    assert ptx.count("st.global.v4.b32") == 4 * BLOCKS and "st.global.b32" not in ptx
+    assert not INT_TO_FLOAT_CVT.search(ptx)
+    per_block = 8 if params.get("group_size") == 32 else 2  # (rows g and g + 8) x groups in the block
+    assert ptx.count("ld.global.b16") + ptx.count("ld.global.nc.b16") == per_block * BLOCKS
+    assert ptx.count("ld.global.b8") == (per_block * BLOCKS if params.get("zero_point") else 0)
 
 
 class OverlappingMixedGemm(mi.HopperMixedGemm):
@@ -169,7 +189,20 @@ def test_plan_splits_k_when_the_grid_is_small():
         assert costs[p.splits] == min(costs.values()), (m, n, k, p, costs)
     assert mi.plan(4096, 8192, 8192, 128).splits == 1  # the fp32 slices would outweigh the weights
     assert mi.plan(256, 8192, 8192, 128).splits == 1
-    assert [mi.plan(m, 8192, 8192, 128).tile_m for m in (1, 9, 16, 33, 4096)] == [8, 16, 16, 64, 64]
+    assert [mi.plan(m, 8192, 8192, 128).tile_m for m in (1, 9, 16, 33, 256)] == [8, 16, 16, 64, 64]
+    assert mi.plan(4096, 8192, 8192, 128, route="fused").tile_m == 64
+
+
+def test_large_m_dequantizes_once_then_runs_the_dense_gemm():
+    """From DEQUANTIZE_M tokens on, the planner writes W' once and runs the dense GEMM, unless
+    the fused kernel's tile or split is asked for; an unknown route is refused."""
+    assert [mi.plan(m, 8192, 8192, 128).route for m in (1, 256, 1000, mi.DEQUANTIZE_M - 1)] == ["fused"] * 4
+    assert [mi.plan(m, 8192, 8192, 128).route for m in (mi.DEQUANTIZE_M, 4096)] == ["dequantize"] * 2
+    assert mi.plan(4096, 8192, 8192, 128, tile_m=64).route == "fused"
+    assert mi.plan(4096, 8192, 8192, 128, splits=1).route == "fused"
+    assert mi.plan(64, 8192, 8192, 128, route="dequantize").route == "dequantize"
+    with pytest.raises(ShapeError, match="route='dense'"):
+        mi.plan(64, 8192, 8192, 128, route="dense")
     with pytest.raises(ShapeError, match="splits"):
         mi.plan(1, 8192, 512, 128, splits=3)
 
@@ -203,8 +236,10 @@ for m, n, k, group, zp, splits, wgs in json.loads(sys.argv[1]):
         first.view(torch.int16), mixed_mm(x, packed, scales, zeros, splits=splits, warpgroups=wgs).view(torch.int16))
     if getattr(fn, "counters", None) is not None:
         again = again and int(fn.counters.abs().sum()) == 0
-    row = [m, n, k, group, zp, fn.plan.splits, fn.plan.warpgroups, float(((y - ref).abs() / bound).max()),
-           exact and again]
+    if fn.plan.route == "dequantize":  # W' as the dequantize kernel wrote it: torch's, bit for bit
+        exact = exact and torch.equal(fn.w.view(torch.int16), wq.to(torch.bfloat16).view(torch.int16))
+    row = [m, n, k, group, zp, fn.plan.route, fn.plan.splits, fn.plan.warpgroups,
+           float(((y - ref).abs() / bound).max()), exact and again]
     print("FINISHED" + json.dumps(row), flush=True)
 """
 
@@ -215,6 +250,8 @@ GPU_CASES = [
     (45, 64, 256, 128, False, 1, None), (130, 576, 896, 128, False, None, 2), (9, 1088, 3200, 64, False, 5, 1),
     (250, 256, 512, 64, True, 2, None), (1000, 704, 1408, 128, True, None, None),
     (2, 512, 2048, 2048, False, 4, None), (7, 1024, 4096, 128, False, None, None),
+    # from DEQUANTIZE_M tokens on: W' written once, then the dense GEMM
+    (1030, 320, 640, 64, True, None, None), (1100, 1088, 3200, 128, False, None, None),
 ]
 
 

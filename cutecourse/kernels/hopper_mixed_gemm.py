@@ -24,8 +24,8 @@ chunk's wgmmas in flight while the next converts (``wait_group(1)``) is correct,
 cannot prove it: it reports "wgmma.mma_async instructions are serialized due to non wgmma
 instructions defining input registers" (C7513) and makes every wgmma wait, which is slower
 than waiting once per chunk. So the overlap comes from occupancy instead: at about 50 registers
-a thread and a third of an SM's smem, 3 CTAs share an SM (2 at tile_m = 64), and while one
-converts the others' wgmmas and TMA loads run. (CUTLASS's answer is warp specialization: one
+a thread and at most a third of an SM's smem, 3 or 4 CTAs share an SM (2 at tile_m = 64), and
+while one converts the others' wgmmas and TMA loads run. (CUTLASS's answer is warp specialization: one
 warpgroup converts while the other's wgmmas run.) The counter-example is compiled and read in
 tests/test_mixed_input.py: a subclass with ``IN_FLIGHT = 1``.
 
@@ -114,9 +114,10 @@ class HopperMixedGemm(Configured):
         per = stage_smem(tile_m, group_size, zero_point, warpgroups)
         fit = (SMEM_BYTES - BARRIER_BYTES) // per
         self.gpt = groups_per_tile(group_size)
-        # Default: the most stages (2 to 8) with which 3 CTAs share an SM (1 KB of its smem
-        # reserved per CTA; at tile_m = 64 even 2 stages let only 2 share it): while one
-        # converts, the others' wgmmas and loads run.
+        # Default: the most stages (2 to 8) with which at least 3 CTAs share an SM (1 KB of its
+        # smem reserved per CTA; 4 where 2 stages are that small, e.g. tile_m = 16 with two
+        # warpgroups; at tile_m = 64 even 2 stages let only 2 share it): while one converts,
+        # the others' wgmmas and loads run.
         self.stages = stages if stages is not None else 2
         while stages is None and self.stages < 8:
             self.stages += 1

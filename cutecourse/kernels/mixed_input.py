@@ -45,6 +45,17 @@ SMS = 132
 MAX_TILE_M = 64
 #: At most this many splits of K (each split adds an (M, N) fp32 slice to write and add).
 MAX_SPLITS = 8
+#: The two ways the GEMM runs: the fused kernel, or W' dequantized once and the dense GEMM.
+ROUTES = ("fused", "dequantize")
+#: From this many tokens on, converting every weight once (one pass over memory: 0.5 byte read
+#: and 2 written a weight) and running notebook 06's dense GEMM beats converting each weight once
+#: per 64-token tile inside the fused kernel. Both costs grow with N x K, so the crossing point
+#: is a number of tokens. Measured on an H200 (``docs/mixed_measured.md``): the pass takes 59 us
+#: on 8192 x 8192 (2.85 TB/s), the dense GEMM 0.165 us a token and the fused kernel 0.227, so
+#: the routes cross near 59 / (0.227 - 0.165) = 950 tokens (at M = 1024: 230 against 232 us).
+DEQUANTIZE_M = 1024
+#: The dense GEMM the dequantize route runs (``registry.DENSE``): notebook 06's.
+DENSE_GEMM = "persistent"
 
 
 def ctas_per_sm(kernel) -> int:
@@ -91,6 +102,8 @@ class Plan:
     group_size: int
     ctas: int  # CTAs of one split
     warpgroups: int = 1
+    #: "fused" (this module's kernel) or "dequantize" (W' written once, then the dense GEMM)
+    route: str = "fused"
 
 
 def _name(dtype) -> str:
@@ -153,12 +166,21 @@ def check(x, packed, scales, zeros=None) -> tuple[int, int, int, int]:
 
 
 def plan(m: int, n: int, k: int, group: int, sms: int = SMS, tile_m: int | None = None,
-         splits: int | None = None, zero_point: bool = False, warpgroups: int | None = None) -> Plan:
-    """The batch tile, the warpgroups (64 weight rows each) and the split of K for an (M, N, K)
-    problem on ``sms`` SMs. Two warpgroups where N is a multiple of 128: every CTA reads its
+         splits: int | None = None, zero_point: bool = False, warpgroups: int | None = None,
+         route: str | None = None) -> Plan:
+    """The route, the batch tile, the warpgroups (64 weight rows each) and the split of K for an
+    (M, N, K) problem on ``sms`` SMs. Route: from ``DEQUANTIZE_M`` tokens on, W' is written once
+    and the dense GEMM runs on it (``int4_dequantize.py`` says why); ``tile_m`` or ``splits``
+    given means the fused kernel. Two warpgroups where N is a multiple of 128: every CTA reads its
     tile_m x K slice of x from L2, so 128 weight rows a CTA read x half as often as 64 (at
     M = 16 on 8192 x 8192, 34 MB instead of 67: as much as the int4 weights themselves); the
     parallelism lost to fewer CTAs comes back through split-K, which reads no more x."""
+    if route is None:
+        route = "dequantize" if m >= DEQUANTIZE_M and tile_m is None and splits is None else "fused"
+    if route not in ROUTES:
+        raise ShapeError(f"route={route!r} is not a way this GEMM runs", f"use one of {ROUTES} or leave it None")
+    if route == "dequantize":
+        return Plan(0, 1, group, 0, 0, route)
     if tile_m is None:
         tile_m = next(t for t in TILE_MS if t >= min(m, MAX_TILE_M))
     if warpgroups is None:
@@ -175,11 +197,11 @@ def plan(m: int, n: int, k: int, group: int, sms: int = SMS, tile_m: int | None 
     if not 1 <= splits <= k_tiles:
         raise ShapeError(f"splits={splits}: K = {k} has {k_tiles} k-tiles of {TILE_K}",
                          f"use 1 .. {k_tiles} splits")
-    return Plan(tile_m, splits, group, ctas, warpgroups)
+    return Plan(tile_m, splits, group, ctas, warpgroups, route)
 
 
 def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=None, warpgroups=None,
-             stages=None, epilogue_op=None, epilogue_args=()):
+             stages=None, epilogue_op=None, epilogue_args=(), route=None):
     """Check, plan, compile once; return the host layer's ``gemm_launch.Launch``: ``fn()`` writes
     y = x @ W'.T into ``out`` (or a new y, ``fn.y``); ``fn.plan``; with split-K it owns its
     buffers (``fn.partials``, ``fn.counters``), so two launchers may run on different streams.
@@ -196,13 +218,15 @@ def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=Non
         raise DeviceError(f"the operands are on {x.device}; the kernel runs on a Hopper GPU",
                           "move them with .cuda(); on the CPU compute x @ dequantize(packed, scales, zeros).T")
     gpu = require_gpu("sm_90a")
-    p = plan(m, n, k, group, gpu.sm_count, tile_m, splits, zeros is not None, warpgroups)
+    p = plan(m, n, k, group, gpu.sm_count, tile_m, splits, zeros is not None, warpgroups, route)
     y = out if out is not None else torch.empty(m, n, dtype=torch.bfloat16, device=x.device)
     if y.device != x.device:
         raise DeviceError(f"out is on {y.device}, x on {x.device}", "allocate out on x's GPU")
     if tuple(y.shape) != (m, n) or y.dtype != torch.bfloat16 or not y.is_contiguous():
         raise ShapeError(f"out is {_name(y.dtype)} {tuple(y.shape)}; it must be a contiguous bfloat16 ({m}, {n})",
                          "allocate it with torch.empty(M, N, dtype=torch.bfloat16, device=x.device)")
+    if p.route == "dequantize":
+        return _dequantize_launcher(x, packed, scales, zeros, y, p, op, epilogue_args)
     kernel = ENTRY.kernel(tile_m=p.tile_m, group_size=group, zero_point=zeros is not None, split_k=p.splits > 1,
                           warpgroups=p.warpgroups, stages=stages, epilogue_op=op)
     op_tensors = {o.name: t for o, t in zip(described(op), epilogue_args)}
@@ -215,18 +239,35 @@ def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=Non
     return ENTRY.launch(kernel, tensors, y=y, plan=p, **buffers)
 
 
+def _dequantize_launcher(x, packed, scales, zeros, y, p, op, epilogue_args):
+    """The large-M route: one launch writes W' (bf16, N x K: the launcher owns it, ``fn.w``),
+    the next runs the dense GEMM y = x @ W'.T through the epilogue op."""
+    from . import int4_dequantize, registry
+    from .gemm_launch import Launch
+
+    dequantize = int4_dequantize.launcher(packed, scales, zeros)
+    dense = registry.entry(DENSE_GEMM).launcher(x, dequantize.w, y, epilogue_args=tuple(epilogue_args),
+                                                **({"epilogue_op": op} if op is not None else {}))
+
+    def both():
+        dequantize()
+        dense()
+
+    return Launch(both, (), y=y, plan=p, w=dequantize.w)
+
+
 def mixed_mm(x, packed, scales, zeros=None, *, tile_m=None, splits=None, warpgroups=None, epilogue_op=None,
-             epilogue_args=()):
+             epilogue_args=(), route=None):
     """y = x @ dequantize(packed, scales, zeros).T on a Hopper GPU: x (M, K) bf16 -> y (M, N) bf16.
 
     ``packed, scales, zeros``: what ``cutecourse.quant.quantize_int4`` returned. ``tile_m``,
-    ``splits`` and ``warpgroups`` override the planner (:func:`plan`); ``epilogue_op`` and
+    ``splits``, ``warpgroups`` and ``route`` override the planner (:func:`plan`); ``epilogue_op`` and
     ``epilogue_args`` as :func:`launcher` takes them (a Linear layer's bias: ``"AddBias"``)."""
     check(x, packed, scales, zeros)
     if zeros is not None and zeros.numel() and int(zeros.max()) > 15:
         raise DTypeError(f"zeros hold {int(zeros.max())}; int4 zero points are 0 .. 15",
                          "pass the zeros quantize_int4(..., zero_point=True) returned")
     fn = launcher(x, packed, scales, zeros, tile_m=tile_m, splits=splits, warpgroups=warpgroups,
-                  epilogue_op=epilogue_op, epilogue_args=epilogue_args)
+                  epilogue_op=epilogue_op, epilogue_args=epilogue_args, route=route)
     fn()
     return fn.y

@@ -1,0 +1,137 @@
+"""int4 weights -> bf16 W' in global memory: the first half of the mixed-input GEMM at large M.
+
+At decode (M of 1-16 tokens) a weight is read once and used M times, so the fused kernel
+(``hopper_mixed_gemm.py``) converts each weight in registers right before its wgmma: reading
+int4 instead of bf16 is the whole gain. At M in the thousands the same GEMM is compute-bound:
+each weight is used thousands of times, the bytes no longer matter, and the fused kernel pays
+for its small batch tile (tokens 64 at most, each weight converted once per 64 tokens). There
+the fastest way is to convert every weight once, into a bf16 W' (N, K), and run the dense GEMM
+of notebook 06 on it: the conversion costs one pass over memory (0.5 byte read and 2 written a
+weight: about 40 us for 8192 x 8192 on an H200), the GEMM hundreds of microseconds.
+
+This kernel is that pass. One CTA of 128 threads converts one 64 x 64 reorder block: thread t
+loads its 4 words (16 bytes, as the fused kernel's consumer does from shared memory), turns
+each into 4 bf16x2 registers with the same three instructions (``int4_convert.py``), and stores
+each register where its two weights sit in W' (the fragment layout of ``quant/reorder.py``: rows
+g and g + 8, columns 2 (t % 4) + {0, 1} and + 8 of each 16-column slice). So it is also a
+check of the reorder: its W' equals ``quant.dequantize`` bit for bit.
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils as utils
+
+from ..quant.int4 import SYMMETRIC_ZERO
+from ..quant.reorder import BLOCK_K, BLOCK_N, SLICE_K, SLICES, VALUES
+from . import int4_convert
+from .configured import Configured
+from .operands import DescribedEntry, Tensor
+
+THREADS = 128  # one reorder block: 128 threads x 4 words
+#: Reorder blocks a CTA converts one after the other, along K (a CTA: 64 rows x 256 columns).
+BLOCKS = 4
+#: The block staged in shared memory: 64 rows of 32 bf16 pairs, padded to 36 (see ``kernel``).
+STAGE_ROWS, STAGE_PAIRS = BLOCK_N, BLOCK_K // 2 + 4
+
+
+class Int4Dequantize(Configured):
+    """W' = (q - zero) * scale in bf16, from the packed words of ``quant.quantize_int4``.
+    ``group_size``: weights per scale (compiled in); ``zero_point``: read uint8 zero points
+    (else the zero is 8)."""
+
+    GROUP_SIZE, ZERO_POINT = 128, False
+
+    def __init__(self, *, group_size: int | None = None, zero_point: bool | None = None):
+        a = self.arguments  # a None replaced by the class's default (configured.py)
+        if a["group_size"] % SLICE_K:
+            from ..errors import ShapeError
+
+            raise ShapeError(f"group_size {a['group_size']}: a 16-column slice must lie inside one group",
+                             "use a multiple of 16 (quantize_int4's groups are)")
+        self.group_size, self.zero_point = a["group_size"], a["zero_point"]
+
+    def operands(self):
+        """The tensors :meth:`__call__` takes, before and after the stream (``operands.py``)."""
+        before = (Tensor("packed", "int32", ("N", "K8"), ("ldw",)),
+                  Tensor("scales", "bfloat16", ("groups", "N"), ("lds",)),
+                  Tensor("w", "int32", ("N", "K2"), ("ldo",)))  # W' (N, K) bf16 as pairs
+        after = (Tensor("zeros", "uint8", ("groups", "N"), ("ldz",)),) if self.zero_point else ()
+        return before, after
+
+    @cute.jit
+    def __call__(self, packed: cute.Tensor, scales: cute.Tensor, w: cute.Tensor, stream, zeros=None):
+        n, k8 = packed.shape
+        blocks = k8 // (BLOCK_K // VALUES)  # reorder blocks along K
+        grid = ((blocks + BLOCKS - 1) // BLOCKS, n // BLOCK_N, 1)  # a CTA: 64 rows x BLOCKS blocks
+        self.kernel(packed, scales, w, zeros).launch(grid=grid, block=(THREADS, 1, 1), stream=stream,
+                                                     smem=STAGE_ROWS * STAGE_PAIRS * 4 + 128)
+
+    @cute.kernel
+    def kernel(self, mW: cute.Tensor, mS: cute.Tensor, mOut: cute.Tensor, mZ):
+        t, _, _ = cute.arch.thread_idx()
+        bk, bn, _ = cute.arch.block_idx()
+        out = mOut  # W' as bf16 pairs: (N, K / 2) int32
+        s16 = cute.recast_tensor(mS, cutlass.Uint16)  # the scales' bit patterns
+        # one block of W' in bf16 pairs, each row padded by 4 pairs (16 bytes): rows 144 bytes
+        # apart, so the 8 rows a warp writes at once start in 8 different groups of 4 banks
+        stage = utils.SmemAllocator().allocate_tensor(
+            cutlass.Int32, cute.make_layout((STAGE_ROWS, STAGE_PAIRS), stride=(STAGE_PAIRS, 1)), 16)
+        # where thread t's fragment sits (reorder.FRAGMENT): rows g, g + 8; columns c, c + 1, c + 8, c + 9
+        g = (t // 4) % 8 + 16 * (t // 32)
+        c = 2 * (t % 4)
+        blocks = mW.shape[1] // (BLOCK_K // VALUES)
+        # every block's words first (16 bytes a block): 4 loads in flight a thread, not one
+        words = cute.make_rmem_tensor(cute.make_layout((BLOCKS, SLICES), stride=(SLICES, 1)), cutlass.Int32)
+        for b in cutlass.range_constexpr(BLOCKS):
+            if bk * BLOCKS + b < blocks:  # block row t / 2, word column 4 (t % 2)
+                cute.autovec_copy(cute.local_tile(mW, (1, SLICES), (bn * BLOCK_N + t // 2, 2 * (bk * BLOCKS + b) + t % 2)),
+                                  cute.local_tile(words, (1, SLICES), (b, 0)))
+        for b in cutlass.range_constexpr(BLOCKS):
+            block = bk * BLOCKS + b
+            if block < blocks:
+                self.convert_block(words, b, s16, mZ, stage, bn, block, g, c)
+            cute.arch.sync_threads()  # the block is in shared memory
+            if block < blocks:
+                # 64 rows x 128 bytes: 8 threads a row, 16 bytes each; a warp stores 4 whole rows
+                for r in cutlass.range_constexpr(BLOCK_N * 8 // THREADS):
+                    row, chunk = r * (THREADS // 8) + t // 8, t % 8
+                    v = cute.make_rmem_tensor((1, 4), cutlass.Int32)
+                    cute.autovec_copy(cute.local_tile(stage, (1, 4), (row, chunk)), v)
+                    cute.autovec_copy(v, cute.local_tile(out, (1, 4), (bn * BLOCK_N + row, block * 8 + chunk)))
+            cute.arch.sync_threads()  # read before the next block overwrites it
+
+    @cute.jit
+    def convert_block(self, words, b, s16, mZ, stage, bn, block, g, c):
+        """This thread's 4 words ``words[b, :]`` of reorder block (bn, block) -> 16 bf16 pairs in ``stage``."""
+        rows = (bn * BLOCK_N + g, bn * BLOCK_N + g + 8)
+        one_group = self.group_size % BLOCK_K == 0  # the whole block in one group: its scales read once
+        for s in cutlass.range_constexpr(SLICES):
+            col = block * BLOCK_K + s * SLICE_K  # the slice's first column of W
+            if cutlass.const_expr(s == 0 or not one_group):
+                grp = col // self.group_size  # a slice of 16 columns never straddles a group
+                ss = tuple(int4_convert.both_halves(s16[grp, r]) for r in rows)
+                zz = tuple(int4_convert.MAGIC | (SYMMETRIC_ZERO * 0x00010001) for _ in rows)  # 136.0 twice
+                if cutlass.const_expr(self.zero_point):
+                    zz = tuple(cutlass.Int32(int4_convert.MAGIC) | int4_convert.both_halves(mZ[grp, r])
+                               for r in rows)
+            for j in cutlass.range_constexpr(4):  # register j: row g + 8 (j % 2), columns + 8 (j // 2)
+                value = int4_convert.sub_mul_bf16x2(int4_convert.magic(words[b, s], j), zz[j % 2], ss[j % 2])
+                stage[g + 8 * (j % 2), (s * SLICE_K + c + 8 * (j // 2)) // 2] = value
+
+
+#: The kernel's entry in the one host layer: compile target and launch (``operands.py``).
+ENTRY = DescribedEntry(Int4Dequantize)
+compile_target = ENTRY.compile_target
+
+
+def launcher(packed, scales, zeros=None, out=None):
+    """A ``gemm_launch.Launch`` writing W' into ``out`` (or a new bf16 (N, K), ``fn.w``), for
+    operands ``mixed_input.check`` has accepted."""
+    import torch
+
+    n, k = packed.shape[0], packed.shape[1] * VALUES
+    w = out if out is not None else torch.empty(n, k, dtype=torch.bfloat16, device=packed.device)
+    kernel = ENTRY.kernel(group_size=k // scales.shape[0], zero_point=zeros is not None)
+    return ENTRY.launch(kernel, dict(packed=packed, scales=scales, w=w.view(torch.int32), zeros=zeros), w=w)
