@@ -81,3 +81,23 @@ def test_the_pictures_state_their_point():
     assert "0x000F000F" in vm.draw_word().axes[0].get_title()
     assert "16 bytes" in vm.draw_reorder().axes[1].get_title()
     assert len(vm.draw_ampere_tiles().axes) == 2
+
+
+def test_the_roofline_picture_agrees_with_the_table_beside_it():
+    """The title's ratio is the bounds' at M = 1 (3.9x on 8192 x 8192, as the notebook's table
+    prints), the M* labels sit at the top of the axes (clear of the x axis), and each measured
+    case is drawn in its own colour."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from cutecourse.viz import mixed_input as vm
+
+    ratio = dr.bound(1, 8192, 8192).us / dr.bound(1, 8192, 8192, bits=4).us
+    ax = vm.draw_roofline(8192, 8192).axes[0]
+    assert f"int4 {ratio:.1f}x lower" in ax.get_title() and f"{ratio:.1f}" == "3.9"
+    labels = [t for t in ax.texts if "M* =" in t.get_text()]
+    assert len(labels) == 2 and all(t.get_position()[1] > 0.9 for t in labels)
+    measured = {name: [(1, 10.0 + i), (16, 11.0 + i)] for i, name in enumerate(vm.CASE_COLORS)}
+    ax = vm.draw_roofline(measured=measured).axes[0]
+    drawn = {line.get_label(): line.get_color() for line in ax.lines if line.get_label().startswith("measured")}
+    assert drawn == {f"measured: {name}": color for name, color in vm.CASE_COLORS.items()}

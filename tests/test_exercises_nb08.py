@@ -127,7 +127,7 @@ def test_a_single_value_mode_is_told_to_split():
     (nb08_lab.EX3[1], ("ceil", "132", "/", "x splits")),
 ])
 def test_the_hints_point_at_the_idea_not_the_code(hint, answer):
-    """A hint is shown from the first run of the untouched skeleton: it must leave the answer to
+    """A hint is shown as soon as the untouched skeleton is checked: it must leave the answer to
     the learner."""
     assert not [a for a in answer if a in hint], hint
 
