@@ -81,3 +81,76 @@ def test_the_pictures_state_their_point():
     assert "0x000F000F" in vm.draw_word().axes[0].get_title()
     assert "16 bytes" in vm.draw_reorder().axes[1].get_title()
     assert len(vm.draw_ampere_tiles().axes) == 2
+
+
+def test_the_roofline_picture_agrees_with_the_table_beside_it():
+    """The title's ratio is the bounds' at M = 1 (3.9x on 8192 x 8192, as the notebook's table
+    prints), the M* labels sit at the top of the axes (clear of the x axis), and each measured
+    case is drawn in its own colour."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from cutecourse.viz import mixed_input as vm
+
+    ratio = dr.bound(1, 8192, 8192).us / dr.bound(1, 8192, 8192, bits=4).us
+    ax = vm.draw_roofline(8192, 8192).axes[0]
+    assert f"int4 {ratio:.1f}x lower" in ax.get_title() and f"{ratio:.1f}" == "3.9"
+    labels = [t for t in ax.texts if "M* =" in t.get_text()]
+    assert len(labels) == 2 and all(t.get_position()[1] > 0.9 for t in labels)
+    measured = {name: [(1, 10.0 + i), (16, 11.0 + i)] for i, name in enumerate(vm.CASE_COLORS)}
+    ax = vm.draw_roofline(measured=measured).axes[0]
+    drawn = {line.get_label(): line.get_color() for line in ax.lines if line.get_label().startswith("measured")}
+    assert drawn == {f"measured: {name}": color for name, color in vm.CASE_COLORS.items()}
+
+
+def test_speedups_are_over_the_baseline_at_its_own_m():
+    points = {"cuBLAS bf16": [(1, 30.0), (16, 32.0)], "course mixed_mm": [(1, 10.0), (16, 16.0), (64, 20.0)],
+              "torch tinygemm int4": [(16, 8.0)]}
+    got = dr.speedups(points)
+    assert got == {"cuBLAS bf16": {1: 1.0, 16: 1.0}, "course mixed_mm": {1: 3.0, 16: 2.0},
+                   "torch tinygemm int4": {16: 4.0}}
+    assert dr.speedups({"course mixed_mm": [(1, 10.0)]}) == {"course mixed_mm": {}}
+
+
+def test_the_notebook_draws_and_tables_a_stored_measurement(monkeypatch, capsys):
+    """Notebook 08's two cells that read benchmarks/results/mixed_input.json, run on a result set
+    as benchmarks/mixed_input.py writes it: the three cases are drawn on the roofline and tabled
+    as speed-ups; without the file, each says that no measurement is stored."""
+    import json
+    import re
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from cutecourse import bench
+    from cutecourse.viz import mixed_input as vm
+
+    from pathlib import Path
+
+    cells = ["".join(c["source"]) for c in json.loads(
+        (Path(__file__).resolve().parents[1] / "notebooks" / "08_mixed_input_gemm.ipynb").read_text())["cells"] if c["cell_type"] == "code"]
+    roofline = next(c for c in cells if 'bench.load_set("mixed_input")' in c)
+    table = next(c for c in cells if "dr.speedups(" in c)
+    cases = {"cuBLAS bf16": 30.0, "torch tinygemm int4": 12.0, "course mixed_mm": 15.0,
+             "course mixed_mm tile_m=64": 14.0}  # a --variant row: tabled, not drawn
+    stored = {f"8192 x 8192, M = {m}": _result(m, 8192, 8192, {c: t * (1 + m / 64) for c, t in cases.items()})
+              for m in (1, 16, 256)}
+    drawn = {}
+    monkeypatch.setattr(bench, "load_set", lambda name: stored)
+    monkeypatch.setattr(vm, "draw_roofline", lambda *a, measured=None, **k: drawn.update(measured or {}))
+    ns = {"bench": bench, "dr": dr, "vm": vm, "n": 8192, "k": 8192}
+    exec(roofline, ns)  # noqa: S102
+    exec(table, ns)  # noqa: S102
+    out = capsys.readouterr().out
+    assert set(drawn) == set(vm.CASE_COLORS) and [m for m, _ in drawn["course mixed_mm"]] == [1, 16, 256]
+    assert "W 8192 x 8192, speed-up over cuBLAS bf16" in out and "No measurement" not in out
+    assert re.search(r"torch tinygemm int4 +2\.50 +2\.50 +2\.50\n", out) and "course mixed_mm tile_m=64" in out
+    assert "28672" not in out  # shapes the run left out print nothing
+
+    def missing(name):
+        raise FileNotFoundError(name)
+
+    monkeypatch.setattr(bench, "load_set", missing)
+    exec(roofline, ns)  # noqa: S102
+    exec(table, ns)  # noqa: S102
+    assert capsys.readouterr().out.count("No measurement is stored") == 2

@@ -109,6 +109,29 @@ def test_layout_mistakes_are_named(edits, words):
     short_and_clean(r.message)
 
 
+def test_a_single_value_mode_is_told_to_split():
+    """Value mode 8 with one stride cannot hold the interleave: the message says so, not just
+    where value 1 went."""
+    r = nb08.check_packed_layout(learner("packed_layout", ("(2, 2, 2)), " + SOLUTION_STRIDE,
+                                                           "8), stride=((32, 128, 1024), 8, 1)")))
+    assert not r and "one mode of 8" in r.message and "(2,2,2)" in r.message, r.message
+    short_and_clean(r.message)
+
+
+@pytest.mark.parametrize("hint, answer", [
+    # exercise 1: no constant, no instruction, no helper of the answer
+    (nb08.EX1[1], ("0x", "lop3", "xor", "XOR", "sub_mul", "136", ">>", "4j", "mask")),
+    # exercise 2: no stride of the answer
+    (nb08.EX2[1], ("4t", "32", "128", "1024", "(4, 1, 2)", "(4,1,2)", "8 nibbles")),
+    # exercise 3: not the count's formula
+    (nb08_lab.EX3[1], ("ceil", "132", "/", "x splits")),
+])
+def test_the_hints_point_at_the_idea_not_the_code(hint, answer):
+    """A hint is shown as soon as the untouched skeleton is checked: it must leave the answer to
+    the learner."""
+    assert not [a for a in answer if a in hint], hint
+
+
 def test_the_expected_nibbles_are_pack_s():
     """The checker's reference is quant.reorder's table: value (t, s, v) is at the nibble of the
     packed block whose gather index is its place in W (BLOCK_LAYOUT)."""
@@ -132,8 +155,9 @@ def _lab_answer():
 def test_the_lab_solution_passes_and_reads_the_ptx():
     r = nb08_lab.check_split_lab(*_lab_answer())
     assert r, r.message
-    assert "The planner picks 4" in r.message and "with split-K:" in r.message and "atomics" in r.message
+    assert "4 is its choice" in r.message and "with split-K:" in r.message and "atomics" in r.message
     assert "1: 65, 2: 66, 3: 69, 4: 60" in r.message and "Nothing was timed here" in r.message
+    assert "splits = 1, 2, 4 on cold weights" in r.message
 
 
 def test_the_lab_counts_are_the_planners():
@@ -144,27 +168,76 @@ def test_the_lab_counts_are_the_planners():
     assert mi.plan(4, 28672, 8192, 128).splits == min(range(1, 9), key=lambda s: (nb08_lab.split_time(s), s))
 
 
+RIGHT = {s: nb08_lab.split_time(s) for s in range(1, 9)}
+
+
+@pytest.mark.parametrize("splits", [1, 2, 3, 5, 6, 7, 8])
+def test_right_counts_for_another_split_are_refused(splits):
+    """The lab asks for the planner's choice: right counts with any other split do not pass, and
+    the message does not say which split to take unless the learner's own counts show it."""
+    prediction = {s: RIGHT[s] for s in {1, 2, splits}}
+    r = nb08_lab.check_split_lab(splits, prediction)
+    assert not r and "is not its choice" in r.message and "4 splits" not in r.message, r.message
+    r = nb08_lab.check_split_lab(splits, dict(RIGHT))  # every split counted: the learner's own table
+    assert not r and "by your own counts 4 splits cost 60" in r.message, r.message
+
+
+def _missed(s: int) -> str:
+    """The message of a miss must not hold the right count, as a number on its own."""
+    return rf"(?<![\d.]){RIGHT[s]}(?![\d.])"
+
+
 @pytest.mark.parametrize("splits, prediction, words", [
-    # waves on 132 x 3 CTA slots, as if the CTAs of one SM did not share it
-    (2, {1: 32, 2: 32}, "counts waves on 396 CTA slots"),
+    # waves on 132 x 3 CTA slots, as if the CTAs of one SM did not share it, with and without the splits
+    (4, {1: 32, 2: 32, 4: 24}, "counts waves on 396 CTA slots"),
+    (4, {1: 33, 2: 34, 4: 28}, "counts waves on 396 CTA slots"),
+    # CTAs of one warpgroup (64 rows): 448 a split
+    (4, {1: 65, 2: 114, 4: 116}, "CTAs of 64 weight rows"),
+    # k-tiles of a scale group (128 columns): 64 of them
+    (4, {1: 65, 2: 130, 4: 116}, "k-tiles of 128 columns"),
+    # at splits = 1 both doublings give the same count: both named
+    (4, {1: 129, 2: 66, 4: 60}, "224 CTAs; or that counts k-tiles of 128 columns"),
     # the busiest SM's k-tiles, no cost per split
-    (2, {1: 64, 2: 64}, "without the fixed cost of each split"),
-    # 224 / 132 = 1.70 CTAs an SM, not rounded up
-    (2, {1: 55, 2: 56}, "1.70 an SM"),
+    (4, {1: 64, 2: 64, 4: 56}, "without the fixed cost of each split"),
+    # one k-tile for all the splits, not one a split
+    (4, {1: 65, 2: 65, 4: 57}, "add one a split, not one in all"),
+    # 224 / 132 = 1.70 CTAs an SM, not rounded up (54.3 k-tiles, written 54 or 55)
+    (4, {1: 54, 2: 66, 4: 60}, "1.70 an SM"),
+    (4, {1: 65, 2: 66, 4: 58}, "6.79 an SM"),
+    # the CTAs an SM rounded down: 896 // 132 = 6
+    (4, {1: 65, 2: 66, 4: 52}, "rounds the CTAs an SM down"),
+    (4, {1: 65, 2: 50, 4: 60}, "rounds the CTAs an SM down"),
     # 32 / 3 = 10.67 k-tiles a CTA, not rounded up: 6 x 10.67 + 3
-    (3, {1: 65, 2: 66, 3: 67}, "a CTA computes 11, rounded up"),
-    # a wrong count with no known cause: the count itself
-    (4, {1: 65, 2: 66, 4: 58}, "896 CTAs on 132 SMs: 7 on the busiest, each 8 of the 32 k-tiles: 56, plus 4"),
+    (3, {1: 65, 2: 66, 3: 67}, "do not split evenly in 3"),
+    # the right count in the wrong entry
+    (4, {1: 65, 2: 60, 4: 60}, "the count for splits = 4"),
+    # a miss with no known cause: the steps, not the count
+    (4, {1: 65, 2: 66, 4: 61}, "count it in steps"),
     (4, {1: 65, 2: 66, 4: "60"}, "not a str"),
     (3, {1: 65, 2: 66}, "no entry for splits = 3"),
     (3, [65, 66, 69], "write a dict"),
     (3, {1: 65, 2: 66, 3: 69, "4": 60}, "prediction has splits = '4'"),
+    (4, {1: 65, 2: 66, 4: 60, 16: 20}, "prediction has splits = 16"),
     (0, {}, "from 1 to 8"),
+    (9, {}, "from 1 to 8"),
+    (True, {}, "from 1 to 8"),
 ])
 def test_lab_mistakes_are_named(splits, prediction, words):
+    import re
+
     r = nb08_lab.check_split_lab(splits, prediction)
     assert not r and words in r.message, r.message
     short_and_clean(r.message)
+    wrong = next((s for s in sorted(prediction, key=str) if prediction[s] != RIGHT.get(s)), None) \
+        if isinstance(prediction, dict) else None
+    if isinstance(wrong, int) and wrong in RIGHT and "right entry" not in r.message:
+        told = r.message.split(f"you predicted {prediction[wrong]!r}: ", 1)[-1]  # past the learner's own
+        assert not re.search(_missed(wrong), told), f"the miss gives the count away: {r.message}"
+
+
+def test_the_lab_stub_is_not_answered_yet():
+    r = nb08_lab.check_split_lab(..., ...)
+    assert not r and "not answered yet" in r.message, r.message
 
 
 # -- on a Hopper GPU --------------------------------------------------------------------------------

@@ -32,10 +32,12 @@ FLOAT_ROUND_TRIP = r"^cvt(\.\w+)*\.(f32\.bf16|bf16\.f32|bf16x2\.f32)\b"
 
 
 # -- Exercise 1 (kernel): a signed int4 word -> bf16 --------------------------------------------
+#: The hints point at the idea, not at the code: a learner who reads one still has the
+#: instructions and constants to work out (the solution notebook says why its answer works).
 EX1 = ("Exercise 1 (kernel): the conversion of one register, signed int4",
-       "nibble j in the low half and nibble j + 4 in the high half (shift by 4j, mask 0x000F000F); a "
-       "signed nibble s becomes s + 8 when its bit 3 flips, so the magic number can go in with an "
-       "XOR; then subtract 128 + 8 and multiply by ss (int4_convert.sub_mul_bf16x2 does both).")
+       "the lesson's three steps work for a nibble in [0, 15]. Which bit operation moves a "
+       "two's-complement nibble into that range, and can it ride along with the magic number? Then "
+       "ask what the subtraction must take away.")
 
 
 def _register_on_numbers(attempt) -> str | None:
@@ -87,9 +89,9 @@ def check_signed_register(fn):
 
 # -- Exercise 2 (kernel): the packed side of the reorder, as a layout ----------------------------
 EX2 = ("Exercise 2 (kernel): where pack puts each value, as a CuTe layout",
-       "three modes: the thread (4,8,4) as in the fragment layout, the slice 4, the value (2,2,2). "
-       "Strides in nibbles of the packed block: thread t's 4 words are words 4t .. 4t + 3 "
-       "(8 nibbles each), and value v sits in nibble NIBBLE[v] of its word.")
+       "a stride is where one step along a mode goes. Take one step at a time (the next lane, the "
+       "next row of lanes, the next warp, the next slice, each bit of the value) and ask "
+       "reorder.word_position and reorder.NIBBLE which nibble of the packed block it lands on.")
 
 #: (what a unit step of one coordinate is, in the learner's terms; the coordinate; why pack puts it there)
 _STEPS = (
@@ -143,6 +145,7 @@ def learner_table(attempt) -> dict | str:
         return (f"your {attempt.code.name} returns a {kind} ({text[:60]}), not a layout: return "
                 "cute.make_layout(shape, stride=...) itself")
     table = layouts.evaluate(text)
+    attempt.notes["shape"] = table.shape
     sizes = tuple(layouts.size(m) for m in table.shape) if isinstance(table.shape, tuple) else (table.shape,)
     if sizes != (reorder.THREADS, reorder.SLICES, reorder.VALUES):
         return (f"your layout {table.layout} has modes of sizes {sizes}: it takes (thread, slice, value), "
@@ -159,6 +162,12 @@ def _layout_on_numbers(attempt) -> str | None:
         return f"your layout sends thread 0's value 0 of slice 0 to nibble {got[(0, 0, 0)]}; pack puts it at nibble 0"
     for what, (t, s, v), why in _STEPS:
         if got[(t, s, v)] != expected_nibble(t, s, v):
+            value_mode = attempt.notes["shape"][-1]
+            if v and isinstance(value_mode, int):
+                return (f"your value mode is one mode of {value_mode}: value v lands at v times one stride, "
+                        f"but pack interleaves the values (nibbles {', '.join(map(str, reorder.NIBBLE))}), "
+                        "which no single stride gives. Split it as the fragment does, (2,2,2), one "
+                        "stride per bit of v")
             return (f"your layout sends {what} to nibble {got[(t, s, v)]} of the block; pack puts it at "
                     f"nibble {expected_nibble(t, s, v)}: {why}")
     wrong = [k for k in sorted(got) if got[k] != expected_nibble(*k)]

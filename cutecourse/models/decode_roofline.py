@@ -79,3 +79,10 @@ def measured(results: dict, n: int, k: int) -> dict[str, list[tuple[int, float]]
         for row in res.rows:
             out.setdefault(row.name, []).append((res.params["m"], row.us))
     return {name: sorted(points) for name, points in out.items()}
+
+
+def speedups(points: dict[str, list[tuple[int, float]]], baseline: str = "cuBLAS bf16") -> dict[str, dict[int, float]]:
+    """From :func:`measured`: case -> {M: baseline's time / the case's time}, at the M the baseline
+    was measured at (a case left out at some M, e.g. refused there, has no entry for it)."""
+    base = dict(points.get(baseline, ()))
+    return {name: {m: base[m] / us for m, us in series if m in base} for name, series in points.items()}

@@ -32,7 +32,9 @@ def draw_roofline(n: int = 8192, k: int = 8192, group: int = 128, measured: dict
         us = [dr.bound(m, n, k, bits, group).us for m in ms]
         ax.plot(ms, us, "--", color=color, label=f"bound, {name}")
         ax.axvline(dr.crossover(bits), color=color, lw=0.6, alpha=0.6)
-        ax.text(dr.crossover(bits), us[0] * 0.75, f" M* = {dr.crossover(bits):.0f}", color=color, fontsize=8)
+        # the label at the top of its line, clear of the x axis and of the curves below it
+        ax.text(dr.crossover(bits), 0.97, f" M* = {dr.crossover(bits):.0f}", color=color, fontsize=8, va="top",
+                transform=ax.get_xaxis_transform())
     for name, points in (measured or {}).items():
         xs, ys = zip(*points)
         ax.plot(xs, ys, "o-", ms=4, lw=1, color=CASE_COLORS.get(name, "#000000"), label=f"measured: {name}")
@@ -41,7 +43,8 @@ def draw_roofline(n: int = 8192, k: int = 8192, group: int = 128, measured: dict
     ax.set_xlabel("M (tokens in the batch)")
     ax.set_ylabel("time per GEMM (us)")
     where = "with the measured points" if measured else "the model alone"
-    ax.set_title(f"W {n} x {k}: flat while the weights' bytes bind, int4 4x lower up to M* ({where})",
+    ratio = dr.bound(ms[0], n, k, 16, group).us / dr.bound(ms[0], n, k, 4, group).us  # the scales, x and y move too
+    ax.set_title(f"W {n} x {k}: flat while the weights' bytes bind, int4 {ratio:.1f}x lower up to M* ({where})",
                  fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(True, which="major", alpha=0.3)
@@ -132,10 +135,10 @@ def draw_ampere_tiles():
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 2.8))
     steps = {
-        "Ampere, CUTLASS 2.x": ["cp.async: W (int4), x -> smem", "ldmatrix: W -> registers",
-                                "convert in registers (lop3, sub)", "mma.sync m16n8k16: x (A, regs),\nW (B, regs): batch on M >= 16"],
+        "Ampere, CUTLASS 2.x": ["cp.async: W (int4), x, scales -> smem", "ldmatrix: W -> registers",
+                                "convert + scale in registers (lop3, sub, mul)", "mma.sync m16n8k16: x (A, regs),\nW (B, regs): batch on M >= 16"],
         "Hopper, CUTLASS 3.x (and this course)": ["TMA: W (int4), x, scales -> smem", "ld.shared: W -> registers",
-                                                  "convert + scale in registers", "wgmma m64nNk16: W (A, regs),\nx (B, smem): batch on N >= 8"],
+                                                  "convert + scale in registers (lop3, sub, mul)", "wgmma m64nNk16: W (A, regs),\nx (B, smem): batch on N >= 8"],
     }
     for ax, (title, labels) in zip(axes, steps.items()):
         for i, label in enumerate(labels):
