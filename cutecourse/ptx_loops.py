@@ -86,13 +86,13 @@ class Loop:
         return "other"
 
 
-def _lines(ptx: str) -> list[str]:
-    """The instructions and labels of the PTX, in order: no comments, predicate guards,
-    directives or braces."""
+def _lines(ptx: str, guards: bool = False) -> list[str]:
+    """The instructions and labels of the PTX, in order: no comments, directives or braces, and
+    no predicate guards unless ``guards`` (the positions are the same either way)."""
     out = []
     for raw in ptx.splitlines():
         line = raw.split("//")[0].strip().rstrip(";").strip()
-        if line.startswith("@"):
+        if line.startswith("@") and not guards:
             line = line.split(None, 1)[1] if " " in line else line
         if line and not line.startswith((".", "{", "}", "(", ")")):
             out.append(line)
@@ -193,3 +193,31 @@ def loop_structure(ptx: str) -> LoopStructure:
     mma_loops = [lp for lp in found if lp.wgmmas]
     first_mma_loop = mma_loops[0].start if mma_loops else len(lines)
     return LoopStructure(tuple(found), _count(_TMA_LOAD, lines), _count(_TMA_LOAD, lines[:first_mma_loop]))
+
+
+def annotate(ptx: str, loop: Loop, notes, width: int = 60, branches: bool = False) -> str:
+    """The lines of ``loop`` that ``notes`` names, in order, each with its note: a loop's PTX as a
+    reader wants it, with its ``@%p`` guards (a guarded instruction runs where its predicate holds).
+
+    ``notes``: ``(pattern, note)`` pairs or a dict; the first pattern found in a line names it. A
+    note that is a list gives its n-th entry to the pattern's n-th line (its last to any more).
+    The loop's own backward branch is named the back-edge; with ``branches``, every other guarded
+    branch is named as the forward branch it is."""
+    pairs = list(notes.items()) if isinstance(notes, dict) else list(notes)
+    body = [" ".join(ln.split()) for ln in _lines(ptx, guards=True)[loop.start + 1:loop.end + 1]
+            if not _LABEL.match(ln)]
+    seen: dict[str, int] = {}
+    out = []
+    for i, line in enumerate(body):
+        guard = line.split()[0][1:] if line.startswith("@") else None
+        key, note = next(((k, n) for k, n in pairs if k in line), (None, None))
+        if i == len(body) - 1:
+            note = f"back-edge: to {loop.label}, the next k-tile" + (f", if {guard} is true" if guard else "")
+        elif branches and guard and line.split()[1] == "bra":  # not the spin loops' bra.uni
+            note = f"forward branch: skip to its label if {guard} is true"
+        elif isinstance(note, list):
+            seen[key] = seen.get(key, 0) + 1
+            note = note[min(seen[key], len(note)) - 1]
+        if note:
+            out.append(f"  {line[:width]:<{width}}  <- {note}")
+    return "\n".join(out)

@@ -65,15 +65,17 @@ def test_every_stored_widget_has_its_picture_and_state(path):
 
 #: Lessons, not lab logs: the most markdown words a notebook may hold (measurements
 #: belong in docs/). Words as ``cutecourse.course`` counts them (whitespace-separated).
-#: 03 holds 250 words more than 3600: each of its listings says which loops and branches unroll while
-#: tracing and which run, its epilogue listing needs the proxies and the store pipeline defined, and
-#: its section on the generated code shows the prefetch loop's PTX with a line on each instruction.
+#: 03 holds 360 words more than 3600: each of its listings says which loops and branches unroll while
+#: tracing and which run, the kernel's start and its epilogue's set-up are shown with a line on each
+#: name, the swizzle has a section of its own (`S<B,M,S>` read bit by bit), proxies and the store
+#: pipeline are defined before the epilogue, and its section on the generated code shows the prefetch
+#: loop's PTX with a line on each instruction (its estimated time rose with them: 125 minutes).
 #: 04 holds 100 more than 2200: after the diff of its mainloop it shows the three steps the diff calls
 #: (`states`, `retire`, `retire_last`) with a line on each, since its timing model rests on `retire`.
 #: 08 holds 60 more than 2800: section 6 defines inline_ptx's operands and lop3's truth table before the
 #: listing that uses them, and section 4 states the planner's caps before the prediction that needs them.
 MAX_WORDS = {"notebooks/01_layouts_and_elementwise_add.ipynb": 1700, "notebooks/02_tv_layouts.ipynb": 2200,
-             "notebooks/03_hopper_gemm_prefetch.ipynb": 3850, "notebooks/04_compiler_pipelining.ipynb": 2300,
+             "notebooks/03_hopper_gemm_prefetch.ipynb": 3960, "notebooks/04_compiler_pipelining.ipynb": 2300,
              "notebooks/05_tma_multicast.ipynb": 3200,
              "notebooks/06_kernel_schedules.ipynb": 3000, "notebooks/07_grouped_block_scaled_gemm.ipynb": 4800,
              "notebooks/08_mixed_input_gemm.ipynb": 2860}

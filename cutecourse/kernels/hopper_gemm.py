@@ -39,6 +39,12 @@ WARPGROUPS = 2
 GROUP_M = 8
 
 
+def default_prefetch(stages: int) -> int:
+    """The compiler variants' prefetch depth when none is asked for: ``stages - 2``, at least 1
+    (``HopperGemm.__call__`` says why not ``stages - 1``)."""
+    return max(1, stages - 2)
+
+
 class HopperGemm(Configured):
     """C = A @ B.T on Hopper, one CTA per (tile_m, tile_n) tile of C, with the prefetch mainloop.
 
@@ -91,7 +97,7 @@ class HopperGemm(Configured):
         # wait_group(0). With P = stages - 1 that is the stage released at the end of the
         # previous iteration, so warp 0 waits there for the slowest warp before it can issue
         # its own wgmmas; P = stages - 2 leaves one stage of slack (measured: docs/hopper_gemm.md).
-        self.prefetch = (max(1, self.stages - 2) if self.requested_prefetch is None
+        self.prefetch = (default_prefetch(self.stages) if self.requested_prefetch is None
                          else self.requested_prefetch)
         self.tiled_mma = sm90.tiled_mma(self.a_dtype, self.acc_dtype, WARPGROUPS, self.tile_mn[1])
         sA_layout, sB_layout, sC_layout = sm90.smem_layouts(

@@ -11,7 +11,8 @@ kernel's A ring as ``S<3,4,3> o 0 o ((8,16),(64,1),(1,4)):...``: the functor ``S
 that pattern and the wgmma descriptor names it, so both agree. The pattern repeats every 8 rows x 128 B = 1024 B, which is why a swizzled smem
 buffer is 1024-byte aligned.
 
-``swizzled_slot`` is that address arithmetic; ``draw_swizzle`` draws the tile both ways.
+``swizzled_slot`` is that arithmetic on (row, chunk), ``swizzle_address`` CuTe's functor on an
+address; ``draw_swizzle`` draws the tile both ways.
 """
 
 from __future__ import annotations
@@ -27,6 +28,15 @@ def swizzled_slot(row: int, chunk: int, swizzle: bool = True) -> int:
     if not (0 <= chunk < CHUNKS) or row < 0:
         raise ValueError(f"chunk must be in 0..{CHUNKS - 1} and row >= 0, not row={row}, chunk={chunk}")
     return chunk ^ (row % CHUNKS) if swizzle else chunk
+
+
+def swizzle_address(address: int, bits: int = 3, base: int = 4, shift: int = 3) -> int:
+    """CuTe's ``Swizzle<B, M, S>`` (printed ``S<B,M,S>``; defaults: ``S<3,4,3>``) applied to an
+    address: the ``B`` bits from bit ``M + S`` up are XORed into the ``B`` bits from bit ``M`` up;
+    the lowest ``M`` bits (a ``2**M``-byte chunk) never move. On a byte address, ``S<3,4,3>`` XORs
+    bits 7-9 (the 128-byte row, mod 8) into bits 4-6 (the 16-byte chunk): ``swizzled_slot``."""
+    mask = (1 << bits) - 1
+    return address ^ (((address >> (base + shift)) & mask) << base)
 
 
 def banks_of_column(chunk: int, rows: int = CHUNKS, swizzle: bool = True) -> list[int]:

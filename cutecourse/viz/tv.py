@@ -160,7 +160,9 @@ def draw_warp_access(thr_layout: Any, val_layout: Any = None, *, tensor: Any, wa
     # Right: each instruction's 128-byte lines side by side (gaps between them collapsed), each
     # line as its four 32-byte sectors, the bytes the warp asked for coloured. Coalesced: a few
     # lines, all coloured. Strided: many lines, each mostly empty, yet every sector is moved.
-    gap, max_lines = 24, 8  # more than 8 lines would shrink each to a barcode
+    # 4 lines: what a coalesced 512-byte instruction touches; more would shrink each line until a
+    # half-used sector (16 of its 32 bytes) is a few pixels wide
+    gap, max_lines = 24, 4
     widest, notes = 0, []
     for j, a in enumerate(shown):
         y = len(shown) - 1 - j
@@ -179,7 +181,7 @@ def draw_warp_access(thr_layout: Any, val_layout: Any = None, *, tensor: Any, wa
                 ax1.add_patch(Rectangle((x0 + s0, y - 0.35), e0 - s0, 0.7, color=palette(j)))
         shown_lines = min(len(line_ids), max_lines)
         widest = max(widest, shown_lines * (128 + gap))
-        more = f" ({len(line_ids) - max_lines} more not drawn)" if len(line_ids) > max_lines else ""
+        more = f" (first {max_lines} drawn)" if len(line_ids) > max_lines else ""
         ax1.text(-10, y, f"instr {j}", va="center", ha="right", fontsize=8)
         notes.append((y, f"{a.vector_bits}-bit x {WARP} threads = {a.bytes_requested} B\n"
                        f"{len(line_ids)} lines, {a.sectors} sectors{more}: {a.efficiency:.0%} used"))
