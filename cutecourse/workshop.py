@@ -109,15 +109,18 @@ def _after_part(est: Estimate, ex: Exercise) -> int:
 
 def _chosen(est: Estimate, which: str, file_prefix: str | None) -> list[Exercise]:
     """The notebook's exercises (``NN_*``, or ``file_prefix`` e.g. ``01b_``) that ``which`` picks,
-    kernel-writing ones first. The day's are the first kernel-writing one (or lab), and a short
-    one only where that leaves lesson parts after it: every part taught is followed by practice."""
+    kernel-writing ones first. The day's are the first kernel-writing one (or lab) and, where
+    that leaves lesson parts after it, one more after the last part (code where there is some,
+    else a short one): every part taught is followed by practice."""
     prefix = file_prefix or est.notebook.number + "_"
     mine = [e for e in est.exercises if e.file.startswith(prefix)]
     by_kind = {k: [e for e in mine if e.kind == k] for k in ("kernel", "lab", "short")}
     day = (by_kind["kernel"] or by_kind["lab"] or by_kind["short"])[:1]
     last = len(_parts(est)) - 1
-    if day and _after_part(est, day[0]) < last:
-        day += [e for e in by_kind["short"] if e not in day and _after_part(est, e) == last][:1]
+    if day and _after_part(est, day[0]) < last:  # practice after the last part too: code where there is some
+        after_last = [e for e in mine if e not in day and _after_part(est, e) == last]
+        day += ([e for e in after_last if e.kind in ("kernel", "lab")] or
+                [e for e in after_last if e.kind == "short"])[:1]
     chosen = {"all": mine, "day": day, "rest": [e for e in mine if e not in day]}[which]
     return sorted(chosen, key=lambda e: (e.kind != "kernel", e.kind != "lab", mine.index(e)))
 
@@ -143,7 +146,7 @@ def _exercise_items(chosen: list[Exercise]) -> list[Item]:
 def exercises(est: Estimate, which: str = "all", file_prefix: str | None = None) -> list[Item]:
     """Items for the exercises of the notebook's file (``NN_*``, or ``file_prefix`` e.g. ``01b_``):
     ``which`` is "all", "day" (the first kernel-writing exercise, or the first lab where there is
-    none; a short one too where lesson parts follow it) or "rest" (what "day" leaves). Kernel-writing exercises come
+    none; one more after the last part where lesson parts follow it) or "rest" (what "day" leaves). Kernel-writing exercises come
     first; a run longer than :data:`EXERCISE_ITEM_MAX` minutes is split into several items."""
     return _exercise_items(_chosen(est, which, file_prefix))
 
