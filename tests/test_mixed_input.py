@@ -3,7 +3,8 @@
 On the CPU: the sm_90a PTX has register-sourced wgmmas, the lop3 conversion and no int -> float
 ``cvt``, TMA loads (and the large-M route's dequantize kernel the same conversion), for bf16 and
 for fp16 (f16 wgmmas, fp16's magic number, f16x2 arithmetic); every bad input is refused with
-what to change, x and scales of different dtypes too; the plan splits K where the grid is small. On a Hopper GPU (``-m gpu``): y against x @ W'.T on shapes nobody picked, and
+what to change, x and scales of different dtypes too; the plan splits K where the grid is small.
+On a Hopper GPU (``-m gpu``): y against x @ W'.T on shapes nobody picked, bf16 and fp16, and
 one-hot rows of x that read W' back bit for bit. The quantization itself: test_quant_int4.py.
 """
 
@@ -259,20 +260,26 @@ import json, sys, torch
 from cutecourse.kernels.mixed_input import launcher, mixed_mm
 from cutecourse.quant import dequantize, quantize_int4
 torch.manual_seed(0)
-for m, n, k, group, zp, splits, wgs in json.loads(sys.argv[1]):
+for m, n, k, group, zp, splits, wgs, dtype in json.loads(sys.argv[1]):
+    dt = getattr(torch, dtype)  # x's, the scales', W''s and y's
     w = torch.randn(n, k, device="cuda") * 0.02
-    packed, scales, zeros = quantize_int4(w, group, zero_point=zp)
+    packed, scales, zeros = quantize_int4(w, group, zero_point=zp, dtype=dt)
     wq = dequantize(packed, scales, zeros).float()
-    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-    y = mixed_mm(x, packed, scales, zeros, splits=splits, warpgroups=wgs).float()
+    x = torch.randn(m, k, device="cuda").to(dt)
+    y = mixed_mm(x, packed, scales, zeros, splits=splits, warpgroups=wgs)
+    assert y.dtype == dt, y.dtype
+    y = y.float()
     ref = x.float() @ wq.T
-    bound = 2**-8 * ref.abs() + 2 * k * 2**-24 * (x.float().abs() @ wq.abs().T) + 1e-30
+    # y's rounding: half a unit in the last place (bf16 2^-8, fp16 2^-11 relative; fp16's
+    # subnormals 2^-25 absolute)
+    eps, tiny = (2**-8, 1e-30) if dt == torch.bfloat16 else (2**-11, 2**-25)
+    bound = eps * ref.abs() + 2 * k * 2**-24 * (x.float().abs() @ wq.abs().T) + tiny
     # one-hot rows of x read single columns of W' back: exact, whatever the accumulation order
     cols = torch.randint(0, k, (m,), device="cuda")
-    onehot = torch.zeros(m, k, device="cuda", dtype=torch.bfloat16)
+    onehot = torch.zeros(m, k, device="cuda", dtype=dt)
     onehot[torch.arange(m), cols] = 1
     y1 = mixed_mm(onehot, packed, scales, zeros, splits=splits, warpgroups=wgs)
-    exact = torch.equal(y1.view(torch.int16), wq.to(torch.bfloat16)[:, cols].T.contiguous().view(torch.int16))
+    exact = torch.equal(y1.view(torch.int16), wq.to(dt)[:, cols].T.contiguous().view(torch.int16))
     # a launcher run twice gives the same bits (split-K: the counters went back to zero)
     fn = launcher(x, packed, scales, zeros, splits=splits, warpgroups=wgs)
     fn()
@@ -283,15 +290,15 @@ for m, n, k, group, zp, splits, wgs in json.loads(sys.argv[1]):
     if getattr(fn, "counters", None) is not None:
         again = again and int(fn.counters.abs().sum()) == 0
     if fn.plan.route == "dequantize":  # W' as the dequantize kernel wrote it: torch's, bit for bit
-        exact = exact and torch.equal(fn.w.view(torch.int16), wq.to(torch.bfloat16).view(torch.int16))
-    row = [m, n, k, group, zp, fn.plan.route, fn.plan.splits, fn.plan.warpgroups,
+        exact = exact and fn.w.dtype == dt and torch.equal(fn.w.view(torch.int16), wq.to(dt).view(torch.int16))
+    row = [m, n, k, group, zp, dtype, fn.plan.route, fn.plan.splits, fn.plan.warpgroups,
            float(((y - ref).abs() / bound).max()), exact and again]
     print("FINISHED" + json.dumps(row), flush=True)
 """
 
 #: (M, N, K, group, zero points, splits, warpgroups; None: the planner's): odd M, N and K
 #: multiples of 64 that no tile divides; two warpgroups on N = 64 x odd pad the last tile.
-GPU_CASES = [
+BF16_CASES = [
     (1, 192, 384, 64, False, None, None), (3, 320, 640, 128, True, None, 2), (17, 448, 1152, 64, True, 3, None),
     (45, 64, 256, 128, False, 1, None), (130, 576, 896, 128, False, None, 2), (9, 1088, 3200, 64, False, 5, 1),
     (250, 256, 512, 64, True, 2, None), (1000, 704, 1408, 128, True, None, None),
@@ -299,6 +306,15 @@ GPU_CASES = [
     # from DEQUANTIZE_M tokens on: W' written once, then the dense GEMM
     (1030, 320, 640, 64, True, None, None), (1100, 1088, 3200, 128, False, None, None),
 ]
+#: fp16 activations (and scales, W', y): the fused kernel with and without zeros, split-K, two
+#: warpgroups, one group per row, and the dequantize route
+FP16_CASES = [
+    (1, 192, 384, 64, False, None, None), (3, 320, 640, 128, True, None, 2), (17, 448, 1152, 64, True, 3, None),
+    (130, 576, 896, 128, False, None, 2), (2, 512, 2048, 2048, False, 4, None),
+    (1030, 320, 640, 64, True, None, None), (1100, 1088, 3200, 128, False, None, None),
+]
+#: ... the same with the activations' dtype last
+GPU_CASES = [(*c, "bfloat16") for c in BF16_CASES] + [(*c, "float16") for c in FP16_CASES]
 
 
 def run_cases(cases, first_s=180, each_s=60):
@@ -308,7 +324,7 @@ def run_cases(cases, first_s=180, each_s=60):
     with it."""
     from gpu.cases import run_cases as run_timed  # here: a compile child imports this module without tests/
 
-    labels = [f"case {case} (M, N, K, group, zeros, splits, warpgroups)" for case in cases]
+    labels = [f"case {case} (M, N, K, group, zeros, splits, warpgroups, dtype)" for case in cases]
     return run_timed(GPU_CHECK, cases, labels, first_s, each_s)
 
 
@@ -317,16 +333,18 @@ def test_a_hanging_case_is_named(monkeypatch):
     second case within its budget."""
     monkeypatch.setitem(globals(), "GPU_CHECK",
                         'import json, time\nprint("FINISHED" + json.dumps([1]), flush=True)\ntime.sleep(30)\n')
-    with pytest.raises(pytest.fail.Exception, match=r"case \(2, 64, 256, 64, True, None, 2\) .* a hang"):
-        run_cases([(1, 64, 256, 64, False, None, None), (2, 64, 256, 64, True, None, 2)], first_s=20, each_s=1)
+    with pytest.raises(pytest.fail.Exception, match=r"case \(2, 64, 256, 64, True, None, 2, 'float16'\) .* a hang"):
+        run_cases([(1, 64, 256, 64, False, None, None, "bfloat16"), (2, 64, 256, 64, True, None, 2, "float16")],
+                  first_s=20, each_s=1)
 
 
 @pytest.mark.gpu
 def test_matches_torch_s_dequantized_product():
-    """|y - x @ W'.T| <= 2^-8 |x @ W'.T| (y's bf16 rounding) + 2 K 2^-24 (|x| @ |W'|.T) (the
-    worst case of two fp32 sums of K products in different orders, the kernel's and torch's) for
-    every element; one-hot rows of x return columns of W' exactly (bit for bit: the conversion
-    on the GPU is the one the CPU tests model); a launcher run twice gives the same bits."""
+    """|y - x @ W'.T| <= 2^-8 |x @ W'.T| (y's bf16 rounding; fp16: 2^-11, and 2^-25 for its
+    subnormals) + 2 K 2^-24 (|x| @ |W'|.T) (the worst case of two fp32 sums of K products in
+    different orders, the kernel's and torch's) for every element; one-hot rows of x return
+    columns of W' exactly (bit for bit: the conversion on the GPU, bf16 or fp16, is the one the
+    CPU tests model); a launcher run twice gives the same bits."""
     rows = run_cases(GPU_CASES)
     assert len(rows) == len(GPU_CASES)
     bad = [r for r in rows if not (r[-2] <= 1.0 and r[-1])]
