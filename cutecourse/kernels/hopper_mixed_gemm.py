@@ -37,15 +37,13 @@ value (the buffers' first size), so one compiled kernel serves every split count
 argument, not a subclass: all it changes is two operands (``operands()``) and which store runs
 at the end, and a subclass would need a build function to pick it from the plan.
 
-fp16 activations (``dtype="float16"``) are an argument too: x, the scales and y are fp16, the
-wgmmas f16 x f16 -> f32, and the conversion takes fp16's magic number (``int4_convert.py``); the
-bytes, the instructions and the loop are the same.
-
 Zero points (``zero_point=True``) stay an argument for the same reason: all that follows from it is
 one more operand (``zeros``, uint8, one per group and weight row), its TMA load next to the
 scales', and the register the conversion subtracts (the zero read from smem instead of 8). The
 loop and its hooks are the same code either way; the quantizer (``quant.int4``) decides it, not
-a kernel variant. A variant that changes what the loop does is a subclass overriding a hook
+a kernel variant. So do fp16 activations (``dtype="float16"``; x's dtype decides it): x, the
+scales and y are fp16, the wgmmas f16 x f16 -> f32, and the conversion uses fp16's magic number
+(``int4_convert.py``); the bytes, the instruction counts and the loop are the same. A variant that changes what the loop does is a subclass overriding a hook
 (``load``, ``convert``, ``mma``: ``benchmarks/experiments/mixed_ceilings.py`` drops steps so).
 """
 
@@ -89,8 +87,8 @@ class HopperMixedGemm(Configured):
 
     Its hooks, each with the same signature in every subclass: ``weights`` (the packed weights'
     layout, on the host), ``load`` (one k-tile's TMA loads), ``convert`` (one chunk of int4 words
-    to bf16 (fp16) registers) and ``mma`` (one chunk's wgmmas); ``consume`` is the loop that calls them.
-    ``split_k``, ``zero_point`` and ``dtype`` stay keywords (the module docstring says why).
+    to bf16 (fp16) registers) and ``mma`` (one chunk's wgmmas); ``consume`` is the loop that calls
+    them. ``split_k``, ``zero_point`` and ``dtype`` stay keywords (the module docstring says why).
     """
 
     #: wgmma batches (chunks) left in flight while the next chunk converts: 0, every chunk's

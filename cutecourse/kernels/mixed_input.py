@@ -270,9 +270,9 @@ def mixed_mm(x, packed, scales, zeros=None, *, tile_m=None, splits=None, warpgro
     or fp16 -> fp16 (x's dtype picks the kernel; the scales must be of it).
 
     ``packed, scales, zeros``: what ``cutecourse.quant.quantize_int4`` returned (with
-    ``dtype=torch.float16`` for fp16 x). ``tile_m``,
-    ``splits``, ``warpgroups`` and ``route`` override the planner (:func:`plan`); ``epilogue_op`` and
-    ``epilogue_args`` as :func:`launcher` takes them (a Linear layer's bias: ``"AddBias"``)."""
+    ``dtype=torch.float16`` for fp16 x). ``tile_m``, ``splits``, ``warpgroups`` and ``route``
+    override the planner (:func:`plan`); ``epilogue_op`` and ``epilogue_args`` as :func:`launcher`
+    takes them (a Linear layer's bias: ``"AddBias"``)."""
     check(x, packed, scales, zeros)
     if zeros is not None and zeros.numel() and int(zeros.max()) > 15:
         raise DTypeError(f"zeros hold {int(zeros.max())}; int4 zero points are 0 .. 15",
