@@ -4,7 +4,8 @@ On the CPU: the op is part of the compiled kernel (its own compile key, its oper
 parameters), and bad operands are refused in the learner's terms before anything runs. On a
 Hopper GPU (``-m gpu``): ``mixed_mm(..., epilogue_op="AddBias", epilogue_args=(bias,))`` and
 ``"Relu"`` against torch, with and without split-K (the last split applies the op), on a batch
-that does not fill its tile (the padded elements read a clamped operand and are not stored).
+that does not fill its tile (the padded elements read a clamped operand and are not stored);
+in bf16 and in fp16, whose large-M case runs the dequantize route (the dense GEMM applies the op).
 """
 
 import re
@@ -77,17 +78,19 @@ import json, sys, torch
 from cutecourse.kernels.mixed_input import mixed_mm
 from cutecourse.quant import dequantize, quantize_int4
 torch.manual_seed(0)
-for m, n, k, splits in json.loads(sys.argv[1]):
-    packed, scales, zeros = quantize_int4(torch.randn(n, k, device="cuda") * 0.02, 128)
+for m, n, k, splits, dtype in json.loads(sys.argv[1]):
+    dt = getattr(torch, dtype)
+    packed, scales, zeros = quantize_int4(torch.randn(n, k, device="cuda") * 0.02, 128, dtype=dt)
     wq = dequantize(packed, scales, zeros).float()
-    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    x = torch.randn(m, k, device="cuda").to(dt)
     bias = torch.randn(n, device="cuda")
     acc = x.float() @ wq.T
-    bound = 2**-8 * (acc + bias).abs() + 2 * k * 2**-24 * (x.float().abs() @ wq.abs().T) + 1e-30
+    eps, tiny = (2**-8, 1e-30) if dt == torch.bfloat16 else (2**-11, 2**-25)  # y's rounding
+    bound = eps * (acc + bias).abs() + 2 * k * 2**-24 * (x.float().abs() @ wq.abs().T) + tiny
     y = mixed_mm(x, packed, scales, splits=splits, epilogue_op="AddBias", epilogue_args=(bias,)).float()
     r = mixed_mm(x, packed, scales, splits=splits, epilogue_op="Relu").float()
     plain = mixed_mm(x, packed, scales, splits=splits)
-    row = dict(case=[m, n, k, splits], bias=float(((y - acc - bias).abs() / bound).max()),
+    row = dict(case=[m, n, k, splits, dtype], bias=float(((y - acc - bias).abs() / bound).max()),
                relu=bool(torch.equal(r, plain.float().clamp(min=0))))
     print("FINISHED" + json.dumps(row), flush=True)
 """
@@ -96,11 +99,14 @@ for m, n, k, splits in json.loads(sys.argv[1]):
 @pytest.mark.gpu
 def test_bias_and_relu_match_torch():
     """y = x @ W'.T + bias within the bound of test_mixed_input's check; Relu's y equals the
-    plain kernel's y clamped at 0, bit for bit (the same sums, then max(., 0) before rounding)."""
+    plain kernel's y clamped at 0, bit for bit (the same sums, then max(., 0) before rounding);
+    bf16 and fp16 activations."""
     from gpu.cases import run_cases  # the GPU checks' case runner: a hang is named by its case
 
-    cases = [(3, 320, 640, 1), (5, 448, 1152, 3), (1, 8192, 8192, None)]
-    rows = run_cases(GPU_CHECK, cases, [f"case {c} (M, N, K, splits)" for c in cases], first_s=240, each_s=120)
+    cases = [(3, 320, 640, 1, "bfloat16"), (5, 448, 1152, 3, "bfloat16"), (1, 8192, 8192, None, "bfloat16"),
+             (5, 448, 1152, 3, "float16"), (1030, 320, 640, None, "float16")]
+    rows = run_cases(GPU_CHECK, cases, [f"case {c} (M, N, K, splits, dtype)" for c in cases], first_s=240,
+                     each_s=120)
     assert len(rows) == len(cases)
     bad = [r for r in rows if not (r["bias"] <= 1.0 and r["relu"])]
     assert not bad, bad

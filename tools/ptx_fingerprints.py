@@ -134,6 +134,10 @@ def configurations() -> dict[str, tuple[str, dict]]:
             out[f"mixed/{tile_m}/wg{wg}"] = (MIXED, dict(tile_m=tile_m, warpgroups=wg))
     out["mixed/8/wg2/split"] = (MIXED, dict(tile_m=8, warpgroups=2, split_k=True))
     out["mixed/16/wg1/g64/zp"] = (MIXED, dict(tile_m=16, group_size=64, zero_point=True))
+    # ... and with fp16 activations
+    out["mixed/16/wg1/fp16"] = (MIXED, dict(tile_m=16, dtype="float16"))
+    out["mixed/8/wg2/split/g64/zp/fp16"] = (
+        MIXED, dict(tile_m=8, warpgroups=2, split_k=True, group_size=64, zero_point=True, dtype="float16"))
     # a dense GEMM of the registry this file names no configuration of: its defaults
     for name, target in DENSE.items():
         if not any(t == target for t, _ in out.values()):

@@ -1,4 +1,4 @@
-"""Mixed-input GEMM on Hopper: y = x @ W'.T with W' int4 (group scales) and x, y bf16.
+"""Mixed-input GEMM on Hopper: y = x @ W'.T with W' int4 (group scales) and x, y bf16 (or fp16).
 
 Only wgmma's A operand may come from registers, and the int4 weights must pass through
 registers to become bf16; so the weights are A and the activations B, and the kernel computes
@@ -41,7 +41,9 @@ Zero points (``zero_point=True``) stay an argument for the same reason: all that
 one more operand (``zeros``, uint8, one per group and weight row), its TMA load next to the
 scales', and the register the conversion subtracts (the zero read from smem instead of 8). The
 loop and its hooks are the same code either way; the quantizer (``quant.int4``) decides it, not
-a kernel variant. A variant that changes what the loop does is a subclass overriding a hook
+a kernel variant. So do fp16 activations (``dtype="float16"``; x's dtype decides it): x, the
+scales and y are fp16, the wgmmas f16 x f16 -> f32, and the conversion uses fp16's magic number
+(``int4_convert.py``); the bytes, the instruction counts and the loop are the same. A variant that changes what the loop does is a subclass overriding a hook
 (``load``, ``convert``, ``mma``: ``benchmarks/experiments/mixed_ceilings.py`` drops steps so).
 """
 
@@ -54,7 +56,6 @@ import cutlass.utils as utils
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
-from ..quant.int4 import SYMMETRIC_ZERO
 from ..quant.reorder import BLOCK_K, BLOCK_N, SLICE_K, SLICES
 from . import int4_convert, mixed_epilogue
 from .configured import Configured
@@ -80,29 +81,32 @@ class HopperMixedGemm(Configured):
     ``zero_point``: the kernel reads uint8 zero points (else the zero is 8). ``split_k``: the
     grid splits K, and the kernel takes the split-K buffers (``mixed_epilogue.store_split``).
     ``warpgroups``: 64 weight rows each. ``stages``: ring depth (default: a third of an SM's
-    smem). Its operands are not a dense GEMM's A, B, C: :meth:`operands` describes them. A keyword
-    left None is the class's default (``TILE_M`` ...: ``configured.py``).
+    smem). ``dtype``: x's, the scales' and y's, ``"bfloat16"`` or ``"float16"``. Its operands are
+    not a dense GEMM's A, B, C: :meth:`operands` describes them. A keyword left None is the
+    class's default (``TILE_M`` ...: ``configured.py``).
 
     Its hooks, each with the same signature in every subclass: ``weights`` (the packed weights'
     layout, on the host), ``load`` (one k-tile's TMA loads), ``convert`` (one chunk of int4 words
-    to bf16 registers) and ``mma`` (one chunk's wgmmas); ``consume`` is the loop that calls them.
-    ``split_k`` and ``zero_point`` stay keywords (the module docstring says why).
+    to bf16 (fp16) registers) and ``mma`` (one chunk's wgmmas); ``consume`` is the loop that calls
+    them. ``split_k``, ``zero_point`` and ``dtype`` stay keywords (the module docstring says why).
     """
 
     #: wgmma batches (chunks) left in flight while the next chunk converts: 0, every chunk's
     #: wgmmas are done before its registers are rewritten (the module docstring says why not 1).
     IN_FLIGHT = 0
     #: The defaults of the keywords left None (``configured.py``): a variant sets those it changes.
-    TILE_M, GROUP_SIZE, ZERO_POINT, SPLIT_K, WARPGROUPS = 16, 128, False, False, 1
+    TILE_M, GROUP_SIZE, ZERO_POINT, SPLIT_K, WARPGROUPS, DTYPE = 16, 128, False, False, 1, "bfloat16"
 
     def __init__(self, tile_m: int | None = None, *, group_size: int | None = None, zero_point: bool | None = None,
                  split_k: bool | None = None, warpgroups: int | None = None, stages: int | None = None,
-                 epilogue_op=None):
+                 epilogue_op=None, dtype: str | None = None):
         from ..errors import ShapeError
 
         a = self.arguments  # these arguments, a None replaced by the class's default (configured.py)
         tile_m, group_size, zero_point, split_k, warpgroups = (
             a[k] for k in ("tile_m", "group_size", "zero_point", "split_k", "warpgroups"))
+        int4_convert.check_dtype(a["dtype"])
+        self.dtype = a["dtype"]
 
         if tile_m not in TILE_MS:
             raise ShapeError(f"tile_m={tile_m} is not a wgmma N this kernel takes", f"use one of {TILE_MS}")
@@ -127,7 +131,7 @@ class HopperMixedGemm(Configured):
         if not 2 <= self.stages <= fit:
             raise ShapeError(f"{self.stages} stages of {per} bytes do not fit {SMEM_BYTES} bytes of smem",
                              f"use 2 .. {fit} stages or a smaller tile_m")
-        self.epilogue_op = epilogue_op  # applied to each fp32 sum of y before it becomes bf16
+        self.epilogue_op = epilogue_op  # applied to each fp32 sum of y before it becomes bf16 (fp16)
 
     def smem_bytes(self) -> int:
         """Shared memory one CTA takes, as ``SharedStorage`` lays it out (each buffer at its
@@ -144,8 +148,8 @@ class HopperMixedGemm(Configured):
     def operands(self):
         """The tensors :meth:`__call__` takes, before and after the stream, as
         ``gemm_launch.Entry`` fakes and launches them: sizes are symbols (run-time values)."""
-        before = (Tensor("x", "bfloat16", ("M", "K")), Tensor("packed", "int32", ("N", "K8"), ("ldw",)),
-                  Tensor("scales", "bfloat16", ("groups", "N"), ("lds",)), Tensor("y", "bfloat16", ("M", "N")))
+        before = (Tensor("x", self.dtype, ("M", "K")), Tensor("packed", "int32", ("N", "K8"), ("ldw",)),
+                  Tensor("scales", self.dtype, ("groups", "N"), ("lds",)), Tensor("y", self.dtype, ("M", "N")))
         after = ()
         if self.split_k:  # fp32 slices, one per split, and a counter per tile
             after = (Tensor("partials", "float32", ("S", "M", "N"), ("ldp_split", "ldp")),
@@ -162,7 +166,7 @@ class HopperMixedGemm(Configured):
     @cute.jit
     def __call__(self, x: cute.Tensor, w: cute.Tensor, scales: cute.Tensor, y: cute.Tensor, stream,
                  *extra):
-        """x (M, K) bf16, w (N, K/8) int32 packed, scales (K/group, N) bf16, y (M, N) bf16.
+        """x (M, K), w (N, K/8) int32 packed, scales (K/group, N), y (M, N): x, scales, y bf16 (fp16).
         ``extra``: with ``split_k``, the fp32 partial sums (S, M, N) and the tiles' counters (int32,
         zero, one per (N / 64) x (M / tile_m) tile); then, with ``zero_point``, zeros (K/group, N)
         uint8; then the epilogue op's operands."""
@@ -171,8 +175,9 @@ class HopperMixedGemm(Configured):
         if cutlass.const_expr(self.split_k):
             partials, counters, zeros = extra[0], extra[1], extra[2:]
         ops = zeros[1 if self.zero_point else 0:]  # the epilogue op's operands
+        ab = int4_convert.TYPES[self.dtype]  # x, the converted weights, the scales and y
         self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
-            cutlass.BFloat16, cutlass.BFloat16, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.K,
+            ab, ab, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.K,
             cutlass.Float32, (self.warpgroups, 1, 1), tiler_mn=(BLOCK_N, self.tile_m),
             a_source=warpgroup.OperandSource.RMEM)
         row_major = utils.LayoutEnum.ROW_MAJOR
@@ -181,8 +186,7 @@ class HopperMixedGemm(Configured):
         # on 4 chunks, two each (a 2-way bank conflict, docs/mixed_measured.md).
         sW_layout = sm90_utils.make_smem_layout_a(row_major, (self.rows, self.tile_m, WORDS_K), cutlass.Int32,
                                                   self.stages)
-        sX_layout = sm90_utils.make_smem_layout_b(row_major, (self.rows, self.tile_m, TILE_K), cutlass.BFloat16,
-                                                  self.stages)
+        sX_layout = sm90_utils.make_smem_layout_b(row_major, (self.rows, self.tile_m, TILE_K), ab, self.stages)
         # Scales (and zeros): a (groups, 64) box of the (K/group, N) tensor, rows of 128 (64) B.
         sS_layout = cute.make_ordered_layout((self.gpt, self.rows, self.stages), order=(1, 0, 2))
         # uint8 zeros: a stage of one group is 64 bytes; TMA writes smem at 128-byte alignment
@@ -205,8 +209,8 @@ class HopperMixedGemm(Configured):
         class SharedStorage:
             barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
             sW: cute.struct.Align[cute.struct.MemRange[cutlass.Int32, cute.cosize(sW_layout)], 1024]
-            sX: cute.struct.Align[cute.struct.MemRange[cutlass.BFloat16, cute.cosize(sX_layout)], 1024]
-            sS: cute.struct.Align[cute.struct.MemRange[cutlass.BFloat16, cute.cosize(sS_layout)], 128]
+            sX: cute.struct.Align[cute.struct.MemRange[ab, cute.cosize(sX_layout)], 1024]
+            sS: cute.struct.Align[cute.struct.MemRange[ab, cute.cosize(sS_layout)], 128]
             sZ: cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, cute.cosize(sZ_layout)], 128]
             last: cute.struct.MemRange[cutlass.Int32, 1]  # split-K: what the tile's counter said
 
@@ -347,7 +351,8 @@ class HopperMixedGemm(Configured):
 
     @cute.jit
     def convert(self, sW, sS, sZ, stage, frag, wg, t, lane_row, chunk: cutlass.Constexpr[int]):
-        """This thread's 4 words of 64-column block ``chunk`` -> 16 registers of its A fragment."""
+        """This thread's 4 words of 64-column block ``chunk`` -> 16 registers of its A fragment (bf16
+        or fp16: ``dtype``)."""
         regs = cute.recast_tensor(frag, cutlass.Int32)  # 4 registers per 16-column slice
         sS16 = cute.recast_tensor(sS, cutlass.Uint16)  # the scales' bit patterns
         # the 4 consecutive words (16 bytes) of thread t: row t / 2, word column 8 chunk + 4 (t % 2)
@@ -361,13 +366,12 @@ class HopperMixedGemm(Configured):
             grp = (kk * SLICE_K) // self.group_size if cutlass.const_expr(self.gpt > 1) else 0
             if cutlass.const_expr(grp not in per_group):
                 ss = tuple(int4_convert.both_halves(sS16[(grp, r, stage)]) for r in rows)
-                zz = int4_convert.MAGIC | (SYMMETRIC_ZERO * 0x00010001)  # 136.0 twice
+                zz = int4_convert.symmetric_zero(self.dtype)  # 136.0 twice (fp16: 1032.0)
                 if cutlass.const_expr(self.zero_point):
-                    zz = tuple(cutlass.Int32(int4_convert.MAGIC) | int4_convert.both_halves(sZ[(grp, r, stage)])
-                               for r in rows)
+                    zz = tuple(int4_convert.zero_word(sZ[(grp, r, stage)], self.dtype) for r in rows)
                 per_group[grp] = (zz, ss)
             zz, ss = per_group[grp]
-            int4_convert.convert_word(words[0, s], zz, ss, regs, kk * 4)
+            int4_convert.convert_word(words[0, s], zz, ss, regs, kk * 4, self.dtype)
 
     @cute.jit
     def mma(self, tiled_mma, frag, tCrX, acc, stage, chunk: cutlass.Constexpr[int]):

@@ -1,4 +1,4 @@
-"""int4 weights -> bf16 W' in global memory: the first half of the mixed-input GEMM at large M.
+"""int4 weights -> bf16 (fp16) W' in global memory: the first half of the mixed-input GEMM at large M.
 
 At decode (M of 1-16 tokens) a weight is read once and used M times, so the fused kernel
 (``hopper_mixed_gemm.py``) converts each weight in registers right before its wgmma: reading
@@ -14,7 +14,8 @@ loads its 4 words (16 bytes, as the fused kernel's consumer does from shared mem
 each into 4 bf16x2 registers with the same three instructions (``int4_convert.py``), and stores
 each register where its two weights sit in W' (the fragment layout of ``quant/reorder.py``: rows
 g and g + 8, columns 2 (t % 4) + {0, 1} and + 8 of each 16-column slice). So it is also a
-check of the reorder: its W' equals ``quant.dequantize`` bit for bit.
+check of the reorder: its W' equals ``quant.dequantize`` bit for bit. With fp16 scales
+(``dtype="float16"``, for fp16 activations) it writes an fp16 W' with the fp16 conversion.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.utils as utils
 
-from ..quant.int4 import SYMMETRIC_ZERO
 from ..quant.reorder import BLOCK_K, BLOCK_N, SLICE_K, SLICES, VALUES
 from . import int4_convert
 from .configured import Configured
@@ -37,26 +37,27 @@ STAGE_ROWS, STAGE_PAIRS = BLOCK_N, BLOCK_K // 2 + 4
 
 
 class Int4Dequantize(Configured):
-    """W' = (q - zero) * scale in bf16, from the packed words of ``quant.quantize_int4``.
+    """W' = (q - zero) * scale in bf16 (fp16), from the packed words of ``quant.quantize_int4``.
     ``group_size``: weights per scale (compiled in); ``zero_point``: read uint8 zero points
-    (else the zero is 8)."""
+    (else the zero is 8); ``dtype``: the scales' and W''s, ``"bfloat16"`` or ``"float16"``."""
 
-    GROUP_SIZE, ZERO_POINT = 128, False
+    GROUP_SIZE, ZERO_POINT, DTYPE = 128, False, "bfloat16"
 
-    def __init__(self, *, group_size: int | None = None, zero_point: bool | None = None):
+    def __init__(self, *, group_size: int | None = None, zero_point: bool | None = None, dtype: str | None = None):
         a = self.arguments  # a None replaced by the class's default (configured.py)
+        int4_convert.check_dtype(a["dtype"])
         if a["group_size"] % SLICE_K:
             from ..errors import ShapeError
 
             raise ShapeError(f"group_size {a['group_size']}: a 16-column slice must lie inside one group",
                              "use a multiple of 16 (quantize_int4's groups are)")
-        self.group_size, self.zero_point = a["group_size"], a["zero_point"]
+        self.group_size, self.zero_point, self.dtype = a["group_size"], a["zero_point"], a["dtype"]
 
     def operands(self):
         """The tensors :meth:`__call__` takes, before and after the stream (``operands.py``)."""
         before = (Tensor("packed", "int32", ("N", "K8"), ("ldw",)),
-                  Tensor("scales", "bfloat16", ("groups", "N"), ("lds",)),
-                  Tensor("w", "int32", ("N", "K2"), ("ldo",)))  # W' (N, K) bf16 as pairs
+                  Tensor("scales", self.dtype, ("groups", "N"), ("lds",)),
+                  Tensor("w", "int32", ("N", "K2"), ("ldo",)))  # W' (N, K) bf16 (fp16) as pairs
         after = (Tensor("zeros", "uint8", ("groups", "N"), ("ldz",)),) if self.zero_point else ()
         return before, after
 
@@ -72,7 +73,7 @@ class Int4Dequantize(Configured):
     def kernel(self, mW: cute.Tensor, mS: cute.Tensor, mOut: cute.Tensor, mZ):
         t, _, _ = cute.arch.thread_idx()
         bk, bn, _ = cute.arch.block_idx()
-        out = mOut  # W' as bf16 pairs: (N, K / 2) int32
+        out = mOut  # W' as bf16 (fp16) pairs: (N, K / 2) int32
         s16 = cute.recast_tensor(mS, cutlass.Uint16)  # the scales' bit patterns
         # one block of W' in bf16 pairs, each row padded by 4 pairs (16 bytes): rows 144 bytes
         # apart, so the 8 rows a warp writes at once start in 8 different groups of 4 banks
@@ -104,7 +105,7 @@ class Int4Dequantize(Configured):
 
     @cute.jit
     def convert_block(self, words, b, s16, mZ, stage, bn, block, g, c):
-        """This thread's 4 words ``words[b, :]`` of reorder block (bn, block) -> 16 bf16 pairs in ``stage``."""
+        """This thread's 4 words ``words[b, :]`` of reorder block (bn, block) -> 16 pairs in ``stage``."""
         rows = (bn * BLOCK_N + g, bn * BLOCK_N + g + 8)
         one_group = self.group_size % BLOCK_K == 0  # the whole block in one group: its scales read once
         for s in cutlass.range_constexpr(SLICES):
@@ -112,12 +113,12 @@ class Int4Dequantize(Configured):
             if cutlass.const_expr(s == 0 or not one_group):
                 grp = col // self.group_size  # a slice of 16 columns never straddles a group
                 ss = tuple(int4_convert.both_halves(s16[grp, r]) for r in rows)
-                zz = tuple(int4_convert.MAGIC | (SYMMETRIC_ZERO * 0x00010001) for _ in rows)  # 136.0 twice
+                zz = tuple(int4_convert.symmetric_zero(self.dtype) for _ in rows)  # 136.0 twice (fp16: 1032.0)
                 if cutlass.const_expr(self.zero_point):
-                    zz = tuple(cutlass.Int32(int4_convert.MAGIC) | int4_convert.both_halves(mZ[grp, r])
-                               for r in rows)
+                    zz = tuple(int4_convert.zero_word(mZ[grp, r], self.dtype) for r in rows)
             for j in cutlass.range_constexpr(4):  # register j: row g + 8 (j % 2), columns + 8 (j // 2)
-                value = int4_convert.sub_mul_bf16x2(int4_convert.magic(words[b, s], j), zz[j % 2], ss[j % 2])
+                value = int4_convert.sub_mul(int4_convert.magic(words[b, s], j, self.dtype), zz[j % 2], ss[j % 2],
+                                             self.dtype)
                 stage[g + 8 * (j % 2), (s * SLICE_K + c + 8 * (j // 2)) // 2] = value
 
 
@@ -127,11 +128,12 @@ compile_target = ENTRY.compile_target
 
 
 def launcher(packed, scales, zeros=None, out=None):
-    """A ``gemm_launch.Launch`` writing W' into ``out`` (or a new bf16 (N, K), ``fn.w``), for
-    operands ``mixed_input.check`` has accepted."""
+    """A ``gemm_launch.Launch`` writing W' into ``out`` (or a new (N, K) of the scales' dtype,
+    ``fn.w``), for operands ``mixed_input.check`` has accepted."""
     import torch
 
     n, k = packed.shape[0], packed.shape[1] * VALUES
-    w = out if out is not None else torch.empty(n, k, dtype=torch.bfloat16, device=packed.device)
-    kernel = ENTRY.kernel(group_size=k // scales.shape[0], zero_point=zeros is not None)
+    w = out if out is not None else torch.empty(n, k, dtype=scales.dtype, device=packed.device)
+    kernel = ENTRY.kernel(group_size=k // scales.shape[0], zero_point=zeros is not None,
+                          dtype=str(scales.dtype).replace("torch.", ""))
     return ENTRY.launch(kernel, dict(packed=packed, scales=scales, w=w.view(torch.int32), zeros=zeros), w=w)

@@ -2,6 +2,9 @@
 
 ``y = x @ W'.T`` where ``packed, scales, zeros = cutecourse.quant.quantize_int4(W, group_size)``
 and W' = ``cutecourse.quant.dequantize(packed, scales, zeros)``: x (M, K) bf16, y (M, N) bf16.
+The activations' dtype picks the kernel: fp16 x takes the fp16 one (f16 wgmmas, fp16 y), with
+scales quantized for it (``quantize_int4(W, group_size, dtype=torch.float16)``): x and the
+scales must agree, since the conversion multiplies in the scales' type and wgmma takes one.
 
 * :func:`check` refuses, on any machine and before anything touches a GPU, what the kernel
   cannot take, saying what is wrong and how to fix it;
@@ -122,9 +125,9 @@ def check(x, packed, scales, zeros=None) -> tuple[int, int, int, int]:
         if t.dim() != 2:
             raise ShapeError(f"{name} has {t.dim()} dimensions; mixed_mm takes 2-D operands",
                              "x (M, K), packed (N, K/8), scales (K/group, N): reshape x to (-1, K)")
-    if x.dtype != torch.bfloat16:
-        raise DTypeError(f"x is {_name(x.dtype)}; this kernel takes bfloat16 activations",
-                         "convert it: x.to(torch.bfloat16)")
+    if x.dtype not in (torch.bfloat16, torch.float16):
+        raise DTypeError(f"x is {_name(x.dtype)}; this kernel takes bfloat16 or float16 activations",
+                         "convert it: x.to(torch.bfloat16), or x.to(torch.float16) with scales quantized for float16")
     if packed.is_floating_point():
         raise DTypeError(f"packed is {_name(packed.dtype)}: unquantized weights, not int4", quantize)
     if packed.dtype != torch.int32:
@@ -140,9 +143,14 @@ def check(x, packed, scales, zeros=None) -> tuple[int, int, int, int]:
     if n % BLOCK_N or k % BLOCK_K:
         raise ShapeError(f"W is ({n}, {k}); the reordered layout needs N and K multiples of 64",
                          "pad W with zeros to multiples of 64 before quantize_int4")
-    if scales.dtype != torch.bfloat16:
-        raise DTypeError(f"scales are {_name(scales.dtype)}; the kernel takes bfloat16 scales",
-                         "convert them: scales.to(torch.bfloat16)")
+    if scales.dtype not in (torch.bfloat16, torch.float16):
+        raise DTypeError(f"scales are {_name(scales.dtype)}; the kernel takes bfloat16 or float16 scales, x's dtype",
+                         f"pass the scales quantize_int4(w, group_size, dtype=torch.{_name(x.dtype)}) returned")
+    if scales.dtype != x.dtype:
+        raise DTypeError(f"x is {_name(x.dtype)} but the scales are {_name(scales.dtype)}: x's dtype picks the "
+                         f"kernel (its wgmmas and its conversion), and the scales must be of it",
+                         f"quantize for {_name(x.dtype)} activations: quantize_int4(w, group_size, "
+                         f"dtype=torch.{_name(x.dtype)}) (or pass x.to(torch.{_name(scales.dtype)}))")
     if scales.shape[1] != n:
         fix = ("scales look transposed: pass scales.T.contiguous()" if scales.shape[0] == n
                else "pass the scales quantize_int4 returned with these weights")
@@ -219,16 +227,16 @@ def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=Non
                           "move them with .cuda(); on the CPU compute x @ dequantize(packed, scales, zeros).T")
     gpu = require_gpu("sm_90a")
     p = plan(m, n, k, group, gpu.sm_count, tile_m, splits, zeros is not None, warpgroups, route)
-    y = out if out is not None else torch.empty(m, n, dtype=torch.bfloat16, device=x.device)
+    y = out if out is not None else torch.empty(m, n, dtype=x.dtype, device=x.device)
     if y.device != x.device:
         raise DeviceError(f"out is on {y.device}, x on {x.device}", "allocate out on x's GPU")
-    if tuple(y.shape) != (m, n) or y.dtype != torch.bfloat16 or not y.is_contiguous():
-        raise ShapeError(f"out is {_name(y.dtype)} {tuple(y.shape)}; it must be a contiguous bfloat16 ({m}, {n})",
-                         "allocate it with torch.empty(M, N, dtype=torch.bfloat16, device=x.device)")
+    if tuple(y.shape) != (m, n) or y.dtype != x.dtype or not y.is_contiguous():
+        raise ShapeError(f"out is {_name(y.dtype)} {tuple(y.shape)}; it must be a contiguous {_name(x.dtype)} "
+                         f"({m}, {n}), x's dtype", "allocate it with torch.empty(M, N, dtype=x.dtype, device=x.device)")
     if p.route == "dequantize":
         return _dequantize_launcher(x, packed, scales, zeros, y, p, op, epilogue_args)
     kernel = ENTRY.kernel(tile_m=p.tile_m, group_size=group, zero_point=zeros is not None, split_k=p.splits > 1,
-                          warpgroups=p.warpgroups, stages=stages, epilogue_op=op)
+                          warpgroups=p.warpgroups, stages=stages, epilogue_op=op, dtype=_name(x.dtype))
     op_tensors = {o.name: t for o, t in zip(described(op), epilogue_args)}
     check_tensors(tuple(op_tensors.items()))
     buffers = {}
@@ -240,8 +248,8 @@ def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=Non
 
 
 def _dequantize_launcher(x, packed, scales, zeros, y, p, op, epilogue_args):
-    """The large-M route: one launch writes W' (bf16, N x K: the launcher owns it, ``fn.w``),
-    the next runs the dense GEMM y = x @ W'.T through the epilogue op."""
+    """The large-M route: one launch writes W' (N x K, x's dtype: the launcher owns it, ``fn.w``),
+    the next runs the dense GEMM y = x @ W'.T through the epilogue op (bf16 or fp16 operands)."""
     from . import int4_dequantize, registry
     from .gemm_launch import Launch
 
@@ -258,11 +266,13 @@ def _dequantize_launcher(x, packed, scales, zeros, y, p, op, epilogue_args):
 
 def mixed_mm(x, packed, scales, zeros=None, *, tile_m=None, splits=None, warpgroups=None, epilogue_op=None,
              epilogue_args=(), route=None):
-    """y = x @ dequantize(packed, scales, zeros).T on a Hopper GPU: x (M, K) bf16 -> y (M, N) bf16.
+    """y = x @ dequantize(packed, scales, zeros).T on a Hopper GPU: x (M, K) bf16 -> y (M, N) bf16,
+    or fp16 -> fp16 (x's dtype picks the kernel; the scales must be of it).
 
-    ``packed, scales, zeros``: what ``cutecourse.quant.quantize_int4`` returned. ``tile_m``,
-    ``splits``, ``warpgroups`` and ``route`` override the planner (:func:`plan`); ``epilogue_op`` and
-    ``epilogue_args`` as :func:`launcher` takes them (a Linear layer's bias: ``"AddBias"``)."""
+    ``packed, scales, zeros``: what ``cutecourse.quant.quantize_int4`` returned (with
+    ``dtype=torch.float16`` for fp16 x). ``tile_m``, ``splits``, ``warpgroups`` and ``route``
+    override the planner (:func:`plan`); ``epilogue_op`` and ``epilogue_args`` as :func:`launcher`
+    takes them (a Linear layer's bias: ``"AddBias"``)."""
     check(x, packed, scales, zeros)
     if zeros is not None and zeros.numel() and int(zeros.max()) > 15:
         raise DTypeError(f"zeros hold {int(zeros.max())}; int4 zero points are 0 .. 15",

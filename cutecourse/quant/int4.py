@@ -4,16 +4,16 @@ A weight matrix W (N, K), as torch's Linear holds it, becomes
 
 * ``packed``: int32 (N, K / 8), eight 4-bit values q in [0, 15] a word, reordered for the
   kernel's registers (``reorder.py``);
-* ``scales``: bf16 (K / group, N), one scale per group of ``group_size`` consecutive weights of
-  a row (the layout GPTQ and torch's int4 kernel use: a group's N scales are one contiguous row,
-  which one TMA box loads);
+* ``scales``: bf16 or fp16, the activations' dtype, (K / group, N): one scale per group of
+  ``group_size`` consecutive weights of a row (the layout GPTQ and torch's int4 kernel use: a
+  group's N scales are one contiguous row, which one TMA box loads);
 * ``zeros``: None (symmetric: the zero point is 8, q - 8 in [-8, 7]) or uint8 (K / group, N) in
   [0, 15] (asymmetric: a group's range [min, max] maps onto [0, 15]).
 
-and ``dequantize`` gives back W' = (q - zero) * scale, computed in fp32 and rounded once to
-bf16. That one rounding is what the kernel's conversion does too (``convert.py``): q - zero is
-exact in bf16, the product is rounded once. So the kernel's weights equal W' bit for bit, and a
-GEMM result is compared with ``x @ W'.T``, never with the unquantized W.
+and ``dequantize`` gives back W' = (q - zero) * scale, computed in fp32 and rounded once to the
+scales' dtype. That one rounding is what the kernel's conversion does too (``convert.py``):
+q - zero is exact in bf16 and fp16, the product is rounded once. So the kernel's weights equal
+W' bit for bit, and a GEMM result is compared with ``x @ W'.T``, never with the unquantized W.
 """
 
 from __future__ import annotations
@@ -37,27 +37,33 @@ def group_of(k: int, group_size) -> int:
     return g
 
 
-def _bf16_at_least(scale):
-    """The smallest bf16 >= scale (as fp32): rounding a scale down would shrink the range the 16
-    steps cover, and the group's extreme weights would fall off it. Zero (an all-zero group) -> 1."""
+def _at_least(scale, dtype):
+    """The smallest ``dtype`` number >= scale (as fp32): rounding a scale down would shrink the
+    range the 16 steps cover, and the group's extreme weights would fall off it. Zero (an
+    all-zero group) -> 1."""
     import torch
 
-    bf = scale.to(torch.bfloat16)
-    up = (bf.view(torch.int16) + 1).view(torch.bfloat16)  # next bf16 up (scales are positive)
-    bf = torch.where(bf.float() < scale, up, bf).float()
-    return torch.where(bf > 0, bf, torch.ones_like(bf))
+    rounded = scale.to(dtype)
+    up = (rounded.view(torch.int16) + 1).view(dtype)  # the next number up (scales are positive)
+    rounded = torch.where(rounded.float() < scale, up, rounded).float()
+    return torch.where(rounded > 0, rounded, torch.ones_like(rounded))
 
 
-def quantize_int4(w, group_size: int | None = 128, zero_point: bool = False):
+def quantize_int4(w, group_size: int | None = 128, zero_point: bool = False, dtype=None):
     """Quantize W (N, K) (a float tensor, e.g. a Linear weight) to int4 with group scales.
 
-    Returns ``(packed, scales, zeros)``: int32 (N, K/8), bf16 (K/group, N), and None or uint8
-    (K/group, N). Scales are rounded to bf16 *before* q is chosen, so q is the best value for
-    the scale the kernel will use, and rounded up, so that the 16 steps still cover the group's
-    range. An all-zero group gets scale 1 (its q are all the zero point).
+    Returns ``(packed, scales, zeros)``: int32 (N, K/8), scales (K/group, N) in ``dtype`` (the
+    activations' dtype: ``torch.bfloat16``, the default, or ``torch.float16``), and None or
+    uint8 (K/group, N). Scales are rounded to ``dtype`` *before* q is chosen, so q is the best
+    value for the scale the kernel will use, and rounded up, so that the 16 steps still cover
+    the group's range. An all-zero group gets scale 1 (its q are all the zero point).
     """
     import torch
 
+    dtype = torch.bfloat16 if dtype is None else dtype
+    if dtype not in (torch.bfloat16, torch.float16):
+        raise DTypeError(f"dtype={dtype}: the kernel's scales are bfloat16 or float16, the activations' dtype",
+                         "pass dtype=torch.bfloat16 or dtype=torch.float16, the dtype of the x you will multiply by")
     if not isinstance(w, torch.Tensor) or not w.is_floating_point():
         raise DTypeError(f"w is {getattr(w, 'dtype', type(w).__name__)}; quantize_int4 takes a float tensor",
                          "pass the weight in float32, bfloat16 or float16, e.g. linear.weight.data")
@@ -71,14 +77,18 @@ def quantize_int4(w, group_size: int | None = 128, zero_point: bool = False):
     if zero_point:
         lo = groups.amin(-1).clamp(max=0)  # keep 0 representable: zeros padding stays exact
         hi = groups.amax(-1).clamp(min=0)
-        scale = _bf16_at_least((hi - lo) / QMAX)
+        scale = _at_least((hi - lo) / QMAX, dtype)
         zero = torch.clamp(torch.round(-lo / scale), 0, QMAX)
     else:
-        scale = _bf16_at_least(groups.abs().amax(-1) / 7)
+        scale = _at_least(groups.abs().amax(-1) / 7, dtype)
         zero = torch.full_like(scale, SYMMETRIC_ZERO)
+    if not scale.isfinite().all():  # float16's largest is 65504: a group 7 x that wide has no scale
+        raise DTypeError(f"w holds groups too wide for {str(dtype).replace('torch.', '')} scales (largest |w| "
+                         f"{float(groups.abs().max()):.4g}: a scale above {torch.finfo(dtype).max:.6g})",
+                         "quantize for bfloat16 activations (dtype=torch.bfloat16), or scale W down")
     q = torch.clamp(torch.round(groups / scale.unsqueeze(-1)) + zero.unsqueeze(-1), 0, QMAX)
     packed = reorder.pack(q.reshape(n, k).to(torch.uint8))  # on w's device
-    scales = scale.T.contiguous().to(torch.bfloat16).to(w.device)
+    scales = scale.T.contiguous().to(dtype).to(w.device)
     zeros = zero.T.contiguous().to(torch.uint8).to(w.device) if zero_point else None
     return packed, scales, zeros
 
@@ -89,8 +99,8 @@ def unpack(packed):
 
 
 def dequantize(packed, scales, zeros=None):
-    """W' (N, K) bf16 = (q - zero) * scale, in fp32, rounded once to bf16: the weights the
-    kernel multiplies by, bit for bit. The group size is K / scales.shape[0]."""
+    """W' (N, K) = (q - zero) * scale, in fp32, rounded once to the scales' dtype (bf16 or
+    fp16): the weights the kernel multiplies by, bit for bit. The group size is K / scales.shape[0]."""
     import torch
 
     q = unpack(packed).float()
@@ -99,4 +109,4 @@ def dequantize(packed, scales, zeros=None):
     s = scales.float().T.repeat_interleave(g, dim=1)
     z = (zeros.float().T.repeat_interleave(g, dim=1) if zeros is not None
          else torch.full_like(s, SYMMETRIC_ZERO))
-    return ((q - z) * s).to(torch.bfloat16)
+    return ((q - z) * s).to(scales.dtype)
