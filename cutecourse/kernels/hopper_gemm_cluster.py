@@ -38,7 +38,7 @@ import cutlass.cute as cute
 
 from ..errors import CourseError, ShapeError
 from . import gemm_launch, sm90
-from .hopper_gemm import DEMO_VARIANTS, VARIANTS, HopperGemm, variant_class
+from .hopper_gemm import HopperGemm, all_variants, variant_class
 
 #: The cluster shapes the course runs and measures.
 CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
@@ -130,7 +130,7 @@ def on_clusters(one_cta: type) -> type:
 
 
 #: the one-CTA kernel of a variant -> the same variant on clusters (built by ``on_clusters``)
-ON_CLUSTERS = {one_cta: on_clusters(one_cta) for one_cta in {**VARIANTS, **DEMO_VARIANTS}.values()}
+ON_CLUSTERS = {one_cta: on_clusters(one_cta) for one_cta in all_variants().values()}
 
 
 def cluster_gemm(cluster_mn=None, variant: str = "prefetch", **kw):
@@ -143,6 +143,8 @@ def cluster_gemm(cluster_mn=None, variant: str = "prefetch", **kw):
     given = {k: v for k, v in kw.items() if v is not None}
     if cluster_mn == (1, 1) and set(given) <= set(inspect.signature(one_cta).parameters):
         return one_cta(**given)
+    if one_cta not in ON_CLUSTERS:  # a mainloop added to a table after this module was imported
+        ON_CLUSTERS[one_cta] = on_clusters(one_cta)
     return ON_CLUSTERS[one_cta](**kw, **({} if cluster_mn is None else {"cluster_mn": cluster_mn}))
 
 
