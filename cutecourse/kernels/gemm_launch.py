@@ -8,10 +8,10 @@ The dense GEMMs take the same operands, ``C = A @ B.T`` with A (M, K) and B (N, 
   and what to do, on any machine: the checks run before anything touches a GPU;
 * :class:`Entry` turns a kernel class into its torch-facing functions, one verb per level:
   ``compile_target`` (fake, symbolic-size operands for ``cutecourse.inspect``, no GPU),
-  ``gemm`` (check, allocate C, launch once: C), ``launcher`` (check and compile once: a
+  ``validate`` (check torch operands, no GPU: the plan), ``gemm`` (check, allocate C, launch once: C), ``launcher`` (check and compile once: a
   zero-overhead :class:`Launch`) and, for a kernel object already built, ``launch`` (no
   checks: a :class:`Launch`). A kernel class provides ``plan(in_dtype, out_dtype)`` (its smem
-  plan: clear errors before any tracing; every entry calls it), ``IN_DTYPES`` and ``scratch()``
+  plan: clear errors before any tracing; the dense and grouped entries call it), ``IN_DTYPES`` and ``scratch()``
   (the tensors it needs besides A, B, C: :class:`Scratch`);
 * :func:`compile_once` compiles a kernel once per configuration (its class and constructor
   arguments, ``configured.py``; M, N and K are run-time values, so a new shape reuses it).

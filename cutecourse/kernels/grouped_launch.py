@@ -283,7 +283,7 @@ class QuantizedGroups(GroupForm):
 # -- the entry ---------------------------------------------------------------------------------------
 class GroupedEntry(gemm_launch.Entry):
     """``gemm_launch.Entry`` for a batch of groups in any form (:class:`GroupForm`), with its verbs
-    (``gemm``, ``launcher``, ``launch``, ``compile_target``) taking ``groups`` where the dense
+    (``validate``, ``gemm``, ``launcher``, ``launch``, ``compile_target``) taking ``groups`` where the dense
     entry takes A, B, C. ``columns``: the metadata's operands (3: A, B, C; 5 with scales: a form
     with that many ``COLUMNS``); ``out_dtype``: C's default (None:
     the inputs'); ``choose``: the launcher defaults the checked groups decide (a function of the
@@ -296,6 +296,18 @@ class GroupedEntry(gemm_launch.Entry):
         self.columns, self.out_dtype = columns, out_dtype
         self.choose = choose or (lambda groups: {})
         self.templates = templates or (lambda kernel, in_dtype, out: gemm_launch.fake_operands(in_dtype, out))
+
+    def validate(self, groups, out_dtype=None, **params):
+        """Check the inputs of ``groups`` on any machine; return the kernel's plan for their
+        dtypes and ``out_dtype`` (default: as ``gemm`` allocates C)."""
+        import torch
+
+        self._check_form(groups)
+        out_dtype = out_dtype or (getattr(torch, self.out_dtype) if self.out_dtype else None)
+        groups.check(self._in_dtypes(groups, params), out_dtype)
+        out_dtype = out_dtype or groups.dtype  # known once checked
+        kernel = self.kernel(**{**self.choose(groups), **groups.params(), **params})
+        return kernel.plan(dtype_name(groups.dtype), dtype_name(out_dtype))
 
     def launcher(self, groups, epilogue_args=(), **params):
         """Check ``groups`` with their outputs (any machine), compile once: a ``gemm_launch.Launch``

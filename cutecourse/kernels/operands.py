@@ -95,16 +95,49 @@ def arguments(kernel, tensors: dict) -> tuple:
 
 
 class DescribedEntry(Entry):
-    """``gemm_launch.Entry`` for a kernel that describes its own operands (``operands()``):
-    ``compile_target`` fakes them, ``launch(kernel, tensors)`` launches a kernel object on
-    checked torch tensors with no further checks. Checking them and planning the problem (which
-    kernel a shape wants) is the business of the kernel's torch-facing module (the mixed-input
-    GEMM's ``mixed_input.launcher`` and ``mixed_mm``), so ``launcher`` and ``gemm`` send you there."""
+    """``gemm_launch.Entry`` for a kernel that describes its own operands (``operands()``), with
+    the verbs of every entry taking those operands where the dense entry takes A, B, C:
+    ``compile_target`` fakes them from the description; ``validate``, ``launcher`` and ``gemm``
+    are the kernel's torch-facing functions, given here (its module checks the operands in the
+    learner's terms and plans the problem: which kernel a shape wants); ``launch(kernel,
+    tensors)`` launches a kernel object on checked torch tensors, with no further checks.
+    ``validate(*operands, **kw)`` checks on any machine; ``launcher(*operands, **kw)`` returns a
+    ``gemm_launch.Launch``; ``gemm(*operands, **kw)`` its output, launched once."""
+
+    def __init__(self, build, arch: str = "sm_90a", *, validate=None, launcher=None, gemm=None):
+        super().__init__(build, arch)
+        self._verbs = dict(validate=validate, launcher=launcher, gemm=gemm)
+
+    def _verb(self, name: str, args, kw):
+        verb = self._verbs[name]
+        if verb is None:
+            kernel = getattr(self.build, "__name__", "this kernel")
+            raise CourseError(f"this entry of {kernel} was built without a torch-facing {name}",
+                              f"build it as DescribedEntry({kernel}, validate=..., launcher=..., gemm=...), "
+                              f"or launch a kernel object with entry.launch(kernel, tensors)")
+        return verb(*args, **kw)
+
+    def validate(self, *operands, **params):
+        """Check torch operands on any machine, as the kernel's module does (its ``validate``)."""
+        return self._verb("validate", operands, params)
+
+    def launcher(self, *operands, **params):
+        """Check, plan, compile once: a ``gemm_launch.Launch`` (the kernel's module's ``launcher``)."""
+        return self._verb("launcher", operands, params)
+
+    def gemm(self, *operands, **params):
+        """The output, launched once (the kernel's module's ``gemm``: for the mixed-input GEMM, y)."""
+        return self._verb("gemm", operands, params)
 
     def compile_target(self, in_dtype=None, out_dtype=None, **params):
         """(kernel, fake arguments) for ``cutecourse.inspect.compile_report``: symbolic sizes;
         keyword arguments: the constructor's (it makes the kernel's own checks). The operands'
-        dtypes are the description's (``in_dtype`` and ``out_dtype`` add nothing)."""
+        dtypes are the description's: an ``in_dtype`` or ``out_dtype`` is refused, not ignored."""
+        if in_dtype is not None or out_dtype is not None:
+            name = getattr(self.build, "__name__", "this kernel")
+            raise CourseError(f"{name} describes its operands' dtypes itself (operands()): in_dtype={in_dtype!r}, "
+                              f"out_dtype={out_dtype!r} would change nothing",
+                              "leave in_dtype and out_dtype out; pass the constructor's keyword arguments")
         kernel = self.kernel(**params)
         return kernel, self.fake_arguments(kernel)
 
@@ -126,11 +159,3 @@ class DescribedEntry(Entry):
         args = arguments(kernel, tensors)
         compiled = compile_once(kernel, args, key=tuple(t.dtype for t in tensors.values() if t is not None))
         return Launch(compiled, args, keep=list(tensors.values()), **attrs)
-
-    def _not_dense(self, *_, **__):
-        name = getattr(self.build, "__name__", "this kernel")
-        raise CourseError(f"{name} does not take A, B, C: it describes its own operands",
-                          "call the torch-facing functions of the module that defines its ENTRY "
-                          "(for the mixed-input GEMM: mixed_input.launcher or mixed_input.mixed_mm)")
-
-    validate = launcher = gemm = _not_dense
