@@ -33,8 +33,9 @@ class HopperGemm(Configured):
     """C = A @ B.T on Hopper, one CTA per (tile_m, tile_n) tile of C, with the prefetch mainloop.
 
     Its hooks: ``mainloop`` (here in three parts: ``fill_ring``, ``consume``, ``drain``), which
-    each teaching variant overrides (module docstring), and ``tile_coord``, ``mainloop_done`` and
-    ``load``, which the cluster version overrides. An override keeps the hook's signature, so
+    each teaching variant overrides (``hopper_gemm.py``); the epilogue, ``make_epilogue``,
+    ``store_tile`` and ``finish_stores`` (as in the persistent kernel); and ``tile_coord``,
+    ``mainloop_done`` and ``load``, which the cluster version overrides. An override keeps the hook's signature, so
     variants combine: a mainloop variant on clusters is a subclass of both.
 
     ``prefetch_stages``: the compiler variants' prefetch depth (default: stages - 2, at least 1).
@@ -162,11 +163,9 @@ class HopperGemm(Configured):
         self.mainloop_done()
         sC = cute.make_tensor(cute.recast_ptr(sA.iterator, sC_layout.inner, dtype=self.c_dtype),
                               sC_layout.outer)
-        epilogue = sm90.Epilogue(tma_c, sC, tiled_mma, acc, tidx, self.c_dtype, self.epi_tile,
-                                 EPI_STAGES, THREADS, store_warp=0, op=self.epilogue_op,
-                                 operands=epilogue_args)
-        sm90.store_tile(epilogue, gC, warp_idx, origin=(tile_m * self.tile_mn[0], tile_n * self.tile_mn[1]))
-        sm90.finish_stores(epilogue, warp_idx)
+        epilogue = self.make_epilogue(tma_c, sC, mma, tidx, epilogue_args)
+        self.store_tile(epilogue, mma, gC, (tile_m, tile_n), warp_idx)
+        self.finish_stores(epilogue, warp_idx)
 
     # -- the mainloop: this class's is the prefetch one; each variant below overrides it --------
     # A mainloop consumes k-tiles 0..k_tiles-1 of the ring into ``mma.acc`` and ends with every
@@ -229,6 +228,22 @@ class HopperGemm(Configured):
         warpgroup.wait_group(0)
         if k_tiles > 0:
             ring.consumer_release(released)
+
+    # -- the epilogue: the same three hooks as the persistent kernel's ----------------------------
+    def make_epilogue(self, tma_c, sC, mma, tidx, epilogue_args):
+        """Hook: the epilogue of the CTA's tile, an ``sm90.Epilogue`` (C staged in smem ``sC``,
+        TMA stores issued by warp 0, the epilogue op and its operands ``epilogue_args``)."""
+        return sm90.Epilogue(tma_c, sC, mma.tiled_mma, mma.acc, tidx, self.c_dtype, self.epi_tile,
+                             EPI_STAGES, THREADS, store_warp=0, op=self.epilogue_op, operands=epilogue_args)
+
+    def store_tile(self, epilogue, mma, gC, tile, warp_idx):
+        """Hook: the accumulators ``mma.acc``, through the epilogue op if the kernel has one, to the
+        C tile ``gC`` (``tile``: its (m, n) among C's tiles; ``sm90.store_tile``)."""
+        sm90.store_tile(epilogue, gC, warp_idx, origin=(tile[0] * self.tile_mn[0], tile[1] * self.tile_mn[1]))
+
+    def finish_stores(self, epilogue, warp_idx):
+        """Hook, after the tile: its last TMA stores finish reading smem (``sm90.finish_stores``)."""
+        sm90.finish_stores(epilogue, warp_idx)
 
     # -- the hooks the cluster version overrides (hopper_gemm_cluster.ClusterHopperGemm) ------
     def tile_coord(self):
