@@ -293,3 +293,29 @@ def test_operands_on_two_devices_are_a_device_error():
     b = torch.empty(256, 64, dtype=torch.float16, device="meta")
     with pytest.raises(DeviceError, match="same GPU"):
         hg.validate(a, b)
+
+
+# -- the epilogue is a hook, as in the persistent and Blackwell kernels ---------------------------
+def test_every_family_has_the_three_epilogue_hooks():
+    from cutecourse.kernels import blackwell_grouped_gemm as bw, hopper_gemm_persistent as hp
+
+    for cls in (hg.HopperGemm, hp.PersistentHopperGemm, bw.BlackwellGroupedBlockScaledGemm):
+        for hook in ("make_epilogue", "store_tile", "finish_stores"):
+            assert hook in vars(cls), (cls.__name__, hook)
+
+
+def test_the_one_cta_epilogue_is_its_store_tile_hook():
+    """A subclass whose store_tile stores nothing compiles to a kernel with no TMA store: the
+    kernel reaches C only through the hook."""
+    from cutecourse.inspect import compile_here
+    from cutecourse.kernels import gemm_launch
+
+    class NoStores(hg.HopperGemm):
+        def store_tile(self, epilogue, mma, gC, tile, warp_idx):
+            pass
+
+    def compiled(kernel):
+        return compile_here(kernel, *gemm_launch.Entry(type(kernel)).fake_arguments(kernel))
+
+    assert compiled(hg.HopperGemm()).count("TMA stores") > 0
+    assert compiled(NoStores()).count("TMA stores") == 0
