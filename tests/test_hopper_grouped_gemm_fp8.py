@@ -75,7 +75,7 @@ def test_default_cluster_and_tile_order():
 def test_two_parts_need_the_128x128_tile():
     with pytest.raises(ShapeError, match="not one of this kernel's tiles"):  # the two-part class's own check
         grouped.fp8_kernel((128, 192), parts=2, sms=132)
-    with pytest.raises(CourseError, match="parts=1"):
+    with pytest.raises(CourseError, match="parts= one of 1, 2"):
         grouped.fp8_kernel(parts=3, sms=132)
     with pytest.raises(ShapeError, match="tile"):
         grouped.fp8_kernel((256, 128), parts=1, sms=132)

@@ -200,8 +200,9 @@ _TUPLES = ("tile_mn", "cluster_mn", "epi_tile")
 
 class Entry:
     """The torch-facing functions of one kernel class, for ``arch``. ``build``: the class, or a
-    function that takes keyword arguments and returns a kernel (the one way an entry picks a class
-    by its arguments: the cluster GEMM's 1x1, the FP8 grouped GEMM's parts). Keyword arguments of
+    function that takes keyword arguments and returns a kernel, its class picked from a table by
+    one of them (``configured.pick``: ``variant=``, the FP8 grouped GEMM's ``parts=``; and at a 1x1
+    cluster the cluster GEMM's plain one-CTA kernel, the one choice made by value). Keyword arguments of
     every function: the constructor's, with ``tile`` / ``cluster`` for ``tile_mn`` /
     ``cluster_mn``, a scheduler by name (``tile_scheduler.SCHEDULERS``) and an epilogue op by
     name (:func:`named_epilogue_op`); ``defaults``: this entry's own defaults.

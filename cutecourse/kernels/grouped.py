@@ -28,11 +28,12 @@ the entries' (``grouped_targets.py`` names them); the input checks are ``grouped
 
 from __future__ import annotations
 
-from ..errors import CourseError, ShapeError
+from ..errors import ShapeError
 from ..models import block_scaling
 from ..models import blockwise_fp8
 from ..models.blackwell_plan import check_format
 from . import grouped_checks as checks
+from .configured import pick
 from .blackwell_grouped_gemm import BlackwellGroupedBlockScaledGemm
 from .grouped_fakes import fake_blockscaled_operands
 from .grouped_launch import (GroupForm, GroupedEntry, ListGroups, Metadata, PackedGroups,  # noqa: F401
@@ -44,6 +45,11 @@ from .hopper_grouped_gemm_fp8_onepart import OnePartBlockScaledGroupedHopperGemm
 QuantizedGroup = checks.QuantizedGroup
 
 
+#: The FP8 kernels by ``parts=`` (k-tile products in flight per warpgroup), what ``fp8_kernel``
+#: picks from (``configured.pick``): a new FP8 kernel class is reached by adding it here.
+FP8_KERNELS = {1: OnePartBlockScaledGroupedHopperGemm, 2: BlockScaledGroupedHopperGemm}
+
+
 def fp8_kernel(tile=None, cluster=None, parts: int = 1, sms: int | None = None, **config):
     """The FP8 kernel of a configuration, what the ``FP8`` entry builds. ``parts=1`` (default):
     one k-tile's product in flight per warpgroup (``OnePartBlockScaledGroupedHopperGemm``:
@@ -53,10 +59,7 @@ def fp8_kernel(tile=None, cluster=None, parts: int = 1, sms: int | None = None, 
     (stages, group_m, epilogue_op), ``sms`` (the launchers pass the GPU's): the kernel's
     keywords; one left out is the class's
     default (its ``TILE_MN``, ``CLUSTER_MN`` ...: the one place they are set)."""
-    if parts not in (1, 2):
-        raise CourseError(f"parts={parts!r}: the FP8 kernel holds one k-tile's product in flight, or two",
-                          "pass parts=1 (the default) or parts=2")
-    cls = OnePartBlockScaledGroupedHopperGemm if parts == 1 else BlockScaledGroupedHopperGemm
+    cls = pick(FP8_KERNELS, "parts", parts)
     given = {"cluster_mn": cluster, "sms": sms}  # None: the class's default (it checks the tile too)
     return cls(None if tile is None else tuple(tile), **{k: v for k, v in given.items() if v is not None}, **config)
 

@@ -21,8 +21,8 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
-from ..errors import CourseError
 from . import gemm_launch, sm90
+from .configured import pick
 from .hopper_gemm_kernel import GROUP_M, WARPGROUPS, HopperGemm
 
 __all__ = ["GROUP_M", "WARPGROUPS", "HopperGemm", "NaiveHopperGemm", "CompilerHopperGemm",
@@ -164,11 +164,9 @@ def all_variants() -> dict[str, type]:
 
 
 def variant_class(variant: str) -> type:
-    """The kernel class of a variant name; a ``CourseError`` listing them for another name."""
-    if variant not in (classes := all_variants()):
-        raise CourseError(f"variant {variant!r} is not a one-CTA mainloop of this course",
-                          f"pass variant= one of {', '.join(classes)} (hopper_gemm.VARIANTS, DEMO_VARIANTS)")
-    return classes[variant]
+    """The kernel class of a variant name (``configured.pick``: a ``CourseError`` listing them for
+    another name)."""
+    return pick(all_variants(), "variant", variant)
 
 
 def variant_gemm(variant: str = "prefetch", **kw) -> HopperGemm:
