@@ -205,3 +205,25 @@ def test_l2_hints_put_the_eviction_policies_in_the_ptx():
     assert {hc.EVICT_FIRST, hc.EVICT_LAST} <= consts
     plain = compile_report("cutecourse.kernels.hopper_gemm_cluster:compile_target", cluster=[2, 1])
     assert hc.EVICT_FIRST not in {int(x) for x in re.findall(r"mov\.b64\s+%rd\d+, (\d+)", plain.ptx)}
+
+
+def test_a_variant_with_other_policies_overrides_the_load_policies_hook():
+    """The loop's load step tests no keyword: a variant that evicts B first, with no l2_hints,
+    is a subclass overriding ``load_policies``; its PTX holds the policies as the keyword's does."""
+    import cutlass
+
+    from cutecourse.inspect import compile_here
+    from cutecourse.kernels import gemm_launch
+
+    class BFirst(hc.ClusterHopperGemm):
+        def load_policies(self):
+            return (cutlass.Int64(hc.EVICT_LAST), cutlass.Int64(hc.EVICT_FIRST))
+
+    def consts(kernel):
+        r = compile_here(kernel, *gemm_launch.Entry(type(kernel)).fake_arguments(kernel))
+        return r.ptx, {int(x) for x in re.findall(r"mov\.b64\s+%rd\d+, (\d+)", r.ptx)}
+
+    ptx, found = consts(BFirst())
+    assert BFirst().l2_hints is None and {hc.EVICT_FIRST, hc.EVICT_LAST} <= found
+    hinted, hinted_found = consts(hc.ClusterHopperGemm(l2_hints="b_first"))
+    assert found == hinted_found and ptx.count("L2::cache_hint") == hinted.count("L2::cache_hint") > 0

@@ -86,7 +86,7 @@ class ClusterHopperGemm(HopperGemm):
         if l2_hints is not None and l2_hints not in L2_HINTS:
             raise CourseError(f"l2_hints={l2_hints!r} is not a policy pair this kernel knows",
                               f"use None or one of {list(L2_HINTS)}")
-        self.cluster_mn = check_cluster(self.arguments["cluster_mn"])
+        self.cluster_mn = check_cluster(cluster_mn)
         self.l2_hints = l2_hints
 
     def tile_coord(self):
@@ -105,11 +105,14 @@ class ClusterHopperGemm(HopperGemm):
         cute.arch.cluster_wait()
 
     def load(self, ring, loads, state, pred=None):
-        """The 1x1 kernel's loads, optionally with L2 eviction hints (``l2_hints``)."""
-        policies = (None, None)
-        if self.l2_hints is not None:
-            policies = tuple(cutlass.Int64(p) for p in L2_HINTS[self.l2_hints])
-        sm90.issue_tma(ring, loads, state, pred=pred, policies=policies)
+        """The 1x1 kernel's loads, with the L2 eviction policies of ``load_policies``."""
+        sm90.issue_tma(ring, loads, state, pred=pred, policies=self.load_policies())
+
+    def load_policies(self):
+        """Hook: the L2 eviction policies of A's and B's loads, (None, None) for no hint: here the
+        pair ``l2_hints`` names (``L2_HINTS``), as constants of the trace. A variant with other
+        policies overrides this; the loop's ``load`` step tests no keyword."""
+        return tuple(None if p is None else cutlass.Int64(p) for p in L2_HINTS.get(self.l2_hints, (None, None)))
 
 
 #: The hooks ClusterHopperGemm overrides, for notebook 05 to show as diffs against HopperGemm.
