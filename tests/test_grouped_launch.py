@@ -308,3 +308,16 @@ def test_a_grouped_entry_validates_its_groups_on_any_machine():
         grouped.HOPPER.validate(grouped.ListGroups(As, [torch.zeros(256, 32).half()] * 2))
     with pytest.raises(CourseError, match="ScaledListGroups"):
         grouped.FP8.validate(grouped.ListGroups(As, Bs))
+
+
+def test_the_scaled_forms_are_their_bases_with_two_hooks_overridden():
+    """The list and packed forms know nothing of scales: their FP8 subclasses override the hooks
+    (``check_scales``, and ``scale_columns`` / ``metadata_scales``), with no attribute to branch on."""
+    from cutecourse.kernels import group_forms as gf
+
+    for base, scaled, hooks in ((gf.ListGroups, gf.ScaledListGroups, {"check_scales", "scale_columns"}),
+                                (gf.PackedGroups, gf.ScaledPackedGroups, {"check_scales", "metadata_scales"})):
+        assert not hasattr(base, "scales") and hooks <= set(vars(base)) and hooks <= set(vars(scaled))
+        assert {k for k in vars(scaled) if callable(vars(scaled)[k])} == hooks | {"__init__"}
+    As, Bs = [torch.zeros(128, 64).half()], [torch.zeros(128, 64).half()]
+    assert gf.ListGroups(As, Bs).scale_columns() == []

@@ -17,7 +17,7 @@ says the format, and the format the architecture: no suffix and ``_fp8`` run on 
 
 Under them, for benchmarks and tests: launchers (``launcher``, ``packed_launcher``,
 ``launcher_fp8``, ``launcher_blockscaled``: checked and compiled once, ``fn()`` launches). Each
-is one line: a form of groups (``grouped_launch.py``: ``ListGroups``, ``PackedGroups``, their
+is one line: a form of groups (``group_forms.py``: ``ListGroups``, ``PackedGroups``, their
 FP8 subclasses ``ScaledListGroups`` and ``ScaledPackedGroups``, ``QuantizedGroups``) handed to
 one of three entries, ``HOPPER``, ``FP8`` and ``BLACKWELL`` (``grouped_launch.GroupedEntry``,
 the dense GEMMs' ``gemm_launch.Entry`` for groups, with the same verbs: ``gemm``, ``launcher``,
@@ -36,8 +36,9 @@ from . import grouped_checks as checks
 from .configured import pick
 from .blackwell_grouped_gemm import BlackwellGroupedBlockScaledGemm
 from .grouped_fakes import fake_blockscaled_operands
-from .grouped_launch import (GroupForm, GroupedEntry, ListGroups, Metadata, PackedGroups,  # noqa: F401
-                             QuantizedGroups, ScaledListGroups, ScaledPackedGroups, list_metadata, packed_metadata)
+from .group_forms import (GroupForm, ListGroups, Metadata, PackedGroups,  # noqa: F401
+                          QuantizedGroups, ScaledListGroups, ScaledPackedGroups, list_metadata, packed_metadata)
+from .grouped_launch import GroupedEntry
 from .hopper_grouped_gemm import GroupedHopperGemm
 from .hopper_grouped_gemm_fp8 import BLOCK, CLUSTER, BlockScaledGroupedHopperGemm
 from .hopper_grouped_gemm_fp8_onepart import OnePartBlockScaledGroupedHopperGemm
