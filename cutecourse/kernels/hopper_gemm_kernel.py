@@ -54,13 +54,13 @@ class HopperGemm(Configured):
 
     def __init__(self, tile_mn=None, *, prefetch_stages: int | None = None, stages: int | None = None,
                  group_m: int | None = None, epi_tile=None, epilogue_op=None):
-        a = self.arguments  # these arguments, a None replaced by the class's default (configured.py)
-        self.tile_mn = check_tile(a["tile_mn"])
+        # (every keyword left None arrives as the class's default: configured.py)
+        self.tile_mn = check_tile(tile_mn)
         self.tile_mnk = (*self.tile_mn, TILE_K)
         self.requested_prefetch = prefetch_stages
         self.requested_stages = stages
-        self.group_m = a["group_m"]
-        self.epi_tile = check_epi_tile(self.tile_mn, a["epi_tile"])
+        self.group_m = group_m
+        self.epi_tile = check_epi_tile(self.tile_mn, epi_tile)
         self.acc_dtype = cutlass.Float32
         self.epilogue_op = epilogue_op  # applied to each accumulator before C (epilogue_op.py)
 

@@ -70,8 +70,7 @@ class StreamKHopperGemm(PersistentHopperGemm):
     def __init__(self, tile_mn=None, *, min_saved: int | None = None, **options):
         """``options``: the persistent kernel's keywords."""
         super().__init__(tile_mn, **options)
-        min_saved = self.arguments["min_saved"]
-        if min_saved < 1:
+        if min_saved < 1:  # (left None, it arrives as MIN_SAVED: configured.py)
             raise ShapeError(f"min_saved={min_saved}: must be >= 1 k-tile", "use the default, MIN_SAVED")
         self.min_saved = min_saved
 
