@@ -204,16 +204,17 @@ class Entry:
     one of them (``configured.pick``: ``variant=``, the FP8 grouped GEMM's ``parts=``; and at a 1x1
     cluster the cluster GEMM's plain one-CTA kernel, the one choice made by value). Keyword arguments of
     every function: the constructor's, with ``tile`` / ``cluster`` for ``tile_mn`` /
-    ``cluster_mn``, a scheduler by name (``tile_scheduler.SCHEDULERS``) and an epilogue op by
-    name (:func:`named_epilogue_op`); ``defaults``: this entry's own defaults.
+    ``cluster_mn``, a scheduler by name (``tile_scheduler.SCHEDULERS``: the dense persistent
+    kernels') and an epilogue op by name (:func:`named_epilogue_op`); the defaults are the
+    kernel class's (``configured.py``), an entry has none of its own.
 
     Which verb: C from torch tensors, ``gemm``; the same launch many times (a benchmark, a CUDA
     graph), ``launcher``; a kernel object you built yourself (an exercise's), ``launch``."""
 
-    def __init__(self, build, arch: str = "sm_90a", **defaults):
+    def __init__(self, build, arch: str = "sm_90a"):
         import inspect
 
-        self.build, self.arch, self.defaults = build, arch, defaults
+        self.build, self.arch = build, arch
         params = inspect.signature(build).parameters
         self.takes_sms = "sms" in params
         self.aliases = {k: v for k, v in ALIASES.items() if k not in params}  # a function may take tile=
@@ -223,8 +224,7 @@ class Entry:
         built from them (an unknown keyword is a ``CourseError`` naming the kernel)."""
         from .tile_scheduler import SCHEDULERS
 
-        kw = dict(self.defaults)
-        kw.update({self.aliases.get(k, k): v for k, v in params.items()})
+        kw = {self.aliases.get(k, k): v for k, v in params.items()}
         for k in (*_TUPLES, *ALIASES):
             if isinstance(kw.get(k), list):
                 kw[k] = tuple(kw[k])
@@ -232,8 +232,9 @@ class Entry:
             del kw["sms"]
         if isinstance(kw.get("scheduler"), str):
             if kw["scheduler"] not in SCHEDULERS:
-                raise CourseError(f"scheduler={kw['scheduler']!r} is not a scheduler of this course",
-                                  f"pass one of {list(SCHEDULERS)}, or a StaticScheduler subclass")
+                raise CourseError(f"scheduler={kw['scheduler']!r} is not a scheduler name of this course",
+                                  f"names are the dense persistent kernels' ({list(SCHEDULERS)}); else pass "
+                                  "the class, a subclass of the kernel's SCHEDULER")
             kw["scheduler"] = SCHEDULERS[kw["scheduler"]]
         if "epilogue_op" in kw:
             kw["epilogue_op"] = named_epilogue_op(kw["epilogue_op"])

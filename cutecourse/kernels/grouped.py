@@ -175,10 +175,11 @@ def quantize_blockscaled(As, Bs, fmt: str = "nvfp4", out_dtype=None, device=None
     return out
 
 
-def launcher_blockscaled(groups, fmt: str = "nvfp4", tile=(128, 128), cluster=(1, 1), sms: int | None = None,
+def launcher_blockscaled(groups, fmt: str = "nvfp4", tile=None, cluster=None, sms: int | None = None,
                          epilogue_args=(), **config):
-    """Validated, compiled launch: ``fn()`` writes every group's C. Needs a B200. ``sms``: default
-    every SM; ``config``: more kernel keywords (epilogue_op)."""
+    """Validated, compiled launch: ``fn()`` writes every group's C. Needs a B200. ``tile``,
+    ``cluster`` left None: the kernel's defaults; ``sms``: default every SM; ``config``: more
+    kernel keywords (epilogue_op)."""
     return BLACKWELL.launcher(QuantizedGroups(groups, fmt), epilogue_args, tile=tile, cluster=cluster, sms=sms,
                               **config)
 

@@ -29,8 +29,8 @@ class GroupedEntry(gemm_launch.Entry):
     it takes are the kernel's ``IN_DTYPES``."""
 
     def __init__(self, build, arch: str = "sm_90a", columns: int = 3, out_dtype=None, choose=None,
-                 templates=None, **defaults):
-        super().__init__(build, arch, **defaults)
+                 templates=None):
+        super().__init__(build, arch)
         self.columns, self.out_dtype = columns, out_dtype
         self.choose = choose or (lambda groups: {})
         self.templates = templates or (lambda kernel, in_dtype, out: gemm_launch.fake_operands(in_dtype, out))

@@ -153,7 +153,7 @@ def cluster_gemm(cluster_mn=None, variant: str = "prefetch", **kw):
 
 #: The entry points (gemm_launch.Entry): compile_target, launcher(a, b, c, cluster=...), gemm.
 ENTRY = gemm_launch.Entry(cluster_gemm)
-compile_target, launcher, gemm = ENTRY.compile_target, ENTRY.launcher, ENTRY.gemm
+compile_target, validate, launcher, gemm = ENTRY.compile_target, ENTRY.validate, ENTRY.launcher, ENTRY.gemm
 
 
 def expected_multicast_loads(cluster_mn, variant: str = "prefetch") -> int:

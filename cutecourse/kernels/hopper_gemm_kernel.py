@@ -44,8 +44,6 @@ class HopperGemm(Configured):
     ``epilogue_op``: an ``epilogue_op.EpilogueOp`` applied to each accumulator before it is stored.
     """
 
-    #: CTAs per cluster. The shared pieces (sm90) read it: at (1, 1) they are the single-CTA code.
-    cluster_mn = (1, 1)
     IN_DTYPES = IN_DTYPES
     #: The defaults of the keywords left None (``configured.py``): a variant sets those it changes.
     TILE_MN, GROUP_M, EPI_TILE = (128, 256), GROUP_M, EPI_TILE
@@ -57,6 +55,9 @@ class HopperGemm(Configured):
         # (every keyword left None arrives as the class's default: configured.py)
         self.tile_mn = check_tile(tile_mn)
         self.tile_mnk = (*self.tile_mn, TILE_K)
+        # CTAs per cluster, which the shared pieces (sm90) read: at (1, 1) they are the single-CTA
+        # code. Not a keyword here: the cluster version's (``ClusterHopperGemm(cluster_mn=)``).
+        self.cluster_mn = (1, 1)
         self.requested_prefetch = prefetch_stages
         self.requested_stages = stages
         self.group_m = group_m
