@@ -18,12 +18,23 @@ PAGE = ROOT / "docs" / "DEVELOPING.md"
 
 
 def section(title: str) -> str:
-    """The text of the page's section ``### title`` (up to the next heading)."""
-    page = PAGE.read_text()
-    found = re.search(rf"^#+ {re.escape(title)}\n(.*?)(?=^#+ |\Z)", page, re.S | re.M)
-    if not found:
+    """The text of the page's section ``title`` (its heading's text), up to the next heading of
+    its level or above; a ``#`` line inside a code block is not a heading."""
+    lines, out, level, fenced = PAGE.read_text().splitlines(), None, 0, False
+    for line in lines:
+        if line.startswith("```"):
+            fenced = not fenced
+        heading = re.match(r"(#+) (.*)", line) if not fenced else None
+        if out is None:
+            if heading and heading.group(2) == title:
+                out, level = [], len(heading.group(1))
+        elif heading and len(heading.group(1)) <= level:
+            break
+        else:
+            out.append(line)
+    if out is None:
         raise LookupError(f"docs/DEVELOPING.md has no section {title!r}")
-    return found.group(1)
+    return "\n".join(out) + "\n"
 
 
 def diffs(title: str) -> list[tuple[str, list[tuple[str, list[str]]]]]:
@@ -81,3 +92,37 @@ def scratch_package(tmp: Path) -> Path:
     shutil.copytree(ROOT / "cutecourse", tmp / "cutecourse",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return tmp
+
+
+def exercise_cells(title: str = "Adding an exercise"):
+    """The section's notebook cells, as the page shows them: (heading, class cell, check cell),
+    and the test it shows (dedented: it sits in a list item)."""
+    import textwrap
+
+    sec = section(title)
+    heading = re.search(r"```markdown\n(.*?)```", sec, re.S).group(1).strip()
+    class_cell, check_cell = (c.rstrip() for c in re.findall(r"^```python\n(.*?)^```", sec, re.S | re.M)[:2])
+    test = textwrap.dedent(re.search(r"( *)```python\n(\1CELLS = .*?)\1```", sec, re.S).group(2))
+    return heading, class_cell, check_cell, test
+
+
+def add_exercise(root: Path, notebook: str = "03_hopper_gemm_prefetch.ipynb", after: str = "## Exercise 6"):
+    """Apply "Adding an exercise" to the tree at ``root`` (a copy with ``cutecourse``, ``solutions``
+    and ``tests/solution_cells.py``): its diff, its three cells after the cells of ``after``, and
+    its test as ``tests/test_page_exercise.py``; returns that test's path."""
+    import nbformat
+
+    apply("Adding an exercise", root)
+    heading, class_cell, check_cell, test = exercise_cells()
+    path = root / "solutions" / notebook
+    nb = nbformat.read(path, as_version=4)
+    start = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith(after))
+    end = next((i for i in range(start + 1, len(nb.cells))
+                if nb.cells[i].cell_type == "markdown" and nb.cells[i].source.startswith("## ")), len(nb.cells))
+    nb.cells[end:end] = [nbformat.v4.new_markdown_cell(heading), nbformat.v4.new_code_cell(class_cell),
+                         nbformat.v4.new_code_cell(check_cell)]
+    nbformat.write(nb, path)
+    out = root / "tests" / "test_page_exercise.py"
+    out.write_text("import pytest\nfrom solution_cells import SolutionCells\n\nfrom cutecourse.exercises import nb03\n\n"
+                   + test)
+    return out

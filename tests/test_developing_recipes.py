@@ -1,8 +1,10 @@
-"""docs/DEVELOPING.md's kernel recipes work as written: each diff of "Adding a one-CTA mainloop",
+"""docs/DEVELOPING.md's recipes work as written: each diff of "Adding a one-CTA mainloop",
 "Adding a scheduler" and "Adding an epilogue op" is applied to a copy of the package
 (``developing_page.apply``), and the copy compiles what the page says it then compiles, for
 sm_90a, with the page's own names (``variant="eager_release"``, ``scheduler="columns"``,
-``epilogue_op="RowScale"``). A page whose diff no longer applies fails here, naming its section.
+``epilogue_op="RowScale"``); "Adding an exercise" (its checker's diff, its three cells in the
+solution notebook) is applied to a copy too, and the test the page shows passes there. A page
+whose diff no longer applies fails here, naming its section.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import sys
 
 import pytest
 
-from developing_page import ROOT, apply, diffs, scratch_package
+from developing_page import ROOT, add_exercise, apply, diffs, scratch_package
 
 RECIPES = ("Adding a one-CTA mainloop", "Adding a scheduler", "Adding an epilogue op")
 
@@ -61,3 +63,18 @@ def test_a_stale_recipe_names_its_section(tmp_path):
     with pytest.raises(AssertionError, match="Adding an epilogue op"):
         apply("Adding an epilogue op", root)
     assert ROOT.exists()
+
+
+def test_the_exercise_recipe_applied_to_a_copy_passes_the_test_it_shows(tmp_path):
+    import shutil
+
+    root = scratch_package(tmp_path)
+    shutil.copytree(ROOT / "solutions", root / "solutions")
+    (root / "tests").mkdir()
+    shutil.copy(ROOT / "tests" / "solution_cells.py", root / "tests")
+    assert [path for path, _ in diffs("Adding an exercise")] == ["cutecourse/exercises/nb03.py"]
+    test = add_exercise(root)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests")]), "CUTE_DSL_ARCH": "sm_90a"}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(root),
+                          str(test)], env=env, cwd=root, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0 and "3 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]

@@ -38,7 +38,9 @@ from . import gemm_launch
 from .epilogue_op import apply_at
 from .hopper_gemm_persistent import PersistentHopperGemm
 
-#: The tile: the cooperative kernel's 128x256 (each consumer warpgroup 64x256).
+#: The tile it is checked on (tests/test_hopper_gemm_direct_store.py, on a GPU): the cooperative
+#: kernel's 128x256 (each consumer warpgroup 64x256). A variant combining it with another
+#: persistent variant sets its own TILES (docs/DEVELOPING.md, "The persistent kernel's hooks").
 TILES = ((128, 256),)
 #: Values per store: a pair (two neighbouring columns of the wgmma accumulator): 4 bytes of
 #: 16-bit C, 8 of fp32.
