@@ -299,7 +299,7 @@ _GPU_CHECK = textwrap.dedent("""
     for name, sizes, sms, options in cases:
         options = {key: tuple(v) if isinstance(v, list) else v for key, v in options.items()}
         # the launchers' default cluster follows the groups' mean height (grouped.fp8_cluster)
-        tile = grouped.fp8_kernel(sms=sms, **options).tile_mn  # the launchers' default tile if none is named
+        tile = grouped.FP8.kernel(sms=sms, **options).tile_mn  # the launchers' default tile if none is named
         cluster = options.get("cluster", grouped.fp8_cluster(sum(m for m, _, _ in sizes), len(sizes)))
         As = [torch.randn(m, k, device="cuda") for m, n, k in sizes]
         Bs = [torch.randn(n, k, device="cuda") for m, n, k in sizes]

@@ -51,18 +51,17 @@ QuantizedGroup = checks.QuantizedGroup
 FP8_KERNELS = {1: OnePartBlockScaledGroupedHopperGemm, 2: BlockScaledGroupedHopperGemm}
 
 
-def fp8_kernel(tile=None, cluster=None, parts: int = 1, sms: int | None = None, **config):
-    """The FP8 kernel of a configuration, what the ``FP8`` entry builds. ``parts=1`` (default):
-    one k-tile's product in flight per warpgroup (``OnePartBlockScaledGroupedHopperGemm``:
-    128x128, 128x192 or 128x256 tiles; it passes the turn to issue on when its wgmmas are issued,
-    and loads its scales a k-tile ahead); ``parts=2``: two (``BlockScaledGroupedHopperGemm``,
-    128x128 tiles only: the kernel notebook 07 teaches). ``tile``, ``cluster`` and ``config``
-    (stages, group_m, epilogue_op), ``sms`` (the launchers pass the GPU's): the kernel's
-    keywords; one left out is the class's
-    default (its ``TILE_MN``, ``CLUSTER_MN`` ...: the one place they are set)."""
-    cls = pick(FP8_KERNELS, "parts", parts)
-    given = {"cluster_mn": cluster, "sms": sms}  # None: the class's default (it checks the tile too)
-    return cls(None if tile is None else tuple(tile), **{k: v for k, v in given.items() if v is not None}, **config)
+def fp8_kernel(tile_mn=None, *, parts: int = 1, sms: int | None = None, **config):
+    """The FP8 kernel of a configuration, what the ``FP8`` entry builds: the class of ``parts``
+    (``FP8_KERNELS``) built with the other keywords, the constructor's (``tile_mn``,
+    ``cluster_mn``, ``sms``, ``stages``, ``group_m``, ``epilogue_op`` ...; the launchers' ``tile``
+    and ``cluster`` become these). ``parts=1`` (default): one k-tile's product in flight per
+    warpgroup (``OnePartBlockScaledGroupedHopperGemm``: 128x128, 128x192 or 128x256 tiles; it
+    passes the turn to issue on when its wgmmas are issued, and loads its scales a k-tile ahead);
+    ``parts=2``: two (``BlockScaledGroupedHopperGemm``, 128x128 tiles only: the kernel notebook 07
+    teaches). A keyword left out or None is the class's default (its ``TILE_MN``, ``CLUSTER_MN``
+    ...: the one place they are set; ``sms`` named here, so that the launchers fill in the GPU's)."""
+    return pick(FP8_KERNELS, "parts", parts)(tile_mn, sms=sms, **config)
 
 
 #: Fewer rows than this per group on average, and the FP8 launchers take 1x1 clusters instead of
