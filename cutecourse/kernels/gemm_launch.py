@@ -135,11 +135,11 @@ def fake_operands(in_dtype="float16", out_dtype="float16"):
 
 def fake_scratch(kernel) -> tuple:
     """Fake tensors for ``kernel.scratch()`` (compiling without a GPU)."""
-    import cutlass
     from cutlass.cute.runtime import make_fake_tensor
 
-    types = {"int32": cutlass.Int32, "float32": cutlass.Float32}
-    return tuple(make_fake_tensor(types[s.dtype], (s.size,), (1,), assumed_align=s.align)
+    from .sm90 import TENSOR_TYPES
+
+    return tuple(make_fake_tensor(TENSOR_TYPES[s.dtype], (s.size,), (1,), assumed_align=s.align)
                  for s in kernel.scratch())
 
 
@@ -330,15 +330,13 @@ def named_epilogue_op(name):
 
 def fake_epilogue_operands(op) -> tuple:
     """Fake tensors (symbolic length) for the operands an epilogue op reads, as it describes them."""
-    import cutlass
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_tensor
 
     from .epilogue_op import described
-    from .sm90 import DTYPES
+    from .sm90 import TENSOR_TYPES
 
-    types = {**DTYPES, "int32": cutlass.Int32}
-    return tuple(make_fake_tensor(types[o.dtype], (cute.sym_int(symbol=o.name),), (1,), assumed_align=o.align)
+    return tuple(make_fake_tensor(TENSOR_TYPES[o.dtype], (cute.sym_int(symbol=o.name),), (1,), assumed_align=o.align)
                  for o in described(op))
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ..errors import AlignmentError, CourseError, DeviceError, LayoutError
 from ..models.gemm_plan import BYTES
+from .epilogue_op import OPERAND_BYTES
 from .gemm_launch import Entry, Launch, compile_once
 
 
@@ -40,13 +41,11 @@ class Tensor:
 def fake_tensors(described, sizes: dict) -> tuple:
     """Fake tensors for these :class:`Tensor` descriptions; ``sizes``: symbol -> ``cute.sym_int``,
     shared by every call for one kernel (a symbol not in it yet is made and added)."""
-    import cutlass
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_tensor
 
-    from .sm90 import DTYPES
+    from .sm90 import TENSOR_TYPES
 
-    types = {**DTYPES, "int32": cutlass.Int32, "uint8": cutlass.Uint8}
     out = []
     for t in described:
         for s in t.shape:
@@ -55,12 +54,13 @@ def fake_tensors(described, sizes: dict) -> tuple:
         shape = tuple(sizes[s] for s in t.shape)
         div = max(1, 16 // BYTES_OF[t.dtype])
         strides = tuple(cute.sym_int64(divisibility=div, symbol=ld) for ld in t.strides()) + (1,)
-        out.append(make_fake_tensor(types[t.dtype], shape, strides, assumed_align=16))
+        out.append(make_fake_tensor(TENSOR_TYPES[t.dtype], shape, strides, assumed_align=16))
     return tuple(out)
 
 
-#: Bytes per element of the dtypes a described tensor may have.
-BYTES_OF = {**BYTES, "int32": 4, "uint8": 1}
+#: Bytes per element of the dtypes a described tensor may have: the GEMM operands' (gemm_plan),
+#: the epilogue operands' (epilogue_op), and the int4 zero points' uint8.
+BYTES_OF = {**BYTES, **OPERAND_BYTES, "uint8": 1}
 
 
 def check_tensors(named) -> None:

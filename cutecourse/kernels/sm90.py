@@ -35,6 +35,9 @@ from .epilogue_op import apply_at
 
 DTYPES = {"float16": cutlass.Float16, "bfloat16": cutlass.BFloat16, "float32": cutlass.Float32,
           "float8_e4m3fn": cutlass.Float8E4M3FN}
+#: The DSL type of every dtype a kernel's other tensors may have (scratch, epilogue operands, the
+#: operands a kernel describes): the one table the host's fakes read.
+TENSOR_TYPES = {**DTYPES, "int32": cutlass.Int32, "uint8": cutlass.Uint8}
 #: K-major A (M, K) and B (N, K), N-major C (M, N): all "row-major" in CuTe's layout enum.
 ROW_MAJOR = utils.LayoutEnum.ROW_MAJOR
 
