@@ -295,7 +295,7 @@ def test_every_grouped_kernel_walks_the_scheduler_it_is_given(monkeypatch):
     for cls in (bw.BlackwellGroupedBlockScaledGemm, GroupedHopperGemm, BlockScaledGroupedHopperGemm,
                 OnePartBlockScaledGroupedHopperGemm):
         assert cls(scheduler=_RowByRow).Scheduler is _RowByRow
-        with pytest.raises(ValueError, match="GroupScheduler or a subclass"):
+        with pytest.raises(errors.CourseError, match="GroupScheduler or a subclass"):
             cls(scheduler=tile_scheduler.StaticScheduler)
     monkeypatch.setattr(group_walk, "find_group", group_walk.find_group.__wrapped__)
     monkeypatch.setattr(group_walk, "cutlass", SimpleNamespace(Int32=int, const_expr=bool))

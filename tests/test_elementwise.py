@@ -88,7 +88,7 @@ def test_rejects_bad_parameters():
         ew.compile_target(threads=100)
     with pytest.raises(errors.ShapeError, match="not a 4-, 8-, 16-"):
         ew.compile_target(elems=6)  # 6 fp16 = 12 bytes: no vector width
-    with pytest.raises(ValueError, match="variant"):
+    with pytest.raises(errors.CourseError, match="variant"):
         ew.compile_target(variant="fast")
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from cutecourse import inspect
-from cutecourse.errors import AlignmentError, DeviceError, DTypeError, LayoutError, ShapeError
+from cutecourse.errors import AlignmentError, CourseError, DeviceError, DTypeError, LayoutError, ShapeError
 from cutecourse.kernels import elementwise_tv as tv
 from cutecourse.kernels.elementwise_tv import TVShape
 
@@ -63,7 +63,7 @@ def test_bad_configuration_is_a_shape_error(thr, val, match):
 
 
 def test_unknown_raster():
-    with pytest.raises(ValueError, match="raster"):
+    with pytest.raises(CourseError, match="raster"):
         tv.make_shape(raster="diagonal")
 
 
@@ -125,7 +125,7 @@ def test_load_hints_reach_the_ptx(hint, qualifier):
 
 
 def test_bad_hints():
-    with pytest.raises(ValueError, match="hint must be one of"):
+    with pytest.raises(CourseError, match="hint= one of"):
         tv.make_shape(hint="L3")
     with pytest.raises(ShapeError, match="whole 16-byte vectors"):
         tv.make_shape(val=(2, 4), hint="nc")  # 4 fp16 = 8 bytes
@@ -139,7 +139,7 @@ def test_fp32_uses_four_elements_per_vector():
 def test_compile_target_rejects_a_tile_that_does_not_divide():
     with pytest.raises(ShapeError):
         tv.compile_target(m=100, n=4096)
-    with pytest.raises(ValueError, match="dtype"):
+    with pytest.raises(DTypeError, match="dtype"):
         tv.compile_target(dtype="int8")
 
 

@@ -193,16 +193,18 @@ def test_grouped_compile_targets_share_one_signature():
 
 
 def test_every_entry_has_the_same_verbs():
-    """One verb per level, the same names at every entry: compile_target, gemm, launcher (checked)
-    and launch (a kernel object, no checks); each operand kind is a subclass of Entry."""
+    """One verb per level, the same names at every entry: compile_target, validate (any machine),
+    gemm, launcher (checked) and launch (a kernel object, no checks); each operand kind is a
+    subclass of Entry, which gives every verb its operands (the dense validate reads A and B)."""
     from cutecourse.kernels import mixed_input, operands, registry
 
     entries = [registry.entry("persistent"), grouped.HOPPER, grouped.FP8, grouped.BLACKWELL, mixed_input.ENTRY]
     assert isinstance(mixed_input.ENTRY, operands.DescribedEntry)
     for entry in entries:
         assert isinstance(entry, gemm_launch.Entry)
-        for verb in ("compile_target", "gemm", "launcher", "launch", "kernel", "fake_arguments"):
+        for verb in ("compile_target", "validate", "gemm", "launcher", "launch", "kernel", "fake_arguments"):
             assert callable(getattr(entry, verb)), (entry, verb)
+        assert type(entry).validate is not gemm_launch.Entry.validate or type(entry) is gemm_launch.Entry
     assert not hasattr(gemm_launch, "launcher")  # the compile-and-wrap step is the host layer's own
 
 
@@ -293,3 +295,29 @@ def test_an_epilogue_op_runs_through_the_grouped_launchers_on_the_gpu(run_gpu_sc
     assert len(results) == 3
     bad = [r for r in results if not r[1] < 5e-2]
     assert not bad, bad
+
+
+def test_a_grouped_entry_validates_its_groups_on_any_machine():
+    """validate, the verb of every entry, takes the entry's operands: here a form of groups."""
+    from cutecourse.errors import ShapeError
+
+    As, Bs = [torch.zeros(128, 64).half(), torch.zeros(64, 64).half()], [torch.zeros(256, 64).half()] * 2
+    plan = grouped.HOPPER.validate(grouped.ListGroups(As, Bs))
+    assert plan.stages == grouped.HOPPER.kernel().plan("float16", "float16").stages
+    with pytest.raises(ShapeError):
+        grouped.HOPPER.validate(grouped.ListGroups(As, [torch.zeros(256, 32).half()] * 2))
+    with pytest.raises(CourseError, match="ScaledListGroups"):
+        grouped.FP8.validate(grouped.ListGroups(As, Bs))
+
+
+def test_the_scaled_forms_are_their_bases_with_two_hooks_overridden():
+    """The list and packed forms know nothing of scales: their FP8 subclasses override the hooks
+    (``check_scales``, and ``scale_columns`` / ``metadata_scales``), with no attribute to branch on."""
+    from cutecourse.kernels import group_forms as gf
+
+    for base, scaled, hooks in ((gf.ListGroups, gf.ScaledListGroups, {"check_scales", "scale_columns"}),
+                                (gf.PackedGroups, gf.ScaledPackedGroups, {"check_scales", "metadata_scales"})):
+        assert not hasattr(base, "scales") and hooks <= set(vars(base)) and hooks <= set(vars(scaled))
+        assert {k for k in vars(scaled) if callable(vars(scaled)[k])} == hooks | {"__init__"}
+    As, Bs = [torch.zeros(128, 64).half()], [torch.zeros(128, 64).half()]
+    assert gf.ListGroups(As, Bs).scale_columns() == []

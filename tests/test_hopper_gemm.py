@@ -11,7 +11,7 @@ negative control: it must trigger that warning, proving the log capture works.
 import pytest
 import torch
 
-from cutecourse.errors import AlignmentError, DeviceError, DTypeError, LayoutError, ShapeError
+from cutecourse.errors import AlignmentError, CourseError, DeviceError, DTypeError, LayoutError, ShapeError
 from cutecourse.inspect import compile_report
 from cutecourse.kernels import hopper_gemm as hg
 from cutecourse.models import gemm_plan as gp
@@ -42,24 +42,30 @@ def test_too_many_stages_is_a_shape_error():
 
 
 # -- the variants: a subclass each, overriding the mainloop hook -------------------------------
+#: The steps of the one-CTA mainloops a variant may override (docs/DEVELOPING.md, "The one-CTA
+#: family's hooks"): the prefetch loop's three parts, the compiler loop's four, and the loop itself.
+MAINLOOP_STEPS = {"mainloop", "fill_ring", "consume", "drain", "states", "produce", "retire", "retire_last"}
+
+
 def test_every_variant_is_a_subclass_that_overrides_the_mainloop():
-    classes = {**hg.VARIANTS, **hg.DEMO_VARIANTS}
-    assert list(hg.VARIANTS) == ["naive", "prefetch", "compiler"]
-    assert list(hg.DEMO_VARIANTS) == ["compiler_guarded", "compiler_overlap"]
-    assert len(set(classes.values())) == 5 and all(issubclass(c, hg.HopperGemm) for c in classes.values())
+    classes = hg.all_variants()
+    assert classes == {**hg.VARIANTS, **hg.DEMO_VARIANTS} and set(hg.VARIANTS) >= {"naive", "prefetch", "compiler"}
+    assert not set(hg.VARIANTS) & set(hg.DEMO_VARIANTS)
+    assert len(set(classes.values())) == len(classes) and all(issubclass(c, hg.HopperGemm) for c in classes.values())
     for name, cls in classes.items():  # each differs from its parent in mainloop steps, nothing else
         own = {k for k in vars(cls) if callable(vars(cls)[k]) and not k.startswith("__")}
-        assert cls is hg.HopperGemm or own and own <= {"mainloop", "states", "produce", "retire",
-                                                       "retire_last"}, (name, own)
+        assert cls is hg.HopperGemm or own and own <= MAINLOOP_STEPS, (name, own - MAINLOOP_STEPS)
         assert type(hg.ENTRY.kernel(variant=name)) is cls
+    assert MAINLOOP_STEPS - {"states", "produce", "retire", "retire_last"} <= set(vars(hg.HopperGemm))
+    assert {"states", "produce", "retire", "retire_last"} <= set(vars(hg.CompilerHopperGemm))
     assert not any(k.startswith("mainloop_") and k != "mainloop_done" for k in vars(hg.HopperGemm))
-    with pytest.raises(ValueError, match="compiler_overlap"):
+    with pytest.raises(CourseError, match="compiler_overlap"):
         hg.ENTRY.kernel(variant="pipelined")
 
 
 def test_the_compile_key_separates_the_variants():
-    keys = {cls().key() for cls in {**hg.VARIANTS, **hg.DEMO_VARIANTS}.values()}
-    assert len(keys) == 5
+    keys = {cls().key() for cls in hg.all_variants().values()}
+    assert len(keys) == len(hg.all_variants())
     assert hg.ENTRY.kernel(variant="compiler", tile=[128, 128]).key() == hg.CompilerHopperGemm((128, 128)).key()
 
 
@@ -210,7 +216,7 @@ def test_shape_errors():
         hg.validate(*_ab(), tile=(64, 64))
     with pytest.raises(ShapeError, match="stages"):
         hg.validate(*_ab(), stages=9)
-    with pytest.raises(ValueError, match="variant"):
+    with pytest.raises(CourseError, match="variant"):
         hg.validate(*_ab(), variant="fast")
 
 
@@ -219,7 +225,7 @@ def _report(variant, **params):
     return compile_report(TARGET, arch="sm_90a", variant=variant, **params)
 
 
-@pytest.mark.parametrize("variant", [*hg.VARIANTS, *hg.DEMO_VARIANTS])
+@pytest.mark.parametrize("variant", hg.all_variants())
 def test_each_variant_keeps_tma_wgmma_and_registers(variant):
     r = _report(variant)
     assert not r.diagnostics("serialized")  # ptxas: "wgmma.mma_async instructions are serialized"
@@ -287,3 +293,29 @@ def test_operands_on_two_devices_are_a_device_error():
     b = torch.empty(256, 64, dtype=torch.float16, device="meta")
     with pytest.raises(DeviceError, match="same GPU"):
         hg.validate(a, b)
+
+
+# -- the epilogue is a hook, as in the persistent and Blackwell kernels ---------------------------
+def test_every_family_has_the_three_epilogue_hooks():
+    from cutecourse.kernels import blackwell_grouped_gemm as bw, hopper_gemm_persistent as hp
+
+    for cls in (hg.HopperGemm, hp.PersistentHopperGemm, bw.BlackwellGroupedBlockScaledGemm):
+        for hook in ("make_epilogue", "store_tile", "finish_stores"):
+            assert hook in vars(cls), (cls.__name__, hook)
+
+
+def test_the_one_cta_epilogue_is_its_store_tile_hook():
+    """A subclass whose store_tile stores nothing compiles to a kernel with no TMA store: the
+    kernel reaches C only through the hook."""
+    from cutecourse.inspect import compile_here
+    from cutecourse.kernels import gemm_launch
+
+    class NoStores(hg.HopperGemm):
+        def store_tile(self, epilogue, mma, gC, tile, warp_idx):
+            pass
+
+    def compiled(kernel):
+        return compile_here(kernel, *gemm_launch.Entry(type(kernel)).fake_arguments(kernel))
+
+    assert compiled(hg.HopperGemm()).count("TMA stores") > 0
+    assert compiled(NoStores()).count("TMA stores") == 0

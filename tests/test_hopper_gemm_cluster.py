@@ -51,14 +51,14 @@ def test_one_cta_kernel_is_the_cluster_kernels_1x1():
 
 
 def test_each_variant_on_clusters_is_its_mainloop_under_the_cluster_steps():
-    for name, one_cta in {**hg.VARIANTS, **hg.DEMO_VARIANTS}.items():
+    for name, one_cta in hg.all_variants().items():
         kernel = hc.ENTRY.kernel(cluster=(2, 1), variant=name)
         assert type(kernel) is hc.ON_CLUSTERS[one_cta] and isinstance(kernel, one_cta)
         assert type(kernel).mainloop is one_cta.mainloop
         for step in hc.CLUSTER_STEPS:
             assert getattr(type(kernel), step) is getattr(hc.ClusterHopperGemm, step)
-    keys = {hc.ENTRY.kernel(cluster=(2, 1), variant=name).key() for name in [*hg.VARIANTS, *hg.DEMO_VARIANTS]}
-    assert len(keys) == 5
+    keys = {hc.ENTRY.kernel(cluster=(2, 1), variant=name).key() for name in hg.all_variants()}
+    assert len(keys) == len(hg.all_variants())
 
 
 def test_the_cluster_kernel_takes_every_argument_of_the_1x1_kernel_with_its_default():
@@ -84,7 +84,7 @@ def test_a_new_mainloop_runs_on_clusters_with_no_class_written_for_it():
     assert twin.__mro__[1:3] == (hc.ClusterHopperGemm, Mine) and twin.__name__ == "MineOnClusters"
     assert twin.mainloop is hg.NaiveHopperGemm.mainloop and twin.load is hc.ClusterHopperGemm.load
     assert twin(cluster_mn=(1, 2)).cluster_mn == (1, 2) and twin().key() != hc.ON_CLUSTERS[hg.NaiveHopperGemm]().key()
-    assert set(hc.ON_CLUSTERS) == {*hg.VARIANTS.values(), *hg.DEMO_VARIANTS.values()}
+    assert set(hc.ON_CLUSTERS) >= set(hg.all_variants().values())
     assert [hc.expected_multicast_loads((2, 2), v) for v in ("naive", "prefetch", "compiler", "compiler_guarded",
                                                               "compiler_overlap")] == [2, 4, 4, 2, 4]
 
@@ -205,3 +205,25 @@ def test_l2_hints_put_the_eviction_policies_in_the_ptx():
     assert {hc.EVICT_FIRST, hc.EVICT_LAST} <= consts
     plain = compile_report("cutecourse.kernels.hopper_gemm_cluster:compile_target", cluster=[2, 1])
     assert hc.EVICT_FIRST not in {int(x) for x in re.findall(r"mov\.b64\s+%rd\d+, (\d+)", plain.ptx)}
+
+
+def test_a_variant_with_other_policies_overrides_the_load_policies_hook():
+    """The loop's load step tests no keyword: a variant that evicts B first, with no l2_hints,
+    is a subclass overriding ``load_policies``; its PTX holds the policies as the keyword's does."""
+    import cutlass
+
+    from cutecourse.inspect import compile_here
+    from cutecourse.kernels import gemm_launch
+
+    class BFirst(hc.ClusterHopperGemm):
+        def load_policies(self):
+            return (cutlass.Int64(hc.EVICT_LAST), cutlass.Int64(hc.EVICT_FIRST))
+
+    def consts(kernel):
+        r = compile_here(kernel, *gemm_launch.Entry(type(kernel)).fake_arguments(kernel))
+        return r.ptx, {int(x) for x in re.findall(r"mov\.b64\s+%rd\d+, (\d+)", r.ptx)}
+
+    ptx, found = consts(BFirst())
+    assert BFirst().l2_hints is None and {hc.EVICT_FIRST, hc.EVICT_LAST} <= found
+    hinted, hinted_found = consts(hc.ClusterHopperGemm(l2_hints="b_first"))
+    assert found == hinted_found and ptx.count("L2::cache_hint") == hinted.count("L2::cache_hint") > 0

@@ -11,7 +11,7 @@ import warnings
 import pytest
 import torch
 
-from cutecourse.errors import AlignmentError, DTypeError, ShapeError
+from cutecourse.errors import AlignmentError, CourseError, DTypeError, ShapeError
 from cutecourse.inspect import compile_report
 from cutecourse.kernels import hopper_gemm_persistent as hp
 from cutecourse.kernels import tile_scheduler
@@ -175,7 +175,7 @@ def test_bad_kernel_parameters():
         hp.PersistentHopperGemm(tile_mn=(64, 256))
     with pytest.raises(ShapeError, match="sms"):
         hp.PersistentHopperGemm(cluster_mn=(2, 1), sms=1)
-    with pytest.raises(ValueError, match="scheduler"):
+    with pytest.raises(CourseError, match="scheduler"):
         hp.PersistentHopperGemm(scheduler="greedy")
     with pytest.raises(ShapeError, match="static"):
         hp.PersistentHopperGemm(cluster_mn=(2, 1), scheduler=tile_scheduler.DynamicScheduler)

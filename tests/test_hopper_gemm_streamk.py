@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from cutecourse.errors import ShapeError
+from cutecourse.errors import CourseError, ShapeError
 from cutecourse.inspect import compile_report
 from cutecourse.kernels import hopper_gemm_streamk as hsk
 from cutecourse.models import stream_k
@@ -161,7 +161,7 @@ def test_takes_a_stream_k_scheduler_subclass_as_every_persistent_kernel_takes_sc
 
     assert hsk.StreamKHopperGemm(scheduler=Mine).Scheduler is Mine
     assert hsk.StreamKHopperGemm().Scheduler is StreamKScheduler
-    with pytest.raises(ValueError, match="StreamKScheduler or a subclass"):
+    with pytest.raises(CourseError, match="StreamKScheduler or a subclass"):
         hsk.StreamKHopperGemm(scheduler=DynamicScheduler)  # walks no stream-K units
 
 

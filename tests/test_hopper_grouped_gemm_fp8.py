@@ -75,7 +75,7 @@ def test_default_cluster_and_tile_order():
 def test_two_parts_need_the_128x128_tile():
     with pytest.raises(ShapeError, match="not one of this kernel's tiles"):  # the two-part class's own check
         grouped.fp8_kernel((128, 192), parts=2, sms=132)
-    with pytest.raises(CourseError, match="parts=1"):
+    with pytest.raises(CourseError, match="parts= one of 1, 2"):
         grouped.fp8_kernel(parts=3, sms=132)
     with pytest.raises(ShapeError, match="tile"):
         grouped.fp8_kernel((256, 128), parts=1, sms=132)
@@ -299,7 +299,7 @@ _GPU_CHECK = textwrap.dedent("""
     for name, sizes, sms, options in cases:
         options = {key: tuple(v) if isinstance(v, list) else v for key, v in options.items()}
         # the launchers' default cluster follows the groups' mean height (grouped.fp8_cluster)
-        tile = grouped.fp8_kernel(sms=sms, **options).tile_mn  # the launchers' default tile if none is named
+        tile = grouped.FP8.kernel(sms=sms, **options).tile_mn  # the launchers' default tile if none is named
         cluster = options.get("cluster", grouped.fp8_cluster(sum(m for m, _, _ in sizes), len(sizes)))
         As = [torch.randn(m, k, device="cuda") for m, n, k in sizes]
         Bs = [torch.randn(n, k, device="cuda") for m, n, k in sizes]

@@ -93,7 +93,7 @@ def test_a_compile_error_names_the_learners_line():
 def test_the_child_process_compiles_the_cells_source_and_maps_its_errors():
     _, code = learner(NAIVE.format(wait=0))
     source, _ = code.module_source()
-    assert "from cutecourse.kernels.hopper_gemm import HopperGemm as HopperGemm" in source
+    assert "from cutecourse.kernels.hopper_gemm_kernel import HopperGemm as HopperGemm" in source
     report = kc.compile_kernel(code, KERNEL, spies=("cutecourse.kernels.sm90:issue_tma",))
     assert kc.compact(kc.mainloop(report).ops()).endswith("wait_group 0, arrive")
     assert report.calls["cutecourse.kernels.sm90:issue_tma"][0]["pred"] is None

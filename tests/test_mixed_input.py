@@ -119,9 +119,22 @@ def test_entry_fakes_the_operands_the_kernel_describes():
     assert len(mi.compile_target(tile_m=16)[1]) == 5  # no split, no zeros: nothing after the stream
     with pytest.raises(CourseError, match="HopperMixedGemm"):
         mi.compile_target(split=True)  # the constructor's name is split_k
-    for verb in (mi.ENTRY.gemm, mi.ENTRY.launcher):  # the dense verbs send the caller to mixed_input's
-        with pytest.raises(CourseError, match="mixed_input.launcher or mixed_input.mixed_mm"):
-            verb(torch.zeros(8, 256, dtype=torch.bfloat16), torch.zeros(64, 256, dtype=torch.bfloat16))
+    with pytest.raises(CourseError, match="in_dtype"):
+        mi.compile_target("float16", tile_m=8)  # the description's dtypes: not silently ignored
+
+
+def test_the_entry_has_every_entrys_verbs_on_the_described_operands():
+    """validate, launcher and gemm take x, packed, scales (zeros) as mixed_input's functions do."""
+    x, packed, scales, _ = _operands()
+    assert mi.ENTRY.validate(x, packed, scales) == mi.check(x, packed, scales) == (3, 128, 256, 128)
+    with pytest.raises(DTypeError, match="bfloat16"):
+        mi.ENTRY.validate(x.float(), packed, scales)
+    for verb in (mi.ENTRY.launcher, mi.ENTRY.gemm):  # the checks first, then: no GPU here
+        with pytest.raises(DTypeError, match="x is float32"):
+            verb(x.float(), packed, scales)
+    bare = mi.DescribedEntry(OverlappingMixedGemm)
+    with pytest.raises(CourseError, match="without a torch-facing launcher"):
+        bare.launcher(x, packed, scales)
 
 
 def test_fp16_is_a_keyword_of_the_kernel_and_its_key():

@@ -39,7 +39,7 @@ def test_diff_of_the_cluster_step(capsys):
     show_diff(hg.HopperGemm.mainloop_done, hc.ClusterHopperGemm.mainloop_done, title="step")
     show_source(hg.HopperGemm.tile_coord)
     out = capsys.readouterr().out  # outside IPython: plain text, with file:line
-    assert "step  cutecourse/kernels/hopper_gemm.py:" in out and "-> cutecourse/kernels/hopper_gemm_cluster.py:" in out
+    assert "step  cutecourse/kernels/hopper_gemm_kernel.py:" in out and "-> cutecourse/kernels/hopper_gemm_cluster.py:" in out
     assert "cute.arch.block_idx()" in out
 
 

@@ -11,12 +11,14 @@ compiles each configuration in one process and writes, per configuration, the SH
 Kernel entry names are normalised (``.entry NAME`` and calls to it), since they spell the Python
 class and module the kernel came from, not what it does. ``--explain`` (with ``--compare`` and
 both runs' ``--keep`` directories) prints, for each configuration that differs, the instructions
-that differ once virtual register numbers are ignored: a renumbering is no change.
+that differ once virtual register numbers are ignored: a renumbering is no change. A new
+variant's configurations join the committed file with ``--update tools/ptx_fingerprints.json
+--only REGEX``.
 
 The configurations come from the kernels' own tables: every dense GEMM of ``kernels/registry.py``
 (at least its defaults, ``NAME/default``, for one this file names no configurations of), every
-one-CTA mainloop of ``hopper_gemm.VARIANTS`` and ``DEMO_VARIANTS`` (on one CTA and on the 2x1
-and 1x2 clusters of ``hopper_gemm_cluster.CLUSTERS``; the teaching ``VARIANTS`` on every cluster
+one-CTA mainloop of ``hopper_gemm.all_variants()`` (``VARIANTS`` and ``DEMO_VARIANTS``; on one CTA
+and on the 2x1 and 1x2 clusters of ``hopper_gemm_cluster.CLUSTERS``; the teaching ``VARIANTS`` on every cluster
 shape too), the persistent kernels' ``CLUSTERS``, and the grouped and mixed-input GEMMs' compile
 targets. A new variant in one of those tables is fingerprinted without an edit here.
 
@@ -64,7 +66,7 @@ def configurations() -> dict[str, tuple[str, dict]]:
 
     # the one-CTA mainloops (the teaching ones and notebook 04's demonstrations), on one CTA and
     # on the clusters along one dimension; the teaching ones also on every cluster shape below
-    mainloops, teaching = [*hopper_gemm.VARIANTS, *hopper_gemm.DEMO_VARIANTS], list(hopper_gemm.VARIANTS)
+    mainloops, teaching = list(hopper_gemm.all_variants()), list(hopper_gemm.VARIANTS)
     multicast = [c for c in hopper_gemm_cluster.CLUSTERS if c != (1, 1)]
     lines = [c for c in multicast if 1 in c]  # 2x1, 1x2
     out = {}
@@ -189,6 +191,9 @@ def main() -> int:
     ap.add_argument("--only", help="regular expression: compile only matching configurations")
     ap.add_argument("--explain", metavar="BEFORE_DIR",
                     help="the --keep directory of the --compare run: summarise each difference")
+    ap.add_argument("--update", metavar="FILE",
+                    help="merge this run's fingerprints into FILE (tools/ptx_fingerprints.json), "
+                         "e.g. with --only for the configurations of a new variant")
     ap.add_argument("--arch", choices=ARCHS, help=argparse.SUPPRESS)  # the child process's
     opts = ap.parse_args()
     os.environ["CUTE_DSL_DISABLE_FILE_CACHING"] = "1"
@@ -218,6 +223,12 @@ def main() -> int:
     print(f"{len(hashes)} configurations in {time.time() - t0:.0f} s")
     if opts.arch:
         return 0
+    if opts.update:
+        with open(opts.update) as f:
+            merged = {**json.load(f), **hashes}
+        with open(opts.update, "w") as f:
+            json.dump(merged, f, indent=1, sort_keys=True)
+        print(f"{opts.update}: {len(hashes)} of its {len(merged)} configurations written")
     if opts.compare:
         with open(opts.compare) as f:
             before = json.load(f)

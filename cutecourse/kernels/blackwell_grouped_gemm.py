@@ -29,9 +29,8 @@ of one group and share their loads by TMA multicast. What Blackwell changes:
   warps 0-3 - **epilogue**: per 128 x 32 sub-tile, ``tcgen05.ld`` (each warp reads its 32 TMEM
   lanes = 32 rows), ``tcgen05.wait::ld``, convert to fp16/bf16, store to smem, TMA-store.
   Warp 0 also allocates TMEM at the start and frees it at the end.
-* **Three pipelines**: the A/B/SF ring (``PipelineTmaUmma``: TMA fills, MMA commits free), the
-  accumulator ring (``PipelineUmmaAsync``: MMA commits full, epilogue warps free) and the C
-  store buffers (``PipelineTmaStore``).
+* **Three pipelines**: the A/B/SF ring (``PipelineTmaUmma``), the accumulator ring
+  (``PipelineUmmaAsync``: MMA commits full, epilogue warps free), the C buffers (``PipelineTmaStore``).
 * **Five tensor maps per CTA**: A, B, SFA, SFB (the TMA warp's) and C (epilogue warp 0's). When
   a CTA's next tile is in another group, the owner patches its maps in smem (address, 5 sizes,
   4 strides: ``tensormap.replace`` x 10), publishes them to the CTA's workspace slot with a
@@ -39,12 +38,9 @@ of one group and share their loads by TMA multicast. What Blackwell changes:
   next TMA. The scale factors' map describes the interleaved atom layout of
   ``models/block_scaling.py``, so its sizes are the group's M (or N) and K.
 
-Not here: 2-CTA MMA (256-row tiles), NVFP4's per-tensor global scale (``alpha`` in the
-epilogue), MN-major operands, fp8/fp4 output, K = 0 groups (the host rejects them).
+Not here: 2-CTA MMA, NVFP4's per-tensor global scale, MN-major operands, fp8/fp4 output, K = 0 groups.
 
-The configuration and its smem/TMEM budget are ``models/blackwell_plan.py``; the host side
-(quantizing, checks, metadata, ``grouped_gemm_blockscaled``) is ``grouped.py`` and ``grouped_launch.py``.
-"""
+The smem/TMEM budget is ``models/blackwell_plan.py``; the host side, ``grouped.py`` and ``grouped_launch.py``."""
 
 from __future__ import annotations
 
@@ -98,7 +94,9 @@ class BlackwellGroupedBlockScaledGemm(Configured):
     persistent grid may use, in whole clusters (148 on a B200; passed in because querying the GPU
     needs a driver). ``group_m``: the band height inside a group, in cluster-tile rows.
     ``scheduler``: the group walk, ``group_walk.GroupScheduler`` or a subclass. A keyword left
-    None is the class's default (``TILE_MN``, ``FMT`` ...: ``configured.py``).
+    None is the class's default (``TILE_MN``, ``FMT`` ...: ``configured.py``). Hooks: the roles
+    ``tma_warp``, ``mma_warp``, ``epilogue_warps``; ``make_scheduler``; the epilogue's
+    ``make_epilogue``, ``store_tile``, ``finish_stores``.
     """
 
     MAPS = MAPS
@@ -108,12 +106,10 @@ class BlackwellGroupedBlockScaledGemm(Configured):
 
     def __init__(self, tile_mn=None, *, fmt: str | None = None, cluster_mn=None, sms: int | None = None,
                  group_m: int | None = None, scheduler=None, epilogue_op=None):
-        a = self.arguments  # these arguments, a None replaced by the class's default (configured.py)
-        tile_mn, cluster_mn, sms, group_m, scheduler = (a[k] for k in ("tile_mn", "cluster_mn", "sms", "group_m",
-                                                                        "scheduler"))
+        # (every keyword left None arrives as the class's default: configured.py)
         group_walk.check_scheduler(scheduler)
         self.Scheduler = scheduler
-        self.format = check_format(a["fmt"])
+        self.format = check_format(fmt)
         self.tile_mn = check_tile(tile_mn)
         self.cluster_mn = cluster_mn = check_cluster(cluster_mn)
         if not (isinstance(sms, int) and sms >= cluster_mn[0] * cluster_mn[1]):
@@ -259,28 +255,31 @@ class BlackwellGroupedBlockScaledGemm(Configured):
         acc_shape = mma.partition_shape_C(self.tile_mn)
         acc_layout = mma.make_fragment_C(cute.append(acc_shape, p.acc_stages)).layout
 
-        args = scheduler_args
+        groups = self.make_scheduler(scheduler_args, storage.maps.data_ptr())
+        pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
+
+        if warp_idx == TMA_WARP:
+            self.tma_warp(ring, groups, atoms, views, masks)
+        if warp_idx == MMA_WARP:
+            self.mma_warp(ring, accs, groups, mma, sA, sB, sSFA, sSFB, smem, acc_layout,
+                          storage.tmem_address.ptr)
+        if warp_idx < MMA_WARP:
+            self.epilogue_warps(accs, groups, tma_c, sC, gC, acc_layout, storage.tmem_address.ptr,
+                                epilogue_args, tidx, warp_idx)
+
+    def make_scheduler(self, args, maps_smem):
+        """Hook: the CTA's group walk (``scheduler=``), which every role walks on its own."""
         cta = tensor_maps.workspace_row(self.cluster_mn)
-        maps = tensor_maps.tensor_maps(args.map_workspace, cta, storage.maps.data_ptr(), MAPS)
-        groups = self.Scheduler(
+        maps = tensor_maps.tensor_maps(args.map_workspace, cta, maps_smem, MAPS)
+        return self.Scheduler(
             shapes=args.shapes, ptrs=args.ptrs, strides=args.strides, count=args.shapes.shape[0],
             cluster_tile=self.cluster_tile, cluster_mn=self.cluster_mn, in_cluster=cute.arch.block_in_cluster_idx(),
             first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2], group_m=self.group_m,
             trace=args.trace, cta=cta, maps=maps)
-        pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
-
-        if warp_idx == TMA_WARP:
-            self._tma_warp(ring, groups, atoms, views, masks)
-        if warp_idx == MMA_WARP:
-            self._mma_warp(ring, accs, groups, mma, sA, sB, sSFA, sSFB, smem, acc_layout,
-                           storage.tmem_address.ptr)
-        if warp_idx < MMA_WARP:
-            self._epilogue_warps(accs, groups, tma_c, sC, gC, acc_layout, storage.tmem_address.ptr,
-                                 epilogue_args, tidx, warp_idx)
 
     # -- warp 5: tensor maps A/B/SFA/SFB, TMA -----------------------------------------------
     @cute.jit
-    def _tma_warp(self, ring, groups, atoms, views, masks):
+    def tma_warp(self, ring, groups, atoms, views, masks):
         """For each work item: on a new group, point the four load maps at it, then load its
         k-tiles. The ring's state runs across items, so the next item's first k-tiles load while
         the MMA warp still works on this one."""
@@ -314,7 +313,7 @@ class BlackwellGroupedBlockScaledGemm(Configured):
 
     # -- warp 4: scale factors to TMEM, MMA ---------------------------------------------------
     @cute.jit
-    def _mma_warp(self, ring, accs, groups, mma, sA, sB, sSFA, sSFB, smem, acc_layout, tmem_address):
+    def mma_warp(self, ring, accs, groups, mma, sA, sB, sSFA, sSFB, smem, acc_layout, tmem_address):
         """Per work item: wait for a free accumulator stage, then per k-tile copy its scale
         factors to TMEM and issue its 4 MMAs; commit the accumulator when the item is done."""
         p = self.budget
@@ -353,17 +352,15 @@ class BlackwellGroupedBlockScaledGemm(Configured):
 
     # -- warps 0-3: TMEM allocation, C's tensor map, epilogue -------------------------------
     @cute.jit
-    def _epilogue_warps(self, accs, groups, tma_c, sC, gC, acc_layout, tmem_address, epilogue_args, tidx,
-                        warp_idx):
+    def epilogue_warps(self, accs, groups, tma_c, sC, gC, acc_layout, tmem_address, epilogue_args, tidx,
+                       warp_idx):
         store_warp = EPILOGUE_WARPS[0]
         tensor_maps.init_maps(groups.maps, (tma_c,), (C,), store_warp)
         sm100.tmem_alloc(tmem_address, warp_idx, store_warp)
         cute.arch.barrier(barrier_id=Barrier.TMEM_ADDRESS, number_of_threads=32 + EPILOGUE_THREADS)
         tmem = sm100.tmem_pointer(tmem_address)
         acc = cute.make_tensor(tmem, acc_layout)
-        epi = sm100.make_epilogue(tidx, acc, sC, tma_c, self.mma_tiler, self.c_dtype, EPI_TILE,
-                                  self.budget.c_stages, EPILOGUE_THREADS, store_warp, self.epilogue_op,
-                                  epilogue_args)
+        epi = self.make_epilogue(tidx, acc, sC, tma_c, store_warp, epilogue_args)
         c_desc = tensor_maps.map_pointer(groups.maps, C)
         drain = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.budget.acc_stages)
         walk = groups.start()  # this warp's own walk
@@ -375,13 +372,29 @@ class BlackwellGroupedBlockScaledGemm(Configured):
                 if warp_idx == store_warp:
                     tensor_maps.acquire_maps(groups.maps, (C,))
             accs.consumer_wait(drain)
-            sm100.store_tile(epi, drain.index, gC[(None, None, tile.tile_m, tile.tile_n)], warp_idx, c_desc,
-                             origin=(tile.tile_m * self.tile_mn[0], tile.tile_n * self.tile_mn[1]))
+            self.store_tile(epi, drain.index, gC, tile, warp_idx, c_desc)
             with cute.arch.elect_one():
                 accs.consumer_release(drain)  # every tcgen05.ld of this stage has completed
             drain.advance()
             walk.advance()
         sm100.tmem_free(tmem, warp_idx, store_warp, EPILOGUE_THREADS)
+        self.finish_stores(epi, warp_idx)
+
+    # -- the epilogue: the same three hooks as the Hopper kernels' -------------------------------
+    def make_epilogue(self, tidx, acc, sC, tma_c, store_warp, epilogue_args):
+        """Hook: the epilogue warps' ``sm100.Epilogue``, with the op's operands ``epilogue_args``."""
+        return sm100.make_epilogue(tidx, acc, sC, tma_c, self.mma_tiler, self.c_dtype, EPI_TILE,
+                                   self.budget.c_stages, EPILOGUE_THREADS, store_warp, self.epilogue_op,
+                                   epilogue_args)
+
+    def store_tile(self, epi, acc_stage, gC, tile, warp_idx, c_map):
+        """Hook: accumulator stage ``acc_stage`` of item ``tile`` to C (``sm100.store_tile``)."""
+        sm100.store_tile(epi, acc_stage, gC[(None, None, tile.tile_m, tile.tile_n)], warp_idx, c_map,
+                         origin=(tile.tile_m * self.tile_mn[0], tile.tile_n * self.tile_mn[1]))
+
+    @cute.jit
+    def finish_stores(self, epi, warp_idx):
+        """Hook, after the last item: the TMA stores finish reading smem before the CTA exits."""
         pipe = epi.pipe
-        if warp_idx == store_warp:
-            pipe.producer_tail()  # the last TMA stores must finish reading smem
+        if warp_idx == epi.store_warp:
+            pipe.producer_tail()

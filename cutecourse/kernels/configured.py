@@ -128,3 +128,16 @@ class Configured:
     def key(self):
         """What the compiled code depends on: the class and its constructor arguments."""
         return (type(self), _frozen(self.arguments))
+
+
+def pick(table: dict, keyword: str, value):
+    """``table[value]``: the kernel class a build function's ``keyword`` names (``variant=`` in
+    ``hopper_gemm.all_variants()``, ``parts=`` in ``grouped.FP8_KERNELS``), the one way an entry
+    picks a class by an argument; another value is a ``CourseError`` listing the table's keys. A
+    new class is reached by adding it to its table."""
+    from ..errors import CourseError
+
+    if value not in table:
+        raise CourseError(f"{keyword}={value!r} names no kernel class here",
+                          f"pass {keyword}= one of {', '.join(map(repr, table))}")
+    return table[value]

@@ -23,7 +23,7 @@ import cutlass
 import cutlass.cute as cute
 
 from .. import modes, tensors
-from ..errors import ShapeError
+from ..errors import CourseError, DTypeError, ShapeError
 
 #: Bytes one thread moves per access in the vectorized kernel: 16 B = 128 bits, the widest
 #: global load a thread can issue.
@@ -116,7 +116,8 @@ def vector_elems(itemsize: int) -> int:
 
 def _params(variant: str, itemsize: int, elems: int | None, threads: int) -> dict:
     if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {sorted(VARIANTS)}, not {variant!r}")
+        raise CourseError(f"variant={variant!r} is not an elementwise kernel of this course",
+                          f"pass variant= one of {sorted(VARIANTS)}")
     if threads <= 0 or threads > 1024 or threads % 32:
         raise ShapeError(f"threads = {threads} is not a whole number of warps up to 1024",
                          "use 128, 256 or 512")
@@ -189,7 +190,8 @@ def compile_target(variant: str = "vectorized", dtype: str = "float16", m: int =
     from cutlass.cute.runtime import make_fake_compact_tensor
 
     if dtype not in DTYPE_NAMES:
-        raise ValueError(f"dtype must be one of {sorted(DTYPE_NAMES)}, not {dtype!r}")
+        raise DTypeError(f"dtype={dtype!r} is not one this kernel is compiled for",
+                         f"pass dtype= one of {sorted(DTYPE_NAMES)}")
     cdtype = getattr(cutlass, DTYPE_NAMES[dtype])
     params = _params(variant, cdtype.width // 8, elems, threads)
     if variant == "vectorized" and n % params["elems"]:

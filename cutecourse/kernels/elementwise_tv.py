@@ -39,7 +39,7 @@ import cutlass
 import cutlass.cute as cute
 
 from .. import modes, tensors
-from ..errors import ShapeError
+from ..errors import CourseError, DTypeError, ShapeError
 from .elementwise import DTYPE_NAMES, torch_dtypes
 
 #: The widest global access one thread can issue: 16 bytes (128 bits).
@@ -194,13 +194,15 @@ def make_shape(thr=(4, 32), val=(4, 8), raster: str = "n", hint: str = "",
     """A checked TVShape: a block of whole warps within CUDA's limit, a known raster and hint."""
     shape = TVShape(_pair("thr", thr), _pair("val", val), raster, hint)
     if hint not in LOAD_HINTS:
-        raise ValueError(f"hint must be one of {sorted(LOAD_HINTS)}, not {hint!r}")
+        raise CourseError(f"hint={hint!r} is not a load hint this kernel knows",
+                          f"pass hint= one of {sorted(LOAD_HINTS)} ('': no hint)")
     if hint and (shape.val[1] * itemsize) % VECTOR_BYTES:
         raise ShapeError(f"val = {shape.val} puts {shape.val[1] * itemsize} contiguous bytes in a "
                          f"row; a hinted load moves whole {VECTOR_BYTES}-byte vectors",
                          f"use a multiple of {VECTOR_BYTES // itemsize} columns, or hint=''")
     if raster not in ("n", "m"):
-        raise ValueError(f"raster must be 'n' or 'm', not {raster!r}")
+        raise CourseError(f"raster={raster!r} is not a raster order",
+                          "pass raster='n' (neighbouring blocks along N, a 2-D grid) or raster='m' (the 1-D grid)")
     if shape.threads > MAX_THREADS or shape.threads % 32:
         raise ShapeError(f"thr = {shape.thr} is {shape.threads} threads; a block needs a whole "
                          f"number of 32-thread warps, at most {MAX_THREADS}",
@@ -276,7 +278,8 @@ def compile_target(thr=(4, 32), val=(4, 8), raster: str = "n", hint: str = "",
     from cutlass.cute.runtime import make_fake_compact_tensor
 
     if dtype not in DTYPE_NAMES:
-        raise ValueError(f"dtype must be one of {sorted(DTYPE_NAMES)}, not {dtype!r}")
+        raise DTypeError(f"dtype={dtype!r} is not one this kernel is compiled for",
+                         f"pass dtype= one of {sorted(DTYPE_NAMES)}")
     cdtype = getattr(cutlass, DTYPE_NAMES[dtype])
     shape = make_shape(thr, val, raster, hint, cdtype.width // 8)
     check_tile((m, n), shape)

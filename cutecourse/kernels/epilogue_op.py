@@ -84,6 +84,16 @@ def clamped(op, m, n, operands):
     return m, n
 
 
+def apply_at(op, values, i, m, n, operands):
+    """``values[i] = op.apply(values[i], m, n, *operands)``, the value of C's row ``m``, column
+    ``n``, with (m, n) clamped to the operands first (:func:`clamped`): the one place the dense,
+    grouped and Blackwell epilogues apply an op (the mixed-input stores clamp to y themselves,
+    ``mixed_epilogue.store``). Called while tracing, outside any run-time ``if`` (an op object
+    used inside one would be carried through it)."""
+    m, n = clamped(op, m, n, operands)  # a padded tile's edge
+    values[i] = op.apply(values[i], m, n, *operands)
+
+
 class EpilogueOp:
     """The identity: C = the accumulator. Subclass it and override :meth:`apply`."""
 

@@ -8,10 +8,10 @@ The dense GEMMs take the same operands, ``C = A @ B.T`` with A (M, K) and B (N, 
   and what to do, on any machine: the checks run before anything touches a GPU;
 * :class:`Entry` turns a kernel class into its torch-facing functions, one verb per level:
   ``compile_target`` (fake, symbolic-size operands for ``cutecourse.inspect``, no GPU),
-  ``gemm`` (check, allocate C, launch once: C), ``launcher`` (check and compile once: a
+  ``validate`` (check torch operands, no GPU: the plan), ``gemm`` (check, allocate C, launch once: C), ``launcher`` (check and compile once: a
   zero-overhead :class:`Launch`) and, for a kernel object already built, ``launch`` (no
   checks: a :class:`Launch`). A kernel class provides ``plan(in_dtype, out_dtype)`` (its smem
-  plan: clear errors before any tracing; every entry calls it), ``IN_DTYPES`` and ``scratch()``
+  plan: clear errors before any tracing; the dense and grouped entries call it), ``IN_DTYPES`` and ``scratch()``
   (the tensors it needs besides A, B, C: :class:`Scratch`);
 * :func:`compile_once` compiles a kernel once per configuration (its class and constructor
   arguments, ``configured.py``; M, N and K are run-time values, so a new shape reuses it).
@@ -135,11 +135,11 @@ def fake_operands(in_dtype="float16", out_dtype="float16"):
 
 def fake_scratch(kernel) -> tuple:
     """Fake tensors for ``kernel.scratch()`` (compiling without a GPU)."""
-    import cutlass
     from cutlass.cute.runtime import make_fake_tensor
 
-    types = {"int32": cutlass.Int32, "float32": cutlass.Float32}
-    return tuple(make_fake_tensor(types[s.dtype], (s.size,), (1,), assumed_align=s.align)
+    from .sm90 import TENSOR_TYPES
+
+    return tuple(make_fake_tensor(TENSOR_TYPES[s.dtype], (s.size,), (1,), assumed_align=s.align)
                  for s in kernel.scratch())
 
 
@@ -200,19 +200,21 @@ _TUPLES = ("tile_mn", "cluster_mn", "epi_tile")
 
 class Entry:
     """The torch-facing functions of one kernel class, for ``arch``. ``build``: the class, or a
-    function that takes keyword arguments and returns a kernel (the one way an entry picks a class
-    by its arguments: the cluster GEMM's 1x1, the FP8 grouped GEMM's parts). Keyword arguments of
+    function that takes keyword arguments and returns a kernel, its class picked from a table by
+    one of them (``configured.pick``: ``variant=``, the FP8 grouped GEMM's ``parts=``; and at a 1x1
+    cluster the cluster GEMM's plain one-CTA kernel, the one choice made by value). Keyword arguments of
     every function: the constructor's, with ``tile`` / ``cluster`` for ``tile_mn`` /
-    ``cluster_mn``, a scheduler by name (``tile_scheduler.SCHEDULERS``) and an epilogue op by
-    name (:func:`named_epilogue_op`); ``defaults``: this entry's own defaults.
+    ``cluster_mn``, a scheduler by name (``tile_scheduler.SCHEDULERS``: the dense persistent
+    kernels') and an epilogue op by name (:func:`named_epilogue_op`); the defaults are the
+    kernel class's (``configured.py``), an entry has none of its own.
 
     Which verb: C from torch tensors, ``gemm``; the same launch many times (a benchmark, a CUDA
     graph), ``launcher``; a kernel object you built yourself (an exercise's), ``launch``."""
 
-    def __init__(self, build, arch: str = "sm_90a", **defaults):
+    def __init__(self, build, arch: str = "sm_90a"):
         import inspect
 
-        self.build, self.arch, self.defaults = build, arch, defaults
+        self.build, self.arch = build, arch
         params = inspect.signature(build).parameters
         self.takes_sms = "sms" in params
         self.aliases = {k: v for k, v in ALIASES.items() if k not in params}  # a function may take tile=
@@ -222,8 +224,7 @@ class Entry:
         built from them (an unknown keyword is a ``CourseError`` naming the kernel)."""
         from .tile_scheduler import SCHEDULERS
 
-        kw = dict(self.defaults)
-        kw.update({self.aliases.get(k, k): v for k, v in params.items()})
+        kw = {self.aliases.get(k, k): v for k, v in params.items()}
         for k in (*_TUPLES, *ALIASES):
             if isinstance(kw.get(k), list):
                 kw[k] = tuple(kw[k])
@@ -231,8 +232,9 @@ class Entry:
             del kw["sms"]
         if isinstance(kw.get("scheduler"), str):
             if kw["scheduler"] not in SCHEDULERS:
-                raise CourseError(f"scheduler={kw['scheduler']!r} is not a scheduler of this course",
-                                  f"pass one of {list(SCHEDULERS)}, or a StaticScheduler subclass")
+                raise CourseError(f"scheduler={kw['scheduler']!r} is not a scheduler name of this course",
+                                  f"names are the dense persistent kernels' ({list(SCHEDULERS)}); else pass "
+                                  "the class, a subclass of the kernel's SCHEDULER")
             kw["scheduler"] = SCHEDULERS[kw["scheduler"]]
         if "epilogue_op" in kw:
             kw["epilogue_op"] = named_epilogue_op(kw["epilogue_op"])
@@ -328,15 +330,13 @@ def named_epilogue_op(name):
 
 def fake_epilogue_operands(op) -> tuple:
     """Fake tensors (symbolic length) for the operands an epilogue op reads, as it describes them."""
-    import cutlass
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_tensor
 
     from .epilogue_op import described
-    from .sm90 import DTYPES
+    from .sm90 import TENSOR_TYPES
 
-    types = {**DTYPES, "int32": cutlass.Int32}
-    return tuple(make_fake_tensor(types[o.dtype], (cute.sym_int(symbol=o.name),), (1,), assumed_align=o.align)
+    return tuple(make_fake_tensor(TENSOR_TYPES[o.dtype], (cute.sym_int(symbol=o.name),), (1,), assumed_align=o.align)
                  for o in described(op))
 
 

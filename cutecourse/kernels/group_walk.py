@@ -32,6 +32,7 @@ from typing import NamedTuple
 import cutlass
 import cutlass.cute as cute
 
+from ..errors import CourseError
 from .sm90 import band_tile
 from .tile_scheduler import TileScheduler, WorkTile, put, take
 
@@ -183,8 +184,9 @@ class HandedTiles(GroupScheduler):
 def check_scheduler(scheduler):
     """A grouped kernel's ``scheduler=``: a :class:`GroupScheduler` class, or a clear error."""
     if not (isinstance(scheduler, type) and issubclass(scheduler, GroupScheduler)):
-        raise ValueError(f"scheduler={scheduler!r}: a grouped GEMM walks groups; pass group_walk.GroupScheduler "
-                         "or a subclass of it (e.g. one whose tile_of orders the tiles inside a group)")
+        raise CourseError(f"scheduler={scheduler!r}: a grouped GEMM walks groups, and this is not a group walk",
+                          "pass group_walk.GroupScheduler or a subclass of it (e.g. one whose tile_of orders "
+                          "the tiles inside a group)")
 
 
 def group_items(groups: GroupScheduler, g):

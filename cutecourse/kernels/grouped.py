@@ -17,7 +17,7 @@ says the format, and the format the architecture: no suffix and ``_fp8`` run on 
 
 Under them, for benchmarks and tests: launchers (``launcher``, ``packed_launcher``,
 ``launcher_fp8``, ``launcher_blockscaled``: checked and compiled once, ``fn()`` launches). Each
-is one line: a form of groups (``grouped_launch.py``: ``ListGroups``, ``PackedGroups``, their
+is one line: a form of groups (``group_forms.py``: ``ListGroups``, ``PackedGroups``, their
 FP8 subclasses ``ScaledListGroups`` and ``ScaledPackedGroups``, ``QuantizedGroups``) handed to
 one of three entries, ``HOPPER``, ``FP8`` and ``BLACKWELL`` (``grouped_launch.GroupedEntry``,
 the dense GEMMs' ``gemm_launch.Entry`` for groups, with the same verbs: ``gemm``, ``launcher``,
@@ -28,15 +28,17 @@ the entries' (``grouped_targets.py`` names them); the input checks are ``grouped
 
 from __future__ import annotations
 
-from ..errors import CourseError, ShapeError
+from ..errors import ShapeError
 from ..models import block_scaling
 from ..models import blockwise_fp8
 from ..models.blackwell_plan import check_format
 from . import grouped_checks as checks
+from .configured import pick
 from .blackwell_grouped_gemm import BlackwellGroupedBlockScaledGemm
 from .grouped_fakes import fake_blockscaled_operands
-from .grouped_launch import (GroupForm, GroupedEntry, ListGroups, Metadata, PackedGroups,  # noqa: F401
-                             QuantizedGroups, ScaledListGroups, ScaledPackedGroups, list_metadata, packed_metadata)
+from .group_forms import (GroupForm, ListGroups, Metadata, PackedGroups,  # noqa: F401
+                          QuantizedGroups, ScaledListGroups, ScaledPackedGroups, list_metadata, packed_metadata)
+from .grouped_launch import GroupedEntry
 from .hopper_grouped_gemm import GroupedHopperGemm
 from .hopper_grouped_gemm_fp8 import BLOCK, CLUSTER, BlockScaledGroupedHopperGemm
 from .hopper_grouped_gemm_fp8_onepart import OnePartBlockScaledGroupedHopperGemm
@@ -44,21 +46,22 @@ from .hopper_grouped_gemm_fp8_onepart import OnePartBlockScaledGroupedHopperGemm
 QuantizedGroup = checks.QuantizedGroup
 
 
-def fp8_kernel(tile=None, cluster=None, parts: int = 1, sms: int | None = None, **config):
-    """The FP8 kernel of a configuration, what the ``FP8`` entry builds. ``parts=1`` (default):
-    one k-tile's product in flight per warpgroup (``OnePartBlockScaledGroupedHopperGemm``:
-    128x128, 128x192 or 128x256 tiles; it passes the turn to issue on when its wgmmas are issued,
-    and loads its scales a k-tile ahead); ``parts=2``: two (``BlockScaledGroupedHopperGemm``,
-    128x128 tiles only: the kernel notebook 07 teaches). ``tile``, ``cluster`` and ``config``
-    (stages, group_m, epilogue_op), ``sms`` (the launchers pass the GPU's): the kernel's
-    keywords; one left out is the class's
-    default (its ``TILE_MN``, ``CLUSTER_MN`` ...: the one place they are set)."""
-    if parts not in (1, 2):
-        raise CourseError(f"parts={parts!r}: the FP8 kernel holds one k-tile's product in flight, or two",
-                          "pass parts=1 (the default) or parts=2")
-    cls = OnePartBlockScaledGroupedHopperGemm if parts == 1 else BlockScaledGroupedHopperGemm
-    given = {"cluster_mn": cluster, "sms": sms}  # None: the class's default (it checks the tile too)
-    return cls(None if tile is None else tuple(tile), **{k: v for k, v in given.items() if v is not None}, **config)
+#: The FP8 kernels by ``parts=`` (k-tile products in flight per warpgroup), what ``fp8_kernel``
+#: picks from (``configured.pick``): a new FP8 kernel class is reached by adding it here.
+FP8_KERNELS = {1: OnePartBlockScaledGroupedHopperGemm, 2: BlockScaledGroupedHopperGemm}
+
+
+def fp8_kernel(tile_mn=None, *, parts: int = 1, sms: int | None = None, **config):
+    """The FP8 kernel of a configuration, what the ``FP8`` entry builds: the class of ``parts``
+    (``FP8_KERNELS``) built with the other keywords, the constructor's (``tile_mn``,
+    ``cluster_mn``, ``sms``, ``stages``, ``group_m``, ``epilogue_op`` ...; the launchers' ``tile``
+    and ``cluster`` become these). ``parts=1`` (default): one k-tile's product in flight per
+    warpgroup (``OnePartBlockScaledGroupedHopperGemm``: 128x128, 128x192 or 128x256 tiles; it
+    passes the turn to issue on when its wgmmas are issued, and loads its scales a k-tile ahead);
+    ``parts=2``: two (``BlockScaledGroupedHopperGemm``, 128x128 tiles only: the kernel notebook 07
+    teaches). A keyword left out or None is the class's default (its ``TILE_MN``, ``CLUSTER_MN``
+    ...: the one place they are set; ``sms`` named here, so that the launchers fill in the GPU's)."""
+    return pick(FP8_KERNELS, "parts", parts)(tile_mn, sms=sms, **config)
 
 
 #: Fewer rows than this per group on average, and the FP8 launchers take 1x1 clusters instead of
@@ -171,10 +174,11 @@ def quantize_blockscaled(As, Bs, fmt: str = "nvfp4", out_dtype=None, device=None
     return out
 
 
-def launcher_blockscaled(groups, fmt: str = "nvfp4", tile=(128, 128), cluster=(1, 1), sms: int | None = None,
+def launcher_blockscaled(groups, fmt: str = "nvfp4", tile=None, cluster=None, sms: int | None = None,
                          epilogue_args=(), **config):
-    """Validated, compiled launch: ``fn()`` writes every group's C. Needs a B200. ``sms``: default
-    every SM; ``config``: more kernel keywords (epilogue_op)."""
+    """Validated, compiled launch: ``fn()`` writes every group's C. Needs a B200. ``tile``,
+    ``cluster`` left None: the kernel's defaults; ``sms``: default every SM; ``config``: more
+    kernel keywords (epilogue_op)."""
     return BLACKWELL.launcher(QuantizedGroups(groups, fmt), epilogue_args, tile=tile, cluster=cluster, sms=sms,
                               **config)
 

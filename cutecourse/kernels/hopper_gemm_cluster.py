@@ -38,7 +38,7 @@ import cutlass.cute as cute
 
 from ..errors import CourseError, ShapeError
 from . import gemm_launch, sm90
-from .hopper_gemm import DEMO_VARIANTS, VARIANTS, HopperGemm, variant_class
+from .hopper_gemm import HopperGemm, all_variants, variant_class
 
 #: The cluster shapes the course runs and measures.
 CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
@@ -86,7 +86,7 @@ class ClusterHopperGemm(HopperGemm):
         if l2_hints is not None and l2_hints not in L2_HINTS:
             raise CourseError(f"l2_hints={l2_hints!r} is not a policy pair this kernel knows",
                               f"use None or one of {list(L2_HINTS)}")
-        self.cluster_mn = check_cluster(self.arguments["cluster_mn"])
+        self.cluster_mn = check_cluster(cluster_mn)
         self.l2_hints = l2_hints
 
     def tile_coord(self):
@@ -105,11 +105,14 @@ class ClusterHopperGemm(HopperGemm):
         cute.arch.cluster_wait()
 
     def load(self, ring, loads, state, pred=None):
-        """The 1x1 kernel's loads, optionally with L2 eviction hints (``l2_hints``)."""
-        policies = (None, None)
-        if self.l2_hints is not None:
-            policies = tuple(cutlass.Int64(p) for p in L2_HINTS[self.l2_hints])
-        sm90.issue_tma(ring, loads, state, pred=pred, policies=policies)
+        """The 1x1 kernel's loads, with the L2 eviction policies of ``load_policies``."""
+        sm90.issue_tma(ring, loads, state, pred=pred, policies=self.load_policies())
+
+    def load_policies(self):
+        """Hook: the L2 eviction policies of A's and B's loads, (None, None) for no hint: here the
+        pair ``l2_hints`` names (``L2_HINTS``), as constants of the trace. A variant with other
+        policies overrides this; the loop's ``load`` step tests no keyword."""
+        return tuple(None if p is None else cutlass.Int64(p) for p in L2_HINTS.get(self.l2_hints, (None, None)))
 
 
 #: The hooks ClusterHopperGemm overrides, for notebook 05 to show as diffs against HopperGemm.
@@ -130,7 +133,7 @@ def on_clusters(one_cta: type) -> type:
 
 
 #: the one-CTA kernel of a variant -> the same variant on clusters (built by ``on_clusters``)
-ON_CLUSTERS = {one_cta: on_clusters(one_cta) for one_cta in {**VARIANTS, **DEMO_VARIANTS}.values()}
+ON_CLUSTERS = {one_cta: on_clusters(one_cta) for one_cta in all_variants().values()}
 
 
 def cluster_gemm(cluster_mn=None, variant: str = "prefetch", **kw):
@@ -143,12 +146,14 @@ def cluster_gemm(cluster_mn=None, variant: str = "prefetch", **kw):
     given = {k: v for k, v in kw.items() if v is not None}
     if cluster_mn == (1, 1) and set(given) <= set(inspect.signature(one_cta).parameters):
         return one_cta(**given)
+    if one_cta not in ON_CLUSTERS:  # a mainloop added to a table after this module was imported
+        ON_CLUSTERS[one_cta] = on_clusters(one_cta)
     return ON_CLUSTERS[one_cta](**kw, **({} if cluster_mn is None else {"cluster_mn": cluster_mn}))
 
 
 #: The entry points (gemm_launch.Entry): compile_target, launcher(a, b, c, cluster=...), gemm.
 ENTRY = gemm_launch.Entry(cluster_gemm)
-compile_target, launcher, gemm = ENTRY.compile_target, ENTRY.launcher, ENTRY.gemm
+compile_target, validate, launcher, gemm = ENTRY.compile_target, ENTRY.validate, ENTRY.launcher, ENTRY.gemm
 
 
 def expected_multicast_loads(cluster_mn, variant: str = "prefetch") -> int:

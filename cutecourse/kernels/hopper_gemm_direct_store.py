@@ -35,10 +35,12 @@ import cutlass
 import cutlass.cute as cute
 
 from . import gemm_launch
-from .epilogue_op import clamped
+from .epilogue_op import apply_at
 from .hopper_gemm_persistent import PersistentHopperGemm
 
-#: The tile: the cooperative kernel's 128x256 (each consumer warpgroup 64x256).
+#: The tile it is checked on (tests/test_hopper_gemm_direct_store.py, on a GPU): the cooperative
+#: kernel's 128x256 (each consumer warpgroup 64x256). A variant combining it with another
+#: persistent variant sets its own TILES (docs/DEVELOPING.md, "The persistent kernel's hooks").
 TILES = ((128, 256),)
 #: Values per store: a pair (two neighbouring columns of the wgmma accumulator): 4 bytes of
 #: 16-bit C, 8 of fp32.
@@ -86,8 +88,7 @@ class DirectStoreHopperGemm(PersistentHopperGemm):
         out = cute.make_rmem_tensor(mma.acc.layout, self.c_dtype)
         if cutlass.const_expr(self.epilogue_op is not None):
             for i in cutlass.range_constexpr(cute.size(mma.acc)):
-                m, n = clamped(self.epilogue_op, *tCcC[i], op_operands)  # a padded tile's edge
-                mma.acc[i] = self.epilogue_op.apply(mma.acc[i], m, n, *op_operands)
+                apply_at(self.epilogue_op, mma.acc, i, *tCcC[i], op_operands)
         out.store(mma.acc.load().to(self.c_dtype))
         # Mode 0 of the accumulator layout starts with 2 neighbouring columns: one store. (C's
         # rows are a multiple of 16 bytes, so a pair is wholly inside C or wholly outside.)

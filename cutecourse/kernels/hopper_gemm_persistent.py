@@ -52,7 +52,7 @@ import cutlass.pipeline as pipeline
 import cutlass.utils as utils
 from cutlass.cute.nvgpu import cpasync
 
-from ..errors import ShapeError
+from ..errors import CourseError, ShapeError
 from ..models.gemm_plan import (EPI_STAGES, EPI_TILE, IN_DTYPES, TILE_K, TILES, check_epi_tile, check_tile,
                                 plan_persistent)
 from . import gemm_launch, sm90, tile_scheduler
@@ -108,12 +108,8 @@ class PersistentHopperGemm(Configured):
     #: sets of C buffers (one: both warpgroups store each tile); input dtypes; the wgmma's N by the
     #: tile's N, where it is narrower (tile_n / wgmma_n wgmmas side by side; absent: the tile's); the
     #: k-tile's depth.
-    TILES = PERSISTENT_TILES
-    MMA_WARPGROUPS = CONSUMER_WARPGROUPS
-    C_BUFFER_SETS = 1
-    IN_DTYPES = IN_DTYPES
-    WGMMA_N = {}
-    TILE_K = TILE_K
+    TILES, MMA_WARPGROUPS, C_BUFFER_SETS = PERSISTENT_TILES, CONSUMER_WARPGROUPS, 1
+    IN_DTYPES, WGMMA_N, TILE_K = IN_DTYPES, {}, TILE_K
     #: The constructor's defaults, by keyword (``configured.py``): a variant sets those it changes.
     #: ``scheduler=`` takes ``SCHEDULER`` or a subclass of it.
     TILE_MN, CLUSTER_MN, GROUP_M, SCHEDULER = (128, 256), (1, 1), GROUP_M, tile_scheduler.StaticScheduler
@@ -124,9 +120,8 @@ class PersistentHopperGemm(Configured):
     def __init__(self, tile_mn=None, *, cluster_mn=None, sms: int | None = None, group_m: int | None = None,
                  stages: int | None = None, scheduler=None, epi_tile=None, epi_stages: int | None = None,
                  pdl: bool | None = None, epilogue_op=None):
-        a = self.arguments  # these arguments, a None replaced by the class's default (configured.py)
-        self.tile_mn = check_tile(a["tile_mn"], self.TILES)
-        cluster_mn, group_m, scheduler, sms = tuple(a["cluster_mn"]), a["group_m"], a["scheduler"], a["sms"]
+        # (every keyword left None arrives as the class's default: configured.py)
+        self.tile_mn, cluster_mn = check_tile(tile_mn, self.TILES), tuple(cluster_mn)
         if cluster_mn not in CLUSTERS:
             raise ShapeError(f"cluster {cluster_mn} is not supported",
                              f"use one of {list(CLUSTERS)} ((1, 1) = no multicast)")
@@ -134,17 +129,19 @@ class PersistentHopperGemm(Configured):
             raise ShapeError(f"sms={sms}, group_m={group_m}: need at least one cluster and group_m >= 1",
                              "pass the GPU's SM count (132 on an H100 SXM)")
         if not (isinstance(scheduler, type) and issubclass(scheduler, self.SCHEDULER)):
-            raise ValueError(f"scheduler={scheduler!r}: {type(self).__name__} takes {self.SCHEDULER.__name__} "
-                             "or a subclass of it (e.g. one whose tile_of orders the tiles another way)")
+            raise CourseError(f"scheduler={scheduler!r} is not a scheduler {type(self).__name__} can walk",
+                              f"pass {self.SCHEDULER.__name__} or a subclass of it (e.g. one whose tile_of "
+                              "orders the tiles another way)")
         if scheduler.PER_CTA is not None and cluster_mn != (1, 1):
             raise ShapeError(scheduler.PER_CTA, "use scheduler='static' with clusters")
         if epi_stages is None:  # a tile stores through every C buffer equally often: fewer where it must
-            a["epi_stages"] = fitting_epi_stages(self.tile_mn, a["epi_tile"], self.MOST_EPI_STAGES)
+            epi_stages = self.arguments["epi_stages"] = fitting_epi_stages(self.tile_mn, epi_tile,
+                                                                           self.MOST_EPI_STAGES)
         self.tile_mnk = (*self.tile_mn, self.TILE_K)
         self.cluster_mn, self.sms, self.group_m, self.Scheduler = cluster_mn, sms, group_m, scheduler
         self.requested_stages = stages
-        self.epi_stages, self.pdl = a["epi_stages"], a["pdl"]
-        self.epi_tile = check_epi_tile(self.tile_mn, a["epi_tile"], whole_rounds=True, epi_stages=self.epi_stages)
+        self.epi_stages, self.pdl = epi_stages, pdl
+        self.epi_tile = check_epi_tile(self.tile_mn, epi_tile, whole_rounds=True, epi_stages=self.epi_stages)
         self.acc_dtype = cutlass.Float32
         self.epilogue_op = epilogue_op  # applied to each accumulator before C (epilogue_op.py)
 

@@ -34,9 +34,8 @@ only where each CTA saves ``MIN_SAVED`` = 16 k-tiles or more. Measured (docs/hop
 power to the others.
 
 The kernel takes one more argument than the persistent one, ``partial_sums``: one fp32 tile per
-CTA; and its ``counters`` hold one flag per CTA, after two int32 it leaves unused (the
-persistent kernel's counters start with the dynamic scheduler's two tickets; stream-K takes no
-dynamic scheduler, and keeps the layout).
+CTA; and its ``counters`` are one flag per CTA (``counters[s]``: CTA slot s's partial sums are
+in ``partial_sums``), where the persistent kernel's are the dynamic scheduler's two tickets.
 """
 
 from __future__ import annotations
@@ -53,9 +52,6 @@ from .barriers import Barrier
 from .hopper_gemm_persistent import CONSUMER_THREADS, PersistentHopperGemm
 from .persistent_setup import CtaSetup
 from .stream_k_scheduler import StreamKArgs, StreamKScheduler
-
-#: counters[FLAGS + s]: CTA slot s's partial sums are in ``partial_sums`` (after 2 unused int32).
-FLAGS = 2
 
 
 class StreamKHopperGemm(PersistentHopperGemm):
@@ -74,15 +70,14 @@ class StreamKHopperGemm(PersistentHopperGemm):
     def __init__(self, tile_mn=None, *, min_saved: int | None = None, **options):
         """``options``: the persistent kernel's keywords."""
         super().__init__(tile_mn, **options)
-        min_saved = self.arguments["min_saved"]
-        if min_saved < 1:
+        if min_saved < 1:  # (left None, it arrives as MIN_SAVED: configured.py)
             raise ShapeError(f"min_saved={min_saved}: must be >= 1 k-tile", "use the default, MIN_SAVED")
         self.min_saved = min_saved
 
     def scratch(self):
-        """The counters (after 2 unused int32, one "partial sums ready" flag
-        per CTA, zero between launches) and the partial sums (one fp32 tile per CTA)."""
-        return (gemm_launch.Scratch("counters", "int32", FLAGS + self.sms, 8),
+        """The counters (one "partial sums ready" flag per CTA, zero between launches) and the
+        partial sums (one fp32 tile per CTA)."""
+        return (gemm_launch.Scratch("counters", "int32", self.sms, 8),
                 gemm_launch.Scratch("partial_sums", "float32", self.sms * self.tile_mn[0] * self.tile_mn[1], 16,
                                     zero=False))
 
@@ -134,7 +129,7 @@ def save_partial(partial_sums, counters, acc, slot, ctid):
     cute.copy(cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), cutlass.Float32, num_bits_per_copy=128),
               regs, mine)
     cute.arch.barrier(barrier_id=Barrier.EPILOGUE, number_of_threads=CONSUMER_THREADS)
-    flag = counters.iterator + FLAGS + slot
+    flag = counters.iterator + slot
     if ctid == 0:
         cute.arch.fence_acq_rel_gpu()  # every consumer thread's stores (ordered by the barrier)
         cute.arch.store(flag, cutlass.Int32(1), sem="relaxed", scope="gpu")
@@ -143,7 +138,7 @@ def save_partial(partial_sums, counters, acc, slot, ctid):
 @cute.jit
 def add_partial(partial_sums, counters, acc, slot, ctid):
     """Wait for CTA slot ``slot``'s flag (acquire), add its partial sums, reset the flag."""
-    flag = counters.iterator + FLAGS + slot
+    flag = counters.iterator + slot
     if ctid == 0:
         ready = cutlass.Int32(0)
         while ready == 0:

@@ -38,10 +38,6 @@ from .gemm_launch import check_epilogue_args, named_epilogue_op
 from .hopper_mixed_gemm import SM_SMEM, TILE_K, TILE_MS, HopperMixedGemm, check_group
 from .operands import DescribedEntry, check_tensors
 
-#: The kernel's torch-facing entry: the compile target, and the launch its launcher returns.
-ENTRY = DescribedEntry(HopperMixedGemm)
-compile_target = ENTRY.compile_target
-
 #: SMs of an H100 / H200 SXM: the grid a split aims to fill when no GPU is there to ask.
 SMS = 132
 #: The widest batch tile the planner picks (larger M: more tiles of 64 tokens).
@@ -281,3 +277,9 @@ def mixed_mm(x, packed, scales, zeros=None, *, tile_m=None, splits=None, warpgro
                   epilogue_op=epilogue_op, epilogue_args=epilogue_args, route=route)
     fn()
     return fn.y
+
+
+#: The kernel's entry, with every entry's verbs: compile_target, validate (check), launcher, gemm
+#: (mixed_mm) and launch (what launcher returns).
+ENTRY = DescribedEntry(HopperMixedGemm, validate=check, launcher=launcher, gemm=mixed_mm)
+compile_target = ENTRY.compile_target

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ..errors import AlignmentError, CourseError, DeviceError, LayoutError
 from ..models.gemm_plan import BYTES
+from .epilogue_op import OPERAND_BYTES
 from .gemm_launch import Entry, Launch, compile_once
 
 
@@ -40,13 +41,11 @@ class Tensor:
 def fake_tensors(described, sizes: dict) -> tuple:
     """Fake tensors for these :class:`Tensor` descriptions; ``sizes``: symbol -> ``cute.sym_int``,
     shared by every call for one kernel (a symbol not in it yet is made and added)."""
-    import cutlass
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_tensor
 
-    from .sm90 import DTYPES
+    from .sm90 import TENSOR_TYPES
 
-    types = {**DTYPES, "int32": cutlass.Int32, "uint8": cutlass.Uint8}
     out = []
     for t in described:
         for s in t.shape:
@@ -55,12 +54,13 @@ def fake_tensors(described, sizes: dict) -> tuple:
         shape = tuple(sizes[s] for s in t.shape)
         div = max(1, 16 // BYTES_OF[t.dtype])
         strides = tuple(cute.sym_int64(divisibility=div, symbol=ld) for ld in t.strides()) + (1,)
-        out.append(make_fake_tensor(types[t.dtype], shape, strides, assumed_align=16))
+        out.append(make_fake_tensor(TENSOR_TYPES[t.dtype], shape, strides, assumed_align=16))
     return tuple(out)
 
 
-#: Bytes per element of the dtypes a described tensor may have.
-BYTES_OF = {**BYTES, "int32": 4, "uint8": 1}
+#: Bytes per element of the dtypes a described tensor may have: the GEMM operands' (gemm_plan),
+#: the epilogue operands' (epilogue_op), and the int4 zero points' uint8.
+BYTES_OF = {**BYTES, **OPERAND_BYTES, "uint8": 1}
 
 
 def check_tensors(named) -> None:
@@ -95,16 +95,49 @@ def arguments(kernel, tensors: dict) -> tuple:
 
 
 class DescribedEntry(Entry):
-    """``gemm_launch.Entry`` for a kernel that describes its own operands (``operands()``):
-    ``compile_target`` fakes them, ``launch(kernel, tensors)`` launches a kernel object on
-    checked torch tensors with no further checks. Checking them and planning the problem (which
-    kernel a shape wants) is the business of the kernel's torch-facing module (the mixed-input
-    GEMM's ``mixed_input.launcher`` and ``mixed_mm``), so ``launcher`` and ``gemm`` send you there."""
+    """``gemm_launch.Entry`` for a kernel that describes its own operands (``operands()``), with
+    the verbs of every entry taking those operands where the dense entry takes A, B, C:
+    ``compile_target`` fakes them from the description; ``validate``, ``launcher`` and ``gemm``
+    are the kernel's torch-facing functions, given here (its module checks the operands in the
+    learner's terms and plans the problem: which kernel a shape wants); ``launch(kernel,
+    tensors)`` launches a kernel object on checked torch tensors, with no further checks.
+    ``validate(*operands, **kw)`` checks on any machine; ``launcher(*operands, **kw)`` returns a
+    ``gemm_launch.Launch``; ``gemm(*operands, **kw)`` its output, launched once."""
+
+    def __init__(self, build, arch: str = "sm_90a", *, validate=None, launcher=None, gemm=None):
+        super().__init__(build, arch)
+        self._verbs = dict(validate=validate, launcher=launcher, gemm=gemm)
+
+    def _verb(self, name: str, args, kw):
+        verb = self._verbs[name]
+        if verb is None:
+            kernel = getattr(self.build, "__name__", "this kernel")
+            raise CourseError(f"this entry of {kernel} was built without a torch-facing {name}",
+                              f"build it as DescribedEntry({kernel}, validate=..., launcher=..., gemm=...), "
+                              f"or launch a kernel object with entry.launch(kernel, tensors)")
+        return verb(*args, **kw)
+
+    def validate(self, *operands, **params):
+        """Check torch operands on any machine, as the kernel's module does (its ``validate``)."""
+        return self._verb("validate", operands, params)
+
+    def launcher(self, *operands, **params):
+        """Check, plan, compile once: a ``gemm_launch.Launch`` (the kernel's module's ``launcher``)."""
+        return self._verb("launcher", operands, params)
+
+    def gemm(self, *operands, **params):
+        """The output, launched once (the kernel's module's ``gemm``: for the mixed-input GEMM, y)."""
+        return self._verb("gemm", operands, params)
 
     def compile_target(self, in_dtype=None, out_dtype=None, **params):
         """(kernel, fake arguments) for ``cutecourse.inspect.compile_report``: symbolic sizes;
         keyword arguments: the constructor's (it makes the kernel's own checks). The operands'
-        dtypes are the description's (``in_dtype`` and ``out_dtype`` add nothing)."""
+        dtypes are the description's: an ``in_dtype`` or ``out_dtype`` is refused, not ignored."""
+        if in_dtype is not None or out_dtype is not None:
+            name = getattr(self.build, "__name__", "this kernel")
+            raise CourseError(f"{name} describes its operands' dtypes itself (operands()): in_dtype={in_dtype!r}, "
+                              f"out_dtype={out_dtype!r} would change nothing",
+                              "leave in_dtype and out_dtype out; pass the constructor's keyword arguments")
         kernel = self.kernel(**params)
         return kernel, self.fake_arguments(kernel)
 
@@ -126,11 +159,3 @@ class DescribedEntry(Entry):
         args = arguments(kernel, tensors)
         compiled = compile_once(kernel, args, key=tuple(t.dtype for t in tensors.values() if t is not None))
         return Launch(compiled, args, keep=list(tensors.values()), **attrs)
-
-    def _not_dense(self, *_, **__):
-        name = getattr(self.build, "__name__", "this kernel")
-        raise CourseError(f"{name} does not take A, B, C: it describes its own operands",
-                          "call the torch-facing functions of the module that defines its ENTRY "
-                          "(for the mixed-input GEMM: mixed_input.launcher or mixed_input.mixed_mm)")
-
-    validate = launcher = gemm = _not_dense

@@ -24,14 +24,9 @@ DENSE = {
 }
 
 
-def module(name: str):
-    """The module of dense GEMM ``name``."""
-    return importlib.import_module(f"{__package__}.{_module_name(name)}")
-
-
 def entry(name: str):
-    """The :class:`gemm_launch.Entry` of dense GEMM ``name``."""
-    return module(name).ENTRY
+    """The :class:`gemm_launch.Entry` of dense GEMM ``name`` (its module imported on first use)."""
+    return importlib.import_module(f"{__package__}.{_module_name(name)}").ENTRY
 
 
 def target(name: str) -> str:

@@ -37,7 +37,7 @@ from cutlass.tensor_utils import LayoutEnum
 
 from ..models import blackwell_plan
 from .barriers import Barrier  # named barrier ids: the epilogue warps', the TMEM-address hand-off
-from .epilogue_op import clamped
+from .epilogue_op import apply_at
 
 #: TMEM columns per SM (128 lanes x 32 bits each), all allocated by the one CTA on the SM.
 TMEM_COLUMNS = blackwell_plan.TMEM_COLUMNS
@@ -232,7 +232,7 @@ def store_tile(epi: Epilogue, acc_stage, gC_tile, warp_idx, c_map, origin=(0, 0)
     """Write accumulator stage ``acc_stage`` to the C tile ``gC_tile`` (TMA store with the
     tensor map ``c_map``), sub-tile by sub-tile, through the epilogue op if there is one (it is
     told each value's row and column: ``origin``, the tile's first, plus its place in the tile,
-    clamped to its operands where the tile pads C: ``epilogue_op.clamped``);
+    clamped to its operands where the tile pads C: ``epilogue_op.apply_at``);
     the caller releases the accumulator after."""
     gC_epi = cute.flat_divide(gC_tile, epi.epi_tile)  # (EPI_M, EPI_N, sub_m, sub_n)
     bSG_sC, bSG_gC = cpasync.tma_partition(epi.tma_c, 0, cute.make_layout(1),
@@ -251,8 +251,7 @@ def store_tile(epi: Epilogue, acc_stage, gC_tile, warp_idx, c_map, origin=(0, 0)
             n0 = origin[1] + (e // sub_m) * cute.size(gC_epi, mode=[1])
             for v in cutlass.range_constexpr(cute.size(rAcc)):
                 m, n = epi.tTR_cC[v]
-                m, n = clamped(epi.op, m0 + m, n0 + n, epi.operands)  # a padded tile's edge
-                rAcc[v] = epi.op.apply(rAcc[v], m, n, *epi.operands)
+                apply_at(epi.op, rAcc, v, m0 + m, n0 + n, epi.operands)
         rC.store(epi.r2s.retile(rAcc).load().to(epi.c_dtype))
         buf = e % epi.c_stages  # sub-tiles per tile is a multiple of c_stages (see plan())
         cute.copy(epi.r2s, rC, epi.tRS_sC[(None, None, None, buf)])

@@ -31,10 +31,13 @@ from ..errors import DTypeError
 from ..models.gemm_plan import IN_DTYPES, OUT_DTYPES, TILE_K
 from ..models.tile_order import band_coord
 from .barriers import Barrier
-from .epilogue_op import clamped
+from .epilogue_op import apply_at
 
 DTYPES = {"float16": cutlass.Float16, "bfloat16": cutlass.BFloat16, "float32": cutlass.Float32,
           "float8_e4m3fn": cutlass.Float8E4M3FN}
+#: The DSL type of every dtype a kernel's other tensors may have (scratch, epilogue operands, the
+#: operands a kernel describes): the one table the host's fakes read.
+TENSOR_TYPES = {**DTYPES, "int32": cutlass.Int32, "uint8": cutlass.Uint8}
 #: K-major A (M, K) and B (N, K), N-major C (M, N): all "row-major" in CuTe's layout enum.
 ROW_MAJOR = utils.LayoutEnum.ROW_MAJOR
 
@@ -296,7 +299,7 @@ def store_tile(epi: Epilogue, gC_tile, warp_idx, c_map=None, origin=(0, 0)):
     """Write the accumulators to the C tile ``gC_tile``, one ``epi_tile`` sub-tile at a time.
     ``c_map``: optional pointer to a tensor map in global memory to store with (grouped GEMM).
     ``origin``: the tile's first (row, column) in C, which the epilogue op is told (clamped to
-    its operands where the tile pads C: ``epilogue_op.clamped``)."""
+    its operands where the tile pads C: ``epilogue_op.apply_at``)."""
     gC_epi = cute.zipped_divide(gC_tile, epi.epi_tile)
     bSG_sC, bSG_gC = cpasync.tma_partition(epi.tma_c, 0, cute.make_layout(1),
                                            cute.group_modes(epi.sC, 0, 2), gC_epi)
@@ -314,8 +317,7 @@ def store_tile(epi: Epilogue, gC_tile, warp_idx, c_map=None, origin=(0, 0)):
             rC[v] = epi.tRS_acc[e * cute.size(rC) + v]
             if cutlass.const_expr(epi.op is not None):
                 m, n = tRS_cC[e * cute.size(rC) + v]
-                m, n = clamped(epi.op, origin[0] + m, origin[1] + n, epi.operands)  # a padded tile's edge
-                rC[v] = epi.op.apply(rC[v], m, n, *epi.operands)
+                apply_at(epi.op, rC, v, origin[0] + m, origin[1] + n, epi.operands)
         rC_out = cute.make_rmem_tensor_like(epi.rC_layout, epi.c_dtype)
         rC_out.store(rC.load().to(epi.c_dtype))
         buf = epi.first_buffer + e % epi.epi_stages

@@ -44,7 +44,7 @@ StreamKParams = NamedTuple("StreamKParams", [
 class StreamKArgs(NamedTuple):
     """What the stream-K kernel takes from the host for its scheduler."""
 
-    counters: object  # int32: the dynamic scheduler's 2 tickets, then one flag per CTA
+    counters: object  # int32: one "partial sums ready" flag per CTA
     partial_sums: object  # fp32, one tile per CTA
 
 
