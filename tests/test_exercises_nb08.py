@@ -190,14 +190,15 @@ def test_the_expected_nibbles_are_pack_s():
 # -- Exercise 3: the split-K lab ------------------------------------------------------------------
 def _lab_answer():
     ns = {}
-    exec(CELLS["ex3-code"], ns)  # noqa: S102  (the solution's two assignments)
-    return ns["splits"], ns["prediction"]
+    exec(CELLS["ex3-code"], ns)  # noqa: S102  (the solution's three assignments)
+    return ns["splits"], ns["prediction"], ns["stores"]
 
 
 def test_the_lab_solution_passes_and_reads_the_ptx():
     r = nb08_lab.check_split_lab(*_lab_answer())
     assert r, r.message
     assert "4 is its choice" in r.message and "with split-K:" in r.message and "atomics" in r.message
+    assert "Your 4 fp32 stores a thread are the compile's" in r.message
     assert "1: 65, 2: 66, 3: 69, 4: 60" in r.message and "Nothing was timed here" in r.message
     assert "splits = 1, 2, 4 on cold weights" in r.message
 
@@ -275,6 +276,25 @@ def test_lab_mistakes_are_named(splits, prediction, words):
     if isinstance(wrong, int) and wrong in RIGHT and "right entry" not in r.message:
         told = r.message.split(f"you predicted {prediction[wrong]!r}: ", 1)[-1]  # past the learner's own
         assert not re.search(_missed(wrong), told), f"the miss gives the count away: {r.message}"
+
+
+def test_the_stores_are_read_from_the_two_compiles():
+    """The lab's stores are the difference of the two PTX files, a warpgroup's 64 x 8 sums over 128 threads."""
+    assert nb08_lab.added_stores() == 64 * 8 // 128
+
+
+@pytest.mark.parametrize("stores, words", [
+    (..., "not answered yet"),  # costs and choice right, stores left as the skeleton has it
+    (None, "now predict stores"),
+    (8, "Count a thread's share"),  # a CTA's 128 x 8 over a warpgroup: the two warpgroups' tiles counted
+    (1024, "Count a thread's share"),  # the CTA's whole tile
+    (4.0, "write a whole number"),
+])
+def test_wrong_stores_are_refused_after_right_counts(stores, words):
+    splits, prediction, _ = _lab_answer()
+    r = nb08_lab.check_split_lab(splits, prediction, stores)
+    assert not r and words in r.message, r.message
+    short_and_clean(r.message)
 
 
 def test_the_lab_stub_is_not_answered_yet():
