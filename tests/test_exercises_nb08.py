@@ -4,12 +4,18 @@ CPU model before any compile, a cvt from the PTX); on a Hopper GPU the solutions
 
 import pytest
 
-from cutecourse.exercises import nb08, nb08_lab
+from cutecourse.exercises import nb08, nb08_cpu, nb08_lab
 
 from solution_cells import CellsById
 
 CELLS = CellsById("08_mixed_input_gemm.ipynb", ("ex1-code", "ex2-code", "ex3-code"))
 learner = CELLS.learner
+
+
+@pytest.fixture(autouse=True)
+def first_attempt():
+    """Each test is a learner's first try: exercise 1 answers a repeated mistake differently."""
+    nb08_cpu.TOLD.clear()
 
 
 def short_and_clean(message: str):
@@ -25,7 +31,10 @@ def test_the_conversion_solution_passes():
     r = nb08.check_signed_register(learner("signed_register"))
     assert r, r.message
     assert "10280 registers checked bit for bit" in r.message and "no cvt" in r.message
-    assert "4 lop3" in r.message and "not run on a GPU here" in r.message
+    assert "not run on a GPU here" in r.message
+    # only what the learner wrote is counted: 4 lop3, 3 shr (none for register 0), 4 sub and 4 mul;
+    # the kernel around it (its indexing) subtracted, so no logic instruction of its own
+    assert "is 4 lop3, 3 shr, 0 and/or/xor, 4 sub.bf16x2, 4 mul.bf16x2 (the kernel around it subtracted)" in r.message, r.message
 
 
 def test_the_conversion_in_integer_operators_passes():
@@ -36,8 +45,8 @@ def test_the_conversion_in_integer_operators_passes():
 
 
 @pytest.mark.parametrize("edits, words", [
-    # the lesson's unsigned conversion, copied: q - 8 instead of s
-    ([("0x43084308, 0x6a", "0x43004300, 0xea")], "lesson's unsigned format"),
+    # the lesson's unsigned conversion, copied: q - 8 instead of s (the question, not its answer)
+    ([("0x43084308, 0x6a", "0x43004300, 0xea")], "What does bit 3 weigh"),
     # XOR right, but 128 subtracted instead of 136
     ([("sub_mul_bf16x2(biased, 0x43084308", "sub_mul_bf16x2(biased, 0x43004300")], "subtract 136"),
     # OR instead of XOR: bit 3 set, not flipped
@@ -57,6 +66,39 @@ def test_the_conversion_in_integer_operators_passes():
 def test_conversion_mistakes_are_named(edits, words):
     r = nb08.check_signed_register(learner("signed_register", *edits))
     assert not r and words in r.message, r.message
+    short_and_clean(r.message)
+
+
+def test_the_unsigned_path_gets_the_question_first_and_the_answer_on_the_same_mistake():
+    """The exercise asks what flipping bit 3 does: the first time the lesson's unsigned path is
+    named, the message asks that question; the same mistake again gets the XOR."""
+    fn = learner("signed_register", ("0x43084308, 0x6a", "0x43004300, 0xea"))
+    first = nb08.check_signed_register(fn)
+    assert not first and "lesson's unsigned format" in first.message, first.message
+    assert "XOR" not in first.message and "flip bit 3" not in first.message and "s + 8" not in first.message
+    again = nb08.check_signed_register(fn)
+    assert not again and "flip bit 3 (XOR 8 gives s + 8" in again.message, again.message
+
+
+def test_the_nibbles_read_unsigned_get_the_question_first():
+    """No bias at all: the magic number ORed in and 128 subtracted, the nibble read unsigned."""
+    fn = learner("signed_register", ("0x43084308, 0x6a", "0x43004300, 0xea"),
+                 ("sub_mul_bf16x2(biased, 0x43084308", "sub_mul_bf16x2(biased, 0x43004300"))
+    first = nb08.check_signed_register(fn)
+    assert not first and "stored as s + 16" in first.message and "flip bit 3" not in first.message, first.message
+    again = nb08.check_signed_register(fn)
+    assert not again and "flip bit 3 and subtract 136" in again.message, again.message
+
+
+@pytest.mark.parametrize("ptx, words", [
+    ("cvt.rn.bf16.s32 {$w0}, {$r0};", "one cvt per value is what the magic number avoids"),
+    ("cvt.rn.bf16x2.f32 {$w0}, {$r0}, {$r0};", "the arithmetic went through fp32"),
+])
+def test_a_cvt_in_the_learners_inline_ptx_gets_the_courses_reason(ptx, words):
+    """The CPU model meets the cvt first: its message is the course's, not "unknown instruction"."""
+    r = nb08.check_signed_register(learner(
+        "signed_register", ("lop3.b32 {$w0}, {$r0}, 0x000f000f, 0x43084308, 0x6a;", ptx)))
+    assert not r and words in r.message and "does not know" not in r.message, r.message
     short_and_clean(r.message)
 
 
@@ -148,14 +190,15 @@ def test_the_expected_nibbles_are_pack_s():
 # -- Exercise 3: the split-K lab ------------------------------------------------------------------
 def _lab_answer():
     ns = {}
-    exec(CELLS["ex3-code"], ns)  # noqa: S102  (the solution's two assignments)
-    return ns["splits"], ns["prediction"]
+    exec(CELLS["ex3-code"], ns)  # noqa: S102  (the solution's three assignments)
+    return ns["splits"], ns["prediction"], ns["stores"]
 
 
 def test_the_lab_solution_passes_and_reads_the_ptx():
     r = nb08_lab.check_split_lab(*_lab_answer())
     assert r, r.message
     assert "4 is its choice" in r.message and "with split-K:" in r.message and "atomics" in r.message
+    assert "Your 4 fp32 stores a thread are the compile's" in r.message
     assert "1: 65, 2: 66, 3: 69, 4: 60" in r.message and "Nothing was timed here" in r.message
     assert "splits = 1, 2, 4 on cold weights" in r.message
 
@@ -233,6 +276,25 @@ def test_lab_mistakes_are_named(splits, prediction, words):
     if isinstance(wrong, int) and wrong in RIGHT and "right entry" not in r.message:
         told = r.message.split(f"you predicted {prediction[wrong]!r}: ", 1)[-1]  # past the learner's own
         assert not re.search(_missed(wrong), told), f"the miss gives the count away: {r.message}"
+
+
+def test_the_stores_are_read_from_the_two_compiles():
+    """The lab's stores are the difference of the two PTX files, a warpgroup's 64 x 8 sums over 128 threads."""
+    assert nb08_lab.added_stores() == 64 * 8 // 128
+
+
+@pytest.mark.parametrize("stores, words", [
+    (..., "not answered yet"),  # costs and choice right, stores left as the skeleton has it
+    (None, "now predict stores"),
+    (8, "Count a thread's share"),  # a CTA's 128 x 8 over a warpgroup: the two warpgroups' tiles counted
+    (1024, "Count a thread's share"),  # the CTA's whole tile
+    (4.0, "write a whole number"),
+])
+def test_wrong_stores_are_refused_after_right_counts(stores, words):
+    splits, prediction, _ = _lab_answer()
+    r = nb08_lab.check_split_lab(splits, prediction, stores)
+    assert not r and words in r.message, r.message
+    short_and_clean(r.message)
 
 
 def test_the_lab_stub_is_not_answered_yet():

@@ -22,6 +22,12 @@ from .cpu_run import CpuModelError, CpuModelSkipped, _Cute
 from .learner_code import LearnerCode, reason
 
 MASK = 0xFFFFFFFF
+#: What a conversion through ``cvt`` is told, whether the CPU model meets it in the learner's
+#: inline PTX or the checker finds it in the compiled PTX: the reason the lesson's trick exists.
+CVT_FROM_INT = "one cvt per value is what the magic number avoids. Build 128 + 8 + s with bit operations instead"
+CVT_THROUGH_FP32 = ("the arithmetic went through fp32, one value at a time. Subtract and multiply two bf16 at "
+                    "once (sub.rn.bf16x2, mul.rn.bf16x2: int4_convert.sub_mul_bf16x2)")
+_INT_SOURCE = re.compile(r"^cvt(\.\w+)*\.(s|u)(4|8|16|32)$")
 #: bf16 scales the model applies (as 16-bit patterns): 1, a small negative, an odd one, a large
 #: one and a subnormal one.
 SCALES = (0x3F80, 0xBC00, 0x3B45, 0x4685, 0x0001)
@@ -99,6 +105,9 @@ def _parse(asm: str):
         if not line or line.startswith(".reg"):
             continue
         m = _LINE.match(line)
+        if m and m.group(1).startswith("cvt"):  # the course's own objection, not "unknown instruction"
+            why = CVT_FROM_INT if _INT_SOURCE.match(m.group(1)) else CVT_THROUGH_FP32
+            raise CpuModelError(f"your inline_ptx converts with `{m.group(1)}`: {why}")
         if not m or m.group(1) not in _OPS:
             known = ", ".join(k for k in _OPS if _OPS[k] is not None)
             raise CpuModelError(f"the CPU model does not know the PTX instruction `{line.split()[0]}` "
@@ -264,6 +273,19 @@ def check_signed_register(code: LearnerCode, name: str) -> tuple[str | None, int
     return None, count
 
 
+#: Mistakes already named once in this kernel: the exercise asks the learner to work out what
+#: flipping bit 3 does, so the first time a mistake only points at that question; the same
+#: mistake again gets the answer.
+TOLD: set[str] = set()
+
+
+def _first_then_answer(kind: str, question: str, answer: str) -> str:
+    if kind in TOLD:
+        return answer
+    TOLD.add(kind)
+    return question
+
+
 def _name_mistake(fn, word, j, scale, got, want) -> str:
     h = 0 if (got ^ want) & 0xFFFF else 1
     w16 = want >> 16 * h & 0xFFFF
@@ -272,12 +294,19 @@ def _name_mistake(fn, word, j, scale, got, want) -> str:
     holds = _what_half_holds(fn, j, h, scale, test_words()[:64])
     hint = ""
     if "unsigned, minus 8" in holds:
-        hint = (": that is the lesson's unsigned format. Signed nibbles hold s in two's complement; "
-                "flip bit 3 (XOR 8 gives s + 8 in [0, 15]) before the magic number")
+        hint = _first_then_answer(
+            "unsigned", ": that is the lesson's unsigned format. What does bit 3 weigh in a 4-bit two's-complement "
+            "number, and what does flipping it do to s? (the exercise's question; the same mistake again gets "
+            "the answer)",
+            ": that is the lesson's unsigned format. Signed nibbles hold s in two's complement; "
+            "flip bit 3 (XOR 8 gives s + 8 in [0, 15]) before the magic number")
     elif "signed, plus 8" in holds:
         hint = ": after the magic number the half is 128 + 8 + s; subtract 136 (0x4308 in both halves), not 128"
     elif "read unsigned," in holds:
-        hint = ": a negative s is stored as s + 16; flip bit 3 and subtract 136 to get s back"
+        hint = _first_then_answer(
+            "read unsigned", ": a negative s is stored as s + 16. Which one-bit change maps s + 16 and a "
+            "non-negative s alike into [0, 15]? (the same mistake again gets the answer)",
+            ": a negative s is stored as s + 16; flip bit 3 and subtract 136 to get s back")
     elif "bit 3 always set" in holds:
         hint = (": OR-ing 0x43084308 in sets bit 3 of every nibble instead of flipping it; XOR it in "
                 "(lop3's table for (a & b) ^ c is 0x6A)")

@@ -9,8 +9,9 @@ k-tiles of a scale group, the per-split cost, rounding down or not at all), neve
 itself. Right counts with another split than the planner's are refused too: the lab asks for
 the cheapest split, so the learner predicts more splits until one is. Then the check compiles the
 kernel without and with split-K for sm_90a and reads what split-K adds (registers, the
-epilogue's fp32 slices and counter), and on a Hopper GPU times splits = 1, 2 and the planner's on
-cold weights, in a child with a timeout.
+epilogue's fp32 slices and counter); the learner predicts one of those facts, the fp32 stores a
+thread adds (its accumulators, written once to its split's slice). On a Hopper GPU the check
+times splits = 1, 2 and the planner's on cold weights, in a child with a timeout.
 """
 
 from __future__ import annotations
@@ -117,24 +118,50 @@ def _mistake(splits: int, said) -> str:
     return STEPS
 
 
-def _compiled() -> str:
-    """What split-K adds to the compiled kernel (tile_m 8, two warpgroups), read from the PTX."""
+FP32_STORE = r"^st[.]global[.]b32"
+
+
+def _reports():
+    """The kernel as the planner runs M = 4 (tile_m 8, two warpgroups), compiled without and with
+    split-K for sm_90a."""
     from ..inspect import compile_report
 
     target = "cutecourse.kernels.mixed_input:compile_target"
-    one, split = (compile_report(target, arch="sm_90a", tile_m=8, warpgroups=2, split_k=s) for s in (False, True))
+    return tuple(compile_report(target, arch="sm_90a", tile_m=8, warpgroups=2, split_k=s) for s in (False, True))
+
+
+def added_stores() -> int:
+    """The fp32 stores a thread's PTX gains with split-K: read from the two compiles."""
+    one, split = _reports()
+    return split.count(FP32_STORE) - one.count(FP32_STORE)
+
+
+def _compiled() -> str:
+    """What split-K adds to the compiled kernel (tile_m 8, two warpgroups), read from the PTX."""
     facts = []
-    for name, r in (("without split-K", one), ("with split-K", split)):
-        facts.append(f"{name}: {r.registers} registers, {r.count(r'^st[.]global[.]b32')} fp32 stores, "
+    for name, r in zip(("without split-K", "with split-K"), _reports()):
+        facts.append(f"{name}: {r.registers} registers, {r.count(FP32_STORE)} fp32 stores, "
                      f"{r.count(r'^atom[.]global')} atomics, {r.count(r'^ld[.]global[.]cg')} L2 reads")
     return "; ".join(facts)
 
 
+def _stores_mistake(stores) -> str | None:
+    """None if ``stores`` is the fp32 stores split-K adds to a thread's PTX, else what to count."""
+    if isinstance(stores, bool) or not isinstance(stores, int):
+        return f"stores={stores!r}: write a whole number, the fp32 stores one thread's code gains"
+    if stores == added_stores():
+        return None
+    return (f"stores={stores}: not what the compile shows. A split writes its sums once into its fp32 "
+            "slice, each thread its own accumulators: a warpgroup's tile is 64 weight rows x tile_m 8 "
+            "tokens, over its 128 threads. Count a thread's share (the store loop is unrolled)")
+
+
 @kc.kernel_checker(*EX3)
-def check_split_lab(splits, prediction: dict) -> Result:
+def check_split_lab(splits, prediction: dict, stores=None) -> Result:
     """``splits``: your number of splits of K for M = 4 on W 28672 x 8192, the planner's choice;
     ``prediction``: the planner's cost, in k-tiles, for splits 1, 2 and yours ({1: ..., 2: ...,
-    splits: ...}; more entries welcome)."""
+    splits: ...}; more entries welcome); ``stores``: the fp32 stores split-K adds to one
+    thread's compiled code (tile_m 8, two warpgroups)."""
     from ..kernels import mixed_input as mi
     from . import answered
 
@@ -166,10 +193,16 @@ def check_split_lab(splits, prediction: dict) -> Result:
         return failed(title, f"your counts are the planner's, but splits = {splits} ({split_time(splits)} "
                       f"k-tiles) is not its choice: {why}. The planner takes the cheapest of 1 to {most}, the "
                       "fewest on a tie: add the splits you have not counted to prediction and choose again")
+    if stores is None:
+        return failed(title, "your counts are the planner's and its choice: now predict stores, the fp32 "
+                      "stores split-K adds to one thread's code, and run the check again")
+    if (why := _stores_mistake(stores)):
+        return failed(title, why)
     table = ", ".join(f"{s}: {split_time(s)}" for s in range(1, most + 1))
     timed = sorted({1, 2, best.splits})
     message = (f"your counts are the planner's cost and {splits} is its choice, the cheapest (the fewest on a "
-               f"tie). By splits, in k-tiles: {table}. Compiled for sm_90a: {_compiled()}")
+               f"tie). By splits, in k-tiles: {table}. Your {stores} fp32 stores a thread are the compile's. "
+               f"Compiled for sm_90a: {_compiled()}")
     if not kc.gpu_here("sm_90a"):
         return passed(title, message + ". Nothing was timed here: on an H100 or H200 this check times "
                       f"splits = {', '.join(map(str, timed))} on cold weights (the model is a guide; the "

@@ -81,8 +81,18 @@ def measured(results: dict, n: int, k: int) -> dict[str, list[tuple[int, float]]
     return {name: sorted(points) for name, points in out.items()}
 
 
+#: The result set's floor case: one ``torch.amax`` over the same int4 bytes, no GEMM, i.e. how fast
+#: the GPU reads those bytes in one launch. It bounds a GEMM only while the bytes bind (int4's M* is
+#: about 52), so :func:`speedups` keeps it up to ``FLOOR_MAX_M``; past that a speed-up of 10-70x
+#: over cuBLAS would read as int4's promise, when it is a reduction racing a GEMM.
+FLOOR = "floor: read the int4 bytes"
+FLOOR_MAX_M = 64
+
+
 def speedups(points: dict[str, list[tuple[int, float]]], baseline: str = "cuBLAS bf16") -> dict[str, dict[int, float]]:
     """From :func:`measured`: case -> {M: baseline's time / the case's time}, at the M the baseline
-    was measured at (a case left out at some M, e.g. refused there, has no entry for it)."""
+    was measured at (a case left out at some M, e.g. refused there, has no entry for it); the
+    :data:`FLOOR` only up to :data:`FLOOR_MAX_M`."""
     base = dict(points.get(baseline, ()))
-    return {name: {m: base[m] / us for m, us in series if m in base} for name, series in points.items()}
+    return {name: {m: base[m] / us for m, us in series if m in base and (name != FLOOR or m <= FLOOR_MAX_M)}
+            for name, series in points.items()}
