@@ -93,13 +93,14 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         ("sm_90a", "sm_100a")),
     Notebook(
         "08", "08_mixed_input_gemm.ipynb", "Mixed-input GEMM",
-        "int4 weights x bf16 activations for decode: the roofline across M, group-wise quantization "
+        "int4 weights x bf16 (or fp16) activations for decode: the roofline across M, group-wise quantization "
         "and its error, CUTLASS 2.x (weights interleaved offline, magic-number conversion) and 3.x "
         "(register-sourced `wgmma`, the operand swap, M on wgmma's N, split-K), the offline reorder "
         "as a CuTe layout and who holds which weights, the `lop3` / `sub` / `mul` conversion beside "
-        "its PTX, a CPU model of every thread's conversion bit for bit, where int4 stops paying",
+        "its PTX, a CPU model of every thread's conversion bit for bit, where int4 stops paying "
+        "(and the large-M route: W' dequantized once, then the dense GEMM)",
         "Hopper (H100/H200)",
-        "the roofline model (measured points where committed), quantization errors, pictures; the "
+        "the roofline model with the measured points, quantization errors, pictures; the "
         "kernel compiled for sm_90a and its conversion and `wgmma` read in the PTX; CPU model bit "
         "for bit against torch's dequantization",
         ("sm_90a",)),

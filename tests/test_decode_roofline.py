@@ -32,12 +32,15 @@ def test_conversions_grow_with_the_token_tiles():
     assert dr.conversions(65, 64, 64, 64) == 2 * 64 * 64
 
 
-@pytest.mark.parametrize("shape, group, zero_point", [((192, 320), 64, True), ((128, 448), 64, False),
-                                                      ((64, 768), 256, True), ((320, 128), None, False)])
-def test_every_thread_s_conversion_is_dequantize_bit_for_bit(shape, group, zero_point):
+@pytest.mark.parametrize("shape, group, zero_point, dtype", [
+    ((192, 320), 64, True, torch.bfloat16), ((128, 448), 64, False, torch.bfloat16),
+    ((64, 768), 256, True, torch.bfloat16), ((320, 128), None, False, torch.bfloat16),
+    ((192, 320), 64, True, torch.float16), ((128, 448), None, False, torch.float16)])
+def test_every_thread_s_conversion_is_dequantize_bit_for_bit(shape, group, zero_point, dtype):
     w = torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape))) * 0.03
-    packed, scales, zeros = quantize_int4(w, group, zero_point=zero_point)
+    packed, scales, zeros = quantize_int4(w, group, zero_point=zero_point, dtype=dtype)
     mine = int4_threads.kernel_weights(packed, scales, zeros)
+    assert mine.dtype == dtype
     assert torch.equal(mine.view(torch.int16), dequantize(packed, scales, zeros).view(torch.int16))
 
 

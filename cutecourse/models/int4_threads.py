@@ -38,8 +38,9 @@ def thread_rows(thread: int) -> tuple[int, int]:
 
 
 def kernel_weights(packed, scales, zeros=None):
-    """W' (N, K) bf16 as the kernel's threads make it: each word converted by its thread with the
-    scales (and zeros) of the thread's rows, each value scattered to its place in W."""
+    """W' (N, K) as the kernel's threads make it, in the scales' dtype (bf16, or fp16 for fp16
+    activations): each word converted by its thread with the scales (and zeros) of the thread's
+    rows, each value scattered to its place in W."""
     import torch
 
     rows, cols, word = _tables()
@@ -59,8 +60,9 @@ def kernel_weights(packed, scales, zeros=None):
         s = scales[slice_k // group, row]
         z = zeros[slice_k // group, row].to(torch.int64) if zeros is not None else 8
         per_row.append((s, z))
-    values = convert.fragment_values(mine, (per_row[0][0], per_row[1][0]), (per_row[0][1], per_row[1][1]))
-    out = torch.empty(n, k, dtype=torch.bfloat16)
+    dtype = str(scales.dtype).replace("torch.", "")
+    values = convert.fragment_values(mine, (per_row[0][0], per_row[1][0]), (per_row[0][1], per_row[1][1]), dtype)
+    out = torch.empty(n, k, dtype=scales.dtype)
     m_idx = base_n[..., None] + rows[None, None]  # (NB, KB, 128, 4, 8)
     k_idx = base_k[..., None] + cols[None, None]
     out[m_idx, k_idx] = values
