@@ -173,4 +173,4 @@ def paired_ratio(result, case: str, baseline: str = "cluster 1x1") -> str:
     else:
         verdict = f"no consistent difference: faster in {faster} of {n} paired repeats"
     return (f"{case} vs {baseline}: {ratio:.3f}x (medians), paired repeats "
-            f"{statistics.median(pairs):.3f}x [{min(pairs):.2f} .. {max(pairs):.2f}]; {verdict}")
+            f"{statistics.median(pairs):.3f}x [{min(pairs):.3f} .. {max(pairs):.3f}]; {verdict}")

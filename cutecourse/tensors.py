@@ -73,8 +73,8 @@ def check_alignment(tensors: dict, nbytes: int) -> None:
             raise AlignmentError(
                 f"{name} starts at an address that is not a multiple of {nbytes} bytes "
                 f"(it is a view at element offset {t.storage_offset()})",
-                "pass a tensor that owns its memory (e.g. .clone()); fresh torch allocations are "
-                "256-byte aligned")
+                "pass a tensor that owns its memory (e.g. .clone()); fresh CUDA allocations are 256-byte "
+                "aligned, CPU ones at least 64")
         if t.dim() >= 2 and (t.stride(-2) * t.element_size()) % nbytes:
             raise AlignmentError(
                 f"{name}'s rows are {t.stride(-2) * t.element_size()} bytes apart, not a multiple of {nbytes}",

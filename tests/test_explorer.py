@@ -25,7 +25,7 @@ def test_starts_with_a_picture_and_a_readout(ex):
     assert ex.table.layout == "(4,8):(8,1)"
     assert ex.picture.value[:4] == b"\x89PNG"
     assert "flat index <b>0</b>" in ex.readout.value
-    assert len(ex.cells.children) == 32
+    assert len(ex.buttons) == 32
 
 
 def test_typing_a_layout_redraws(ex):
@@ -33,7 +33,7 @@ def test_typing_a_layout_redraws(ex):
     ex.set_layout("((2,2),(3,4)):((1,6),(2,12))")
     assert ex.table.layout == "((2,2),(3,4)):((1,6),(2,12))"
     assert ex.picture.value != before
-    assert len(ex.cells.children) == 48
+    assert len(ex.buttons) == 48
 
 
 def test_sliders_write_the_layout_and_typing_moves_the_sliders(ex):
@@ -47,7 +47,7 @@ def test_sliders_write_the_layout_and_typing_moves_the_sliders(ex):
 
 def test_clicking_a_cell_reads_out_coordinate_index_offset(ex):
     ex.set_layout("((2,2),(3,4)):((1,6),(2,12))")
-    ex.cells.children[3 * 12 + 7].click()  # buttons are row-major: row 3, column 7
+    ex.buttons[3 * 12 + 7].click()  # buttons are row-major: row 3, column 7
     assert ex.selected == (3, 7)
     assert "coordinate <b>((1,1),(1,2))</b>" in ex.readout.value
     t = layouts.evaluate("((2,2),(3,4)):((1,6),(2,12))")
@@ -116,7 +116,7 @@ def test_unexpected_errors_are_caught_too(ex, monkeypatch):
 
 def test_big_layouts_use_the_sliders_not_buttons(ex):
     ex.set_layout("(16,32):(32,1)")
-    assert ex.cells.children == () and ex.cells.layout.display == "none"
+    assert ex.buttons == [] and ex.cells.layout.display == "none"
     ex.cell_row.value, ex.cell_col.value = 15, 31
     assert "offset <b>511</b>" in ex.readout.value
 

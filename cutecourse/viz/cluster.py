@@ -72,7 +72,7 @@ def summary(p: Plan, rank: int) -> str:
     return (f"{head}CTA rank {rank} at (cm={cm}, cn={cn}) computes C tile {p.output_tile(0, 0, rank)}. "
             f"It {_load_text(p, a)}, and {_load_text(p, b)}. Its full barrier expects "
             f"{p.tx_bytes(0, 0, rank)} bytes per stage (whole A and B tiles); its empty barrier "
-            f"collects releases from {n} CTA{'s' if n != 1 else ''}. L2 reads per k-tile: {l2}.")
+            f"collects releases from {n} CTA{'s' if n != 1 else ''}. L2 requests per k-tile: {l2}.")
 
 
 def figure_size(cluster) -> tuple[float, float]:
@@ -188,26 +188,27 @@ def draw_cluster(tile=(128, 256, 64), cluster=(2, 2), rank: int | None = 0, elem
         ax.set_title(f"cluster {cm_size}x{cn_size}, tile {bm}x{bn}x{bk}: each CTA issues a slice,\n"
                      f"every CTA sharing the tile receives it{who}", fontsize=9)
 
-    # L2 bytes per CTA per k-tile, with and without multicast
+    # L2 bytes each CTA requests per k-tile, with and without multicast (requests: the planner
+    # counts what TMA asks L2 for; what L2 then reads is what Nsight counts, notebook 05 section 6)
     ranks = list(range(p.cluster_size))
     with_mc = [p.l2_bytes(0, 0, r) / 1024 for r in ranks]
     without = [p.l2_bytes(0, 0, r, multicast=False) / 1024 for r in ranks]
     xs = range(len(ranks))
     if p.cluster_size == 1:
         bars.bar(list(xs), without, 0.5, color="lightgray", edgecolor="black")
-        bars.set_title("L2 reads: a 1x1 cluster has no multicast", fontsize=9)
+        bars.set_title("L2 requests: a 1x1 cluster has no multicast", fontsize=9)
     else:
         bars.bar([x - 0.2 for x in xs], without, 0.4, color="lightgray", edgecolor="black",
                  label="without multicast")
         bars.bar([x + 0.2 for x in xs], with_mc, 0.4, color=[color_of(r) for r in ranks],
                  edgecolor="black", label="with multicast")
         saved = 1 - sum(with_mc) / sum(without)
-        bars.set_title(f"L2 reads: {saved:.0%} fewer with multicast", fontsize=9)
+        bars.set_title(f"L2 requests: {saved:.0%} fewer with multicast", fontsize=9)
         bars.set_ylim(0, max(without) * 1.3)  # room for the legend above the bars
         bars.legend(fontsize=7, loc="upper right", ncol=2)
     bars.set_xticks(list(xs), [str(r) for r in ranks], fontsize=8 if len(ranks) <= 8 else 6)
     bars.set_xlabel("CTA rank in the cluster")
-    bars.set_ylabel("KiB read from L2 per k-tile")
+    bars.set_ylabel("KiB requested from L2 per k-tile")
     fig.tight_layout()
     _fit(mask_labels, width=0.86)
     return fig

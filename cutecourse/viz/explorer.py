@@ -100,7 +100,11 @@ class LayoutExplorer:
         self.readout = w.HTML()
         self.cell_row = w.IntSlider(0, min=0, max=0, description="cell row", style=style)
         self.cell_col = w.IntSlider(0, min=0, max=0, description="cell column", style=style)
-        self.cells = w.GridBox()
+        # One HBox per row of buttons: a row stays a row where JupyterLab, showing a notebook not
+        # run yet, puts a "disconnected" icon in each container (in one grid it took a cell's slot).
+        # Buttons are "auto" wide, at least 44px, so that icon does not truncate their numbers.
+        self.cells = w.VBox(layout=w.Layout(grid_gap="1px"))
+        self.buttons: list[w.Button] = []  # row-major, as the picture's cells
 
         for widget, cls in [(self.layout_text, "cc-layout-text"), (self.op, "cc-op"),
                             (self.operand, "cc-operand"), (self.picture, "cc-picture"),
@@ -241,7 +245,7 @@ class LayoutExplorer:
                 text += "<br>(not in the slice)"
         self.readout.value = text
         self._redraw()
-        for i, b in enumerate(self.cells.children):
+        for i, b in enumerate(self.buttons):
             b.style.font_weight = "bold" if i == row * _cols(self.shown) + col else ""
             b.icon = "check" if i == row * _cols(self.shown) + col else ""
 
@@ -269,26 +273,30 @@ class LayoutExplorer:
         t = self.shown
         rows, cols = (size(s) for s in t.grid_shape)
         if rows * cols > MAX_BUTTONS:
+            self.buttons = []
             self.cells.children = ()
             self.cells.layout.display = "none"
             return
         grid = t.grid()
         norm = mcolors.Normalize(vmin=int(grid.min()), vmax=max(int(grid.max()), int(grid.min()) + 1))
         cm = plt.get_cmap(OFFSET_CMAP)
-        buttons = []
+        self.buttons = []
+        # one Layout model shared by every button: a stored notebook keeps one copy, not 64
+        button_layout = w.Layout(width="auto", min_width="44px", height="26px", padding="0px 4px")
         for r in range(rows):
             for c in range(cols):
                 rgba = cm(norm(grid[r, c]))
                 light = 0.299 * rgba[0] + 0.587 * rgba[1] + 0.114 * rgba[2] > 0.5
                 b = w.Button(description=str(grid[r, c]), tooltip=f"row {r}, column {c}",
-                             layout=w.Layout(width="44px", height="26px", padding="0px"))
+                             layout=button_layout)
                 b.style.button_color = mcolors.to_hex(rgba)
                 b.style.text_color = "black" if light else "white"
                 b.on_click(lambda _b, r=r, c=c: self.select(r, c))
-                buttons.append(b)
-        self.cells.children = buttons
-        self.cells.layout = w.Layout(grid_template_columns=f"repeat({cols}, 44px)", grid_gap="1px",
-                                     display="grid")
+                self.buttons.append(b)
+        row_layout = w.Layout(flex_flow="row nowrap", grid_gap="1px")
+        self.cells.children = [w.HBox(self.buttons[r * cols:(r + 1) * cols], layout=row_layout)
+                               for r in range(rows)]
+        self.cells.layout.display = "flex"
 
     def _show_error(self, what: str, fix: str) -> None:
         self.error = what if not fix else f"{what}\n-> {fix}"

@@ -71,9 +71,12 @@ def _text_colour(rgba) -> str:
     return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
 
 
-def _tick_step(n: int, room_inches: float) -> int:
-    """Label every k-th row/column so tick labels do not overlap."""
-    per_label = 0.32
+def _tick_step(n: int, room_inches: float, per_label: float = 0.32) -> int:
+    """Label every k-th row/column so tick labels do not overlap.
+
+    A column label may be as wide as ``(1,0)`` (0.32 in); a row label only needs a line's
+    height (0.15 in at the ticks' font size), so rows are labelled more densely.
+    """
     k = 1
     while n / k * per_label > room_inches and k < n:
         k *= 2
@@ -175,7 +178,7 @@ def draw_layout(
     ax.xaxis.tick_top()
     ax.xaxis.set_label_position("top")
     cstep = _tick_step(cols, cols * cell)
-    rstep = _tick_step(rows, rows * cell)
+    rstep = _tick_step(rows, rows * cell, per_label=0.15)
     ax.set_xticks(range(0, cols, cstep))
     ax.set_yticks(range(0, rows, rstep))
     small = max(6.0, min(9.0, fontsize))

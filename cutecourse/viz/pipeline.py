@@ -161,8 +161,8 @@ class PipelineWidget:
         self.prefetch = w.IntSlider(value=depth, min=_min_depth(variant), max=stages,
                                     description="prefetch")
         self.step = w.IntSlider(value=0, min=0, max=0, description="step", continuous_update=False)
-        self.prev_button = w.Button(description="◀ prev", layout=w.Layout(width="80px", min_width="80px"))
-        self.next_button = w.Button(description="next ▶", layout=w.Layout(width="80px", min_width="80px"))
+        self.prev_button = w.Button(description="◀ prev", layout=w.Layout(width="auto", min_width="80px"))
+        self.next_button = w.Button(description="next ▶", layout=w.Layout(width="auto", min_width="80px"))
         self.picture = widgets.picture()
         self.message = widgets.message()
         self.status = w.HTML()

@@ -71,3 +71,24 @@ def draw_swizzle(rows: int = CHUNKS, highlight: int = 0) -> plt.Figure:
                  fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def ring_layout(tile_mnk: tuple[int, int, int] = (128, 256, 64), stages: int = 4) -> str:
+    """CuTe's own text for notebook 03's A ring: ``sm90.smem_layouts``, the kernel's call (fp16),
+    traced in a tiny jit function (CuTe builds swizzled layouts only while tracing). The C
+    buffers it also returns get a placeholder epilogue tile: only A is read."""
+    import cutlass
+    import cutlass.cute as cute
+
+    from ..kernels import sm90
+
+    found: list[str] = []
+
+    @cute.jit
+    def trace():
+        ring_a, _, _ = sm90.smem_layouts(tile_mnk, cutlass.Float16, cutlass.Float16, stages,
+                                         (tile_mnk[0], 32), 2)
+        found.append(str(ring_a))
+
+    trace()
+    return found[0]

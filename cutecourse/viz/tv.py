@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib import colors as mcolors
 from matplotlib.patches import Rectangle
+from matplotlib.ticker import MaxNLocator
 
 from .. import layouts
 from ..layouts import LayoutTable, TVTable, layout_args, to_text
@@ -156,6 +157,8 @@ def draw_warp_access(thr_layout: Any, val_layout: Any = None, *, tensor: Any, wa
     ax0.set_xlabel("n (tile column)", fontsize=8)
     ax0.set_ylabel("m (tile row)", fontsize=8)
     ax0.tick_params(labelsize=7)
+    for axis in (ax0.xaxis, ax0.yaxis):  # rows and columns are whole numbers: no ticks at 0.5
+        axis.set_major_locator(MaxNLocator(integer=True))
 
     # Right: each instruction's 128-byte lines side by side (gaps between them collapsed), each
     # line as its four 32-byte sectors, the bytes the warp asked for coloured. Coalesced: a few
