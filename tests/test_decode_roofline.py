@@ -82,7 +82,8 @@ def test_the_pictures_state_their_point():
     assert "with the measured points" in fig.axes[0].get_title()
     assert "the model alone" in vm.draw_roofline().axes[0].get_title()
     assert "0x000F000F" in vm.draw_word().axes[0].get_title()
-    assert "16 bytes" in vm.draw_reorder().axes[1].get_title()
+    reorder_fig = vm.draw_reorder()  # the block, slice 0 enlarged with value indices, the packed block
+    assert "value index" in reorder_fig.axes[1].get_title() and "16 B" in reorder_fig.axes[2].get_title()
     assert len(vm.draw_ampere_tiles().axes) == 2
 
 
