@@ -37,6 +37,14 @@ def test_the_conversion_solution_passes():
     assert "is 4 lop3, 3 shr, 0 and/or/xor, 4 sub.bf16x2, 4 mul.bf16x2 (the kernel around it subtracted)" in r.message, r.message
 
 
+def test_a_wrong_lop3_table_gets_the_way_to_build_it_not_the_table():
+    """The OR table in place of the XOR one: the message says how a table is made, and leaves the
+    learner to make it."""
+    r = nb08.check_signed_register(learner("signed_register", ("0x6a;", "0xea;")))
+    assert not r and "0xF0, b = 0xCC, c = 0xAA" in r.message, r.message
+    assert "0x6a" not in r.message.lower(), r.message
+
+
 def test_the_conversion_in_integer_operators_passes():
     """The same arithmetic without inline PTX: the compiler makes its own logic instructions."""
     r = nb08.check_signed_register(learner("signed_register",

@@ -308,8 +308,9 @@ def _name_mistake(fn, word, j, scale, got, want) -> str:
             "non-negative s alike into [0, 15]? (the same mistake again gets the answer)",
             ": a negative s is stored as s + 16; flip bit 3 and subtract 136 to get s back")
     elif "bit 3 always set" in holds:
-        hint = (": OR-ing 0x43084308 in sets bit 3 of every nibble instead of flipping it; XOR it in "
-                "(lop3's table for (a & b) ^ c is 0x6A)")
+        hint = (": OR-ing 0x43084308 in sets bit 3 of every nibble instead of flipping it; XOR it in. "
+                "lop3's table is the operation applied to a = 0xF0, b = 0xCC, c = 0xAA: work out "
+                "(a & b) ^ c bit by bit, as (a & b) | c gave 0xEA")
     elif "not multiplied" in holds:
         hint = ": multiply by ss (the scale in both halves) last"
     elif "whatever the word" in holds and h == 1:

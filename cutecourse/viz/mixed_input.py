@@ -86,10 +86,12 @@ def draw_word():
 
 def draw_reorder(threads=(0, 5, 37, 127)):
     """Left: a 64 x 64 block of W (rows = N, columns = K), background by warp, the values of
-    ``threads`` marked with their value index; right: the packed block, each thread's 4 words."""
+    ``threads`` marked; middle: slice 0's first 32 rows enlarged, each value with its index (too
+    small to read on the whole block); right: the packed block, each thread's 4 words."""
     import matplotlib.pyplot as plt
 
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9, 4.9), gridspec_kw={"width_ratios": [64, 8 * 3]})
+    fig, (ax, zx, bx) = plt.subplots(1, 3, figsize=(10, 4.9), gridspec_kw={"width_ratios": [64, 30, 8 * 3]})
+    zoom_rows, zoom_cols = 28, 12  # slice 0, rows 0-27, k 0-11: threads 0, 5 and 37
     for warp in range(4):
         ax.add_patch(plt.Rectangle((0, 16 * warp), 64, 16, fc=WARP_COLORS[warp], ec="none"))
         ax.text(64.5, 16 * warp + 8, f"warp {warp}", va="center", fontsize=7)
@@ -98,8 +100,9 @@ def draw_reorder(threads=(0, 5, 37, 127)):
             for v in range(reorder.VALUES):
                 m, kk = reorder.fragment_coord(t, v)
                 ax.add_patch(plt.Rectangle((16 * s + kk, m), 1, 1, fc=color, ec="none"))
-                if s == 0:
-                    ax.text(16 * s + kk + 0.5, m - 0.4, str(v), fontsize=4.5, ha="center", color=color)
+                if s == 0 and m < zoom_rows and kk < zoom_cols:
+                    zx.add_patch(plt.Rectangle((kk, m), 1, 1, fc=color, ec="none"))
+                    zx.text(kk + 0.5, m + 0.5, str(v), fontsize=7, ha="center", va="center", color="white")
         r, c = reorder.word_position(t, 0)
         bx.add_patch(plt.Rectangle((c, r), 4, 1, fc=color, ec="black", lw=0.5))
         bx.text(c + 2, r - 0.5, f"thread {t}", ha="center", va="bottom", fontsize=7, color=color)
@@ -107,6 +110,13 @@ def draw_reorder(threads=(0, 5, 37, 127)):
         ax.plot([], [], "s", color=color, label=f"thread {t}: rows {g}, {g + 8}")
     for warp in range(4):  # thread t's words are in packed row t / 2: warp w in rows 16 w .. 16 w + 15
         bx.add_patch(plt.Rectangle((0, 16 * warp), 8, 16, fc=WARP_COLORS[warp], ec="none", zorder=0))
+    for warp in range(2):
+        zx.add_patch(plt.Rectangle((0, 16 * warp), zoom_cols, 16, fc=WARP_COLORS[warp], ec="none", zorder=0))
+    zx.set_xlim(0, zoom_cols)
+    zx.set_ylim(zoom_rows, 0)
+    zx.set_xticks(range(0, zoom_cols, 2))
+    zx.set_xlabel("k in slice 0")
+    zx.set_title(f"enlarged: rows 0-{zoom_rows - 1}, k 0-{zoom_cols - 1},\nvalue index", fontsize=9)
     for s in range(1, 4):
         ax.axvline(16 * s, color="black", lw=0.5)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=len(threads), frameon=False)
@@ -114,13 +124,13 @@ def draw_reorder(threads=(0, 5, 37, 127)):
     ax.set_ylim(64, 0)
     ax.set_xlabel("k in the block (4 slices of 16: one wgmma each)")
     ax.set_ylabel("weight row n in the block")
-    ax.set_title("W: each marked thread's 8 values in every slice (value index over slice 0)", fontsize=9)
+    ax.set_title("W: each marked thread's 8 values in every slice", fontsize=9)
     bx.set_xlim(0, 8)
     bx.set_ylim(64, -3)
     bx.set_xticks(range(8))
     bx.set_xlabel("word column")
     bx.set_ylabel("packed row")
-    bx.set_title("packed: 16 bytes a thread", fontsize=9)
+    bx.set_title("packed: 16 B a thread", fontsize=9)
     fig.suptitle("The offline reorder: a thread's 32 values of a 64 x 64 block are its 4 consecutive words",
                  fontsize=10)
     fig.tight_layout()
