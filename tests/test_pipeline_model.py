@@ -139,6 +139,11 @@ def test_prefetch_as_deep_as_the_ring_deadlocks(variant):
     assert t.deadlock.op == "producer_acquire"
     assert t.deadlock.barrier == "empty[0]" and t.deadlock.parity == 0
     assert "consumer_release" in t.deadlock.explanation
+    # A prologue equal to the ring is not "deeper" than it: the message names the late release.
+    assert "deeper than the ring" not in t.deadlock.explanation
+    assert "at most `stages - 1`" in t.deadlock.explanation
+    assert ("one k-tile late" if variant == "prefetch" else "released one iteration earlier") \
+        in t.deadlock.explanation
     with pytest.raises(pm.PipelineDeadlock, match="empty\\[0\\], phase 0"):
         t.check()
 
@@ -180,6 +185,8 @@ def test_from_order_without_release_deadlocks_after_a_lap():
     assert t.deadlock.op == "producer_acquire"
     assert t.deadlock.barrier == "empty[0]" and t.deadlock.parity == 0
     assert len(_mmas(t)) == 3  # one lap of the ring, then stuck
+    assert "a release is missing" in t.deadlock.explanation
+    assert "stages - 1" not in t.deadlock.explanation  # no prologue here to blame
 
 
 def test_from_order_rejects_unknown_steps():

@@ -250,7 +250,7 @@ class PipelineModel:
                 if not self._async:
                     where = block.barrier.name if block.barrier else "the committed WGMMA groups"
                     trace.deadlock = Deadlock(block.what.split(" waits")[0], where,
-                                              block.parity, self._explain(block))
+                                              block.parity, self._explain(block, trace.variant))
                     self._log("deadlock", None, f"DEADLOCK: {block.what}", waiting=block.what)
                     return trace
                 if not logged:
@@ -273,7 +273,7 @@ class PipelineModel:
         while self._async and self._async[0][0] <= self.now:
             self._async.pop(0)[3]()
 
-    def _explain(self, block: Block) -> str:
+    def _explain(self, block: Block, variant: str = "") -> str:
         """Why nothing will ever satisfy ``block``: the barrier's state and who should arrive."""
         if block.kind == "wgmma":
             return "wait_group waits for WGMMAs that were never committed (commit_group missing?)"
@@ -285,8 +285,24 @@ class PipelineModel:
         if block.kind == "empty":
             return (f"{state}. Only consumer_release of the k-tile now in that stage arrives on "
                     f"it, and the same warps issue that release later in program order, after "
-                    f"this acquire returns: the producer ran more than `stages` k-tiles ahead of "
-                    f"the consumer (prefetch deeper than the ring, or a missing release).")
+                    f"this acquire returns: the producer wants to refill a stage nobody has "
+                    f"released yet ({_LATE_RELEASE.get(variant, _NO_RELEASE)}).")
         return (f"{state}. Only a producer_acquire (the expect-tx arrival) plus the TMA bytes of "
                 f"that k-tile complete it, and no such load is in flight: the consumer waits for "
                 f"a k-tile nobody loaded (the load comes later in program order, or never).")
+
+
+#: Why a refill finds no released stage, per loop: each of the two prefetching loops frees a
+#: stage one k-tile after the prologue's loads need it, so a prologue that fills every stage
+#: leaves none for the producer.
+_NO_RELEASE = "a release is missing, or comes after the acquire that needs it"
+_LATE_RELEASE = {
+    "prefetch": ("this loop releases k-tile k-1's stage in step k, one k-tile late, after "
+                 "wait_group(1): a prologue that fills every stage leaves none for the first "
+                 "refill, so a prologue of at most `stages - 1` k-tiles fits; or a release is "
+                 "missing"),
+    "compiler": ("iteration k loads k-tile k+P before it releases k-tile k, so that load can "
+                 "only reuse the stage released one iteration earlier: a prologue that fills "
+                 "every stage leaves none for it, so a depth of at most `stages - 1` fits; or "
+                 "a release is missing"),
+}
