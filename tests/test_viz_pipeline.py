@@ -118,6 +118,13 @@ def test_picture_includes_deadlock_panel():
     assert any("DEADLOCK" in t for t in titles)
 
 
+def test_picture_of_a_run_that_deadlocks_at_once_is_one_panel():
+    # The compiler loop with prefetch = stages hangs before its first consumer_wait: the only
+    # moment to draw is the deadlock, and the figure holds just that panel, no blank half.
+    fig = vp.picture("compiler", 4, 12, prefetch=4)
+    assert len(fig.axes) == 1 and "DEADLOCK" in fig.axes[0].get_title()
+
+
 def test_dataflow_shows_the_stage_sizes():
     ax = vp.draw_dataflow((128, 256, 64), stages=4)
     text = " ".join(t.get_text() for t in ax.texts)

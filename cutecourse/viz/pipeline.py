@@ -94,6 +94,7 @@ def picture(variant: str = "prefetch", stages: int = 4, k_tiles: int = 8, prefet
             steps = steps[:3] + [len(trace.events) - 1]
     if not steps:
         raise CourseError("no events to draw", "pass steps=[...] or other ops=(...)")
+    columns = min(columns, len(steps))  # a run that deadlocks at once is one panel, not half a figure
     rows = (len(steps) + columns - 1) // columns
     fig, axes = plt.subplots(rows, columns, figsize=(columns * max(4.2, 1.1 * stages + 1.2), 2.7 * rows),
                              squeeze=False)
