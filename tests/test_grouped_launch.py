@@ -227,6 +227,41 @@ def test_a_grouped_compile_target_applies_a_per_column_bias():
     assert r.spill_bytes == 0
 
 
+class Scale(EpilogueOp):
+    """C = acc * scale[m]: a bf16 value per row of C."""
+
+    operands = (Operand("scale", "bfloat16", "row"),)
+
+    def apply(self, x, m, n, scale):
+        import cutlass
+
+        return x * scale[m].to(cutlass.Float32)
+
+
+def test_a_grouped_gemm_refuses_a_per_row_operand_in_every_form():
+    """The grouped kernels give ``apply`` the row inside the group, so a per-row tensor would be
+    read at the wrong rows of every group after the first (a per-token scale of a packed batch):
+    every grouped launcher and compile target refuses it, whatever its length, and says what to do."""
+    k, n = 64, 128
+    rows = [100, 200]
+    a, w = torch.zeros(sum(rows), k).bfloat16(), torch.zeros(2, n, k).bfloat16()
+    offs = torch.tensor([100, 300], dtype=torch.int32)
+    As = [a[:100], a[100:]]
+    for length in (sum(rows), max(rows)):  # what either form's extent would have let through
+        scale = torch.ones(length).bfloat16()
+        with pytest.raises(CourseError, match=r"per row of C.*grouped GEMM") as e:
+            grouped.grouped_mm(a, w.transpose(-2, -1), offs, epilogue_op=Scale(), epilogue_args=(scale,))
+        assert "scale the rows of A" in str(e.value)
+        with pytest.raises(CourseError, match=r"per row of C.*grouped GEMM"):
+            grouped.grouped_gemm(As, list(w), epilogue_op=Scale(), epilogue_args=(scale,))
+    for entry in (grouped.HOPPER, grouped.FP8, grouped.BLACKWELL):
+        with pytest.raises(CourseError, match=r"per row of C.*grouped GEMM"):
+            entry.compile_target(epilogue_op=Scale())
+    # per column and scalar operands stay: the same for every group
+    kernel, _ = grouped.HOPPER.compile_target(epilogue_op=AddBias())
+    assert isinstance(kernel.epilogue_op, AddBias)
+
+
 # -- the op docs/DEVELOPING.md adds ------------------------------------------------------------------
 def developing_op() -> type:
     """The op the "Adding an epilogue op" section's diff adds, defined from the diff's lines."""
