@@ -4,7 +4,8 @@
 sm_90a, with the page's own names (``variant="eager_release"``, ``scheduler="columns"``,
 ``epilogue_op="RowScale"``); "Adding an exercise" (its checker's diff, its three cells in the
 solution notebook) is applied to a copy too, and the test the page shows passes there. A page
-whose diff no longer applies fails here, naming its section.
+whose diff no longer applies fails here, naming its section. A page test: run it on an unedited
+tree when the page changes (a tree that followed a recipe already holds its diff).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 
 import pytest
 
-from developing_page import ROOT, add_exercise, apply, diffs, scratch_package
+from developing_page import ROOT, add_exercise, apply, diffs, scratch_package, section
 
 RECIPES = ("Adding a one-CTA mainloop", "Adding a scheduler", "Adding an epilogue op")
 
@@ -26,6 +27,15 @@ def test_each_kernel_recipe_is_a_diff_of_one_file(title):
         "Adding a one-CTA mainloop": "cutecourse/kernels/hopper_gemm.py",
         "Adding a scheduler": "cutecourse/kernels/tile_scheduler.py",
         "Adding an epilogue op": "cutecourse/kernels/epilogue_op.py"}[title]]
+
+
+@pytest.mark.parametrize("title", RECIPES + ("Adding an exercise",))
+def test_a_recipe_sends_its_reader_to_the_tests_of_their_class_not_of_the_page(title):
+    """This file re-applies the page's diffs: on a tree that followed a recipe it cannot, so no
+    recipe tells its reader to run it; each names the tests that compile the reader's class."""
+    text = section(title)
+    assert "test_developing_recipes" not in text, title
+    assert "tests/test_" in text, title
 
 
 #: What the copy does once the recipes are in: the names the page gives, then one compile each.
