@@ -5,7 +5,8 @@ sm_90a, with the page's own names (``variant="eager_release"``, ``scheduler="col
 ``epilogue_op="RowScale"``); "Adding an exercise" (its checker's diff, its three cells in the
 solution notebook) is applied to a copy too, and the test the page shows passes there. A page
 whose diff no longer applies fails here, naming its section. A page test: run it on an unedited
-tree when the page changes (a tree that followed a recipe already holds its diff).
+tree when the page changes (a tree that followed a recipe already holds its diff). The page's
+table of epilogue-schedule hooks is checked against the kernels' signatures.
 """
 
 from __future__ import annotations
@@ -88,3 +89,28 @@ def test_the_exercise_recipe_applied_to_a_copy_passes_the_test_it_shows(tmp_path
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(root),
                           str(test)], env=env, cwd=root, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0 and "3 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+def test_the_epilogue_schedule_table_gives_each_familys_hook_signatures():
+    """The page's table of make_epilogue / store_tile / finish_stores per family is the code's."""
+    import inspect
+    import re
+
+    from cutecourse.kernels.blackwell_grouped_gemm import BlackwellGroupedBlockScaledGemm
+    from cutecourse.kernels.hopper_gemm_kernel import HopperGemm
+    from cutecourse.kernels.hopper_gemm_persistent import PersistentHopperGemm
+
+    text = (ROOT / "docs" / "DEVELOPING.md").read_text()
+    classes = {"HopperGemm": HopperGemm, "PersistentHopperGemm": PersistentHopperGemm,
+               "BlackwellGroupedBlockScaledGemm": BlackwellGroupedBlockScaledGemm}
+    seen = set()
+    for row in re.findall(r"^\| [a-zA-Z-]+ \(`(\w+)`.*$", text, re.M):
+        seen.add(row)
+    assert seen == set(classes), seen
+    for name, cls in classes.items():
+        row = re.search(rf"^\| [a-zA-Z-]+ \(`{name}`[^|]*\|(.*)$", text, re.M).group(1)
+        cells = [c.strip() for c in row.split("|")][:3]
+        for hook, cell in zip(("make_epilogue", "store_tile", "finish_stores"), cells):
+            params = [p.name if p.default is inspect.Parameter.empty else f"{p.name}={p.default}"
+                      for p in list(inspect.signature(getattr(cls, hook)).parameters.values())[1:]]
+            assert cell.startswith(f"`({', '.join(params)})`"), (name, hook, cell, params)
