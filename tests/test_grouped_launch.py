@@ -1,10 +1,9 @@
 """The one host layer for every GEMM: grouped launchers through ``grouped_launch.GroupedEntry``,
-epilogue ops that describe their operands (checks, fakes, compile key), the op that
-docs/DEVELOPING.md adds, and on an H100 an epilogue op through the grouped launchers."""
+epilogue ops that describe their operands (checks, fakes, compile key), no per-row operand in a
+grouped GEMM, and on an H100 an epilogue op through the grouped launchers."""
 
 import re
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,8 +11,6 @@ import torch
 from cutecourse.errors import CourseError, DeviceError, DTypeError, ShapeError
 from cutecourse.kernels import epilogue_op, gemm_launch, grouped, registry
 from cutecourse.kernels.epilogue_op import AddBias, EpilogueOp, Operand, described
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 class Bias(EpilogueOp):
@@ -260,36 +257,6 @@ def test_a_grouped_gemm_refuses_a_per_row_operand_in_every_form():
     # per column and scalar operands stay: the same for every group
     kernel, _ = grouped.HOPPER.compile_target(epilogue_op=AddBias())
     assert isinstance(kernel.epilogue_op, AddBias)
-
-
-# -- the op docs/DEVELOPING.md adds ------------------------------------------------------------------
-def developing_op() -> type:
-    """The op the "Adding an epilogue op" section's diff adds, defined from the diff's lines."""
-    text = (ROOT / "docs" / "DEVELOPING.md").read_text()
-    section = text.split("### Adding an epilogue op", 1)[1]
-    diff = re.search(r"```diff\n(.*?)```", section, re.S).group(1)
-    added = "\n".join(ln[1:] for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++"))
-    namespace = dict(vars(epilogue_op))
-    exec(compile(textwrap.dedent(added), "DEVELOPING.md", "exec"), namespace)
-    new = [v for k, v in namespace.items() if isinstance(v, type) and k not in vars(epilogue_op)]
-    assert len(new) == 1, new
-    return new[0]
-
-
-def test_the_developing_guides_op_compiles_with_a_bf16_row_operand():
-    from cutecourse.inspect import compile_here
-    from cutecourse.kernels.hopper_gemm_persistent import PersistentHopperGemm
-
-    op = developing_op()()
-    assert described(op) == (Operand("scale", "bfloat16", "row"),)
-    kernel = PersistentHopperGemm(epilogue_op=op)
-    r = compile_here(kernel, *gemm_launch.Entry(type(kernel)).fake_arguments(kernel))
-    assert r.ptx.count("ld.global.b16") >= 1 and r.ptx.count("cvt.f32.bf16") >= 1 and r.spill_bytes == 0
-    # and its launcher wants M bf16 values
-    a, c = torch.zeros(256, 64).half(), torch.zeros(256, 128).half()
-    with pytest.raises(ShapeError, match=r"per row of C \(M = 256\)"):
-        registry.entry("persistent").launcher(a, a[:128], c, epilogue_op=op,
-                                              epilogue_args=(torch.zeros(128).bfloat16(),))
 
 
 # -- on an H100 -------------------------------------------------------------------------------------
