@@ -4,7 +4,9 @@ A block names its file (``+++ b/PATH``) and holds hunks whose header is only an 
 (``@@ class AddBias(EpilogueOp):``, a line of the file the hunk comes after), so that the page reads
 as code, not as line numbers. ``apply`` puts a hunk where a reader would: the first place after the
 anchor where its old lines (context and ``-``) stand, replaced by its new lines (context and ``+``).
-A hunk whose old lines are not there is an error naming the page's section: the page went stale.
+A hunk whose old lines are not there is an error naming the page's section: on an unedited
+package, the page went stale (on a tree that already holds the recipe, it is the recipe's own
+change; the page's tests are for the page, the recipes name the tests of a contributor's class).
 """
 
 from __future__ import annotations

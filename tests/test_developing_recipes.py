@@ -4,18 +4,22 @@
 sm_90a, with the page's own names (``variant="eager_release"``, ``scheduler="columns"``,
 ``epilogue_op="RowScale"``); "Adding an exercise" (its checker's diff, its three cells in the
 solution notebook) is applied to a copy too, and the test the page shows passes there. A page
-whose diff no longer applies fails here, naming its section.
+whose diff no longer applies fails here, naming its section. A page test: run it on an unedited
+tree when the page changes (a tree that followed a recipe already holds its diff). The page's
+scheduler and op are also compiled here on their own (the scheduler's order, the op's bf16 loads),
+and its table of epilogue-schedule hooks is checked against the kernels' signatures.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
-from developing_page import ROOT, add_exercise, apply, diffs, scratch_package
+from developing_page import ROOT, add_exercise, apply, diffs, scratch_package, section
 
 RECIPES = ("Adding a one-CTA mainloop", "Adding a scheduler", "Adding an epilogue op")
 
@@ -26,6 +30,67 @@ def test_each_kernel_recipe_is_a_diff_of_one_file(title):
         "Adding a one-CTA mainloop": "cutecourse/kernels/hopper_gemm.py",
         "Adding a scheduler": "cutecourse/kernels/tile_scheduler.py",
         "Adding an epilogue op": "cutecourse/kernels/epilogue_op.py"}[title]]
+
+
+@pytest.mark.parametrize("title", RECIPES + ("Adding an exercise",))
+def test_a_recipe_sends_its_reader_to_the_tests_of_their_class_not_of_the_page(title):
+    """This file re-applies the page's diffs: on a tree that followed a recipe it cannot, so no
+    recipe tells its reader to run it; each names the tests that compile the reader's class."""
+    text = section(title)
+    assert "test_developing_recipes" not in text, title
+    assert "tests/test_" in text, title
+
+
+def added_class(title: str, module):
+    """The one class the section's diff adds, defined from the diff's ``+`` lines in a copy of
+    ``module``'s namespace (as the diff would put it there), up to the table line that names it."""
+    added = [ln[1:] for _, hunks in diffs(title) for _, lines in hunks for ln in lines if ln.startswith("+")]
+    table = next((i for i, ln in enumerate(added) if re.match(r"[A-Z_]+ = ", ln)), len(added))
+    code = "\n".join(added[:table])
+    namespace = dict(vars(module))
+    exec(compile(code, "docs/DEVELOPING.md", "exec"), namespace)  # noqa: S102  (the page's own code)
+    new = [v for k, v in namespace.items() if isinstance(v, type) and k not in vars(module)]
+    assert len(new) == 1, (title, new)
+    return new[0]
+
+
+def test_the_pages_scheduler_changes_the_tile_order_of_the_loops():
+    from cutecourse.inspect import compile_here
+    from cutecourse.kernels import gemm_launch, tile_scheduler
+    from cutecourse.kernels.hopper_gemm_persistent import PersistentHopperGemm
+
+    columns = added_class("Adding a scheduler", tile_scheduler)
+    fields = dict(first=0, stride=1, clusters_m=3, clusters_n=2, total=6, k_tiles=1, group_m=16,
+                  cluster_mn=(1, 1), in_cluster=(0, 0))
+    order = [columns(**fields).tile_of(w) for w in range(6)]  # on Python ints
+    assert order == [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]  # column by column
+    banded, column = (compile_here(k, *gemm_launch.Entry(type(k)).fake_arguments(k)) for k in (
+        PersistentHopperGemm(), PersistentHopperGemm(scheduler=columns)))
+    # the same loops (the scheduler is carried through both roles' loops) ...
+    for what in ("wgmma", "TMA loads", "TMA stores", "mbarrier waits"):
+        assert column.count(what) == banded.count(what), what
+    # ... with the band arithmetic (a min per item, GROUP_M rows) gone
+    assert column.ptx != banded.ptx and column.ptx.count("min.s32") < banded.ptx.count("min.s32")
+
+
+def test_the_pages_op_compiles_with_a_bf16_row_operand():
+    import torch
+
+    from cutecourse.errors import ShapeError
+    from cutecourse.inspect import compile_here
+    from cutecourse.kernels import epilogue_op, gemm_launch, registry
+    from cutecourse.kernels.hopper_gemm_persistent import PersistentHopperGemm
+
+    op = added_class("Adding an epilogue op", epilogue_op)()
+    assert epilogue_op.described(op) == (epilogue_op.Operand("scale", "bfloat16", "row"),)
+    kernel = PersistentHopperGemm(epilogue_op=op)
+    r = compile_here(kernel, *gemm_launch.Entry(type(kernel)).fake_arguments(kernel))
+    assert r.ptx.count("ld.global.b16") >= 1 and r.ptx.count("cvt.f32.bf16") >= 1 and r.spill_bytes == 0
+    # and its launcher wants M bf16 values
+    a, c = torch.zeros(256, 64).half(), torch.zeros(256, 128).half()
+    with pytest.raises(ShapeError, match=r"per row of C \(M = 256\)"):
+        registry.entry("persistent").launcher(a, a[:128], c, epilogue_op=op,
+                                              epilogue_args=(torch.zeros(128).bfloat16(),))
 
 
 #: What the copy does once the recipes are in: the names the page gives, then one compile each.
@@ -78,3 +143,28 @@ def test_the_exercise_recipe_applied_to_a_copy_passes_the_test_it_shows(tmp_path
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(root),
                           str(test)], env=env, cwd=root, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0 and "3 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+def test_the_epilogue_schedule_table_gives_each_familys_hook_signatures():
+    """The page's table of make_epilogue / store_tile / finish_stores per family is the code's."""
+    import inspect
+    import re
+
+    from cutecourse.kernels.blackwell_grouped_gemm import BlackwellGroupedBlockScaledGemm
+    from cutecourse.kernels.hopper_gemm_kernel import HopperGemm
+    from cutecourse.kernels.hopper_gemm_persistent import PersistentHopperGemm
+
+    text = (ROOT / "docs" / "DEVELOPING.md").read_text()
+    classes = {"HopperGemm": HopperGemm, "PersistentHopperGemm": PersistentHopperGemm,
+               "BlackwellGroupedBlockScaledGemm": BlackwellGroupedBlockScaledGemm}
+    seen = set()
+    for row in re.findall(r"^\| [a-zA-Z-]+ \(`(\w+)`.*$", text, re.M):
+        seen.add(row)
+    assert seen == set(classes), seen
+    for name, cls in classes.items():
+        row = re.search(rf"^\| [a-zA-Z-]+ \(`{name}`[^|]*\|(.*)$", text, re.M).group(1)
+        cells = [c.strip() for c in row.split("|")][:3]
+        for hook, cell in zip(("make_epilogue", "store_tile", "finish_stores"), cells):
+            params = [p.name if p.default is inspect.Parameter.empty else f"{p.name}={p.default}"
+                      for p in list(inspect.signature(getattr(cls, hook)).parameters.values())[1:]]
+            assert cell.startswith(f"`({', '.join(params)})`"), (name, hook, cell, params)

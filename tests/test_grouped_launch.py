@@ -1,10 +1,9 @@
 """The one host layer for every GEMM: grouped launchers through ``grouped_launch.GroupedEntry``,
-epilogue ops that describe their operands (checks, fakes, compile key), the op that
-docs/DEVELOPING.md adds, and on an H100 an epilogue op through the grouped launchers."""
+epilogue ops that describe their operands (checks, fakes, compile key), no per-row operand in a
+grouped GEMM, and on an H100 an epilogue op through the grouped launchers."""
 
 import re
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,8 +11,6 @@ import torch
 from cutecourse.errors import CourseError, DeviceError, DTypeError, ShapeError
 from cutecourse.kernels import epilogue_op, gemm_launch, grouped, registry
 from cutecourse.kernels.epilogue_op import AddBias, EpilogueOp, Operand, described
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 class Bias(EpilogueOp):
@@ -227,34 +224,39 @@ def test_a_grouped_compile_target_applies_a_per_column_bias():
     assert r.spill_bytes == 0
 
 
-# -- the op docs/DEVELOPING.md adds ------------------------------------------------------------------
-def developing_op() -> type:
-    """The op the "Adding an epilogue op" section's diff adds, defined from the diff's lines."""
-    text = (ROOT / "docs" / "DEVELOPING.md").read_text()
-    section = text.split("### Adding an epilogue op", 1)[1]
-    diff = re.search(r"```diff\n(.*?)```", section, re.S).group(1)
-    added = "\n".join(ln[1:] for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++"))
-    namespace = dict(vars(epilogue_op))
-    exec(compile(textwrap.dedent(added), "DEVELOPING.md", "exec"), namespace)
-    new = [v for k, v in namespace.items() if isinstance(v, type) and k not in vars(epilogue_op)]
-    assert len(new) == 1, new
-    return new[0]
+class Scale(EpilogueOp):
+    """C = acc * scale[m]: a bf16 value per row of C."""
+
+    operands = (Operand("scale", "bfloat16", "row"),)
+
+    def apply(self, x, m, n, scale):
+        import cutlass
+
+        return x * scale[m].to(cutlass.Float32)
 
 
-def test_the_developing_guides_op_compiles_with_a_bf16_row_operand():
-    from cutecourse.inspect import compile_here
-    from cutecourse.kernels.hopper_gemm_persistent import PersistentHopperGemm
-
-    op = developing_op()()
-    assert described(op) == (Operand("scale", "bfloat16", "row"),)
-    kernel = PersistentHopperGemm(epilogue_op=op)
-    r = compile_here(kernel, *gemm_launch.Entry(type(kernel)).fake_arguments(kernel))
-    assert r.ptx.count("ld.global.b16") >= 1 and r.ptx.count("cvt.f32.bf16") >= 1 and r.spill_bytes == 0
-    # and its launcher wants M bf16 values
-    a, c = torch.zeros(256, 64).half(), torch.zeros(256, 128).half()
-    with pytest.raises(ShapeError, match=r"per row of C \(M = 256\)"):
-        registry.entry("persistent").launcher(a, a[:128], c, epilogue_op=op,
-                                              epilogue_args=(torch.zeros(128).bfloat16(),))
+def test_a_grouped_gemm_refuses_a_per_row_operand_in_every_form():
+    """The grouped kernels give ``apply`` the row inside the group, so a per-row tensor would be
+    read at the wrong rows of every group after the first (a per-token scale of a packed batch):
+    every grouped launcher and compile target refuses it, whatever its length, and says what to do."""
+    k, n = 64, 128
+    rows = [100, 200]
+    a, w = torch.zeros(sum(rows), k).bfloat16(), torch.zeros(2, n, k).bfloat16()
+    offs = torch.tensor([100, 300], dtype=torch.int32)
+    As = [a[:100], a[100:]]
+    for length in (sum(rows), max(rows)):  # what either form's extent would have let through
+        scale = torch.ones(length).bfloat16()
+        with pytest.raises(CourseError, match=r"per row of C.*grouped GEMM") as e:
+            grouped.grouped_mm(a, w.transpose(-2, -1), offs, epilogue_op=Scale(), epilogue_args=(scale,))
+        assert "scale the rows of A" in str(e.value)
+        with pytest.raises(CourseError, match=r"per row of C.*grouped GEMM"):
+            grouped.grouped_gemm(As, list(w), epilogue_op=Scale(), epilogue_args=(scale,))
+    for entry in (grouped.HOPPER, grouped.FP8, grouped.BLACKWELL):
+        with pytest.raises(CourseError, match=r"per row of C.*grouped GEMM"):
+            entry.compile_target(epilogue_op=Scale())
+    # per column and scalar operands stay: the same for every group
+    kernel, _ = grouped.HOPPER.compile_target(epilogue_op=AddBias())
+    assert isinstance(kernel.epilogue_op, AddBias)
 
 
 # -- on an H100 -------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The persistent, warp-specialized Hopper GEMM: smem plan, the tile scheduler's order (a CPU model
 that is the kernel's own arithmetic, checked against cutlass.utils' scheduler layout), input
 errors, what the compiler made of it (wgmma, TMA, setmaxnreg, no spills), the hooks a learner
-writes (a tile order, an epilogue op), and on an H100 a PDL chain (correctness against torch:
+writes (a scheduler's fields, an epilogue op; every order of ``SCHEDULERS`` is compiled by
+tests/test_kernel_tables.py), and on an H100 a PDL chain (correctness against torch:
 tests/test_dense_gemms.py).
 """
 
@@ -258,42 +259,12 @@ def test_pdl_chain_keeps_dependent_launches_correct(run_pdl_chain):
     assert [r[-1] for r in results] == [0, 0, 0], results
 
 
-# -- the hooks a learner writes: a tile order, an epilogue op ---------------------------------
+# -- the hooks a learner writes: a scheduler's fields, an epilogue op ---------------------------------
 def _compile_here(kernel, *extra):
     from cutecourse.inspect import compile_here
     from cutecourse.kernels import gemm_launch
 
     return compile_here(kernel, *gemm_launch.Entry(type(kernel)).fake_arguments(kernel, epilogue_args=extra))
-
-
-def developing_scheduler():
-    """The scheduler docs/DEVELOPING.md adds in "Adding a scheduler": its diff's added class,
-    defined in ``tile_scheduler``'s namespace (as the diff would put it there)."""
-    import re
-    from pathlib import Path
-
-    page = (Path(__file__).resolve().parents[1] / "docs" / "DEVELOPING.md").read_text()
-    diff = re.search(r"### Adding a scheduler.*?```diff\n(.*?)```", page, re.S).group(1)
-    added = [line[1:] for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
-    code = "\n".join(line for line in added if not line.startswith("SCHEDULERS"))
-    namespace = dict(vars(tile_scheduler))
-    exec(compile(code, "docs/DEVELOPING.md", "exec"), namespace)
-    return namespace["ColumnMajorScheduler"]
-
-
-def test_the_developing_guide_scheduler_changes_the_tile_order_of_the_loops():
-    columns = developing_scheduler()
-    fields = dict(first=0, stride=1, clusters_m=3, clusters_n=2, total=6, k_tiles=1, group_m=16,
-                  cluster_mn=(1, 1), in_cluster=(0, 0))
-    order = [columns(**fields).tile_of(w) for w in range(6)]  # on Python ints
-    assert order == [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]  # column by column
-    banded = _compile_here(hp.PersistentHopperGemm())
-    column = _compile_here(hp.PersistentHopperGemm(scheduler=columns))
-    # the same loops (the scheduler is carried through both roles' loops) ...
-    for what in ("wgmma", "TMA loads", "TMA stores", "mbarrier waits"):
-        assert column.count(what) == banded.count(what), what
-    # ... with the band arithmetic (a min per item, GROUP_M rows) gone
-    assert column.ptx != banded.ptx and column.ptx.count("min.s32") < banded.ptx.count("min.s32")
 
 
 def test_a_misspelt_scheduler_field_fails_where_the_scheduler_is_built():

@@ -130,29 +130,15 @@ def stream_us(fns, stream) -> float:
     return start.elapsed_time(end) * 1e3 / REPLAYS / len(fns)
 
 
-def launches(cls, kwargs, m, n, k, splits, x, copies, stream):
-    p = mixed_input.plan(m, n, k, 128, bench_sms(), splits=splits)
-    kernel = cls(p.tile_m, group_size=128, split_k=p.splits > 1, warpgroups=p.warpgroups, **kwargs)
+def launches(cls, kwargs, splits, x, copies, stream):
+    """One launcher of variant ``cls`` per copy of the weights, through the course's own
+    (``mixed_input.launcher``: its plan, its split-K buffers), each with its own y."""
     import torch
 
-    fns, ys = [], []
     with torch.cuda.stream(stream):
-        for packed, scales in copies:
-            y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-            buffers = {}
-            if kernel.split_k:
-                buffers = dict(partials=torch.empty(p.splits, m, n, dtype=torch.float32, device="cuda"),
-                               counters=torch.zeros(p.ctas, dtype=torch.int32, device="cuda"))
-            tensors = dict(x=x, packed=packed, scales=scales, y=y, **buffers, zeros=None)
-            fns.append(mixed_input.ENTRY.launch(kernel, tensors, y=y, plan=p, stages=kernel.stages, **buffers))
-            ys.append(y)
-    return p, fns, ys
-
-
-def bench_sms() -> int:
-    import torch
-
-    return torch.cuda.get_device_properties(0).multi_processor_count
+        fns = [mixed_input.launcher(x, packed, scales, splits=splits, route="fused", kernel_class=cls, **kwargs)
+               for packed, scales in copies]
+    return fns[0].plan, fns, [f.y for f in fns]
 
 
 def main() -> int:
@@ -181,9 +167,10 @@ def main() -> int:
                     continue
                 for splits in SPLITS:
                     cps = tiled_copies if issubclass(cls, Tiled) else copies
-                    p, fns, ys = launches(cls, kwargs, m, n, k, splits, x, cps, stream)
+                    p, fns, ys = launches(cls, kwargs, splits, x, cps, stream)
                     us = graph_us(fns, stream)
-                    row = dict(n=n, k=k, m=m, variant=name, splits=p.splits, tile_m=p.tile_m, stages=fns[0].stages,
+                    row = dict(n=n, k=k, m=m, variant=name, splits=p.splits, tile_m=p.tile_m,
+                               stages=fns[0].kernel.stages,
                                warpgroups=p.warpgroups, planned=splits is None, graph_us=round(us, 2),
                                stream_us=round(stream_us(fns, stream), 2),
                                int4_tbps=round(int4_bytes / us / 1e6, 2))

@@ -104,7 +104,8 @@ class GroupForm:
         raise NotImplementedError
 
     def extent(self) -> tuple[int, int]:
-        """The largest C_g's (M, N): an epilogue operand's length."""
+        """(M, N) the epilogue operands are checked against: N, the columns of every C_g (a grouped
+        GEMM takes no per-row operand, ``grouped_launch.refuse_row_operands``)."""
         raise NotImplementedError
 
     def out_dtype(self):

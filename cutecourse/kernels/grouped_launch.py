@@ -133,3 +133,25 @@ class GroupedEntry(gemm_launch.Entry):
         return (*templates, *fake_metadata(self.columns, kernel.sms, kernel.MAPS), cutlass.Int32(kernel.sms),
                 cuda.CUstream(0), *tail)
 
+    def kernel(self, **params):
+        """``gemm_launch.Entry.kernel``, refusing an op with a per-row operand (every verb builds
+        its kernel here: :func:`refuse_row_operands`)."""
+        kernel = super().kernel(**params)
+        refuse_row_operands(getattr(kernel, "epilogue_op", None))
+        return kernel
+
+
+def refuse_row_operands(op):
+    """A grouped GEMM takes no "row" operand: its kernels pass ``apply`` the row inside the
+    group's C (``tile_origin`` counts from the group's first row), so one tensor of per-row values
+    cannot name a row of the packed or stacked C. Per-column and scalar operands are the same for
+    every group."""
+    from .epilogue_op import described
+
+    rows = [o.name for o in described(op) if o.kind == "row"]
+    if rows:
+        raise CourseError(f"{type(op).__name__} reads {', '.join(rows)} per row of C, which a grouped GEMM does "
+                          "not support: its kernels give the op the row inside each group, not the row of the "
+                          "packed C, so the values would belong to other rows",
+                          "scale the rows of A before the GEMM (or of C after it), e.g. "
+                          "a * scale[:, None]; or use an op whose operands are per column or scalar")

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from ..errors import DeviceError, DTypeError, ShapeError
 from ..quant.reorder import BLOCK_K, BLOCK_N
 from .epilogue_op import described
-from .gemm_launch import check_epilogue_args, named_epilogue_op
+from .gemm_launch import Entry, check_epilogue_args, named_epilogue_op
 from .hopper_mixed_gemm import SM_SMEM, TILE_K, TILE_MS, HopperMixedGemm, check_group
 from .operands import DescribedEntry, check_tensors
 
@@ -205,16 +205,24 @@ def plan(m: int, n: int, k: int, group: int, sms: int = SMS, tile_m: int | None 
 
 
 def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=None, warpgroups=None,
-             stages=None, epilogue_op=None, epilogue_args=(), route=None):
+             stages=None, epilogue_op=None, epilogue_args=(), route=None, kernel_class=None):
     """Check, plan, compile once; return the host layer's ``gemm_launch.Launch``: ``fn()`` writes
-    y = x @ W'.T into ``out`` (or a new y, ``fn.y``); ``fn.plan``; with split-K it owns its
-    buffers (``fn.partials``, ``fn.counters``), so two launchers may run on different streams.
-    ``epilogue_op``: an ``epilogue_op.EpilogueOp`` (or its name) applied to each fp32 element of
-    y, e.g. ``AddBias`` with ``epilogue_args=(bias,)`` (fp32, one per column of y: N)."""
+    y = x @ W'.T into ``out`` (or a new y, ``fn.y``); ``fn.plan``; ``fn.kernel``; with split-K it
+    owns its buffers (``fn.partials``, ``fn.counters``), so two launchers may run on different
+    streams. ``epilogue_op``: an ``epilogue_op.EpilogueOp`` (or its name) applied to each fp32
+    element of y, e.g. ``AddBias`` with ``epilogue_args=(bias,)`` (fp32, one per column of y: N).
+    ``kernel_class``: a subclass of :class:`HopperMixedGemm` (a variant overriding its hooks)
+    to run in its place, with the same plan and buffers; it means the fused route."""
     import torch
 
     from ..modes import require_gpu
 
+    kernel_class = fused_class(kernel_class)
+    if kernel_class is not HopperMixedGemm:  # a variant of the fused kernel
+        if route == "dequantize":
+            raise ShapeError(f"kernel_class={kernel_class.__name__} runs the fused kernel, route='dequantize' the "
+                             "dense GEMM", "leave route out (or pass route='fused') with kernel_class")
+        route = "fused"
     m, n, k, group = check(x, packed, scales, zeros)
     op = named_epilogue_op(epilogue_op)
     check_epilogue_args(op, tuple(epilogue_args), x.device, m, n)
@@ -231,8 +239,9 @@ def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=Non
                          f"({m}, {n}), x's dtype", "allocate it with torch.empty(M, N, dtype=x.dtype, device=x.device)")
     if p.route == "dequantize":
         return _dequantize_launcher(x, packed, scales, zeros, y, p, op, epilogue_args)
-    kernel = ENTRY.kernel(tile_m=p.tile_m, group_size=group, zero_point=zeros is not None, split_k=p.splits > 1,
-                          warpgroups=p.warpgroups, stages=stages, epilogue_op=op, dtype=_name(x.dtype))
+    kernel = (ENTRY if kernel_class is HopperMixedGemm else Entry(kernel_class)).kernel(
+        tile_m=p.tile_m, group_size=group, zero_point=zeros is not None, split_k=p.splits > 1,
+        warpgroups=p.warpgroups, stages=stages, epilogue_op=op, dtype=_name(x.dtype))
     op_tensors = {o.name: t for o, t in zip(described(op), epilogue_args)}
     check_tensors(tuple(op_tensors.items()))
     buffers = {}
@@ -240,7 +249,18 @@ def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=Non
         buffers = dict(partials=torch.empty(p.splits, m, n, dtype=torch.float32, device=x.device),
                        counters=torch.zeros(p.ctas, dtype=torch.int32, device=x.device))
     tensors = dict(x=x, packed=packed, scales=scales, y=y, **buffers, zeros=zeros, **op_tensors)
-    return ENTRY.launch(kernel, tensors, y=y, plan=p, **buffers)
+    return ENTRY.launch(kernel, tensors, y=y, plan=p, kernel=kernel, **buffers)
+
+
+def fused_class(kernel_class=None) -> type:
+    """The class the fused route runs: :class:`HopperMixedGemm` (None), or a subclass of it."""
+    if kernel_class is None:
+        return HopperMixedGemm
+    if not (isinstance(kernel_class, type) and issubclass(kernel_class, HopperMixedGemm)):
+        raise DTypeError(f"kernel_class={kernel_class!r} is not a subclass of HopperMixedGemm",
+                         "pass a class that subclasses cutecourse.kernels.hopper_mixed_gemm.HopperMixedGemm "
+                         "(overriding its hooks), or leave kernel_class out")
+    return kernel_class
 
 
 def _dequantize_launcher(x, packed, scales, zeros, y, p, op, epilogue_args):

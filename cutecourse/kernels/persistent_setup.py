@@ -57,7 +57,7 @@ def shared_storage(kernel, sA_layout, sB_layout, sC_layout):
 
 def fitting_epi_stages(tile_mn, epi_tile, most: int) -> int:
     """C buffers (``epi_stages``) when the constructor is not told: ``most`` (the class's
-    ``EPI_STAGES``), or fewer where the tile's sub-tiles do not come in multiples of it (a tile
+    ``MOST_EPI_STAGES``), or fewer where the tile's sub-tiles do not come in multiples of it (a tile
     stores through every buffer equally often, since the buffers continue from tile to tile):
     128x192 in sub-tiles of 128x32 is six, so 3 buffers, not 4. Where no count from ``most`` down
     to 2 divides them, ``most``, and ``gemm_plan.check_epi_tile`` says why that fails."""
