@@ -52,6 +52,12 @@ def test_the_conversion_in_integer_operators_passes():
     assert r, r.message
 
 
+def test_the_helper_the_lesson_shows_works_too():
+    """Section 6 lists ``int4_convert.sub_mul``; an answer that calls it passes as with its bf16 name."""
+    r = nb08.check_signed_register(learner("signed_register", ("int4_convert.sub_mul_bf16x2(", "int4_convert.sub_mul(")))
+    assert r, r.message
+
+
 @pytest.mark.parametrize("edits, words", [
     # the lesson's unsigned conversion, copied: q - 8 instead of s (the question, not its answer)
     ([("0x43084308, 0x6a", "0x43004300, 0xea")], "What does bit 3 weigh"),

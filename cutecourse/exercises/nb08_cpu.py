@@ -173,12 +173,21 @@ def _convert_helpers():
     def sub_mul_bf16x2(x, zz, ss):
         return _OPS["mul.rn.bf16x2"](_OPS["sub.rn.bf16x2"](s32(x), s32(zz)), s32(ss))
 
+    def sub_mul(x, zz, ss, dtype="bfloat16"):
+        if dtype != "bfloat16":
+            from ..errors import CourseError
+
+            raise CourseError(f"sub_mul(..., dtype={dtype!r}): this exercise converts to bf16",
+                              "leave dtype out (bf16 is the default)")
+        return sub_mul_bf16x2(x, zz, ss)
+
     def both_halves(bits16):
         b = int(bits16) & 0xFFFF
         return s32(b | b << 16)
 
     return types.SimpleNamespace(MAGIC=real.MAGIC, NIBBLE_MASK=real.NIBBLE_MASK, AND_OR=real.AND_OR,
-                                 magic=magic, sub_mul_bf16x2=sub_mul_bf16x2, both_halves=both_halves)
+                                 magic=magic, sub_mul=sub_mul, sub_mul_bf16x2=sub_mul_bf16x2,
+                                 both_halves=both_halves)
 
 
 def load(code: LearnerCode, name: str):

@@ -51,7 +51,8 @@ ROUTES = ("fused", "dequantize")
 #: per 64-token tile inside the fused kernel. Both costs grow with N x K, so the crossing point
 #: is a number of tokens. Measured on an H200 (``docs/mixed_measured.md``): the pass takes 59 us
 #: on 8192 x 8192 (2.85 TB/s), the dense GEMM 0.165 us a token and the fused kernel 0.227, so
-#: the routes cross near 59 / (0.227 - 0.165) = 950 tokens (at M = 1024: 230 against 232 us).
+#: the routes cross near 59 / (0.227 - 0.161..0.165) = 900-950 tokens (at M = 1024: 230 against
+#: 232 us).
 DEQUANTIZE_M = 1024
 #: The dense GEMM the dequantize route runs (``registry.DENSE``): notebook 06's.
 DENSE_GEMM = "persistent"

@@ -64,9 +64,9 @@ _INTRO = """\
 # cutecourse: NVIDIA's CuTe Python DSL, from layouts to Hopper and Blackwell GEMMs
 
 A hands-on Jupyter course on the **CuTe DSL** (`import cutlass.cute`), the Python way to write
-CUTLASS-class GPU kernels: seven notebooks from "a layout is a function" to a pipelined,
-TMA-multicast Hopper GEMM, the schedules CUTLASS uses, and grouped, block-scaled GEMMs for
-mixture-of-experts layers. **No GPU is needed to follow it**: every kernel is compiled for its
+CUTLASS-class GPU kernels: eight notebooks from "a layout is a function" to a pipelined,
+TMA-multicast Hopper GEMM, the schedules CUTLASS uses, grouped, block-scaled GEMMs for
+mixture-of-experts layers, and the mixed-input GEMM of LLM decoding. **No GPU is needed to follow it**: every kernel is compiled for its
 real target (sm_90a for Hopper, sm_100a for Blackwell) on your CPU, and the course shows what the
 compiler made; on a matching GPU the notebooks also run the kernels, check them against PyTorch
 and time them.
