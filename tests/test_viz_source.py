@@ -26,6 +26,15 @@ def test_a_piece_between_markers():
         assert f.read().splitlines()[snip.first - 1].strip() == snip.lines[0].strip()
 
 
+def test_a_piece_can_keep_its_indentation_in_the_function():
+    whole = snippet(hg.HopperGemm.kernel)
+    piece = snippet(hg.HopperGemm.kernel, start="# The ring:", stop="# WGMMA views", dedent=False)
+    # the method's own 4 spaces go, its body's 4 stay: each line reads as in the whole listing
+    assert piece.lines[0] == "    # The ring: full[s] flips when stage s's TMA bytes have landed, empty[s] when every"
+    assert piece.lines == whole.lines[piece.first - whole.first:piece.first - whole.first + len(piece.lines)]
+    assert snippet(hg.HopperGemm.kernel, start="# The ring:").lines[0].startswith("# The ring:")
+
+
 def test_a_marker_that_moved_is_an_error():
     with pytest.raises(ValueError, match="no line"):
         snippet(hg.HopperGemm.kernel, start="# a comment that is not there")

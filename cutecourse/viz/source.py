@@ -5,7 +5,8 @@ between two versions of it. Notebooks never paste kernel code: they call
 
 * ``show_source(fn)``: the function's source, line-numbered, under its ``file:first-last``;
   ``start=`` / ``stop=`` (substrings of lines) cut out a piece, e.g. the part of a kernel between
-  ``"# The ring"`` and ``"sA = "``, so a long function can be walked in small pieces;
+  ``"# The ring"`` and ``"sA = "``, so a long function can be walked in small pieces (a piece
+  starts at column 0; ``dedent=False`` keeps its indentation in the function);
 * ``show_diff(old, new)``: the unified diff of two functions (added lines green, removed red),
   under both locations.
 
@@ -59,9 +60,13 @@ class Snippet:
         return "\n".join(f"{self.first + i:4d}  {ln}" for i, ln in enumerate(self.lines))
 
 
-def snippet(obj: Callable | str, start: str | None = None, stop: str | None = None) -> Snippet:
+def snippet(obj: Callable | str, start: str | None = None, stop: str | None = None,
+            dedent: bool = True) -> Snippet:
     """The source of ``obj`` (decorators included), or the piece from the first line containing
-    ``start`` up to, not including, the next line containing ``stop`` (the end, if ``None``)."""
+    ``start`` up to, not including, the next line containing ``stop`` (the end, if ``None``).
+
+    A piece starts at column 0 (``dedent=True``); ``dedent=False`` keeps its indentation within the
+    function, as the whole listing shows it, so the tail of a function body still reads as a body."""
     if isinstance(obj, str):
         lines, first, path = obj.splitlines(), 1, "<text>"
     else:
@@ -92,7 +97,11 @@ def snippet(obj: Callable | str, start: str | None = None, stop: str | None = No
     body = lines[lo:hi]
     while body and not body[-1].strip():  # no trailing blank lines
         body = body[:-1]
-    body = textwrap.dedent("\n".join(body)).split("\n")  # a piece of a method starts at column 0
+    if dedent:  # a piece of a method starts at column 0
+        body = textwrap.dedent("\n".join(body)).split("\n")
+    else:  # only the function's own indentation goes (a method's 4 spaces): the piece keeps the rest
+        margin = min(len(ln) - len(ln.lstrip()) for ln in lines if ln.strip())
+        body = [ln[margin:] for ln in body]
     return Snippet(path, first + lo, tuple(body))
 
 
@@ -125,9 +134,11 @@ def _head(title: str, where: str) -> str:
     return (f"<b>{html.escape(title)}</b> " if title else "") + f"<code>{html.escape(where)}</code>"
 
 
-def show_source(obj: Any, title: str = "", start: str | None = None, stop: str | None = None) -> None:
-    """Display a function (or the piece between ``start`` and ``stop``) with its file:line."""
-    snip = snippet(obj, start, stop)
+def show_source(obj: Any, title: str = "", start: str | None = None, stop: str | None = None,
+                dedent: bool = True) -> None:
+    """Display a function (or the piece between ``start`` and ``stop``) with its file:line;
+    ``dedent=False`` keeps the piece's indentation (``snippet``)."""
+    snip = snippet(obj, start, stop, dedent)
     try:
         from pygments import highlight
         from pygments.formatters import HtmlFormatter
