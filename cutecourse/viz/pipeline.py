@@ -24,8 +24,7 @@ STATUS_COLORS = {
     "consuming": "#42a5f5",
     "consumed": "#bbdefb",
 }
-PRODUCER_COLOR = "#e65100"
-CONSUMER_COLOR = "#1565c0"
+PRODUCER_COLOR, CONSUMER_COLOR = "#e65100", "#1565c0"
 #: Title colours of a moment: red only where the run can never go on.
 WAIT_COLOR = "#455a64"  # an ordinary wait: blue-grey, the pipeline doing its job
 DEADLOCK_COLOR = "#c62828"  # a wait nothing will ever satisfy
