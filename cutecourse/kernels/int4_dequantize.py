@@ -117,13 +117,13 @@ class Int4Dequantize(Configured):
             if cutlass.const_expr(s == 0 or not one_group):
                 grp = col // self.group_size  # a slice of 16 columns never straddles a group
                 ss = tuple(int4_convert.both_halves(s16[grp, r]) for r in rows)
-                zz = tuple(int4_convert.symmetric_zero(self.dtype) for _ in rows)  # 136.0 twice (fp16: 1032.0)
+                zz = int4_convert.symmetric_zero(self.dtype)  # 136.0 twice (fp16: 1032.0)
                 if cutlass.const_expr(self.zero_point):
                     zz = tuple(int4_convert.zero_word(mZ[grp, r], self.dtype) for r in rows)
+            regs = cute.make_rmem_tensor((4,), cutlass.Int32)  # the fused kernel's conversion, one word
+            int4_convert.convert_word(words[b, s], zz, ss, regs, 0, self.dtype)
             for j in cutlass.range_constexpr(4):  # register j: row g + 8 (j % 2), columns + 8 (j // 2)
-                value = int4_convert.sub_mul(int4_convert.magic(words[b, s], j, self.dtype), zz[j % 2], ss[j % 2],
-                                             self.dtype)
-                stage[g + 8 * (j % 2), (s * SLICE_K + c + 8 * (j // 2)) // 2] = value
+                stage[g + 8 * (j % 2), (s * SLICE_K + c + 8 * (j // 2)) // 2] = regs[j]
 
 
 #: The kernel's entry in the one host layer: compile target and launch (``operands.py``).

@@ -272,7 +272,7 @@ def _dequantize_launcher(x, packed, scales, zeros, y, p, op, epilogue_args):
 
     dequantize = int4_dequantize.launcher(packed, scales, zeros)
     dense = registry.entry(DENSE_GEMM).launcher(x, dequantize.w, y, epilogue_args=tuple(epilogue_args),
-                                                **({"epilogue_op": op} if op is not None else {}))
+                                                epilogue_op=op)
 
     def both():
         dequantize()
