@@ -180,8 +180,7 @@ def main() -> int:
                         row["same_bits_as_course"] = bool(torch.equal(ys[0], reference[p.splits]))
                     rows.append(row)
                     print(json.dumps(row), flush=True)
-    out = Path(args.out) / "experiment_mixed_ceilings.json"
-    out.write_text(json.dumps({"environment": bench.environment(), "rows": rows}, indent=1) + "\n")
+    out = bench.save_json("experiment_mixed_ceilings", {"environment": bench.environment(), "rows": rows}, args.out)
     print(f"wrote {out}")
     return 0
 

@@ -66,8 +66,7 @@ def main() -> int:
             print(res.table(), flush=True)
             for r in res.rows:
                 rows.append(dict(n=n, k=k, m=m, part=r.name, us=round(r.us, 1), ratio=round(r.ratio, 3)))
-    out = Path(args.out) / "experiment_mixed_routes.json"
-    out.write_text(json.dumps({"environment": bench.environment(), "rows": rows}, indent=1) + "\n")
+    out = bench.save_json("experiment_mixed_routes", {"environment": bench.environment(), "rows": rows}, args.out)
     print(f"wrote {out}")
     return 0
 
