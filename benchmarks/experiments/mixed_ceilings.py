@@ -149,8 +149,10 @@ def main() -> int:
     ap.add_argument("--shapes", help="comma-separated NxK (default: the benchmark's three)")
     ap.add_argument("--ms", default="1,16")
     ap.add_argument("--variants", help="comma-separated names of VARIANTS (default: all)")
+    ap.add_argument("--splits", help="comma-separated splits of K, 0 for the planner's (default: 0,3,4,6,8)")
     args = ap.parse_args()
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
+    splits_list = [int(v) or None for v in args.splits.split(",")] if args.splits else SPLITS
     rows = []
     stream = torch.cuda.Stream()
     for n, k in shapes:
@@ -165,7 +167,7 @@ def main() -> int:
             for name, (cls, kwargs) in VARIANTS.items():
                 if args.variants and name not in args.variants.split(","):
                     continue
-                for splits in SPLITS:
+                for splits in splits_list:
                     cps = tiled_copies if issubclass(cls, Tiled) else copies
                     p, fns, ys = launches(cls, kwargs, splits, x, cps, stream)
                     us = graph_us(fns, stream)

@@ -149,7 +149,7 @@ class DescribedEntry(Entry):
         before, after = kernel.operands()
         return (*fake_tensors(before, sizes), cuda.CUstream(0), *fake_tensors(after, sizes))
 
-    def launch(self, kernel, tensors: dict, **attrs):
+    def launch(self, kernel, tensors: dict, /, **attrs):
         """Compile once and return a ``gemm_launch.Launch`` of ``kernel`` on ``tensors`` (name ->
         checked torch tensor, as ``operands()`` names them; None: an operand not given);
         ``attrs``: attributes of the Launch."""
