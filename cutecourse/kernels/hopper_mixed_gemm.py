@@ -308,6 +308,8 @@ class HopperMixedGemm(Configured):
                                            self.epilogue_op, ops)
             else:
                 mixed_epilogue.store(mY, acc, thr_mma, tile_mn, bn, bm, self.epilogue_op, ops)
+            if cutlass.const_expr(self.pdl):
+                cute.arch.griddepcontrol_launch_dependents()
 
     @cute.jit
     def consume(self, ring, cons, k_count, sW, sS, sZ, frag, tiled_mma, tCrX, acc, tidx):
@@ -342,13 +344,6 @@ class HopperMixedGemm(Configured):
         """With ``pdl``, before the previous kernel ends: let the next launch start, fetch the first
         k-tiles of the weights and scales (constants) into L2, then wait for x (its output)."""
         tma_w, tWg, _, _, _, _, tma_s, tSg, _, _, _, _ = loads
-        cute.arch.griddepcontrol_launch_dependents()
-        with cute.arch.elect_one():  # one lane issues them (a TMA load's lowering elects its own)
-            for i in cutlass.range(cutlass.min(k_count, self.stages), unroll=1):
-                k = k_first + i
-                cute.prefetch(tma_w, tWg[(None, k)])
-                g = k if cutlass.const_expr(self.group_size <= TILE_K) else k * TILE_K // self.group_size
-                cute.prefetch(tma_s, tSg[(None, g)])
         cute.arch.griddepcontrol_wait()
 
     @cute.jit
