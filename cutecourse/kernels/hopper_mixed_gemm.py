@@ -88,20 +88,18 @@ class HopperMixedGemm(Configured):
     Its hooks, each with the same signature in every subclass: ``weights`` (the packed weights'
     layout, on the host), ``load`` (one k-tile's TMA loads), ``convert`` (one chunk of int4 words
     to bf16 (fp16) registers) and ``mma`` (one chunk's wgmmas); ``consume`` is the loop that calls
-    them. ``split_k``, ``zero_point`` and ``dtype`` stay keywords (the module docstring says why);
-    so does ``pdl`` (programmatic dependent launch, as the persistent GEMMs': the hook
-    ``before_previous_grid_ends``).
+    them. ``split_k``, ``zero_point`` and ``dtype`` stay keywords (the module docstring says why).
     """
 
     #: wgmma batches (chunks) left in flight while the next chunk converts: 0, every chunk's
     #: wgmmas are done before its registers are rewritten (the module docstring says why not 1).
     IN_FLIGHT = 0
     #: The defaults of the keywords left None (``configured.py``): a variant sets those it changes.
-    TILE_M, GROUP_SIZE, ZERO_POINT, SPLIT_K, WARPGROUPS, DTYPE, PDL = 16, 128, False, False, 1, "bfloat16", False
+    TILE_M, GROUP_SIZE, ZERO_POINT, SPLIT_K, WARPGROUPS, DTYPE = 16, 128, False, False, 1, "bfloat16"
 
     def __init__(self, tile_m: int | None = None, *, group_size: int | None = None, zero_point: bool | None = None,
                  split_k: bool | None = None, warpgroups: int | None = None, stages: int | None = None,
-                 epilogue_op=None, dtype: str | None = None, pdl: bool | None = None):
+                 epilogue_op=None, dtype: str | None = None):
         from ..errors import ShapeError
 
         a = self.arguments  # these arguments, a None replaced by the class's default (configured.py)
@@ -134,7 +132,6 @@ class HopperMixedGemm(Configured):
             raise ShapeError(f"{self.stages} stages of {per} bytes do not fit {SMEM_BYTES} bytes of smem",
                              f"use 2 .. {fit} stages or a smaller tile_m")
         self.epilogue_op = epilogue_op  # applied to each fp32 sum of y before it becomes bf16 (fp16)
-        self.pdl = bool(a["pdl"])
 
     def smem_bytes(self) -> int:
         """Shared memory one CTA takes, as ``SharedStorage`` lays it out (each buffer at its
@@ -222,8 +219,8 @@ class HopperMixedGemm(Configured):
         splits = partials.shape[0] if cutlass.const_expr(self.split_k) else 1
         grid = (cute.ceil_div(w.shape[0], self.rows), cute.ceil_div(x.shape[0], self.tile_m), splits)
         block = [self.threads + PRODUCER_THREADS, 1, 1]
-        self.kernel(tma_w, gW, tma_x, gX, tma_s, gS, tma_z, gZ, y, partials, counters, self.tiled_mma, sW_layout,
-                    sX_layout, sS_layout, sZ_layout, ops).launch(grid=grid, block=block, stream=stream, use_pdl=self.pdl)
+        self.kernel(tma_w, gW, tma_x, gX, tma_s, gS, tma_z, gZ, y, partials, counters, self.tiled_mma,
+                    sW_layout, sX_layout, sS_layout, sZ_layout, ops).launch(grid=grid, block=block, stream=stream)
 
     def weights(self, w):
         """The packed weights as TMA reads them: here (N, K/8) row-major words. A subclass may
@@ -242,8 +239,11 @@ class HopperMixedGemm(Configured):
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         is_producer = warp_idx == self.threads // 32  # the warp after the consumer warpgroups
         if is_producer:
-            for atom in (tma_w, tma_x, tma_s, tma_z) if self.zero_point else (tma_w, tma_x, tma_s):
-                cpasync.prefetch_descriptor(atom)
+            cpasync.prefetch_descriptor(tma_w)
+            cpasync.prefetch_descriptor(tma_x)
+            cpasync.prefetch_descriptor(tma_s)
+            if cutlass.const_expr(self.zero_point):
+                cpasync.prefetch_descriptor(tma_z)
         bn, bm, split = cute.arch.block_idx()
         _, _, splits = cute.arch.grid_dim()
 
@@ -291,10 +291,8 @@ class HopperMixedGemm(Configured):
         cons = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         loads = (tma_w, tWg, tWs, tma_x, tXg, tXs, tma_s, tSg, tSs, tma_z, tZg, tZs)
         if is_producer:
-            if cutlass.const_expr(self.pdl):
-                self.before_previous_grid_ends(loads, k_first, k_count)
-            # It only loads, refilling a stage the moment the consumers release it: every stage
-            # of the ring is in flight while they convert and multiply.
+            # The producer warp only loads: it refills a stage the moment the consumers release
+            # it, so every stage of the ring is in flight while they convert and multiply.
             for _ in cutlass.range(k_count, unroll=1):
                 ring.producer_acquire(prod)
                 self.load(ring, loads, prod, k_first)
@@ -308,8 +306,6 @@ class HopperMixedGemm(Configured):
                                            self.epilogue_op, ops)
             else:
                 mixed_epilogue.store(mY, acc, thr_mma, tile_mn, bn, bm, self.epilogue_op, ops)
-            if cutlass.const_expr(self.pdl):
-                cute.arch.griddepcontrol_launch_dependents()
 
     @cute.jit
     def consume(self, ring, cons, k_count, sW, sS, sZ, frag, tiled_mma, tCrX, acc, tidx):
@@ -339,13 +335,6 @@ class HopperMixedGemm(Configured):
             ring.consumer_release(released)
 
     # -- the steps: hooks a variant overrides (same signature) -------------------------------
-    @cute.jit
-    def before_previous_grid_ends(self, loads, k_first, k_count):
-        """With ``pdl``, before the previous kernel ends: let the next launch start, fetch the first
-        k-tiles of the weights and scales (constants) into L2, then wait for x (its output)."""
-        tma_w, tWg, _, _, _, _, tma_s, tSg, _, _, _, _ = loads
-        cute.arch.griddepcontrol_wait()
-
     @cute.jit
     def load(self, ring, loads, state, k_first):
         """TMA-load k-tile k_first + state.count (weights, x, scales, zeros) into stage state.index."""

@@ -206,15 +206,14 @@ def plan(m: int, n: int, k: int, group: int, sms: int = SMS, tile_m: int | None 
 
 
 def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=None, warpgroups=None,
-             stages=None, epilogue_op=None, epilogue_args=(), route=None, kernel_class=None, pdl=None):
+             stages=None, epilogue_op=None, epilogue_args=(), route=None, kernel_class=None):
     """Check, plan, compile once; return the host layer's ``gemm_launch.Launch``: ``fn()`` writes
     y = x @ W'.T into ``out`` (or a new y, ``fn.y``); ``fn.plan``; ``fn.kernel``; with split-K it
     owns its buffers (``fn.partials``, ``fn.counters``), so two launchers may run on different
     streams. ``epilogue_op``: an ``epilogue_op.EpilogueOp`` (or its name) applied to each fp32
     element of y, e.g. ``AddBias`` with ``epilogue_args=(bias,)`` (fp32, one per column of y: N).
     ``kernel_class``: a subclass of :class:`HopperMixedGemm` (a variant overriding its hooks)
-    to run in its place, with the same plan and buffers; it means the fused route. ``pdl``:
-    programmatic dependent launch (the fused route: ``HopperMixedGemm.before_previous_grid_ends``)."""
+    to run in its place, with the same plan and buffers; it means the fused route."""
     import torch
 
     from ..modes import require_gpu
@@ -243,7 +242,7 @@ def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=Non
         return _dequantize_launcher(x, packed, scales, zeros, y, p, op, epilogue_args)
     kernel = (ENTRY if kernel_class is HopperMixedGemm else Entry(kernel_class)).kernel(
         tile_m=p.tile_m, group_size=group, zero_point=zeros is not None, split_k=p.splits > 1,
-        warpgroups=p.warpgroups, stages=stages, epilogue_op=op, dtype=_name(x.dtype), pdl=pdl)
+        warpgroups=p.warpgroups, stages=stages, epilogue_op=op, dtype=_name(x.dtype))
     op_tensors = {o.name: t for o, t in zip(described(op), epilogue_args)}
     check_tensors(tuple(op_tensors.items()))
     buffers = {}
