@@ -117,8 +117,9 @@ for m, n, k, group, zp, splits, ctas, sms in json.loads(sys.argv[1]):
     course = launcher(x, packed, scales, zeros, splits=splits, warpgroups=2)
     course()
     p = course.plan
-    fn = launcher(x, packed, scales, zeros, splits=splits, warpgroups=2, kernel_class=persistent_class(ctas, False, sms),
-                  stages=stages_for(ctas, p.tile_m, group, p.warpgroups, zp))
+    stages = stages_for(ctas, p.tile_m, group, 2, zp)
+    fn = launcher(x, packed, scales, zeros, splits=splits, warpgroups=2, stages=stages,
+                  kernel_class=persistent_class(ctas, False, sms))
     fn.y.fill_(float("nan"))
     fn()
     first = fn.y.clone()

@@ -257,6 +257,7 @@ def main() -> int:
     ap.add_argument("--ms", default="1,16")
     ap.add_argument("--splits", default=",".join(map(str, SPLITS)))
     ap.add_argument("--ctas", default=",".join(map(str, CTAS_PER_SM)), help="CTAs per SM of the persistent kernel")
+    ap.add_argument("--tag", default="", help="suffix of the JSON file's name (a run narrowed by the options)")
     args = ap.parse_args()
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
     splits_list = [int(v) for v in args.splits.split(",")]
@@ -289,9 +290,11 @@ def main() -> int:
                 print(json.dumps(row), flush=True)
 
             reference = {}  # splits -> the course kernel's y
-            for splits in dict.fromkeys([None, *splits_list]):
+            for splits in [None, *splits_list]:
+                if splits in reference:  # the planned split, timed already
+                    continue
                 p, fns, ys = build(hm.HopperMixedGemm, splits)
-                reference.setdefault(p.splits, ys[0].clone())
+                reference[p.splits] = ys[0].clone()
                 timed("course", p, fns, planned=splits is None)
                 if splits is None:  # the stream alone, at the planned split
                     timed("loads only", *build(mixed_ceilings.LoadsOnly, splits)[:2], planned=True)
@@ -305,15 +308,16 @@ def main() -> int:
                     p, fns, ys = build(persistent_class(ctas_per_sm, False, sms), splits, stages=stages)
                     ref = reference[p.splits]
                     err = ((ys[0].float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-                    check = dict(same_bits_as_course=bool(torch.equal(ys[0], ref)), max_rel_err=err)
+                    check = dict(same_bits_as_course=bool(torch.equal(ys[0], ref)), max_rel_err=err,
+                                 units=p.ctas * p.splits, ctas=min(p.ctas * p.splits, ctas_per_sm * sms))
                     if not err <= 1e-2:  # (NaN too) a wrong kernel is not timed
                         failed.append(dict(n=n, k=k, m=m, splits=p.splits, ctas_per_sm=ctas_per_sm, **check))
                         print(f"WRONG: {json.dumps(failed[-1])}", flush=True)
                         continue
                     timed("persistent", p, fns, ctas_per_sm, **check)
                     p, fns, _ = build(persistent_class(ctas_per_sm, True, sms), splits, stages=stages)
-                    timed("persistent loads only", p, fns, ctas_per_sm)
-    out = bench.save_json("experiment_mixed_persistent", {"environment": bench.environment(), "rows": rows},
+                    timed("persistent loads only", p, fns, ctas_per_sm, units=check["units"], ctas=check["ctas"])
+    out = bench.save_json(f"experiment_mixed_persistent{args.tag}", {"environment": bench.environment(), "rows": rows},
                           args.out)
     print(f"wrote {out}")
     return 1 if failed else 0
