@@ -11,6 +11,8 @@ many units per CTA (a grid of a few SMs), padded tiles and several token tiles (
 shifted view), with and without zero points.
 """
 
+import re
+
 import pytest
 
 from cutecourse.kernels import hopper_mixed_gemm as hm
@@ -63,6 +65,10 @@ def test_the_producer_and_the_consumers_loop_over_units(params):
         assert any("ld.global.cg" in ln for ln in outer[0].lines)
     assert r.spill_bytes == 0
     assert "C7513" not in r.log
+    # 3 CTAs (the most the experiment asks) fit an SM's 64 K registers: all of the grid is resident
+    regs = int(re.search(r"Used (\d+) registers", r.log).group(1))
+    warps = (params.get("warpgroups", 1) * hm.WG_THREADS + hm.PRODUCER_THREADS) // 32
+    assert 3 * warps * 32 * -(-regs // 8) * 8 <= 65536, regs
 
 
 def test_the_course_kernel_has_no_unit_loop():

@@ -65,12 +65,12 @@ class _PersistentLaunch:
     def __init__(self, gemm, args):
         self.gemm, self.args = gemm, args
 
-    def launch(self, grid, block, stream):
+    def launch(self, grid, **options):
         n_tiles, m_tiles, splits = grid
         units = n_tiles * m_tiles * splits
         ctas = cutlass.min(units, self.gemm.CTAS_PER_SM * self.gemm.SMS)
-        self.gemm.persistent(*self.args, n_tiles, m_tiles, cutlass.Int32(splits)).launch(grid=(ctas, 1, 1), block=block,
-                                                                          stream=stream)
+        kernel = self.gemm.persistent(*self.args, n_tiles, m_tiles, cutlass.Int32(splits))
+        kernel.launch(grid=(ctas, 1, 1), **options)
 
 
 class Persistent(hm.HopperMixedGemm):
