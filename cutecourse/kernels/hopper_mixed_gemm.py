@@ -299,13 +299,10 @@ class HopperMixedGemm(Configured):
                 prod.advance()
         else:
             self.consume(ring, cons, k_count, sW, sS, sZ, frag, tiled_mma, tCrX, acc, tidx)
-            tile_mn = (self.rows, self.tile_m)
+            split_k = None  # with split_k: what the split's store and the last split's reduction need
             if cutlass.const_expr(self.split_k):
-                mixed_epilogue.store_split(mY, mP, mCounters, acc, thr_mma, tile_mn, bn, bm, split, splits, tidx,
-                                           storage.last.get_tensor(cute.make_layout(1)), self.threads,
-                                           self.epilogue_op, ops)
-            else:
-                mixed_epilogue.store(mY, acc, thr_mma, tile_mn, bn, bm, self.epilogue_op, ops)
+                split_k = (mP, mCounters, split, splits, tidx, storage.last.get_tensor(cute.make_layout(1)))
+            self.store_tile(acc, thr_mma, (bn, bm), mY, split_k, ops)
 
     @cute.jit
     def consume(self, ring, cons, k_count, sW, sS, sZ, frag, tiled_mma, tCrX, acc, tidx):
@@ -335,6 +332,21 @@ class HopperMixedGemm(Configured):
             ring.consumer_release(released)
 
     # -- the steps: hooks a variant overrides (same signature) -------------------------------
+    @cute.jit
+    def store_tile(self, acc, thr_mma, tile, mY, split_k, ops):
+        """The sums ``acc`` of this CTA's tile ``tile`` = (bn, bm) of y.T (weight rows x tokens) into y,
+        through the epilogue op (its operands ``ops``): directly (``mixed_epilogue.store``), or with
+        ``split_k`` = (partials, counters, split, splits, tidx, a smem flag) into the split's fp32
+        slice, the tile's last split adding the slices into y (``mixed_epilogue.store_split``)."""
+        bn, bm = tile
+        tile_mn = (self.rows, self.tile_m)
+        if cutlass.const_expr(self.split_k):
+            mP, counters, split, splits, tidx, last = split_k
+            mixed_epilogue.store_split(mY, mP, counters, acc, thr_mma, tile_mn, bn, bm, split, splits, tidx, last,
+                                       self.threads, self.epilogue_op, ops)
+        else:
+            mixed_epilogue.store(mY, acc, thr_mma, tile_mn, bn, bm, self.epilogue_op, ops)
+
     @cute.jit
     def load(self, ring, loads, state, k_first):
         """TMA-load k-tile k_first + state.count (weights, x, scales, zeros) into stage state.index."""
