@@ -86,24 +86,14 @@ def test_dequantize_kernel_converts_with_lop3_and_stores_pairs(params):
     assert ptx.count("ld.global.b8") == (per_block * BLOCKS if params.get("zero_point") else 0)
 
 
-class OverlappingMixedGemm(mi.HopperMixedGemm):
-    """The counter-example of hopper_mixed_gemm.py's docstring: one chunk's wgmmas stay in
-    flight while the next chunk converts."""
-
-    IN_FLIGHT = 1
-
-
-#: compile_report's target for it: the host layer's entry, built on the subclass.
-overlapping_target = mi.DescribedEntry(OverlappingMixedGemm).compile_target
-
-
 def test_overlapping_conversion_with_wgmmas_makes_ptxas_serialize():
-    """The counter-example: converting the next chunk while the previous chunk's wgmmas run is
-    correct, but ptxas cannot prove it and serializes every wgmma (C7513). It also proves that
-    the compile log carries ptxas's remarks, so the test above can see a C7513."""
+    """The counter-example of hopper_mixed_gemm.py's docstring (variant "overlap", IN_FLIGHT = 1):
+    converting the next chunk while the previous chunk's wgmmas run is correct, but ptxas cannot
+    prove it and serializes every wgmma (C7513). It also proves that the compile log carries
+    ptxas's remarks, so the test above can see a C7513."""
     from cutecourse.inspect import compile_report
 
-    r = compile_report("tests.test_mixed_input:overlapping_target", tile_m=16)
+    r = compile_report(TARGET, tile_m=16, variant="overlap")
     assert "C7513" in r.log
     assert len(register_a_wgmmas(r.ptx)) == 16
 
@@ -132,7 +122,7 @@ def test_the_entry_has_every_entrys_verbs_on_the_described_operands():
     for verb in (mi.ENTRY.launcher, mi.ENTRY.gemm):  # the checks first, then: no GPU here
         with pytest.raises(DTypeError, match="x is float32"):
             verb(x.float(), packed, scales)
-    bare = mi.DescribedEntry(OverlappingMixedGemm)
+    bare = mi.DescribedEntry(mi.HopperMixedGemm)
     with pytest.raises(CourseError, match="without a torch-facing launcher"):
         bare.launcher(x, packed, scales)
 
