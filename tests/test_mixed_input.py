@@ -127,6 +127,23 @@ def test_the_entry_has_every_entrys_verbs_on_the_described_operands():
         bare.launcher(x, packed, scales)
 
 
+def test_the_entry_allocates_the_split_k_scratch_the_kernel_describes():
+    """partials (S, M, N) fp32 and counters (tiles,) int32, zeroed: sizes from the given tensors and
+    ``sizes``; a size in neither is named."""
+    from cutecourse.kernels.operands import allocate_scratch
+
+    x, packed, scales, _ = _operands()
+    tensors = dict(x=x, packed=packed, scales=scales, y=torch.empty(3, 128).bfloat16())
+    kernel = mi.ENTRY.kernel(tile_m=8, split_k=True)
+    got = allocate_scratch(kernel, tensors, dict(S=4, tiles=2))
+    assert {k: (tuple(t.shape), t.dtype) for k, t in got.items()} == {
+        "partials": ((4, 3, 128), torch.float32), "counters": ((2,), torch.int32)}
+    assert int(got["counters"].abs().sum()) == 0
+    assert allocate_scratch(mi.ENTRY.kernel(tile_m=8), tensors) == {}  # no split: no scratch
+    with pytest.raises(CourseError, match="'S' of partials"):
+        allocate_scratch(kernel, tensors, dict(tiles=2))
+
+
 def test_fp16_is_a_keyword_of_the_kernel_and_its_key():
     """fp16 activations are the kernel's ``dtype`` keyword (class default ``DTYPE``): part of the
     compile key, of the operands it describes (x, scales, y), and checked where it is built."""
