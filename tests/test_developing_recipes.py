@@ -168,3 +168,14 @@ def test_the_epilogue_schedule_table_gives_each_familys_hook_signatures():
             params = [p.name if p.default is inspect.Parameter.empty else f"{p.name}={p.default}"
                       for p in list(inspect.signature(getattr(cls, hook)).parameters.values())[1:]]
             assert cell.startswith(f"`({', '.join(params)})`"), (name, hook, cell, params)
+
+
+def test_the_mixed_input_store_tile_is_the_pages():
+    """The page's one epilogue hook of the mixed-input kernel, beside the table, is the code's."""
+    import inspect
+
+    from cutecourse.kernels.hopper_mixed_gemm import HopperMixedGemm
+
+    text = " ".join((ROOT / "docs" / "DEVELOPING.md").read_text().split())
+    params = ", ".join(list(inspect.signature(HopperMixedGemm.store_tile).parameters)[1:])
+    assert f"(`HopperMixedGemm`) has only `store_tile({params})`" in text, params

@@ -86,24 +86,14 @@ def test_dequantize_kernel_converts_with_lop3_and_stores_pairs(params):
     assert ptx.count("ld.global.b8") == (per_block * BLOCKS if params.get("zero_point") else 0)
 
 
-class OverlappingMixedGemm(mi.HopperMixedGemm):
-    """The counter-example of hopper_mixed_gemm.py's docstring: one chunk's wgmmas stay in
-    flight while the next chunk converts."""
-
-    IN_FLIGHT = 1
-
-
-#: compile_report's target for it: the host layer's entry, built on the subclass.
-overlapping_target = mi.DescribedEntry(OverlappingMixedGemm).compile_target
-
-
 def test_overlapping_conversion_with_wgmmas_makes_ptxas_serialize():
-    """The counter-example: converting the next chunk while the previous chunk's wgmmas run is
-    correct, but ptxas cannot prove it and serializes every wgmma (C7513). It also proves that
-    the compile log carries ptxas's remarks, so the test above can see a C7513."""
+    """The counter-example of hopper_mixed_gemm.py's docstring (variant "overlap", IN_FLIGHT = 1):
+    converting the next chunk while the previous chunk's wgmmas run is correct, but ptxas cannot
+    prove it and serializes every wgmma (C7513). It also proves that the compile log carries
+    ptxas's remarks, so the test above can see a C7513."""
     from cutecourse.inspect import compile_report
 
-    r = compile_report("tests.test_mixed_input:overlapping_target", tile_m=16)
+    r = compile_report(TARGET, tile_m=16, variant="overlap")
     assert "C7513" in r.log
     assert len(register_a_wgmmas(r.ptx)) == 16
 
@@ -132,9 +122,26 @@ def test_the_entry_has_every_entrys_verbs_on_the_described_operands():
     for verb in (mi.ENTRY.launcher, mi.ENTRY.gemm):  # the checks first, then: no GPU here
         with pytest.raises(DTypeError, match="x is float32"):
             verb(x.float(), packed, scales)
-    bare = mi.DescribedEntry(OverlappingMixedGemm)
+    bare = mi.DescribedEntry(mi.HopperMixedGemm)
     with pytest.raises(CourseError, match="without a torch-facing launcher"):
         bare.launcher(x, packed, scales)
+
+
+def test_the_entry_allocates_the_split_k_scratch_the_kernel_describes():
+    """partials (S, M, N) fp32 and counters (tiles,) int32, zeroed: sizes from the given tensors and
+    ``sizes``; a size in neither is named."""
+    from cutecourse.kernels.operands import allocate_scratch
+
+    x, packed, scales, _ = _operands()
+    tensors = dict(x=x, packed=packed, scales=scales, y=torch.empty(3, 128).bfloat16())
+    kernel = mi.ENTRY.kernel(tile_m=8, split_k=True)
+    got = allocate_scratch(kernel, tensors, dict(S=4, tiles=2))
+    assert {k: (tuple(t.shape), t.dtype) for k, t in got.items()} == {
+        "partials": ((4, 3, 128), torch.float32), "counters": ((2,), torch.int32)}
+    assert int(got["counters"].abs().sum()) == 0
+    assert allocate_scratch(mi.ENTRY.kernel(tile_m=8), tensors) == {}  # no split: no scratch
+    with pytest.raises(CourseError, match="'S' of partials"):
+        allocate_scratch(kernel, tensors, dict(tiles=2))
 
 
 def test_fp16_is_a_keyword_of_the_kernel_and_its_key():

@@ -1,21 +1,25 @@
-"""A variant of the mixed-input kernel (a ``HopperMixedGemm`` subclass overriding its hooks)
-through the module's own launcher, ``mixed_input.launcher(..., kernel_class=)``: the same checks,
-plan and split-K buffers as the course kernel. On the CPU: what it refuses; on a Hopper GPU
-(``-m gpu``): a subclass that changes nothing gives the course kernel's bits, split or not."""
+"""The mixed-input kernel's variants by name (``mixed_variants.VARIANTS``, ``DEMO_VARIANTS``),
+through the module's own entry: ``variant=`` of ``mixed_input.launcher``, ``mixed_mm`` and
+``compile_target``, with the same checks, plan and split-K buffers as the course kernel. On the
+CPU: each is a subclass that differs in hooks (or ``IN_FLIGHT``) only, the entry builds it by its
+name and refuses another, and each compiles to what it says it does; on a Hopper GPU
+(``-m gpu``): the correct variants give the course kernel's bits, split or not."""
 
 import textwrap
 
 import pytest
 import torch
 
-from cutecourse.errors import DeviceError, DTypeError, ShapeError
+from cutecourse.errors import CourseError, DeviceError, ShapeError
 from cutecourse.kernels import mixed_input as mi
+from cutecourse.kernels import mixed_variants as mv
 from cutecourse.kernels.hopper_mixed_gemm import HopperMixedGemm
 from cutecourse.quant import quantize_int4
 
+from test_mixed_input import TARGET, register_a_wgmmas
 
-class Same(HopperMixedGemm):
-    """The course kernel under another name: a variant that overrides nothing."""
+#: What a variant may override (docs/DEVELOPING.md, "The mixed-input kernel's hooks").
+HOOKS = {"weights", "load", "convert", "mma", "consume", "store_tile"}
 
 
 def _operands(m=3, n=128, k=256, group=128):
@@ -23,54 +27,95 @@ def _operands(m=3, n=128, k=256, group=128):
     return torch.randn(m, k).bfloat16(), packed, scales
 
 
-def test_the_fused_class_is_the_course_kernel_or_a_subclass():
-    assert mi.fused_class() is HopperMixedGemm and mi.fused_class(Same) is Same
-    for wrong in (object, HopperMixedGemm(), "HopperMixedGemm"):
-        with pytest.raises(DTypeError, match="not a subclass of HopperMixedGemm"):
-            mi.launcher(*_operands(), kernel_class=wrong)
+def test_every_variant_is_a_subclass_that_overrides_hooks_only():
+    classes = mv.all_variants()
+    assert classes == {**mv.VARIANTS, **mv.DEMO_VARIANTS} and mv.VARIANTS == {"course": HopperMixedGemm}
+    assert not set(mv.VARIANTS) & set(mv.DEMO_VARIANTS)
+    assert len(set(classes.values())) == len(classes)
+    for name, cls in classes.items():
+        assert issubclass(cls, HopperMixedGemm), name
+        own = {k for klass in cls.__mro__[:cls.__mro__.index(HopperMixedGemm)] for k in vars(klass)
+               if not k.startswith("__")}
+        assert own <= HOOKS | {"IN_FLIGHT"}, (name, own - HOOKS)
+        assert type(mi.ENTRY.kernel(variant=name)) is cls
+        assert type(mi.compile_target(variant=name, tile_m=8)[0]) is cls
+    assert HOOKS <= set(vars(HopperMixedGemm)) and mv.OverlappingMixedGemm.IN_FLIGHT == 1
+    with pytest.raises(CourseError, match="no_mma"):
+        mi.ENTRY.kernel(variant="no-mma")
 
 
-def test_a_variant_runs_the_fused_route():
-    with pytest.raises(ShapeError, match="runs the fused kernel.*dense GEMM"):
-        mi.launcher(*_operands(), kernel_class=Same, route="dequantize")
+def test_the_compile_key_separates_the_variants():
+    keys = {mi.ENTRY.kernel(variant=name).key() for name in mv.all_variants()}
+    assert len(keys) == len(mv.all_variants())
+    assert mi.ENTRY.kernel(tile_m=8).key() == HopperMixedGemm(8).key() == mi.ENTRY.kernel(variant="course",
+                                                                                         tile_m=8).key()
+
+
+def test_the_launcher_refuses_a_wrong_variant_before_anything_else():
+    with pytest.raises(CourseError, match="(?s)variant='fast' names no kernel class.*'overlap'"):
+        mi.launcher(*_operands(), variant="fast")
+    with pytest.raises(ShapeError, match="names a class of the fused kernel.*dense GEMM"):
+        mi.mixed_mm(*_operands(), variant="overlap", route="dequantize")
 
 
 @pytest.mark.no_gpu
 def test_a_variant_is_checked_like_the_course_kernel():
-    """Past the class's check, the launcher's own: CPU operands are a device error."""
+    """Past the name's check, the launcher's own: CPU operands are a device error."""
     with pytest.raises(DeviceError, match="Hopper GPU"):
-        mi.launcher(*_operands(), kernel_class=Same)
+        mi.launcher(*_operands(), variant="overlap")
+
+
+def test_the_tiled_weights_hold_each_box_contiguously():
+    packed = torch.arange(256 * 64, dtype=torch.int32).view(256, 64)  # N = 256, K = 512
+    tiled = mv.tiled_weights(packed, 128)
+    assert torch.equal(tiled.flatten()[:4096].view(128, 32), packed[:128, :32])
+    assert torch.equal(tiled.flatten()[4096:8192].view(128, 32), packed[:128, 32:])
+
+
+#: variant -> (register-A wgmmas, bf16x2 multiplies of the conversion) at tile_m = 16, one warpgroup
+COMPILED = {"course": (16, 64), "overlap": (16, 64), "tiled": (16, 64), "no_convert": (16, 0),
+            "no_mma": (0, 64), "loads_only": (0, 0), "tiled_loads_only": (0, 0)}
+
+
+@pytest.mark.parametrize("variant", list(mv.all_variants()))
+def test_each_variant_compiles_to_the_steps_it_keeps(variant):
+    """Every class of the tables compiles for sm_90a; an experiment's PTX lacks the step it leaves out."""
+    from cutecourse.inspect import compile_report
+
+    assert set(COMPILED) == set(mv.all_variants())
+    r = compile_report(TARGET, tile_m=16, variant=variant)
+    assert (len(register_a_wgmmas(r.ptx)), r.ptx.count("mul.rn.bf16x2")) == COMPILED[variant]
+    assert ("C7513" in r.log) == (variant == "overlap")
 
 
 _GPU_CHECK = textwrap.dedent("""
     import json, sys, torch
     from cutecourse.kernels import mixed_input as mi
-    from cutecourse.kernels.hopper_mixed_gemm import HopperMixedGemm
+    from cutecourse.kernels.mixed_variants import tiled_weights
     from cutecourse.quant import quantize_int4
-
-    class Same(HopperMixedGemm):
-        pass
 
     torch.manual_seed(0)
     out = []
-    for m, n, k, splits in json.loads(sys.argv[1]):
+    for variant, m, n, k, splits in json.loads(sys.argv[1]):
         packed, scales, _ = quantize_int4(torch.randn(n, k, device="cuda") * 0.02, 128)
         x = torch.randn(m, k, device="cuda").bfloat16()
-        fn = mi.launcher(x, packed, scales, splits=splits, kernel_class=Same)
+        course = mi.mixed_mm(x, packed, scales, splits=splits, warpgroups=2)
+        mine = tiled_weights(packed, 128) if variant == "tiled" else packed
+        fn = mi.launcher(x, mine, scales, splits=splits, warpgroups=2, variant=variant)
         fn()
         fn()  # twice: split-K's counters went back to zero
-        course = mi.mixed_mm(x, packed, scales, splits=splits)
         same = torch.equal(fn.y.view(torch.int16), course.view(torch.int16))
         zeroed = getattr(fn, "counters", None) is None or int(fn.counters.abs().sum()) == 0
-        out.append([m, n, k, fn.plan.splits, type(fn.kernel).__name__, same and zeroed])
+        out.append([variant, fn.plan.splits, type(fn.kernel).__name__, same and zeroed])
     print("RESULT" + json.dumps(out))
 """)
 
 
 @pytest.mark.gpu
-def test_a_variant_through_the_launcher_gives_the_course_kernels_bits(run_gpu_script):
-    cases = [[1, 1024, 4096, 4], [16, 512, 2048, 1], [7, 320, 640, None]]
+def test_the_correct_variants_give_the_course_kernels_bits(run_gpu_script):
+    cases = [["overlap", 1, 1024, 4096, 4], ["overlap", 16, 512, 2048, 1], ["tiled", 7, 384, 1280, None],
+             ["tiled", 1, 1024, 4096, 4]]
     results = run_gpu_script(_GPU_CHECK, cases)
-    assert [r[4] for r in results] == ["Same"] * len(cases), results
+    assert [r[2] for r in results] == [mv.variant_class(c[0]).__name__ for c in cases], results
     assert all(r[-1] for r in results), results
-    assert results[0][3] == 4  # split-K: the launcher allocated the variant's buffers
+    assert results[0][1] == 4  # split-K: the entry allocated the variant's buffers

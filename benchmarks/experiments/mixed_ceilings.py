@@ -17,6 +17,9 @@ differences place the time:
   TMA box (128 rows x 128 bytes) is one contiguous 16 KB block instead of 128 rows 4 KB apart
   (``HopperMixedGemm.weights``): does DRAM locality limit the stream?
 
+Each is a variant of the kernel by name (``cutecourse/kernels/mixed_variants.py``, the
+launcher's ``variant=``).
+
 and each at the planner's split of K and at 3, 4 and 8 splits. Times are CUDA-graph replays of
 launches that cycle through copies of the weights larger than twice the L2 (each launch reads
 its weights from HBM), so the host's launch cost (12-20 us a call through the DSL's Python
@@ -33,62 +36,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import cutlass  # noqa: E402
-import cutlass.cute as cute  # noqa: E402
-
 from cutecourse import bench  # noqa: E402
-from cutecourse.kernels import hopper_mixed_gemm as hm  # noqa: E402
 from cutecourse.kernels import mixed_input  # noqa: E402
+from cutecourse.kernels.mixed_variants import TiledMixedGemm, tiled_weights, variant_class  # noqa: E402
 from cutecourse.quant import quantize_int4  # noqa: E402
 
 SHAPES = [(8192, 8192), (28672, 8192), (8192, 28672)]
 SPLITS = (None, 3, 4, 6, 8)
 REPLAYS = 20
 
-
-class NoConvert(hm.HopperMixedGemm):
-    @cute.jit
-    def convert(self, sW, sS, sZ, stage, frag, wg, t, lane_row, chunk: cutlass.Constexpr[int]):
-        pass
-
-
-class NoMma(hm.HopperMixedGemm):
-    @cute.jit
-    def mma(self, tiled_mma, frag, tCrX, acc, stage, chunk: cutlass.Constexpr[int]):
-        pass
-
-
-class LoadsOnly(NoConvert):
-    @cute.jit
-    def mma(self, tiled_mma, frag, tCrX, acc, stage, chunk: cutlass.Constexpr[int]):
-        pass
-
-
-class Tiled(hm.HopperMixedGemm):
-    """The same logical (N, K/8) weights, each (rows x 32 words) box stored contiguously."""
-
-    def weights(self, w):
-        n, k8 = w.shape
-        kt = k8 // hm.WORDS_K
-        box = self.rows * hm.WORDS_K
-        return cute.make_tensor(w.iterator, cute.make_layout(((self.rows, n // self.rows), (hm.WORDS_K, kt)),
-                                                             stride=((hm.WORDS_K, box * kt), (1, box))))
-
-
-class TiledLoadsOnly(Tiled, LoadsOnly):
-    pass
-
-
-#: name -> (class, constructor arguments besides the plan's)
-VARIANTS = {"course": (hm.HopperMixedGemm, {}), "course 3 stages": (hm.HopperMixedGemm, {"stages": 3}),
-            "no convert": (NoConvert, {}), "no mma": (NoMma, {}), "loads only": (LoadsOnly, {}),
-            "tiled weights": (Tiled, {}), "tiled loads only": (TiledLoadsOnly, {})}
-
-
-def tiled(packed, rows: int):
-    """packed's words reordered so that Tiled's view reads the same logical tensor."""
-    n, k8 = packed.shape
-    return packed.view(n // rows, rows, k8 // hm.WORDS_K, hm.WORDS_K).permute(0, 2, 1, 3).contiguous().view(n, k8)
+#: row name -> (the kernel's variant, ``mixed_variants.py``; constructor arguments besides the plan's)
+VARIANTS = {"course": ("course", {}), "course 3 stages": ("course", {"stages": 3}),
+            "no convert": ("no_convert", {}), "no mma": ("no_mma", {}), "loads only": ("loads_only", {}),
+            "tiled weights": ("tiled", {}), "tiled loads only": ("tiled_loads_only", {})}
 
 
 def graph_us(fns, stream) -> float:
@@ -130,13 +90,13 @@ def stream_us(fns, stream) -> float:
     return start.elapsed_time(end) * 1e3 / REPLAYS / len(fns)
 
 
-def launches(cls, kwargs, splits, x, copies, stream):
-    """One launcher of variant ``cls`` per copy of the weights, through the course's own
+def launches(variant, kwargs, splits, x, copies, stream):
+    """One launcher of ``variant`` per copy of the weights, through the course's own
     (``mixed_input.launcher``: its plan, its split-K buffers), each with its own y."""
     import torch
 
     with torch.cuda.stream(stream):
-        fns = [mixed_input.launcher(x, packed, scales, splits=splits, route="fused", kernel_class=cls, **kwargs)
+        fns = [mixed_input.launcher(x, packed, scales, splits=splits, variant=variant, **kwargs)
                for packed, scales in copies]
     return fns[0].plan, fns, [f.y for f in fns]
 
@@ -160,16 +120,16 @@ def main() -> int:
         packed, scales, _ = quantize_int4(torch.randn(n, k, device="cuda") * 0.02, 128)
         int4_bytes = packed.numel() * 4 + scales.numel() * 2
         copies = bench.cold_l2_sets(lambda: (packed.clone(), scales.clone()), int4_bytes)
-        tiled_copies = [(tiled(p, 128), s) for p, s in copies]
+        tiled_copies = [(tiled_weights(p, 128), s) for p, s in copies]
         for m in [int(v) for v in args.ms.split(",")]:
             x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
             reference = {}
-            for name, (cls, kwargs) in VARIANTS.items():
+            for name, (variant, kwargs) in VARIANTS.items():
                 if args.variants and name not in args.variants.split(","):
                     continue
                 for splits in splits_list:
-                    cps = tiled_copies if issubclass(cls, Tiled) else copies
-                    p, fns, ys = launches(cls, kwargs, splits, x, cps, stream)
+                    cps = tiled_copies if issubclass(variant_class(variant), TiledMixedGemm) else copies
+                    p, fns, ys = launches(variant, kwargs, splits, x, cps, stream)
                     us = graph_us(fns, stream)
                     row = dict(n=n, k=k, m=m, variant=name, splits=p.splits, tile_m=p.tile_m,
                                stages=fns[0].kernel.stages,

@@ -26,8 +26,8 @@ instructions defining input registers" (C7513) and makes every wgmma wait, which
 than waiting once per chunk. So the overlap comes from occupancy instead: at about 50 registers
 a thread and at most a third of an SM's smem, 3 or 4 CTAs share an SM (2 at tile_m = 64), and
 while one converts the others' wgmmas and TMA loads run. (CUTLASS's answer is warp specialization: one
-warpgroup converts while the other's wgmmas run.) The counter-example is compiled and read in
-tests/test_mixed_input.py: a subclass with ``IN_FLIGHT = 1``.
+warpgroup converts while the other's wgmmas run.) The counter-example is the variant "overlap"
+(``mixed_variants.py``: ``IN_FLIGHT = 1``), compiled and read in tests/test_mixed_variants.py.
 
 Split-K (``split_k=True``): the grid's third dimension splits the k-tiles; each split writes
 its fp32 partial sums, and the last split of a tile to finish adds them into y
@@ -43,8 +43,9 @@ scales', and the register the conversion subtracts (the zero read from smem inst
 loop and its hooks are the same code either way; the quantizer (``quant.int4``) decides it, not
 a kernel variant. So do fp16 activations (``dtype="float16"``; x's dtype decides it): x, the
 scales and y are fp16, the wgmmas f16 x f16 -> f32, and the conversion uses fp16's magic number
-(``int4_convert.py``); the bytes, the instruction counts and the loop are the same. A variant that changes what the loop does is a subclass overriding a hook
-(``load``, ``convert``, ``mma``: ``benchmarks/experiments/mixed_ceilings.py`` drops steps so).
+(``int4_convert.py``); the bytes, the instruction counts and the loop are the same. A variant that
+changes what the loop does is a subclass overriding a hook, named in ``mixed_variants.py``'s tables
+(``variant=``; its experiments drop ``convert`` or ``mma``).
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ class HopperMixedGemm(Configured):
     Its hooks, each with the same signature in every subclass: ``weights`` (the packed weights'
     layout, on the host), ``load`` (one k-tile's TMA loads), ``convert`` (one chunk of int4 words
     to bf16 (fp16) registers) and ``mma`` (one chunk's wgmmas); ``consume`` is the loop that calls
-    them. ``split_k``, ``zero_point`` and ``dtype`` stay keywords (the module docstring says why).
+    them; ``store_tile`` the epilogue. ``split_k``, ``zero_point`` and ``dtype`` stay keywords (the
+    module docstring says why). A variant is named in ``mixed_variants.py`` (``variant=``).
     """
 
     #: wgmma batches (chunks) left in flight while the next chunk converts: 0, every chunk's
@@ -151,9 +153,9 @@ class HopperMixedGemm(Configured):
         before = (Tensor("x", self.dtype, ("M", "K")), Tensor("packed", "int32", ("N", "K8"), ("ldw",)),
                   Tensor("scales", self.dtype, ("groups", "N"), ("lds",)), Tensor("y", self.dtype, ("M", "N")))
         after = ()
-        if self.split_k:  # fp32 slices, one per split, and a counter per tile
-            after = (Tensor("partials", "float32", ("S", "M", "N"), ("ldp_split", "ldp")),
-                     Tensor("counters", "int32", ("tiles",)))
+        if self.split_k:  # scratch the entry allocates: fp32 slices, one per split, and a counter per tile
+            after = (Tensor("partials", "float32", ("S", "M", "N"), ("ldp_split", "ldp"), scratch=True),
+                     Tensor("counters", "int32", ("tiles",), scratch=True, zero=True))
         if self.zero_point:
             after += (Tensor("zeros", "uint8", ("groups", "N"), ("ldz",)),)
         # the epilogue op's operands (``epilogue_op.Operand``): one value per column of y (N),
@@ -225,7 +227,7 @@ class HopperMixedGemm(Configured):
     def weights(self, w):
         """The packed weights as TMA reads them: here (N, K/8) row-major words. A subclass may
         return another layout of the same (N, K/8) tensor (``cute.make_tensor(w.iterator, ...)``);
-        ``benchmarks/experiments/mixed_ceilings.py`` stores each TMA box contiguously."""
+        ``mixed_variants.TiledMixedGemm`` stores each TMA box contiguously."""
         return w
 
     # -- device side -------------------------------------------------------------------------
@@ -299,13 +301,10 @@ class HopperMixedGemm(Configured):
                 prod.advance()
         else:
             self.consume(ring, cons, k_count, sW, sS, sZ, frag, tiled_mma, tCrX, acc, tidx)
-            tile_mn = (self.rows, self.tile_m)
+            split_k = None  # with split_k: what the split's store and the last split's reduction need
             if cutlass.const_expr(self.split_k):
-                mixed_epilogue.store_split(mY, mP, mCounters, acc, thr_mma, tile_mn, bn, bm, split, splits, tidx,
-                                           storage.last.get_tensor(cute.make_layout(1)), self.threads,
-                                           self.epilogue_op, ops)
-            else:
-                mixed_epilogue.store(mY, acc, thr_mma, tile_mn, bn, bm, self.epilogue_op, ops)
+                split_k = (mP, mCounters, split, splits, tidx, storage.last.get_tensor(cute.make_layout(1)))
+            self.store_tile(acc, thr_mma, (bn, bm), mY, split_k, ops)
 
     @cute.jit
     def consume(self, ring, cons, k_count, sW, sS, sZ, frag, tiled_mma, tCrX, acc, tidx):
@@ -335,6 +334,21 @@ class HopperMixedGemm(Configured):
             ring.consumer_release(released)
 
     # -- the steps: hooks a variant overrides (same signature) -------------------------------
+    @cute.jit
+    def store_tile(self, acc, thr_mma, tile, mY, split_k, ops):
+        """The sums ``acc`` of this CTA's tile ``tile`` = (bn, bm) of y.T (weight rows x tokens) into y,
+        through the epilogue op (its operands ``ops``): directly (``mixed_epilogue.store``), or with
+        ``split_k`` = (partials, counters, split, splits, tidx, a smem flag) into the split's fp32
+        slice, the tile's last split adding the slices into y (``mixed_epilogue.store_split``)."""
+        bn, bm = tile
+        tile_mn = (self.rows, self.tile_m)
+        if cutlass.const_expr(self.split_k):
+            mP, counters, split, splits, tidx, last = split_k
+            mixed_epilogue.store_split(mY, mP, counters, acc, thr_mma, tile_mn, bn, bm, split, splits, tidx, last,
+                                       self.threads, self.epilogue_op, ops)
+        else:
+            mixed_epilogue.store(mY, acc, thr_mma, tile_mn, bn, bm, self.epilogue_op, ops)
+
     @cute.jit
     def load(self, ring, loads, state, k_first):
         """TMA-load k-tile k_first + state.count (weights, x, scales, zeros) into stage state.index."""

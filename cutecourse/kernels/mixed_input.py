@@ -13,12 +13,14 @@ scales must agree, since the conversion multiplies in the scales' type and wgmma
   split of K: the time is the k-tiles through the busiest SM (CTAs on one SM share its
   bandwidth) plus a fixed cost per split (``split_cost``), e.g. M = 1 on 8192 x 8192: 64 CTAs,
   4 splits, 2 CTAs of 8 k-tiles on each SM;
-* :func:`launcher` checks, plans, allocates the split-K buffers and returns the host layer's
-  ``gemm_launch.Launch`` (one kernel launch, compiled once); :func:`mixed_mm` allocates y and
-  runs it once. The kernel enters through the one host layer: ``ENTRY`` is an
-  ``operands.DescribedEntry`` of :class:`HopperMixedGemm`, whose ``operands()`` describe x, packed,
-  scales, y and the split-K buffers; :func:`compile_target` (its keyword arguments: the
-  constructor's) fakes them for ``cutecourse.inspect`` (symbolic sizes, no GPU).
+* :func:`launcher` checks, plans and returns the host layer's ``gemm_launch.Launch`` (one kernel
+  launch, compiled once, its split-K buffers allocated); :func:`mixed_mm` allocates y and runs
+  it once. The kernel enters through the one host layer: ``ENTRY`` is an
+  ``operands.DescribedEntry`` of :class:`HopperMixedGemm`'s variants by name
+  (``mixed_variants.variant_gemm``: ``variant=``), whose ``operands()`` describe x, packed,
+  scales, y and the split-K buffers (scratch, which the entry's ``launch`` allocates);
+  :func:`compile_target` (its keyword arguments: the constructor's, and ``variant``) fakes them
+  for ``cutecourse.inspect`` (symbolic sizes, no GPU).
 
 Split-K reduction: each split writes its fp32 partial sums into its own slice of an (S, M, N)
 buffer, and the last split of each tile to finish (a counter per tile) adds the slices in
@@ -34,8 +36,9 @@ from dataclasses import dataclass
 from ..errors import DeviceError, DTypeError, ShapeError
 from ..quant.reorder import BLOCK_K, BLOCK_N
 from .epilogue_op import described
-from .gemm_launch import Entry, check_epilogue_args, named_epilogue_op
+from .gemm_launch import check_epilogue_args, named_epilogue_op
 from .hopper_mixed_gemm import SM_SMEM, TILE_K, TILE_MS, HopperMixedGemm, check_group
+from .mixed_variants import variant_class, variant_gemm
 from .operands import DescribedEntry, check_tensors
 
 #: SMs of an H100 / H200 SXM: the grid a split aims to fill when no GPU is there to ask.
@@ -206,23 +209,23 @@ def plan(m: int, n: int, k: int, group: int, sms: int = SMS, tile_m: int | None 
 
 
 def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=None, warpgroups=None,
-             stages=None, epilogue_op=None, epilogue_args=(), route=None, kernel_class=None):
+             stages=None, epilogue_op=None, epilogue_args=(), route=None, variant=None):
     """Check, plan, compile once; return the host layer's ``gemm_launch.Launch``: ``fn()`` writes
     y = x @ W'.T into ``out`` (or a new y, ``fn.y``); ``fn.plan``; ``fn.kernel``; with split-K it
     owns its buffers (``fn.partials``, ``fn.counters``), so two launchers may run on different
     streams. ``epilogue_op``: an ``epilogue_op.EpilogueOp`` (or its name) applied to each fp32
     element of y, e.g. ``AddBias`` with ``epilogue_args=(bias,)`` (fp32, one per column of y: N).
-    ``kernel_class``: a subclass of :class:`HopperMixedGemm` (a variant overriding its hooks)
-    to run in its place, with the same plan and buffers; it means the fused route."""
+    ``variant``: the fused kernel's class by name (``mixed_variants.VARIANTS``, ``DEMO_VARIANTS``;
+    default ``"course"``), with the same plan and buffers; naming one means the fused route."""
     import torch
 
     from ..modes import require_gpu
 
-    kernel_class = fused_class(kernel_class)
-    if kernel_class is not HopperMixedGemm:  # a variant of the fused kernel
+    if variant is not None:  # a class of the fused kernel, named
+        variant_class(variant)  # an unknown name: a CourseError listing the names
         if route == "dequantize":
-            raise ShapeError(f"kernel_class={kernel_class.__name__} runs the fused kernel, route='dequantize' the "
-                             "dense GEMM", "leave route out (or pass route='fused') with kernel_class")
+            raise ShapeError(f"variant={variant!r} names a class of the fused kernel, route='dequantize' the "
+                             "dense GEMM", "leave route out (or pass route='fused') with variant")
         route = "fused"
     m, n, k, group = check(x, packed, scales, zeros)
     op = named_epilogue_op(epilogue_op)
@@ -240,28 +243,14 @@ def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=Non
                          f"({m}, {n}), x's dtype", "allocate it with torch.empty(M, N, dtype=x.dtype, device=x.device)")
     if p.route == "dequantize":
         return _dequantize_launcher(x, packed, scales, zeros, y, p, op, epilogue_args)
-    kernel = (ENTRY if kernel_class is HopperMixedGemm else Entry(kernel_class)).kernel(
-        tile_m=p.tile_m, group_size=group, zero_point=zeros is not None, split_k=p.splits > 1,
-        warpgroups=p.warpgroups, stages=stages, epilogue_op=op, dtype=_name(x.dtype))
+    kernel = ENTRY.kernel(variant=variant or "course", tile_m=p.tile_m, group_size=group,
+                          zero_point=zeros is not None, split_k=p.splits > 1, warpgroups=p.warpgroups,
+                          stages=stages, epilogue_op=op, dtype=_name(x.dtype))
     op_tensors = {o.name: t for o, t in zip(described(op), epilogue_args)}
     check_tensors(tuple(op_tensors.items()))
-    buffers = {}
-    if kernel.split_k:  # the fp32 slices, and one counter per tile (zero; the kernel leaves them zero)
-        buffers = dict(partials=torch.empty(p.splits, m, n, dtype=torch.float32, device=x.device),
-                       counters=torch.zeros(p.ctas, dtype=torch.int32, device=x.device))
-    tensors = dict(x=x, packed=packed, scales=scales, y=y, **buffers, zeros=zeros, **op_tensors)
-    return ENTRY.launch(kernel, tensors, y=y, plan=p, kernel=kernel, **buffers)
-
-
-def fused_class(kernel_class=None) -> type:
-    """The class the fused route runs: :class:`HopperMixedGemm` (None), or a subclass of it."""
-    if kernel_class is None:
-        return HopperMixedGemm
-    if not (isinstance(kernel_class, type) and issubclass(kernel_class, HopperMixedGemm)):
-        raise DTypeError(f"kernel_class={kernel_class!r} is not a subclass of HopperMixedGemm",
-                         "pass a class that subclasses cutecourse.kernels.hopper_mixed_gemm.HopperMixedGemm "
-                         "(overriding its hooks), or leave kernel_class out")
-    return kernel_class
+    # with split-K, the entry allocates the kernel's scratch: S fp32 slices of (M, N), a counter per tile
+    tensors = dict(x=x, packed=packed, scales=scales, y=y, zeros=zeros, **op_tensors)
+    return ENTRY.launch(kernel, tensors, sizes=dict(S=p.splits, tiles=p.ctas), y=y, plan=p, kernel=kernel)
 
 
 def _dequantize_launcher(x, packed, scales, zeros, y, p, op, epilogue_args):
@@ -282,25 +271,25 @@ def _dequantize_launcher(x, packed, scales, zeros, y, p, op, epilogue_args):
 
 
 def mixed_mm(x, packed, scales, zeros=None, *, tile_m=None, splits=None, warpgroups=None, epilogue_op=None,
-             epilogue_args=(), route=None):
+             epilogue_args=(), route=None, variant=None):
     """y = x @ dequantize(packed, scales, zeros).T on a Hopper GPU: x (M, K) bf16 -> y (M, N) bf16,
     or fp16 -> fp16 (x's dtype picks the kernel; the scales must be of it).
 
     ``packed, scales, zeros``: what ``cutecourse.quant.quantize_int4`` returned (with
     ``dtype=torch.float16`` for fp16 x). ``tile_m``, ``splits``, ``warpgroups`` and ``route``
-    override the planner (:func:`plan`); ``epilogue_op`` and ``epilogue_args`` as :func:`launcher`
-    takes them (a Linear layer's bias: ``"AddBias"``)."""
+    override the planner (:func:`plan`); ``epilogue_op``, ``epilogue_args`` and ``variant`` as
+    :func:`launcher` takes them (a Linear layer's bias: ``"AddBias"``)."""
     check(x, packed, scales, zeros)
     if zeros is not None and zeros.numel() and int(zeros.max()) > 15:
         raise DTypeError(f"zeros hold {int(zeros.max())}; int4 zero points are 0 .. 15",
                          "pass the zeros quantize_int4(..., zero_point=True) returned")
     fn = launcher(x, packed, scales, zeros, tile_m=tile_m, splits=splits, warpgroups=warpgroups,
-                  epilogue_op=epilogue_op, epilogue_args=epilogue_args, route=route)
+                  epilogue_op=epilogue_op, epilogue_args=epilogue_args, route=route, variant=variant)
     fn()
     return fn.y
 
 
 #: The kernel's entry, with every entry's verbs: compile_target, validate (check), launcher, gemm
-#: (mixed_mm) and launch (what launcher returns).
-ENTRY = DescribedEntry(HopperMixedGemm, validate=check, launcher=launcher, gemm=mixed_mm)
+#: (mixed_mm) and launch (what launcher returns); its build picks the class by ``variant=``.
+ENTRY = DescribedEntry(variant_gemm, validate=check, launcher=launcher, gemm=mixed_mm)
 compile_target = ENTRY.compile_target

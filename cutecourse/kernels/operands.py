@@ -7,7 +7,9 @@ the order its ``__call__`` takes them, before and after the stream. Its entry is
 :class:`DescribedEntry`, which from that one description fakes them for a compile on any
 machine (:func:`fake_tensors`) and launches on them (:func:`arguments`), every size a run-time
 value; :func:`check_tensors` checks the torch tensors' layout (after the kernel's own checks in
-the learner's terms, which its module makes).
+the learner's terms, which its module makes). A tensor described as ``scratch`` (the kernel's
+own buffer, as ``gemm_launch.Scratch`` is a dense kernel's: the mixed-input GEMM's split-K
+partial sums and counters) is allocated by the entry's ``launch`` (:func:`allocate_scratch`).
 """
 
 from __future__ import annotations
@@ -25,12 +27,16 @@ class Tensor:
     """A tensor operand as a kernel describes it: ``name`` (the learner's, for messages), ``dtype``
     (a torch dtype name), ``shape`` (symbol names: the sizes stay run-time values; one name in two
     tensors is one size), row-major with rows 16-byte aligned; ``ld``: the symbols of its row
-    strides (default ``ld`` + name)."""
+    strides (default ``ld`` + name). ``scratch``: the entry allocates it at launch, its sizes
+    read from the other tensors' (one symbol, one size) or given; ``zero``: zeroed there (the
+    kernel leaves it zero, so it stays so from launch to launch)."""
 
     name: str
     dtype: str
     shape: tuple
     ld: tuple = ()
+    scratch: bool = False
+    zero: bool = False
 
     def strides(self) -> tuple:
         """Symbol names of the strides of every dimension but the last (which is 1)."""
@@ -80,6 +86,31 @@ def check_tensors(named) -> None:
                           f"move {', '.join(name for name, _ in given)} to the same GPU")
 
 
+def allocate_scratch(kernel, tensors: dict, sizes=None) -> dict:
+    """The ``scratch`` tensors ``kernel.operands()`` describes that ``tensors`` (name -> torch
+    tensor) lacks, allocated on their device: each symbol's size is ``sizes``' (symbol -> int) or
+    read from a given tensor of that symbol."""
+    import torch
+
+    before, after = kernel.operands()
+    known = dict(sizes or {})
+    for t in before + after:
+        if tensors.get(t.name) is not None:
+            for symbol, size in zip(t.shape, tensors[t.name].shape):
+                known.setdefault(symbol, size)
+    device = next(v.device for v in tensors.values() if v is not None)
+    out = {}
+    for t in before + after:
+        if t.scratch and tensors.get(t.name) is None:
+            unknown = [s for s in t.shape if s not in known]
+            if unknown:
+                raise CourseError(f"the size {unknown[0]!r} of {t.name} {t.shape} is in no tensor given",
+                                  f"pass sizes={{{unknown[0]!r}: ...}} to launch, or the tensor {t.name} itself")
+            out[t.name] = (torch.zeros if t.zero else torch.empty)(
+                tuple(known[s] for s in t.shape), dtype=getattr(torch, t.dtype), device=device)
+    return out
+
+
 def arguments(kernel, tensors: dict) -> tuple:
     """The DSL arguments of ``kernel`` on ``tensors`` (name -> checked torch tensor, as
     ``kernel.operands()`` names them) and the current stream: every size a run-time value, as
@@ -100,7 +131,8 @@ class DescribedEntry(Entry):
     ``compile_target`` fakes them from the description; ``validate``, ``launcher`` and ``gemm``
     are the kernel's torch-facing functions, given here (its module checks the operands in the
     learner's terms and plans the problem: which kernel a shape wants); ``launch(kernel,
-    tensors)`` launches a kernel object on checked torch tensors, with no further checks.
+    tensors)`` launches a kernel object on checked torch tensors, with no further checks, and
+    allocates its scratch tensors as ``Entry.launch`` does.
     ``validate(*operands, **kw)`` checks on any machine; ``launcher(*operands, **kw)`` returns a
     ``gemm_launch.Launch``; ``gemm(*operands, **kw)`` its output, launched once."""
 
@@ -133,12 +165,11 @@ class DescribedEntry(Entry):
         """(kernel, fake arguments) for ``cutecourse.inspect.compile_report``: symbolic sizes;
         keyword arguments: the constructor's (it makes the kernel's own checks). The operands'
         dtypes are the description's: an ``in_dtype`` or ``out_dtype`` is refused, not ignored."""
-        if in_dtype is not None or out_dtype is not None:
-            name = getattr(self.build, "__name__", "this kernel")
-            raise CourseError(f"{name} describes its operands' dtypes itself (operands()): in_dtype={in_dtype!r}, "
-                              f"out_dtype={out_dtype!r} would change nothing",
-                              "leave in_dtype and out_dtype out; pass the constructor's keyword arguments")
         kernel = self.kernel(**params)
+        if in_dtype is not None or out_dtype is not None:
+            raise CourseError(f"{type(kernel).__name__} describes its operands' dtypes itself (operands()): "
+                              f"in_dtype={in_dtype!r}, out_dtype={out_dtype!r} would change nothing",
+                              "leave in_dtype and out_dtype out; pass the constructor's keyword arguments")
         return kernel, self.fake_arguments(kernel)
 
     def fake_arguments(self, kernel, *_, epilogue_args=None):
@@ -149,13 +180,16 @@ class DescribedEntry(Entry):
         before, after = kernel.operands()
         return (*fake_tensors(before, sizes), cuda.CUstream(0), *fake_tensors(after, sizes))
 
-    def launch(self, kernel, tensors: dict, /, **attrs):
+    def launch(self, kernel, tensors: dict, /, sizes=None, **attrs):
         """Compile once and return a ``gemm_launch.Launch`` of ``kernel`` on ``tensors`` (name ->
-        checked torch tensor, as ``operands()`` names them; None: an operand not given);
-        ``attrs``: attributes of the Launch."""
+        checked torch tensor, as ``operands()`` names them; None: an operand not given), its
+        ``scratch`` tensors allocated (:func:`allocate_scratch`, ``sizes``: symbol -> int for the
+        sizes no given tensor has) and attributes of the Launch (``fn.partials``), as ``attrs``."""
         from ..modes import require_gpu
 
         require_gpu(self.arch)
+        scratch = allocate_scratch(kernel, tensors, sizes)
+        tensors = {**tensors, **scratch}
         args = arguments(kernel, tensors)
         compiled = compile_once(kernel, args, key=tuple(t.dtype for t in tensors.values() if t is not None))
-        return Launch(compiled, args, keep=list(tensors.values()), **attrs)
+        return Launch(compiled, args, keep=list(tensors.values()), **scratch, **attrs)
