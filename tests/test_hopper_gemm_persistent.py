@@ -321,3 +321,23 @@ def test_an_l2_hint_variant_overrides_the_load_policies_hook_alone():
     assert {EVICT_FIRST, EVICT_LAST} <= policies(hinted)
     assert hinted.count("TMA loads") == 2 and "L2::cache_hint" in hinted.ptx and hinted.spill_bytes == 0
     assert not {EVICT_FIRST, EVICT_LAST} & policies(_compile_here(hp.PersistentHopperGemm()))
+
+
+def test_every_persistent_kernel_loads_through_the_one_producer():
+    """Ping-pong, stream-K, direct-store, grouped and both FP8 kernels inherit the producer loop,
+    so the ``load_policies`` it passes is their L2 hook too, with nothing to copy."""
+    import importlib
+
+    for module in ("hopper_gemm_pingpong", "hopper_gemm_streamk", "hopper_gemm_direct_store",
+                   "hopper_grouped_gemm_fp8_onepart"):
+        importlib.import_module(f"cutecourse.kernels.{module}")
+
+    def family(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from family(sub)
+
+    names = {cls.__name__: cls for cls in family(hp.PersistentHopperGemm)}
+    assert {"PingPongHopperGemm", "StreamKHopperGemm", "DirectStoreHopperGemm", "GroupedHopperGemm",
+            "BlockScaledGroupedHopperGemm", "OnePartBlockScaledGroupedHopperGemm"} <= set(names)
+    assert [n for n, cls in names.items() if cls._producer is not hp.PersistentHopperGemm._producer] == []
