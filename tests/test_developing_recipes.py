@@ -146,7 +146,7 @@ def test_the_exercise_recipe_applied_to_a_copy_passes_the_test_it_shows(tmp_path
 
 
 def test_the_epilogue_schedule_table_gives_each_familys_hook_signatures():
-    """The page's table of make_epilogue / store_tile / finish_stores per family is the code's."""
+    """The page's table of make_epilogue / store_tile / finish_stores / tile_origin per family is the code's."""
     import inspect
     import re
 
@@ -163,8 +163,8 @@ def test_the_epilogue_schedule_table_gives_each_familys_hook_signatures():
     assert seen == set(classes), seen
     for name, cls in classes.items():
         row = re.search(rf"^\| [a-zA-Z-]+ \(`{name}`[^|]*\|(.*)$", text, re.M).group(1)
-        cells = [c.strip() for c in row.split("|")][:3]
-        for hook, cell in zip(("make_epilogue", "store_tile", "finish_stores"), cells):
+        cells = [c.strip() for c in row.split("|")][:4]
+        for hook, cell in zip(("make_epilogue", "store_tile", "finish_stores", "tile_origin"), cells, strict=True):
             params = [p.name if p.default is inspect.Parameter.empty else f"{p.name}={p.default}"
                       for p in list(inspect.signature(getattr(cls, hook)).parameters.values())[1:]]
             assert cell.startswith(f"`({', '.join(params)})`"), (name, hook, cell, params)

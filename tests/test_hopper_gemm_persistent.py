@@ -1,8 +1,8 @@
 """The persistent, warp-specialized Hopper GEMM: smem plan, the tile scheduler's order (a CPU model
 that is the kernel's own arithmetic, checked against cutlass.utils' scheduler layout), input
 errors, what the compiler made of it (wgmma, TMA, setmaxnreg, no spills), the hooks a learner
-writes (a scheduler's fields, an epilogue op; every order of ``SCHEDULERS`` is compiled by
-tests/test_kernel_tables.py), and on an H100 a PDL chain (correctness against torch:
+writes (a scheduler's fields, an epilogue op, L2 load policies; every order of ``SCHEDULERS`` is
+compiled by tests/test_kernel_tables.py), and on an H100 a PDL chain (correctness against torch:
 tests/test_dense_gemms.py).
 """
 
@@ -259,7 +259,7 @@ def test_pdl_chain_keeps_dependent_launches_correct(run_pdl_chain):
     assert [r[-1] for r in results] == [0, 0, 0], results
 
 
-# -- the hooks a learner writes: a scheduler's fields, an epilogue op ---------------------------------
+# -- the hooks a learner writes: a scheduler's fields, an epilogue op, L2 load policies -------------
 def _compile_here(kernel, *extra):
     from cutecourse.inspect import compile_here
     from cutecourse.kernels import gemm_launch
@@ -298,3 +298,46 @@ def test_an_epilogue_op_with_a_bias_operand_runs_on_every_accumulator():
     assert r.spill_bytes == 0 and r.count("wgmma") == 4
     plain = _compile_here(hp.PersistentHopperGemm())
     assert plain.ptx.count("ld.global.b32") == 0
+
+
+def test_an_l2_hint_variant_overrides_the_load_policies_hook_alone():
+    """The producer passes ``load_policies`` to each TMA load (``ClusterHopperGemm``'s hook: same
+    name, same meaning), so an L2-hint variant of the persistent family (grouped, FP8 ... inherit
+    the producer) is a subclass overriding that one method; the base's (None, None) sets no policy."""
+    import re
+
+    import cutlass
+
+    from cutecourse.kernels.hopper_gemm_cluster import EVICT_FIRST, EVICT_LAST
+
+    class AFirst(hp.PersistentHopperGemm):
+        def load_policies(self):
+            return (cutlass.Int64(EVICT_FIRST), cutlass.Int64(EVICT_LAST))
+
+    def policies(report):
+        return {int(x) for x in re.findall(r"mov\.b64\s+%rd\d+, (\d+)", report.ptx)}
+
+    hinted = _compile_here(AFirst())
+    assert {EVICT_FIRST, EVICT_LAST} <= policies(hinted)
+    assert hinted.count("TMA loads") == 2 and "L2::cache_hint" in hinted.ptx and hinted.spill_bytes == 0
+    assert not {EVICT_FIRST, EVICT_LAST} & policies(_compile_here(hp.PersistentHopperGemm()))
+
+
+def test_every_persistent_kernel_loads_through_the_one_producer():
+    """Ping-pong, stream-K, direct-store, grouped and both FP8 kernels inherit the producer loop,
+    so the ``load_policies`` it passes is their L2 hook too, with nothing to copy."""
+    import importlib
+
+    for module in ("hopper_gemm_pingpong", "hopper_gemm_streamk", "hopper_gemm_direct_store",
+                   "hopper_grouped_gemm_fp8_onepart"):
+        importlib.import_module(f"cutecourse.kernels.{module}")
+
+    def family(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from family(sub)
+
+    names = {cls.__name__: cls for cls in family(hp.PersistentHopperGemm)}
+    assert {"PingPongHopperGemm", "StreamKHopperGemm", "DirectStoreHopperGemm", "GroupedHopperGemm",
+            "BlockScaledGroupedHopperGemm", "OnePartBlockScaledGroupedHopperGemm"} <= set(names)
+    assert [n for n, cls in names.items() if cls._producer is not hp.PersistentHopperGemm._producer] == []

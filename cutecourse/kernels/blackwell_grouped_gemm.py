@@ -96,7 +96,7 @@ class BlackwellGroupedBlockScaledGemm(Configured):
     ``scheduler``: the group walk, ``group_walk.GroupScheduler`` or a subclass. A keyword left
     None is the class's default (``TILE_MN``, ``FMT`` ...: ``configured.py``). Hooks: the roles
     ``tma_warp``, ``mma_warp``, ``epilogue_warps``; ``make_scheduler``; the epilogue's
-    ``make_epilogue``, ``store_tile``, ``finish_stores``.
+    ``make_epilogue``, ``store_tile``, ``finish_stores``, ``tile_origin``.
     """
 
     MAPS = MAPS
@@ -246,11 +246,7 @@ class BlackwellGroupedBlockScaledGemm(Configured):
                  sm100.tma_views(tma_b, coord[1], along_m, sB, tCgB, False),
                  sm100.tma_views(tma_sfa, coord[2], along_n, sSFA, tCgSFA, True),
                  sm100.tma_views(tma_sfb, coord[1], along_m, sSFB, tCgSFB, True))
-        masks = (None, None, None, None)
-        if cutlass.const_expr(self.cluster_mn != (1, 1)):
-            m_a = cpasync.create_tma_multicast_mask(cluster_vmnk, coord, mcast_mode=2)
-            m_b = cpasync.create_tma_multicast_mask(cluster_vmnk, coord, mcast_mode=1)
-            masks = (m_a, m_b, m_a, m_b)
+        masks = sm100.multicast_masks(cluster_vmnk, coord, self.cluster_mn)  # in LOADED order
 
         acc_shape = mma.partition_shape_C(self.tile_mn)
         acc_layout = mma.make_fragment_C(cute.append(acc_shape, p.acc_stages)).layout
@@ -390,11 +386,13 @@ class BlackwellGroupedBlockScaledGemm(Configured):
     def store_tile(self, epi, acc_stage, gC, tile, warp_idx, c_map):
         """Hook: accumulator stage ``acc_stage`` of item ``tile`` to C (``sm100.store_tile``)."""
         sm100.store_tile(epi, acc_stage, gC[(None, None, tile.tile_m, tile.tile_n)], warp_idx, c_map,
-                         origin=(tile.tile_m * self.tile_mn[0], tile.tile_n * self.tile_mn[1]))
+                         origin=self.tile_origin(tile))
 
-    @cute.jit
+    def tile_origin(self, tile):
+        """Hook: the (row, column) in C of ``tile``'s first element (what the epilogue op is told),
+        as in every family; counted in the group's C, like ``PersistentHopperGemm.tile_origin``."""
+        return (tile.tile_m * self.tile_mn[0], tile.tile_n * self.tile_mn[1])
+
     def finish_stores(self, epi, warp_idx):
-        """Hook, after the last item: the TMA stores finish reading smem before the CTA exits."""
-        pipe = epi.pipe
-        if warp_idx == epi.store_warp:
-            pipe.producer_tail()
+        """Hook, after the last item: its last TMA stores finish reading smem (``sm100.finish_stores``)."""
+        sm100.finish_stores(epi, warp_idx)

@@ -246,7 +246,12 @@ class HopperGemm(Configured):
     def store_tile(self, epilogue, mma, gC, tile, warp_idx):
         """Hook: the accumulators ``mma.acc``, through the epilogue op if the kernel has one, to the
         C tile ``gC`` (``tile``: its (m, n) among C's tiles; ``sm90.store_tile``)."""
-        sm90.store_tile(epilogue, gC, warp_idx, origin=(tile[0] * self.tile_mn[0], tile[1] * self.tile_mn[1]))
+        sm90.store_tile(epilogue, gC, warp_idx, origin=self.tile_origin(tile))
+
+    def tile_origin(self, tile):
+        """Hook: the (row, column) in C of ``tile``'s first element (what the epilogue op is told),
+        as in every family; ``tile``: its (m, n) among C's tiles."""
+        return (tile[0] * self.tile_mn[0], tile[1] * self.tile_mn[1])
 
     def finish_stores(self, epilogue, warp_idx):
         """Hook, after the tile: its last TMA stores finish reading smem (``sm90.finish_stores``)."""

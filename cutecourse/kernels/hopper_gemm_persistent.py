@@ -58,7 +58,7 @@ from ..models.gemm_plan import (EPI_STAGES, EPI_TILE, IN_DTYPES, TILE_K, TILES, 
 from . import gemm_launch, sm90, tile_scheduler
 from .barriers import Barrier
 from .configured import Configured
-from .persistent_setup import CtaSetup, EpilogueArgs, fitting_epi_stages, shared_storage
+from .persistent_setup import CtaSetup, EpilogueArgs, fitting_epi_stages, grid_clusters, shared_storage
 
 #: Warpgroup roles. Warpgroup 0: producer (its warp 0 issues TMA); 1 and 2: MMA + epilogue.
 PRODUCER_WARPGROUPS = 1
@@ -96,9 +96,10 @@ class PersistentHopperGemm(Configured):
 
     A variant changes it through small hooks, with the same signature in every subclass: where
     the tiles come from (``make_scheduler``: an object of the ``Scheduler`` class, from its
-    ``Args``), which tensors a tile's loads use (``tile_loads``), how the consumer warpgroups share
-    the work (``consumers``), what they do as a tile starts (``enter_tile``), its mainloop
-    (``mainloop``), its epilogue (``make_epilogue``) and where its result goes (``store_tile``);
+    ``Args``), which tensors a tile's loads use (``tile_loads``) with which L2 eviction policies
+    (``load_policies``), how the consumer warpgroups share the work (``consumers``), what they do
+    as a tile starts (``enter_tile``), its mainloop (``mainloop``), its epilogue (``make_epilogue``)
+    and where its result goes (``store_tile``, from the tile's first element ``tile_origin``);
     and its own shared memory (``smem_fields``) and tensor-map prefetch (``prefetch_descriptors``);
     on the host, what its epilogue takes of C itself (``epilogue_c``). The base names none of its
     variants; some hook parameters (``turn``, ``unit``) and attributes exist for them.
@@ -162,15 +163,7 @@ class PersistentHopperGemm(Configured):
         """``args``: the tensors of ``scratch()``, in its order (they make the scheduler's ``Args``),
         the stream, then the epilogue op's operands."""
         n = len(self.scratch())
-        self.launch(a, b, c, self.Scheduler.Args(*args[:n]), self.grid_clusters(c), args[n], args[n + 1:])
-
-    def grid_clusters(self, c):
-        """The persistent grid: as many clusters as fit on the SMs, fewer when the problem has
-        fewer work items (cluster-sized blocks of C tiles)."""
-        cm, cn = self.cluster_mn
-        clusters_m = cute.ceil_div(cute.ceil_div(c.shape[0], self.tile_mn[0]), cm)
-        clusters_n = cute.ceil_div(cute.ceil_div(c.shape[1], self.tile_mn[1]), cn)
-        return cutlass.min(clusters_m * clusters_n, self.sms // (cm * cn))
+        self.launch(a, b, c, self.Scheduler.Args(*args[:n]), grid_clusters(self, c), args[n], args[n + 1:])
 
     @cute.jit
     def launch(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, scheduler_args: tuple, clusters, stream,
@@ -310,7 +303,7 @@ class PersistentHopperGemm(Configured):
             tile_loads = self.tile_loads(scheduler, loads, tile)
             for k in cutlass.range(tile.k_begin, tile.k_end, unroll=1):
                 ring.producer_acquire(prod)  # wait for a free stage, expect its bytes
-                sm90.issue_tma(ring, tile_loads, prod, k)
+                sm90.issue_tma(ring, tile_loads, prod, k, policies=self.load_policies())
                 prod.advance()
             scheduler.advance(tile)
         scheduler.publish(slot)  # past the last item: "no more tiles"
@@ -325,6 +318,12 @@ class PersistentHopperGemm(Configured):
         return dataclasses.replace(loads, tAgA=loads.tAgA[(None, tile.tile_m, None)],
                                    tBgB=loads.tBgB[(None, tile.tile_n, None)])
 
+    def load_policies(self):
+        """Hook: the L2 eviction policies of A's and B's loads, (None, None) for no hint (here):
+        the hook and meaning of ``ClusterHopperGemm.load_policies``, so an L2-hint variant of any
+        persistent kernel (grouped, FP8 ...) is a subclass overriding it."""
+        return (None, None)
+
     # -- consumers: two warpgroups, WGMMA + epilogue -----------------------------------------
     @cute.jit
     def consumers(self, ring, scheduler, tiled_mma, tma_c, sA, sB, sC, gC, tidx, warp_idx, warpgroup_idx,
@@ -332,7 +331,7 @@ class PersistentHopperGemm(Configured):
         """Hook: the consumer warpgroups' work. Here both work on the same tile, each owning 64 of
         its 128 rows (*cooperative*). Per work item: the mainloop (the prefetch variant's, without
         the loads), then the epilogue. The C buffers continue across tiles (a tile's sub-tiles are
-        a multiple of EPI_STAGES) and at most EPI_STAGES - 1 TMA stores are in flight, so a
+        a multiple of ``epi_stages``) and at most ``epi_stages`` - 1 TMA stores are in flight, so a
         buffer is never rewritten while a store still reads it, across tiles too."""
         ctid = tidx - 128 * PRODUCER_WARPGROUPS  # 0..255 among the consumers
         first_thread = cute.make_layout(CONSUMER_WARPGROUPS, stride=128)(warpgroup_idx - PRODUCER_WARPGROUPS)
@@ -386,12 +385,14 @@ class PersistentHopperGemm(Configured):
                         origin=self.tile_origin(tile))
 
     def tile_origin(self, tile):
-        """The (row, column) in C of ``tile``'s first element (what the epilogue op is told)."""
+        """Hook: the (row, column) in C of ``tile``'s first element (what the epilogue op is told),
+        as in every family."""
         return (tile.tile_m * self.tile_mn[0], tile.tile_n * self.tile_mn[1])
 
 
 # Python entry points (gemm_launch.Entry): compile_target(tile=..., scheduler="dynamic", ...) for
 # cutecourse.inspect, launcher(a, b, c, ...) for benchmarks (``sms``: default every SM of the GPU),
-# gemm_persistent(a, b) returns C.
+# gemm(a, b) returns C (the name in every dense module; gemm_persistent: notebook 06's).
 ENTRY = gemm_launch.Entry(PersistentHopperGemm)
-compile_target, validate, launcher, gemm_persistent = ENTRY.compile_target, ENTRY.validate, ENTRY.launcher, ENTRY.gemm
+compile_target, validate, launcher, gemm = ENTRY.compile_target, ENTRY.validate, ENTRY.launcher, ENTRY.gemm
+gemm_persistent = gemm

@@ -2,8 +2,9 @@
 
 ``CtaSetup`` is what a CTA has built when it makes its scheduler (``make_scheduler``);
 ``EpilogueArgs`` what the consumers' epilogue takes from the host (``make_epilogue``);
-``shared_storage`` the CTA's shared memory, field by field, with the variant's own fields, and
-``fitting_epi_stages`` how many C buffers it holds when the constructor is not told.
+``shared_storage`` the CTA's shared memory, field by field, with the variant's own fields,
+``fitting_epi_stages`` how many C buffers it holds when the constructor is not told, and
+``grid_clusters`` how many clusters the persistent grid launches.
 """
 
 from __future__ import annotations
@@ -65,3 +66,12 @@ def fitting_epi_stages(tile_mn, epi_tile, most: int) -> int:
         return most  # check_epi_tile says what is wrong
     subtiles = (tile_mn[0] // epi_tile[0]) * (tile_mn[1] // epi_tile[1])
     return next((n for n in range(most, 1, -1) if subtiles % n == 0), most)
+
+
+def grid_clusters(kernel, c):
+    """The persistent grid of ``kernel`` for C ``c`` (traced on the host): as many clusters as fit
+    on its ``sms``, fewer when the problem has fewer work items (cluster-sized blocks of C tiles)."""
+    cm, cn = kernel.cluster_mn
+    clusters_m = cute.ceil_div(cute.ceil_div(c.shape[0], kernel.tile_mn[0]), cm)
+    clusters_n = cute.ceil_div(cute.ceil_div(c.shape[1], kernel.tile_mn[1]), cn)
+    return cutlass.min(clusters_m * clusters_n, kernel.sms // (cm * cn))

@@ -128,6 +128,18 @@ def tma_views(atom, coord, cta_layout, s, g, sf: bool):
     return s_view, g_view
 
 
+def multicast_masks(cluster_vmnk, coord, cluster_mn):
+    """The multicast masks of the loads of A, B, SFA, SFB for the CTA at ``coord`` (v, m, n, k)
+    of ``cluster_vmnk``, traced inside a kernel: A and its scale factors go to the CTAs of this
+    CTA's cluster row (mode 2, along N), B and SFB to those of its column (mode 1); None each
+    without a cluster (``sm90.multicast_masks`` is Hopper's)."""
+    if tuple(cluster_mn) == (1, 1):
+        return (None, None, None, None)
+    m_a = cpasync.create_tma_multicast_mask(cluster_vmnk, coord, mcast_mode=2)
+    m_b = cpasync.create_tma_multicast_mask(cluster_vmnk, coord, mcast_mode=1)
+    return (m_a, m_b, m_a, m_b)
+
+
 # -- TMEM: allocation, accumulators, scale factors ---------------------------------------------
 @cute.jit
 def tmem_alloc(holding, warp_idx, alloc_warp: int):
@@ -263,3 +275,11 @@ def store_tile(epi: Epilogue, acc_stage, gC_tile, warp_idx, c_map, origin=(0, 0)
             pipe.producer_commit()
             pipe.producer_acquire()  # <= c_stages - 1 stores in flight: buffer buf+1 is free
         cute.arch.barrier(barrier_id=Barrier.EPILOGUE, number_of_threads=epi.threads)
+
+
+@cute.jit
+def finish_stores(epi: Epilogue, warp_idx):
+    """After the last tile: the last TMA stores finish reading smem before the CTA exits."""
+    pipe = epi.pipe
+    if warp_idx == epi.store_warp:
+        pipe.producer_tail()
