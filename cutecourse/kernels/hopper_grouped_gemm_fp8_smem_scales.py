@@ -129,7 +129,7 @@ class SmemScalesGroupedHopperGemm(OnePartBlockScaledGroupedHopperGemm):
         """The group walk, and the scales' shared memory and TMA views, kept on the kernel for the
         producer's loop and the mainloop (values of this kernel's trace): the SFA ring (128,
         stages), B's buffer (k-tiles, 2 blocks)."""
-        scheduler = super().make_scheduler(GroupArgs(*scheduler_args[:5]), setup)
+        scheduler = super(SmemScalesGroupedHopperGemm, self).make_scheduler(GroupArgs(*scheduler_args[:5]), setup)
         tensor_maps.init_maps(scheduler.maps, (scheduler_args.tma_sfa,), (SFA,), PRODUCER_WARP)
         sSFA = setup.storage.sfa.get_tensor(cute.make_layout((128, 1, self.stages)))
         self.sSFB = setup.storage.sfb.get_tensor(cute.make_layout((MAX_K_BLOCKS, 2), stride=(2, 1)))
@@ -150,7 +150,7 @@ class SmemScalesGroupedHopperGemm(OnePartBlockScaledGroupedHopperGemm):
                                                       stride=(1, groups.strides[(tile.group, SFA)])))
             tensor_maps.update_maps(groups.maps, (sfa_g,), (self.tma_sfa,), (SFA,), PRODUCER_WARP)
             tensor_maps.acquire_maps(groups.maps, (SFA,))
-        return super().tile_loads(groups, loads, tile)
+        return super(SmemScalesGroupedHopperGemm, self).tile_loads(groups, loads, tile)
 
     @cute.jit
     def _producer(self, ring, scheduler, loads):
@@ -253,7 +253,7 @@ class TmaScaledListGroups(ScaledListGroups):
     buffer of B's scales."""
 
     def check_scales(self):
-        super().check_scales()
+        super(TmaScaledListGroups, self).check_scales()
         for g, a in enumerate(self.As):
             if math.ceil(a.shape[1] / BLOCK) > MAX_K_BLOCKS:
                 raise ShapeError(f"group {g}: K = {a.shape[1]} has {math.ceil(a.shape[1] / BLOCK)} blocks of "
