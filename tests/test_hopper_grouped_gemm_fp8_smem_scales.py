@@ -140,10 +140,26 @@ def test_b_scales_are_copied_once_per_tile_between_two_barriers(report):
     assert len(re.findall(r"ld\.global\.b32", copy)) == 2 and len(re.findall(r"st\.shared\.v2\.b32", copy)) == 1
 
 
+def _k_tile_sass(report) -> list[str]:
+    """The SASS of one k-tile of the mainloop: from the stage's full-barrier wait before the first
+    QGMMA to the wait for the last QGMMA (``WARPGROUP.DEPBAR``)."""
+    sass = report.instructions("sass")
+    qgmma = [i for i, line in enumerate(sass) if "QGMMA" in line]
+    wait = max(i for i in range(qgmma[0]) if "SYNCS.PHASECHK" in sass[i])
+    return sass[wait:next(i for i in range(qgmma[-1], len(sass)) if "WARPGROUP.DEPBAR" in sass[i]) + 1]
+
+
+def test_no_global_load_nor_uniform_copy_of_a_scale_in_the_k_tile(report):
+    k_tile = _k_tile_sass(report)
+    assert len([s for s in k_tile if s.startswith("LDS")]) == 3
+    assert not [s for s in k_tile if s.startswith(("LDG", "R2UR"))]
+
+
 def test_the_default_kernel_still_loads_its_scales_in_the_loop():
     # what this variant removes: the launchers' default reads sa and sb from global memory per k-tile
-    loop = ptx_loops.mainloop(compile_report(DEFAULT, arch="sm_90a", tile=[128, 192], parts=1, cluster=[2, 1]))
-    assert len([s for s in loop.lines if s.startswith("ld.global")]) == 4
+    default = compile_report(DEFAULT, arch="sm_90a", tile=[128, 192], parts=1, cluster=[2, 1])
+    assert len([s for s in ptx_loops.mainloop(default).lines if s.startswith("ld.global")]) == 4
+    assert len([s for s in _k_tile_sass(default) if s.startswith("LDG")]) == 4
 
 
 def test_registers_without_spills(report):
