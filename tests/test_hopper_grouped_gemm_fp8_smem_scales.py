@@ -45,6 +45,35 @@ def test_the_form_hands_the_kernel_the_aligned_scales():
     assert sa_strides == [8, 132] and all(torch.equal(a, b) for a, b in zip(sas, SA)) and sbs is SB
 
 
+def test_packed_scales_start_each_group_at_16_bytes():
+    rows = torch.tensor([5, 0, 1, 8, 130, 3])
+    offs = torch.cumsum(rows, 0).to(torch.int32)
+    sa = torch.randn(int(rows.sum()) + 6, 3)  # 6 rows past offs[-1]: no group's
+    buf, starts = smem.packed_tma_scales(sa, offs)
+    assert buf.shape[0] == 3 and buf.stride(0) % smem.SCALE_ALIGN == 0
+    assert (starts % smem.SCALE_ALIGN == 0).all() and (starts[1:] - starts[:-1] >= rows[:-1]).all()
+    firsts = offs.long() - rows
+    for g in range(len(rows)):
+        got = buf[:, starts[g]:starts[g] + rows[g]].t()
+        assert torch.equal(got, sa[firsts[g]:firsts[g] + rows[g]])
+
+
+def test_the_packed_form_points_the_metadata_at_the_aligned_scales():
+    from cutecourse.models import blockwise_fp8 as fp8b
+
+    rows = torch.tensor([3, 0, 130])
+    offs = torch.cumsum(rows, 0).to(torch.int32)
+    qa, sa = fp8b.quantize_blockwise_fp8(torch.randn(int(rows.sum()), 256), (1, 128))
+    qw, sw = zip(*[fp8b.quantize_blockwise_fp8(torch.randn(256, 256), (128, 128)) for _ in rows])
+    form = smem.TmaScaledPackedGroups(qa, torch.stack(qw).transpose(-2, -1), sa, torch.stack(sw), offs,
+                                      torch.empty(int(rows.sum()), 256, dtype=torch.bfloat16))
+    meta, _, keep = form.metadata(smem.ENTRY.kernel())
+    buf = keep[-1]
+    assert meta.strides[:, 3].tolist() == [buf.stride(0)] * 3 and buf.stride(0) % smem.SCALE_ALIGN == 0
+    assert ((meta.ptrs[:, 3] - buf.data_ptr()) // 4).tolist() == [0, 4, 4]
+    assert torch.equal(buf[:, 4:134].t(), sa[3:])
+
+
 def test_k_past_the_b_scale_buffer_is_refused_before_a_gpu_is_asked_for():
     k = (smem.MAX_K_BLOCKS + 1) * 128
     qA, SA, qB, SB = _groups([8], n=128, k=k)
@@ -199,6 +228,20 @@ _GPU_CHECK = textwrap.dedent("""
                 err = max(err, c.float().abs().max().item())
         out.append([name, err])
         print(out[-1], flush=True)
+    # the packed MoE form: group starts that are not multiples of 4 rows, two empty experts
+    g, n, k = 16, 384, 2048
+    rows = torch.randint(0, 200, (g,))
+    rows[3] = rows[7] = 0
+    offs = torch.cumsum(rows, 0).to(torch.int32).cuda()
+    x, w = torch.randn(int(rows.sum()), k, device="cuda"), torch.randn(g, n, k, device="cuda")
+    qa, sa = fp8b.quantize_blockwise_fp8(x, (1, 128))
+    qw, sw = zip(*[fp8b.quantize_blockwise_fp8(w[i], (128, 128)) for i in range(g)])
+    qw, sw = torch.stack(qw), torch.stack(sw)
+    c = smem.grouped_mm_fp8(qa, qw.transpose(-2, -1), sa.t().contiguous().t(), sw, offs, cluster=(1, 1))
+    ends = offs.tolist()
+    ref = torch.cat([fp8b.scaled_mm_reference(qa[s:e], sa[s:e], qw[i], sw[i])
+                     for i, (s, e) in enumerate(zip([0] + ends[:-1], ends))])
+    out.append(["packed", ((c.float() - ref).abs().max() / ref.abs().max()).item()])
     print("RESULT" + json.dumps(out))
 """)
 
@@ -224,6 +267,6 @@ def test_matches_the_reference_on_the_gpu(run_gpu_script):
     # bf16 output of an fp32 sum: 1e-2 relative to the reference, as the default kernel's tests;
     # a deadlock (a stage whose scale bytes never arrive) ends here in 200 s
     results = run_gpu_script(_GPU_CHECK, GPU_CASES, timeout=200)
-    assert len(results) == len(GPU_CASES)
+    assert len(results) == len(GPU_CASES) + 1  # and the packed form
     bad = [r for r in results if not r[1] < 1e-2]
     assert not bad, "\n".join(map(str, bad))

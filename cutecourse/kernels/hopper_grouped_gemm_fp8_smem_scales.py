@@ -13,7 +13,8 @@ samples wait there. DeepGEMM keeps no scale load on the consumers' path; this va
   scales are there: it reads them with two ``ld.shared``. A TMA box needs 16-byte aligned
   addresses and strides, so the host hands sa as (K/128, M) with M padded to a multiple of 4,
   "MN-major" (DeepGEMM's API asks for the same layout): ``TmaScaledListGroups``, a copy made
-  outside the timed launch. Like A, B and C, the map is the CTA's own, patched per group
+  when the launch is made, outside the timed kernel (the packed form, ``TmaScaledPackedGroups``,
+  also starts each group's rows at a multiple of 4, on the GPU). Like A, B and C, the map is the CTA's own, patched per group
   (``tensor_maps``: a fourth map, ``MAPS = 4``).
 * **B's scales once per tile.** A tile needs sb of at most two blocks of B for each of its
   k-tiles: 8 bytes per k-tile. At the tile's start the 256 consumer threads copy them from
@@ -42,7 +43,7 @@ from ..errors import ShapeError
 from ..models.gemm_plan import SMEM_CAPACITY, plan_persistent
 from . import sm90, tensor_maps
 from .barriers import Barrier
-from .group_forms import ScaledListGroups
+from .group_forms import ScaledListGroups, ScaledPackedGroups
 from .group_walk import SFA, GroupArgs, M, operand_pointer
 from .grouped_launch import GroupedEntry
 from .hopper_gemm_persistent import CONSUMER_THREADS, PRODUCER_WARP, PRODUCER_WARPGROUPS, WORK_SLOTS
@@ -266,6 +267,48 @@ class TmaScaledListGroups(ScaledListGroups):
         return [(sas, [sa.stride(1) for sa in sas]), (self.scales[1], [sb.stride(0) for sb in self.scales[1]])]
 
 
+def packed_tma_scales(sa, offs):
+    """The packed form's sa (rows, K/128) as the scales' TMA reads it, without a host sync: a
+    (K/128, ld) buffer in which group g's rows start at ``starts[g]``, a multiple of 4 (each
+    group's block rounded up to 16 bytes), ld a multiple of 4. Returns (buffer, starts). Rows
+    past ``offs[-1]`` belong to no group: they go to the buffer's last column, which none reads."""
+    import torch
+
+    ends = offs.to(torch.int64)
+    firsts = torch.cat([ends.new_zeros(1), ends[:-1]])
+    padded = (ends - firsts + SCALE_ALIGN - 1) // SCALE_ALIGN * SCALE_ALIGN
+    starts = torch.cumsum(padded, 0) - padded
+    rows, groups = sa.shape[0], ends.shape[0]
+    ld = -(-(rows + (SCALE_ALIGN - 1) * groups + 1) // SCALE_ALIGN) * SCALE_ALIGN  # + the spare column
+    buf = torch.zeros((sa.shape[1], ld), dtype=sa.dtype, device=sa.device)
+    r = torch.arange(rows, device=sa.device)
+    g = torch.searchsorted(ends, r, right=True)  # each row's group (groups: past the last)
+    gc = g.clamp(max=groups - 1)
+    buf[:, torch.where(g < groups, starts[gc] + r - firsts[gc], ld - 1)] = sa.t()
+    return buf, starts
+
+
+class TmaScaledPackedGroups(ScaledPackedGroups):
+    """``ScaledPackedGroups`` for ``SmemScalesGroupedHopperGemm``: the metadata's SFA column points
+    into ``packed_tma_scales``' buffer (a copy made on the GPU when the launch is made)."""
+
+    def check_scales(self):
+        super(TmaScaledPackedGroups, self).check_scales()
+        blocks = self.scales[0].shape[1]
+        if blocks > MAX_K_BLOCKS:
+            raise ShapeError(f"K = {self.a.shape[1]} has {blocks} blocks of {BLOCK}; the kernel keeps B's "
+                             f"scales of a tile for at most {MAX_K_BLOCKS}",
+                             "split K into parts and add the products, or use grouped.grouped_mm_fp8")
+
+    def metadata(self, kernel):
+        meta, templates, keep = super(TmaScaledPackedGroups, self).metadata(kernel)
+        buf, starts = packed_tma_scales(self.scales[0], self.offs)
+        ptrs, strides = meta.ptrs.clone(), meta.strides.clone()
+        ptrs[:, SFA] = buf.data_ptr() + starts * buf.element_size()
+        strides[:, SFA] = buf.stride(0)
+        return meta._replace(ptrs=ptrs, strides=strides), templates, (*keep, buf)
+
+
 def _choose(groups):
     from .grouped import fp8_cluster  # (grouped.py imports the kernels)
 
@@ -287,3 +330,8 @@ def launcher_fp8(As, Bs, SAs, SBs, Cs, epilogue_args=(), **config):
 def grouped_gemm_fp8(As, Bs, SAs, SBs, out_dtype=None, epilogue_args=(), **config):
     """``grouped.grouped_gemm_fp8`` for this kernel: returns the list of C_g (bf16 by default)."""
     return ENTRY.gemm(TmaScaledListGroups(As, Bs, SAs, SBs), out_dtype, epilogue_args, **config)
+
+
+def grouped_mm_fp8(a, b, sa, sb, offs, out_dtype=None, epilogue_args=(), **config):
+    """``grouped.grouped_mm_fp8`` (the packed MoE form) for this kernel."""
+    return ENTRY.gemm(TmaScaledPackedGroups(a, b, sa, sb, offs), out_dtype, epilogue_args, **config)
