@@ -115,9 +115,9 @@ def blockwise_twin(qa, sa, qw, sw, reference):
 
 def course_launcher(qA, SA, qB, SB, Cs, opts, launch=None):
     """The course's FP8 launch closure through its public ``grouped.launcher_fp8`` (or ``launch``,
-    a launcher with its signature; torch's order: data A, data B, then their scales). Passed by name, so that a reordered signature fails here
-    as a TypeError instead of a dtype refusal on the GPU; its checks all run before any GPU is
-    needed (a CPU test calls this)."""
+    a launcher with its signature; torch's order: data A, data B, then their scales). Passed by
+    name, so that a reordered signature fails here as a TypeError instead of a dtype refusal on
+    the GPU; its checks all run before any GPU is needed (a CPU test calls this)."""
     return (launch or grouped.launcher_fp8)(As=qA, Bs=qB, SAs=SA, SBs=SB, Cs=Cs, **opts)
 
 

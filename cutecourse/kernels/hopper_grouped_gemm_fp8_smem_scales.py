@@ -14,8 +14,8 @@ samples wait there. DeepGEMM keeps no scale load on the consumers' path; this va
   addresses and strides, so the host hands sa as (K/128, M) with M padded to a multiple of 4,
   "MN-major" (DeepGEMM's API asks for the same layout): ``TmaScaledListGroups``, a copy made
   when the launch is made, outside the timed kernel (the packed form, ``TmaScaledPackedGroups``,
-  also starts each group's rows at a multiple of 4, on the GPU). Like A, B and C, the map is the CTA's own, patched per group
-  (``tensor_maps``: a fourth map, ``MAPS = 4``).
+  also starts each group's rows at a multiple of 4, on the GPU). Like A's, B's and C's, the map
+  is the CTA's own, patched per group (``tensor_maps``: a fourth map, ``MAPS = 4``).
 * **B's scales once per tile.** A tile needs sb of at most two blocks of B for each of its
   k-tiles: 8 bytes per k-tile. At the tile's start the 256 consumer threads copy them from
   global memory into shared memory (one value or two each), meet at a named barrier, and every
@@ -78,7 +78,8 @@ class ScaleArgs(NamedTuple):
 class SmemScalesGroupedHopperGemm(OnePartBlockScaledGroupedHopperGemm):
     """The one-part FP8 grouped GEMM with A's scales loaded by TMA into each ring stage and B's
     copied into shared memory per tile (module docstring). Its groups come through
-    ``TmaScaledListGroups`` (A's scales 16-byte aligned, M-major)."""
+    ``TmaScaledListGroups`` or ``TmaScaledPackedGroups`` (A's scales 16-byte aligned, M-major:
+    ``launcher_fp8``, ``grouped_gemm_fp8``, ``grouped_mm_fp8`` below)."""
 
     TILE_MN = (128, 192)  # DeepGEMM's tile: 4 stages of 40.5 KiB
     MAPS = 4  # A, B, C and A's scales (group_walk.SFA = 3)
