@@ -57,9 +57,8 @@ class GroupedHopperGemm(PersistentHopperGemm):
     The persistent kernel with the group walk, per-CTA tensor maps and the group metadata
     (module docstring). ``sms``: the CTAs the grid may use. ``cluster_mn`` (2, 1) or (1, 2): a work
     item is a cluster tile of one group, and the pair shares B (or A) by multicast; past the
-    group's edge a CTA's loads are zero-filled and its stores dropped. ``scheduler``: the group
-    walk, a name of ``SCHEDULERS`` (``group_walk.SCHEDULERS``), or ``GroupScheduler`` or a subclass
-    (e.g. another ``tile_of``: the order inside a group).
+    group's edge a CTA's loads are zero-filled and its stores dropped. ``scheduler``: a name of
+    ``SCHEDULERS`` (``group_walk``'s), ``GroupScheduler`` or a subclass (e.g. another ``tile_of``).
     """
 
     #: Tensor maps per CTA, kept in smem and rewritten per group (the host sizes their workspace).

@@ -41,11 +41,6 @@ there, not deep inside a trace.
 (bands of ``group_m`` tile-rows, ``models/tile_order.py``); a subclass that overrides it changes
 the order of every schedule built on it (``docs/DEVELOPING.md``, "Adding a scheduler"). The
 group walk's hook has the same name (``group_walk.GroupScheduler.tile_of``: the order inside a group).
-
-**Named in a table per kernel family.** A kernel class's ``SCHEDULERS`` names the schedulers it
-takes: :data:`SCHEDULERS` here (the dense persistent kernels), ``stream_k_scheduler.SCHEDULERS``
-(stream-K), ``group_walk.SCHEDULERS`` (every grouped kernel). ``scheduler="dynamic"``, in a
-constructor or a launcher, is the class of that name in the kernel's table (``configured.named``).
 """
 
 from __future__ import annotations
@@ -227,7 +222,10 @@ class DynamicScheduler(StaticScheduler):
                 cute.arch.atomic_exch(done_ptr, cutlass.Int32(0))
 
 
-#: The schedulers a dense persistent kernel takes, by name (the launchers' ``scheduler=``).
+#: The schedulers a dense persistent kernel takes, by name (the launchers' ``scheduler=``): its
+#: class's ``SCHEDULERS``. Each kernel family has one such table (stream-K's in
+#: ``stream_k_scheduler``, the grouped kernels' in ``group_walk``), where ``configured.named``
+#: looks up a name given to a constructor or an entry.
 SCHEDULERS = {"static": StaticScheduler, "dynamic": DynamicScheduler}
 
 
