@@ -1,9 +1,11 @@
-"""Every tile order of ``tile_scheduler.SCHEDULERS`` and every op of ``epilogue_op.py``, in the
-kernels that take it: the tests "Adding a scheduler" and "Adding an epilogue op" in
-docs/DEVELOPING.md send a contributor to. They walk the package's own tables, so a class added to
-them is tested here as it is, with no edit of this file: its order on the CPU (every C tile
-exactly once), then a compile for sm_90a (sm_100a for the Blackwell kernel) of each kernel that
-takes it, on the CPU.
+"""Every tile order of the kernels' scheduler tables (each kernel class's ``SCHEDULERS``: the dense
+persistent kernels' ``tile_scheduler.SCHEDULERS``, stream-K's, the grouped kernels' in
+``group_walk``), the FP8 grouped kernel classes by name (``grouped.FP8_KERNELS``), and every op of
+``epilogue_op.py``, in the kernels that take it: the tests "Adding a scheduler" and "Adding an
+epilogue op" in docs/DEVELOPING.md send a contributor to. They walk the package's own tables, so
+a class added to them is tested here as it is, with no edit of this file: its order on the CPU
+(every C tile exactly once), then a compile for sm_90a (sm_100a for the Blackwell kernel) of each
+kernel that takes it, by name, on the CPU.
 """
 
 import inspect
@@ -12,43 +14,127 @@ import pytest
 
 from cutecourse.errors import CourseError
 from cutecourse.inspect import compile_report
-from cutecourse.kernels import epilogue_op, registry, tile_scheduler
+from cutecourse.kernels import epilogue_op, group_walk, grouped, registry, tile_scheduler
 
-#: The dense persistent GEMMs that take ``scheduler=`` by name (stream-K takes its own class).
-BY_NAME = ("persistent", "pingpong", "directstore")
+GROUPED = "cutecourse.kernels.grouped_targets"
 
 
 # -- the tile orders ----------------------------------------------------------------------------------
+def _takes_a_scheduler(entry, params) -> bool:
+    return hasattr(type(entry.kernel(**params)), "SCHEDULERS")
+
+
+#: Every entry whose kernel takes ``scheduler=``: label -> (entry, compile target, arch, keywords).
+#: The dense GEMMs of the registry (those with a scheduler), the grouped bf16 GEMM, each FP8 class,
+#: the Blackwell GEMM.
+SCHEDULED = {label: spec for label, spec in {
+    **{f"dense/{name}": (registry.entry(name), registry.target(name), "sm_90a", {}) for name in registry.DENSE},
+    "grouped/bf16": (grouped.HOPPER, f"{GROUPED}:hopper", "sm_90a", {}),
+    **{f"grouped/fp8-{v}": (grouped.FP8, f"{GROUPED}:hopper_fp8", "sm_90a", dict(variant=v))
+       for v in grouped.FP8_KERNELS},
+    "grouped/blackwell": (grouped.BLACKWELL, f"{GROUPED}:blackwell", "sm_100a", {}),
+}.items() if _takes_a_scheduler(spec[0], spec[3])}
+
+
+def _table(label):
+    entry, _, _, params = SCHEDULED[label]
+    return type(entry.kernel(**params)).SCHEDULERS
+
+
+#: (kernel, name) for every name of every such kernel's table.
+NAMED = [(label, name) for label in SCHEDULED for name in _table(label)]
+#: Every tile order of those tables, once: (its table's module : name) -> class.
+ORDERS = {f"{cls.__module__.rsplit('.', 1)[-1]}:{name}": cls
+          for label in SCHEDULED for name, cls in _table(label).items()}
+
+
+def test_every_scheduler_family_has_a_table():
+    """The dense persistent kernels, stream-K and every grouped kernel take names; the one-CTA
+    and cluster kernels have no scheduler (they order tiles by ``group_m`` alone)."""
+    assert {"dense/persistent", "dense/pingpong", "dense/directstore", "dense/streamk", "grouped/bf16",
+            "grouped/blackwell"} | {f"grouped/fp8-{v}" for v in grouped.FP8_KERNELS} == set(SCHEDULED)
+    assert {"tile_scheduler:static", "tile_scheduler:dynamic", "stream_k_scheduler:static",
+            "group_walk:static"} <= set(ORDERS)
+
+
 def _scheduler(cls, clusters_m, clusters_n, cluster_mn=(1, 1)):
     """A scheduler of class ``cls`` for a grid of cluster tiles, built as the kernels build it
     (``cls(**fields)``): the fields of the walk by name, any other field of its ``Params`` its
     default or None (the kernel's tensors, e.g. the dynamic scheduler's queue: no order reads them)."""
     dense = dict(first=0, stride=1, clusters_m=clusters_m, clusters_n=clusters_n,
                  total=clusters_m * clusters_n, k_tiles=4, group_m=2, cluster_mn=cluster_mn, in_cluster=(0, 0))
-    assert set(dense) <= set(tile_scheduler.DenseParams._fields)
     return cls(**{f: dense.get(f, cls.Params._field_defaults.get(f)) for f in cls.Params._fields})
 
 
-@pytest.mark.parametrize("name", sorted(tile_scheduler.SCHEDULERS))
+@pytest.mark.parametrize("order", sorted(ORDERS))
 @pytest.mark.parametrize("clusters_m,clusters_n", [(3, 2), (7, 5), (1, 4), (16, 3)])
-def test_a_schedulers_order_visits_every_tile_once(name, clusters_m, clusters_n):
+def test_a_schedulers_order_visits_every_tile_once(order, clusters_m, clusters_n):
     """``tile_of`` on Python ints (the kernel runs the same arithmetic on Int32): the work items
-    0 .. total - 1 are the grid's C tiles, each once."""
-    s = _scheduler(tile_scheduler.SCHEDULERS[name], clusters_m, clusters_n)
-    tiles = [tuple(int(i) for i in s.tile_of(w)) for w in range(clusters_m * clusters_n)]
-    assert sorted(tiles) == [(m, n) for m in range(clusters_m) for n in range(clusters_n)], (name, tiles)
+    0 .. total - 1 are the grid's C tiles (a group walk's: one group's), each once."""
+    cls = ORDERS[order]
+    s = _scheduler(cls, clusters_m, clusters_n)
+    if issubclass(cls, group_walk.GroupScheduler):  # the order inside a group of rows x cols
+        tiles = [tuple(int(i) for i in s.tile_of(w, clusters_m, clusters_n)) for w in range(clusters_m * clusters_n)]
+    else:
+        tiles = [tuple(int(i) for i in s.tile_of(w)) for w in range(clusters_m * clusters_n)]
+    assert sorted(tiles) == [(m, n) for m in range(clusters_m) for n in range(clusters_n)], (order, tiles)
 
 
-@pytest.mark.parametrize("name", sorted(tile_scheduler.SCHEDULERS))
-@pytest.mark.parametrize("kernel", BY_NAME)
-def test_a_scheduler_compiles_in_every_kernel_that_takes_it(name, kernel):
-    """The same loops as the static order (the scheduler is carried through every role's loop):
-    the same MMAs and TMA traffic, no spills."""
-    r = compile_report(registry.target(kernel), arch="sm_90a", scheduler=name)
-    static = compile_report(registry.target(kernel), arch="sm_90a", scheduler="static")
-    for what in ("wgmma", "TMA loads", "TMA stores"):
-        assert r.count(what) == static.count(what), (name, kernel, what)
+@pytest.mark.parametrize("kernel,name", NAMED)
+def test_a_scheduler_compiles_in_every_kernel_that_takes_it(kernel, name):
+    """By name, through the kernel's entry (as a launcher, ``compile_report`` or a notebook pass it).
+    The family's default order is the kernel built with no ``scheduler=`` (the same key: the same
+    code); another one keeps the default's loops (the scheduler is carried through every role's
+    loop): the same MMAs, TMA traffic and tensor-map rewrites, no spills."""
+    entry, target, arch, params = SCHEDULED[kernel]
+    chosen, default = entry.kernel(scheduler=name, **params), entry.kernel(**params)
+    assert chosen.Scheduler is _table(kernel)[name]
+    if chosen.Scheduler is default.Scheduler:
+        assert chosen.key() == default.key()
+        return
+    r = compile_report(target, arch=arch, scheduler=name, **params)
+    base = compile_report(target, arch=arch, **params)
+    for what in ("wgmma", "tcgen05", "TMA loads", "TMA stores", "tensormap.replace"):
+        assert r.count(what) == base.count(what), (name, kernel, what)
     assert r.spill_bytes == 0, (name, kernel)
+
+
+def test_a_name_added_to_a_familys_table_reaches_every_kernel_of_the_family(monkeypatch):
+    """One table per family: a grouped order named in ``group_walk.SCHEDULERS`` is taken by name by
+    the Hopper bf16, every FP8 and the Blackwell kernel; a name of another family's table is
+    refused, with the names that fit."""
+
+    class RowByRow(group_walk.GroupScheduler):
+        def tile_of(self, item, rows, cols):
+            return item // cols, item % cols
+
+    monkeypatch.setitem(group_walk.SCHEDULERS, "rows", RowByRow)
+    grouped_kernels = [label for label in SCHEDULED if label.startswith("grouped/")]
+    for label in grouped_kernels:
+        entry, _, _, params = SCHEDULED[label]
+        assert entry.kernel(scheduler="rows", **params).Scheduler is RowByRow, label
+        with pytest.raises(CourseError, match=r"(?s)scheduler='dynamic' is not a name .*'static', 'rows'"):
+            entry.kernel(scheduler="dynamic", **params)
+    with pytest.raises(CourseError, match=r"(?s)'rows' is not a name PersistentHopperGemm takes.*'static', 'dynamic'"):
+        registry.entry("persistent").kernel(scheduler="rows")
+    assert "rows" not in tile_scheduler.SCHEDULERS
+
+
+# -- the FP8 kernel classes --------------------------------------------------------------------------
+def test_the_fp8_classes_are_picked_by_name_and_parts_spells_two_of_them():
+    """``variant=`` names a class of ``grouped.FP8_KERNELS`` (the one way a class is picked by an
+    argument, as the one-CTA kernel's); ``parts=1|2`` is another spelling of "onepart"/"twopart"."""
+    assert set(grouped.FP8_PARTS.values()) <= set(grouped.FP8_KERNELS)
+    for name, cls in grouped.FP8_KERNELS.items():
+        assert type(grouped.FP8.kernel(variant=name)) is cls
+    for parts, name in grouped.FP8_PARTS.items():
+        assert type(grouped.FP8.kernel(parts=parts)) is grouped.FP8_KERNELS[name]
+        assert type(grouped.fp8_kernel(variant=name, parts=parts, sms=132)) is grouped.FP8_KERNELS[name]
+    assert type(grouped.FP8.kernel()) is grouped.FP8_KERNELS["onepart"]  # the default
+    with pytest.raises(CourseError, match="variant= one of 'onepart', 'twopart'"):
+        grouped.FP8.kernel(variant="threepart")
+    with pytest.raises(CourseError, match="parts=2 is variant='twopart'"):
+        grouped.FP8.kernel(variant="onepart", parts=2)
 
 
 # -- the epilogue ops ---------------------------------------------------------------------------------
@@ -59,10 +145,9 @@ OPS = sorted(name for name, v in vars(epilogue_op).items()
 #: Every kernel that takes ``epilogue_op=``: (compile target, arch, keywords, grouped?).
 KERNELS = {
     **{f"dense/{name}": (registry.target(name), "sm_90a", {}, False) for name in registry.DENSE},
-    "grouped/bf16": ("cutecourse.kernels.grouped_targets:hopper", "sm_90a", {}, True),
-    "grouped/fp8-parts1": ("cutecourse.kernels.grouped_targets:hopper_fp8", "sm_90a", dict(parts=1), True),
-    "grouped/fp8-parts2": ("cutecourse.kernels.grouped_targets:hopper_fp8", "sm_90a", dict(parts=2), True),
-    "grouped/blackwell": ("cutecourse.kernels.grouped_targets:blackwell", "sm_100a", {}, True),
+    "grouped/bf16": (f"{GROUPED}:hopper", "sm_90a", {}, True),
+    **{f"grouped/fp8-{v}": (f"{GROUPED}:hopper_fp8", "sm_90a", dict(variant=v), True) for v in grouped.FP8_KERNELS},
+    "grouped/blackwell": (f"{GROUPED}:blackwell", "sm_100a", {}, True),
     "mixed": ("cutecourse.kernels.mixed_input:compile_target", "sm_90a", dict(tile_m=16), False),
     "mixed/split": ("cutecourse.kernels.mixed_input:compile_target", "sm_90a", dict(tile_m=8, split_k=True), False),
 }

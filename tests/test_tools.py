@@ -164,10 +164,11 @@ def test_fingerprints_cover_every_registry_kernel_and_the_committed_file():
 
 
 def test_fingerprints_follow_the_variant_tables_and_the_registry(monkeypatch):
-    """A new one-CTA mainloop or dense GEMM is fingerprinted without an edit of the tool."""
+    """A new one-CTA mainloop, dense GEMM or FP8 grouped kernel class is fingerprinted without an
+    edit of the tool."""
     import importlib.util
 
-    from cutecourse.kernels import hopper_gemm, registry
+    from cutecourse.kernels import grouped, hopper_gemm, registry
 
     spec = importlib.util.spec_from_file_location("ptx_fingerprints", ROOT / "tools" / "ptx_fingerprints.py")
     tool = importlib.util.module_from_spec(spec)
@@ -175,8 +176,12 @@ def test_fingerprints_follow_the_variant_tables_and_the_registry(monkeypatch):
     before = len(tool.configurations())
     monkeypatch.setitem(hopper_gemm.DEMO_VARIANTS, "mine", hopper_gemm.HopperGemm)
     monkeypatch.setitem(tool.DENSE, "mine", "cutecourse.kernels.my_gemm:compile_target")
+    monkeypatch.setitem(grouped.FP8_KERNELS, "mine", grouped.FP8_KERNELS["onepart"])
     configs = tool.configurations()
     assert configs["one/mine/128x256/1x1"] == (tool.ONE, {"variant": "mine", "tile": [128, 256]})
     assert configs["one/mine/128x128/2x1"][0] == tool.CLUSTER and "cluster/mine/128x256/2x2" not in configs
     assert configs["mine/default"] == ("cutecourse.kernels.my_gemm:compile_target", {})
-    assert len(configs) == before + 6 + 1 and "mine" not in registry.DENSE  # 2 tiles x 3 clusters, defaults
+    assert configs["grouped/fp8/mine/128x192/2x1"] == (tool.GROUPED_FP8, {"variant": "mine", "tile": [128, 192],
+                                                                          "cluster": [2, 1]})
+    # 2 tiles x 3 clusters, defaults, the FP8 class's 3 tiles x 2 clusters
+    assert len(configs) == before + 6 + 1 + 6 and "mine" not in registry.DENSE

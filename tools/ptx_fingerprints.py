@@ -19,7 +19,8 @@ The configurations come from the kernels' own tables: every dense GEMM of ``kern
 (at least its defaults, ``NAME/default``, for one this file names no configurations of), every
 one-CTA mainloop of ``hopper_gemm.all_variants()`` (``VARIANTS`` and ``DEMO_VARIANTS``; on one CTA
 and on the 2x1 and 1x2 clusters of ``hopper_gemm_cluster.CLUSTERS``; the teaching ``VARIANTS`` on every cluster
-shape too), the persistent kernels' ``CLUSTERS``, and the grouped and mixed-input GEMMs' compile
+shape too), the persistent kernels' ``CLUSTERS``, every FP8 grouped kernel of
+``grouped.FP8_KERNELS`` (on each of its ``TILES``), and the grouped and mixed-input GEMMs' compile
 targets. A new variant in one of those tables is fingerprinted without an edit here.
 
 Configurations named ``blackwell/...`` are compiled for sm_100a. The DSL reads its architecture
@@ -62,7 +63,7 @@ def arch_of(name: str) -> str:
 
 def configurations() -> dict[str, tuple[str, dict]]:
     """name -> (compile target, its keyword arguments): every configuration the course builds."""
-    from cutecourse.kernels import hopper_gemm, hopper_gemm_cluster, hopper_gemm_persistent
+    from cutecourse.kernels import grouped, hopper_gemm, hopper_gemm_cluster, hopper_gemm_persistent
 
     # the one-CTA mainloops (the teaching ones and notebook 04's demonstrations), on one CTA and
     # on the clusters along one dimension; the teaching ones also on every cluster shape below
@@ -110,15 +111,13 @@ def configurations() -> dict[str, tuple[str, dict]]:
     out["pingpong/64x256/1x1/dynamic"] = (PINGPONG, dict(scheduler="dynamic"))
     for cluster in ((1, 1), (2, 1)):
         out[f"pingpong/64x256/{cluster[0]}x{cluster[1]}"] = (PINGPONG, dict(cluster=list(cluster)))
-        # the two-part kernel notebook 07 teaches
-        out[f"grouped/fp8/128x128/{cluster[0]}x{cluster[1]}"] = (
-            GROUPED_FP8, dict(tile=[128, 128], cluster=list(cluster), parts=2))
-    # the FP8 kernel's one-part variants: 128x128, and the wider tiles one part allows
-    out["grouped/fp8/128x128/2x1/1part"] = (GROUPED_FP8, dict(tile=[128, 128], cluster=[2, 1], parts=1))
-    for tile in ((128, 192), (128, 256)):
-        for cluster in ((1, 1), (2, 1)):
-            out[f"grouped/fp8/{tile[0]}x{tile[1]}/{cluster[0]}x{cluster[1]}"] = (
-                GROUPED_FP8, dict(tile=list(tile), cluster=list(cluster), parts=1))
+    # every FP8 kernel class of grouped.FP8_KERNELS, on each tile it takes, at the two clusters its
+    # launchers choose between (grouped.fp8_cluster)
+    for variant, cls in grouped.FP8_KERNELS.items():
+        for tile in cls.TILES:
+            for cluster in ((1, 1), grouped.CLUSTER):
+                out[f"grouped/fp8/{variant}/{tile[0]}x{tile[1]}/{cluster[0]}x{cluster[1]}"] = (
+                    GROUPED_FP8, dict(variant=variant, tile=list(tile), cluster=list(cluster)))
     for tile in ((128, 128), (128, 256)):
         for cluster in hopper_gemm_persistent.CLUSTERS:
             out[f"grouped/{tile[0]}x{tile[1]}/{cluster[0]}x{cluster[1]}"] = (

@@ -102,7 +102,7 @@ class BlackwellGroupedBlockScaledGemm(Configured):
     MAPS = MAPS
     #: The defaults of the keywords left None (``configured.py``): a variant sets those it changes.
     TILE_MN, FMT, CLUSTER_MN, SMS, GROUP_M = (128, 128), "nvfp4", (1, 1), B200_SMS, GROUP_M
-    SCHEDULER = group_walk.GroupScheduler
+    SCHEDULER, SCHEDULERS = group_walk.GroupScheduler, group_walk.SCHEDULERS  # scheduler=: a class or a name
 
     def __init__(self, tile_mn=None, *, fmt: str | None = None, cluster_mn=None, sms: int | None = None,
                  group_m: int | None = None, scheduler=None, epilogue_op=None):

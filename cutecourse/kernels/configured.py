@@ -13,6 +13,13 @@ variant changes a default by setting the attribute and keeps its parent's constr
 a keyword of its own (stream-K's ``min_saved``) lists only that one and passes ``**options`` on.
 The key holds the value used, whether it was spelled out or left to the class.
 
+**Some keywords also take a name** (``NAMED``): a string given for ``scheduler`` is the entry of
+that name in the class's table ``SCHEDULERS`` (each kernel family has its own: the dense
+persistent kernels' ``tile_scheduler.SCHEDULERS``, stream-K's, the grouped kernels' in
+``group_walk``), so a launcher, a compile target (JSON arguments) or a notebook names what a
+subclass would pass as a class. A name the class's table lacks is refused, listing those it has;
+the key holds the class the name stands for.
+
 Both the key and the constructor see the filled value: :meth:`Configured.__init_subclass__`
 wraps each class's ``__init__`` so that a keyword left None arrives as the class's attribute
 (also through ``**options`` on its way to a parent). A capitalised attribute that names a keyword
@@ -37,10 +44,32 @@ def _frozen(value):
     return value
 
 
+#: Keywords that take a name as well as a value: the name is looked up in the class's table, the
+#: keyword in capitals plus S (``scheduler="dynamic"``: ``cls.SCHEDULERS["dynamic"]``).
+NAMED = ("scheduler",)
+
+
 def filled(cls, arguments: dict) -> dict:
     """``arguments`` (keyword -> value) with each None replaced by ``cls``'s attribute of that
-    keyword's name in capitals, where it has one: the one rule of class defaults."""
-    return {k: getattr(cls, k.upper(), None) if v is None else v for k, v in arguments.items()}
+    keyword's name in capitals, where it has one: the one rule of class defaults; and a name given
+    for a keyword of ``NAMED`` replaced by what it names (:func:`named`)."""
+    out = {k: getattr(cls, k.upper(), None) if v is None else v for k, v in arguments.items()}
+    return {k: named(cls, k, v) if k in NAMED and isinstance(v, str) else v for k, v in out.items()}
+
+
+def named(cls, keyword: str, name: str):
+    """The entry ``name`` of ``cls``'s table for ``keyword`` (``SCHEDULERS`` for ``scheduler=``);
+    a name not in it is a ``CourseError`` listing the names the class takes."""
+    from ..errors import CourseError
+
+    table = getattr(cls, f"{keyword.upper()}S", {})
+    if name not in table:
+        default = getattr(cls, keyword.upper(), None)
+        cls_form = f" or a class: {default.__name__} or a subclass of it" if isinstance(default, type) else ""
+        raise CourseError(f"{keyword}={name!r} is not a name {cls.__name__} takes",
+                          f"pass {keyword}= one of {', '.join(map(repr, table)) or '(none)'} "
+                          f"({cls.__name__}.{keyword.upper()}S){cls_form}")
+    return table[name]
 
 
 def _fill_defaults(init):
@@ -132,7 +161,7 @@ class Configured:
 
 def pick(table: dict, keyword: str, value):
     """``table[value]``: the kernel class a build function's ``keyword`` names (``variant=`` in
-    ``hopper_gemm.all_variants()``, ``parts=`` in ``grouped.FP8_KERNELS``), the one way an entry
+    ``hopper_gemm.all_variants()`` and in ``grouped.FP8_KERNELS``), the one way an entry
     picks a class by an argument; another value is a ``CourseError`` listing the table's keys. A
     new class is reached by adding it to its table."""
     from ..errors import CourseError

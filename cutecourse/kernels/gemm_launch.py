@@ -201,11 +201,11 @@ _TUPLES = ("tile_mn", "cluster_mn", "epi_tile")
 class Entry:
     """The torch-facing functions of one kernel class, for ``arch``. ``build``: the class, or a
     function that takes keyword arguments and returns a kernel, its class picked from a table by
-    one of them (``configured.pick``: ``variant=``, the FP8 grouped GEMM's ``parts=``; and at a 1x1
+    one of them (``configured.pick``: ``variant=``, in the one-CTA and the FP8 grouped GEMMs; and at a 1x1
     cluster the cluster GEMM's plain one-CTA kernel, the one choice made by value). Keyword arguments of
     every function: the constructor's, with ``tile`` / ``cluster`` for ``tile_mn`` /
-    ``cluster_mn``, a scheduler by name (``tile_scheduler.SCHEDULERS``: the dense persistent
-    kernels') and an epilogue op by name (:func:`named_epilogue_op`); the defaults are the
+    ``cluster_mn`` (a scheduler by name: the constructor looks it up in its class's ``SCHEDULERS``,
+    ``configured.named``) and an epilogue op by name (:func:`named_epilogue_op`); the defaults are the
     kernel class's (``configured.py``), an entry has none of its own.
 
     Which verb: C from torch tensors, ``gemm``; the same launch many times (a benchmark, a CUDA
@@ -222,20 +222,12 @@ class Entry:
     def kernel(self, **params):
         """The kernel these (launcher-style) keyword arguments describe: the one place a kernel is
         built from them (an unknown keyword is a ``CourseError`` naming the kernel)."""
-        from .tile_scheduler import SCHEDULERS
-
         kw = {self.aliases.get(k, k): v for k, v in params.items()}
         for k in (*_TUPLES, *ALIASES):
             if isinstance(kw.get(k), list):
                 kw[k] = tuple(kw[k])
         if kw.get("sms", 0) is None:  # None: the GPU's SM count (the launcher fills it in)
             del kw["sms"]
-        if isinstance(kw.get("scheduler"), str):
-            if kw["scheduler"] not in SCHEDULERS:
-                raise CourseError(f"scheduler={kw['scheduler']!r} is not a scheduler name of this course",
-                                  f"names are the dense persistent kernels' ({list(SCHEDULERS)}); else pass "
-                                  "the class, a subclass of the kernel's SCHEDULER")
-            kw["scheduler"] = SCHEDULERS[kw["scheduler"]]
         if "epilogue_op" in kw:
             kw["epilogue_op"] = named_epilogue_op(kw["epilogue_op"])
         try:

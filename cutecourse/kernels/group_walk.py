@@ -182,11 +182,11 @@ class HandedTiles(GroupScheduler):
 
 
 def check_scheduler(scheduler):
-    """A grouped kernel's ``scheduler=``: a :class:`GroupScheduler` class, or a clear error."""
+    """A grouped kernel's ``scheduler=`` (a name is a class by now): a :class:`GroupScheduler` class."""
     if not (isinstance(scheduler, type) and issubclass(scheduler, GroupScheduler)):
         raise CourseError(f"scheduler={scheduler!r}: a grouped GEMM walks groups, and this is not a group walk",
-                          "pass group_walk.GroupScheduler or a subclass of it (e.g. one whose tile_of orders "
-                          "the tiles inside a group)")
+                          f"pass a name of group_walk.SCHEDULERS ({', '.join(SCHEDULERS)}), or GroupScheduler "
+                          "or a subclass of it (e.g. one whose tile_of orders the tiles inside a group)")
 
 
 def group_items(groups: GroupScheduler, g):
@@ -245,3 +245,10 @@ def operand_tensor(groups: GroupScheduler, g, operand: int, dtype):
     layout = cute.make_layout((groups.shapes[(g, rows)], groups.shapes[(g, cols)]),
                               stride=(groups.strides[(g, operand)], 1))
     return cute.make_tensor(operand_pointer(groups, g, operand, dtype), layout)
+
+
+#: The grouped kernels' schedulers by name (Hopper's and Blackwell's ``SCHEDULERS``: their
+#: ``scheduler=`` takes these names): "static", cluster i takes items i, i + P ..., in bands of
+#: ``group_m`` rows inside a group. A new order is a subclass overriding ``tile_of(item, rows,
+#: cols)`` and a name here.
+SCHEDULERS = {"static": GroupScheduler}

@@ -28,7 +28,7 @@ the entries' (``grouped_targets.py`` names them); the input checks are ``grouped
 
 from __future__ import annotations
 
-from ..errors import ShapeError
+from ..errors import CourseError, ShapeError
 from ..models import block_scaling
 from ..models import blockwise_fp8
 from ..models.blackwell_plan import check_format
@@ -46,22 +46,33 @@ from .hopper_grouped_gemm_fp8_onepart import OnePartBlockScaledGroupedHopperGemm
 QuantizedGroup = checks.QuantizedGroup
 
 
-#: The FP8 kernels by ``parts=`` (k-tile products in flight per warpgroup), what ``fp8_kernel``
-#: picks from (``configured.pick``): a new FP8 kernel class is reached by adding it here.
-FP8_KERNELS = {1: OnePartBlockScaledGroupedHopperGemm, 2: BlockScaledGroupedHopperGemm}
+#: The FP8 kernel classes by name, what ``fp8_kernel``'s ``variant=`` picks from (``configured.pick``):
+#: a new FP8 kernel class is reached by adding it here, and ``tools/ptx_fingerprints.py`` and
+#: ``tests/test_kernel_tables.py`` then compile it.
+FP8_KERNELS = {"onepart": OnePartBlockScaledGroupedHopperGemm, "twopart": BlockScaledGroupedHopperGemm}
+#: ``parts=`` (k-tile products in flight per warpgroup): the other spelling of two of those names.
+FP8_PARTS = {1: "onepart", 2: "twopart"}
 
 
-def fp8_kernel(tile_mn=None, *, parts: int = 1, sms: int | None = None, **config):
-    """The FP8 kernel of a configuration, what the ``FP8`` entry builds: the class of ``parts``
-    (``FP8_KERNELS``) built with the other keywords, the constructor's (``tile_mn``,
-    ``cluster_mn``, ``sms``, ``stages``, ``group_m``, ``epilogue_op`` ...; the launchers' ``tile``
-    and ``cluster`` become these). ``parts=1`` (default): one k-tile's product in flight per
-    warpgroup (``OnePartBlockScaledGroupedHopperGemm``: 128x128, 128x192 or 128x256 tiles; it
-    passes the turn to issue on when its wgmmas are issued, and loads its scales a k-tile ahead);
-    ``parts=2``: two (``BlockScaledGroupedHopperGemm``, 128x128 tiles only: the kernel notebook 07
-    teaches). A keyword left out or None is the class's default (its ``TILE_MN``, ``CLUSTER_MN``
-    ...: the one place they are set; ``sms`` named here, so that the launchers fill in the GPU's)."""
-    return pick(FP8_KERNELS, "parts", parts)(tile_mn, sms=sms, **config)
+def fp8_kernel(tile_mn=None, *, variant: str | None = None, parts: int | None = None, sms: int | None = None,
+               **config):
+    """The FP8 kernel of a configuration, what the ``FP8`` entry builds: the class named
+    ``variant`` (``FP8_KERNELS``) built with the other keywords, the constructor's (``tile_mn``,
+    ``cluster_mn``, ``sms``, ``stages``, ``group_m``, ``scheduler``, ``epilogue_op`` ...; the
+    launchers' ``tile`` and ``cluster`` become these). "onepart" (default; ``parts=1``): one
+    k-tile's product in flight per warpgroup (``OnePartBlockScaledGroupedHopperGemm``: 128x128,
+    128x192 or 128x256 tiles; it passes the turn to issue on when its wgmmas are issued, and loads
+    its scales a k-tile ahead); "twopart" (``parts=2``): two (``BlockScaledGroupedHopperGemm``,
+    128x128 tiles only: the kernel notebook 07 teaches). A keyword left out or None is the class's
+    default (its ``TILE_MN``, ``CLUSTER_MN`` ...: the one place they are set; ``sms`` named here,
+    so that the launchers fill in the GPU's)."""
+    if parts is not None:
+        spelt = pick(FP8_PARTS, "parts", parts)
+        if variant not in (None, spelt):
+            raise CourseError(f"parts={parts} is variant={spelt!r}, but variant={variant!r} was given too",
+                              "pass one of the two: variant= names the kernel class (grouped.FP8_KERNELS)")
+        variant = spelt
+    return pick(FP8_KERNELS, "variant", variant or "onepart")(tile_mn, sms=sms, **config)
 
 
 #: Fewer rows than this per group on average, and the FP8 launchers take 1x1 clusters instead of

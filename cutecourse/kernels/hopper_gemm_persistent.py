@@ -112,9 +112,9 @@ class PersistentHopperGemm(Configured):
     TILES, MMA_WARPGROUPS, C_BUFFER_SETS = PERSISTENT_TILES, CONSUMER_WARPGROUPS, 1
     IN_DTYPES, WGMMA_N, TILE_K = IN_DTYPES, {}, TILE_K
     #: The constructor's defaults, by keyword (``configured.py``): a variant sets those it changes.
-    #: ``scheduler=`` takes ``SCHEDULER`` or a subclass of it.
+    #: ``scheduler=`` takes a name of ``SCHEDULERS`` (its family's table), or ``SCHEDULER`` or a subclass.
     TILE_MN, CLUSTER_MN, GROUP_M, SCHEDULER = (128, 256), (1, 1), GROUP_M, tile_scheduler.StaticScheduler
-    EPI_TILE, SMS, PDL = EPI_TILE, 132, False
+    EPI_TILE, SMS, PDL, SCHEDULERS = EPI_TILE, 132, False, tile_scheduler.SCHEDULERS
     #: C buffers at most (epi_stages= left None fits the tile under it: not a default, hence the name)
     MOST_EPI_STAGES = EPI_STAGES
 

@@ -51,21 +51,21 @@ from . import gemm_launch
 from .barriers import Barrier
 from .hopper_gemm_persistent import CONSUMER_THREADS, PersistentHopperGemm
 from .persistent_setup import CtaSetup
-from .stream_k_scheduler import StreamKArgs, StreamKScheduler
+from .stream_k_scheduler import SCHEDULERS, StreamKArgs, StreamKScheduler
 
 
 class StreamKHopperGemm(PersistentHopperGemm):
     """C = A @ B.T, persistent, cooperative, stream-K for the last partial wave (module docstring).
     ``min_saved``: split only where that saves each CTA this many k-tiles (``models/stream_k``).
-    ``scheduler``: ``StreamKScheduler`` or a subclass of it (e.g. another ``tile_of``: the order
-    of the whole tiles).
+    ``scheduler``: a name of ``SCHEDULERS`` (``stream_k_scheduler.SCHEDULERS``), or
+    ``StreamKScheduler`` or a subclass of it (e.g. another ``tile_of``: the order of the whole tiles).
 
     The persistent kernel with two hooks changed: its scheduler (``StreamKScheduler``: the
     same loops walk units, pieces of a tile's K) and what a unit's accumulators become
     (``store_tile``: partial sums, or the sum of them all and the epilogue)."""
 
     TILES = TILES  # gemm_plan's: 256x128 is the persistent kernel's alone (not measured here)
-    SCHEDULER, MIN_SAVED = StreamKScheduler, MIN_SAVED
+    SCHEDULER, SCHEDULERS, MIN_SAVED = StreamKScheduler, SCHEDULERS, MIN_SAVED
 
     def __init__(self, tile_mn=None, *, min_saved: int | None = None, **options):
         """``options``: the persistent kernel's keywords."""

@@ -38,7 +38,7 @@ import dataclasses
 import cutlass
 import cutlass.cute as cute
 
-from . import sm90, tensor_maps
+from . import group_walk, sm90, tensor_maps
 from .group_walk import A, B, C, GroupArgs, GroupScheduler, operand_tensor
 from .hopper_gemm_persistent import EPILOGUE_STORE_WARP, PRODUCER_WARP, PersistentHopperGemm
 from .persistent_setup import CtaSetup
@@ -57,13 +57,13 @@ class GroupedHopperGemm(PersistentHopperGemm):
     The persistent kernel with the group walk, per-CTA tensor maps and the group metadata
     (module docstring). ``sms``: the CTAs the grid may use. ``cluster_mn`` (2, 1) or (1, 2): a work
     item is a cluster tile of one group, and the pair shares B (or A) by multicast; past the
-    group's edge a CTA's loads are zero-filled and its stores dropped. ``scheduler``: the group
-    walk, ``GroupScheduler`` or a subclass (e.g. another ``tile_of``: the order inside a group).
+    group's edge a CTA's loads are zero-filled and its stores dropped. ``scheduler``: a name of
+    ``SCHEDULERS`` (``group_walk``'s), ``GroupScheduler`` or a subclass (e.g. another ``tile_of``).
     """
 
     #: Tensor maps per CTA, kept in smem and rewritten per group (the host sizes their workspace).
     MAPS = 3  # A, B, C
-    GROUP_M, SCHEDULER = GROUP_M, GroupScheduler
+    GROUP_M, SCHEDULER, SCHEDULERS = GROUP_M, GroupScheduler, group_walk.SCHEDULERS
 
     # -- host side ---------------------------------------------------------------------------
     @cute.jit

@@ -118,3 +118,10 @@ class StreamKScheduler(StaticScheduler):
         if tile.k_begin > 0:
             first = stream_k.owner((tile.linear - self.dp) * self.k_tiles, self.sk_ctas, self.sk_iters)
         return first, self.first
+
+
+#: The stream-K kernel's schedulers by name (``StreamKHopperGemm.SCHEDULERS``: its ``scheduler=``
+#: takes these names): "static", the dense static order's whole tiles, then the split. A new order
+#: of the whole tiles is a subclass that also inherits the dense order's ``tile_of``
+#: (``class ColumnStreamK(StreamKScheduler, ColumnMajorScheduler)``) and a name here.
+SCHEDULERS = {"static": StreamKScheduler}

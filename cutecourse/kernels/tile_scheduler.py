@@ -222,7 +222,10 @@ class DynamicScheduler(StaticScheduler):
                 cute.arch.atomic_exch(done_ptr, cutlass.Int32(0))
 
 
-#: The schedulers a dense persistent kernel takes, by name (the launchers' ``scheduler=``).
+#: The schedulers a dense persistent kernel takes, by name (the launchers' ``scheduler=``): its
+#: class's ``SCHEDULERS``. Each kernel family has one such table (stream-K's in
+#: ``stream_k_scheduler``, the grouped kernels' in ``group_walk``), where ``configured.named``
+#: looks up a name given to a constructor or an entry.
 SCHEDULERS = {"static": StaticScheduler, "dynamic": DynamicScheduler}
 
 
