@@ -16,8 +16,7 @@ quantized inputs (``grouped.quantize_fp8``) feeds every row:
   per row, the weights stacked (G, N, K), B's scales stacked (G, N/128, K/128) and A's scales
   turned MN-major and TMA-aligned once, before timing (the layout its sm90 kernel reads);
 * ``course fp8``: the course's grouped kernel, ``grouped.launcher_fp8`` with its defaults
-  (``--kernels`` names other configurations of ``grouped_peers.COURSE_FP8`` to time beside it, or
-  of ``SMEM_SCALES``: the variant with its scales in shared memory, ``hopper_grouped_gemm_fp8_smem_scales``);
+  (``--kernels`` names other configurations of ``grouped_peers.COURSE_FP8`` to time beside it);
 * ``cuBLAS blockwise dense twin`` (the baseline): ``F.scaled_mm`` with ``BlockWise1x128`` A scales
   and ``BlockWise128x128`` B scales on all rows times the first expert's weight: the same recipe
   and flops as one dense GEMM;
@@ -56,7 +55,6 @@ sys.path.insert(0, str(HERE.parent / "tools"))
 
 from cutecourse import bench  # noqa: E402
 from cutecourse.kernels import grouped  # noqa: E402
-from cutecourse.kernels import hopper_grouped_gemm_fp8_smem_scales as smem_scales  # noqa: E402
 from cutecourse.models import blockwise_fp8 as fp8b  # noqa: E402
 
 import deepgemm_build  # noqa: E402
@@ -76,13 +74,6 @@ TWIN = "cuBLAS blockwise dense twin"
 ROWWISE = (peers.TORCH_FP8[0], peers.TORCH_FP8[1])
 PEERS = (DEEPGEMM, TWIN)
 RESULT = "grouped_fp8_deepgemm"
-#: The course's FP8 kernel with its block scales in shared memory, by row name: its own launcher
-#: (A's scales copied into the layout its TMA reads), 128x256 with 2 C buffers to keep 4 stages.
-SMEM_SCALES = {"course fp8 smem 128x192 2x1": dict(tile=(128, 192), cluster=(2, 1)),
-               "course fp8 smem 128x256 2x1": dict(tile=(128, 256), cluster=(2, 1), epi_stages=2)}
-#: Every course row ``--kernels`` may name: (launcher, its keywords); None: ``grouped.launcher_fp8``.
-COURSE_ROWS = {**{name: (None, opts) for name, opts in peers.COURSE_FP8.items()},
-               **{name: (smem_scales.launcher_fp8, opts) for name, opts in SMEM_SCALES.items()}}
 SMOKE = dict(rounds=1, warmup=2, iterations=5, repeats=1, settle_s=0.05)
 
 
@@ -113,17 +104,17 @@ def blockwise_twin(qa, sa, qw, sw, reference):
     return None, "; ".join(tried)
 
 
-def course_launcher(qA, SA, qB, SB, Cs, opts, launch=None):
-    """The course's FP8 launch closure through its public ``grouped.launcher_fp8`` (or ``launch``,
-    a launcher with its signature; torch's order: data A, data B, then their scales). Passed by
-    name, so that a reordered signature fails here as a TypeError instead of a dtype refusal on
-    the GPU; its checks all run before any GPU is needed (a CPU test calls this)."""
-    return (launch or grouped.launcher_fp8)(As=qA, Bs=qB, SAs=SA, SBs=SB, Cs=Cs, **opts)
+def course_launcher(qA, SA, qB, SB, Cs, opts):
+    """The course's FP8 launch closure through its public ``grouped.launcher_fp8`` (torch's order:
+    data A, data B, then their scales). Passed by name, so that a reordered signature fails here
+    as a TypeError instead of a dtype refusal on the GPU; its checks all run before any GPU is
+    needed (a CPU test calls this)."""
+    return grouped.launcher_fp8(As=qA, Bs=qB, SAs=SA, SBs=SB, Cs=Cs, **opts)
 
 
 def shape_cases(name, dg, cases, errors, notes, course_rows=(COURSE,)):
     """Build and check every row of shape ``name`` (the course's: ``course_rows``, names of
-    ``COURSE_ROWS``); return the flops of one launch, the rows, N and K."""
+    ``grouped_peers.COURSE_FP8``); return the flops of one launch, the rows, N and K."""
     import torch
 
     rows, n, k, _kind, x, w, offs, c = peers.problem_data(name)
@@ -148,8 +139,8 @@ def shape_cases(name, dg, cases, errors, notes, course_rows=(COURSE,)):
         add(DEEPGEMM, lambda: deepgemm_call(dg, a, sfa, b, sfb, m_indices, d), d, ref8)
     Cs = [c[s:s + m] for s, m in zip(starts, rows)]
     for label in course_rows:
-        launch, opts = COURSE_ROWS[label]
-        add(label, lambda opts=opts, launch=launch: course_launcher(qA, SA, qB, SB, Cs, opts, launch), c, ref8)
+        opts = peers.COURSE_FP8[label]
+        add(label, lambda opts=opts: course_launcher(qA, SA, qB, SB, Cs, opts), c, ref8)
     dense_ref = fp8b.scaled_mm_reference(a, sfa, qB[0], SB[0])
     fn, how = blockwise_twin(a, sfa, qB[0], SB[0], dense_ref)
     notes[TWIN] = how
@@ -298,7 +289,7 @@ def main() -> int:
     p.add_argument("--shapes", help=f"comma-separated, of {SHAPES} (default: all)")
     p.add_argument("--out", default=str(bench.RESULTS_DIR))
     p.add_argument("--kernels", default=COURSE, help="the course's rows: comma-separated names of "
-                   "grouped_peers.COURSE_FP8 or of SMEM_SCALES (default: the launcher's defaults, 'course fp8')")
+                   "grouped_peers.COURSE_FP8 (default: the launcher's defaults, 'course fp8')")
     p.add_argument("--smoke", action="store_true", help="one short round: builds and checks everything")
     p.add_argument("--cpu-check", action="store_true", help="no GPU: imports, packing, kit manifest, plan")
     p.add_argument("--no-deepgemm", action="store_true", help="time the other rows only")
@@ -310,8 +301,8 @@ def main() -> int:
     if unknown:
         raise SystemExit(f"--shapes: unknown {unknown}; the shapes are {SHAPES}")
     course_rows = [k.strip() for k in args.kernels.split(",") if k.strip()]
-    if [k for k in course_rows if k not in COURSE_ROWS] or not course_rows:
-        raise SystemExit(f"--kernels: {course_rows}; the course's FP8 rows are {list(COURSE_ROWS)}")
+    if [k for k in course_rows if k not in peers.COURSE_FP8] or not course_rows:
+        raise SystemExit(f"--kernels: {course_rows}; the course's FP8 rows are {list(peers.COURSE_FP8)}")
     if args.cpu_check:
         return cpu_check(shapes)
     import cutecourse
