@@ -74,7 +74,7 @@ def test_the_tiled_weights_hold_each_box_contiguously():
 
 #: variant -> (register-A wgmmas, bf16x2 multiplies of the conversion) at tile_m = 16, one warpgroup
 COMPILED = {"course": (16, 64), "overlap": (16, 64), "tiled": (16, 64), "no_convert": (16, 0),
-            "no_mma": (0, 64), "loads_only": (0, 0), "tiled_loads_only": (0, 0)}
+            "no_mma": (0, 64), "loads_only": (0, 0), "tiled_loads_only": (0, 0), "deferred_scales": (16, 0)}
 
 
 @pytest.mark.parametrize("variant", list(mv.all_variants()))
