@@ -164,7 +164,9 @@ GPU_CASES = [
 def test_matches_torch_s_dequantized_product_within_w_s_rounding(run_gpu_script):
     """y within the course bound of x @ (s (q - z)).T, the product of the weights the variant
     multiplies by; within that plus half a unit of W' a weight of torch's x @ W'.T (the variant
-    does not round the weights); one-hot rows of x give W' bit for bit, split or not."""
+    does not round the weights: the course bound alone, made for the course kernel, which
+    multiplies by W' itself, is not met, up to 4x over it for bf16 in a CPU model of these
+    cases); one-hot rows of x give W' bit for bit, split or not."""
     rows = run_gpu_script(GPU_CHECK, GPU_CASES, timeout=600)
     assert len(rows) == len(GPU_CASES)
     assert all(r[6] == "fused" and r[8] == "DeferredScalesMixedGemm" for r in rows), rows
