@@ -3,7 +3,8 @@ through the module's own entry: ``variant=`` of ``mixed_input.launcher``, ``mixe
 ``compile_target``, with the same checks, plan and split-K buffers as the course kernel. On the
 CPU: each is a subclass that differs in hooks (or ``IN_FLIGHT``) only, the entry builds it by its
 name and refuses another, and each compiles to what it says it does; on a Hopper GPU
-(``-m gpu``): the correct variants give the course kernel's bits, split or not."""
+(``-m gpu``): the correct variants give the course kernel's bits, split or not ("deferred_scales"
+rounds differently, by design: ``tests/test_mixed_deferred.py`` checks it)."""
 
 import textwrap
 
