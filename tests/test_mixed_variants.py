@@ -3,7 +3,8 @@ through the module's own entry: ``variant=`` of ``mixed_input.launcher``, ``mixe
 ``compile_target``, with the same checks, plan and split-K buffers as the course kernel. On the
 CPU: each is a subclass that differs in hooks (or ``IN_FLIGHT``) only, the entry builds it by its
 name and refuses another, and each compiles to what it says it does; on a Hopper GPU
-(``-m gpu``): the correct variants give the course kernel's bits, split or not."""
+(``-m gpu``): the correct variants give the course kernel's bits, split or not ("deferred_scales"
+rounds differently, by design: ``tests/test_mixed_deferred.py`` checks it)."""
 
 import textwrap
 
@@ -74,7 +75,7 @@ def test_the_tiled_weights_hold_each_box_contiguously():
 
 #: variant -> (register-A wgmmas, bf16x2 multiplies of the conversion) at tile_m = 16, one warpgroup
 COMPILED = {"course": (16, 64), "overlap": (16, 64), "tiled": (16, 64), "no_convert": (16, 0),
-            "no_mma": (0, 64), "loads_only": (0, 0), "tiled_loads_only": (0, 0)}
+            "no_mma": (0, 64), "loads_only": (0, 0), "tiled_loads_only": (0, 0), "deferred_scales": (16, 0)}
 
 
 @pytest.mark.parametrize("variant", list(mv.all_variants()))

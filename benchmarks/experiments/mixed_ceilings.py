@@ -48,7 +48,8 @@ REPLAYS = 20
 #: row name -> (the kernel's variant, ``mixed_variants.py``; constructor arguments besides the plan's)
 VARIANTS = {"course": ("course", {}), "course 3 stages": ("course", {"stages": 3}),
             "no convert": ("no_convert", {}), "no mma": ("no_mma", {}), "loads only": ("loads_only", {}),
-            "tiled weights": ("tiled", {}), "tiled loads only": ("tiled_loads_only", {})}
+            "tiled weights": ("tiled", {}), "tiled loads only": ("tiled_loads_only", {}),
+            "deferred_scales": ("deferred_scales", {})}
 
 
 def graph_us(fns, stream) -> float:

@@ -9,7 +9,9 @@ or an experiment). ``mixed_input.launcher``, ``mixed_mm`` and ``compile_target``
 course kernel's checks, plan and split-K buffers; a variant means the fused route.
 
 The experiments (``benchmarks/experiments/mixed_ceilings.py``) each leave one step of the work
-out, so their y is wrong and only their time counts: the differences place the time.
+out, so their y is wrong and only their time counts: the differences place the time. One variant
+large enough for its own module is imported here: "deferred_scales" (``mixed_deferred.py``: the
+group scales applied to each group's fp32 sum after its wgmmas).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import cutlass.cute as cute
 
 from .configured import pick
 from .hopper_mixed_gemm import WORDS_K, HopperMixedGemm
+from .mixed_deferred import DeferredScalesMixedGemm
 
 
 class OverlappingMixedGemm(HopperMixedGemm):
@@ -78,7 +81,8 @@ def tiled_weights(packed, rows: int):
 #: A new variant goes in one of the two.
 VARIANTS = {"course": HopperMixedGemm}
 DEMO_VARIANTS = {"overlap": OverlappingMixedGemm, "no_convert": NoConvertMixedGemm, "no_mma": NoMmaMixedGemm,
-                 "loads_only": LoadsOnlyMixedGemm, "tiled": TiledMixedGemm, "tiled_loads_only": TiledLoadsOnlyMixedGemm}
+                 "loads_only": LoadsOnlyMixedGemm, "tiled": TiledMixedGemm, "tiled_loads_only": TiledLoadsOnlyMixedGemm,
+                 "deferred_scales": DeferredScalesMixedGemm}
 
 
 def all_variants() -> dict[str, type]:
