@@ -104,6 +104,11 @@ eager = hg.variant_class("eager_release")
 assert eager is hg.EagerReleaseHopperGemm and "eager_release" in hg.all_variants()
 assert isinstance(hc.ENTRY.kernel(cluster=(2, 1), variant="eager_release"), eager)
 assert SCHEDULERS["columns"] is ColumnMajorScheduler
+import torch
+from cutecourse.kernels.epilogue_op import AddBias
+c = torch.ones(2, 3)  # each op keeps its own reference: the op went in after AddBias's last method
+assert torch.equal(RowScale().reference(c, torch.tensor([2.0, 3.0]).bfloat16()), torch.tensor([[2.0] * 3, [3.0] * 3]))
+assert torch.equal(AddBias().reference(c, torch.tensor([1.0, 2.0, 3.0])), torch.tensor([[2.0, 3.0, 4.0]] * 2))
 for target, params in [("cutecourse.kernels.hopper_gemm:compile_target", dict(variant="eager_release")),
                        (registry.target("persistent"), dict(scheduler="columns", epilogue_op="RowScale"))]:
     report = compile_report(target, arch="sm_90a", **params)
