@@ -201,6 +201,28 @@ GPU_CASES = [
     ("directstore", 136, 264, 64, "float16", "float16", {"add_bias": True}),
 ]
 
+#: The kernels whose cases above run on clusters: their scheduler cases run on a 2x1 one.
+CLUSTERED = ("persistent", "pingpong")
+
+
+def _scheduler_cases():
+    """Every name of each dense kernel's scheduler table (its class's ``SCHEDULERS``), on a C of
+    partial tiles: an order added by "Adding a scheduler" (docs/DEVELOPING.md) runs here with no
+    edit of this file, on a 2x1 cluster where the kernel takes one and the order serves clusters."""
+    cases = []
+    for name in NAMES:
+        for order, cls in getattr(type(registry.entry(name).kernel()), "SCHEDULERS", {}).items():
+            opts = {"scheduler": order, "sms": 6}
+            if name in CLUSTERED and cls.PER_CTA is None:
+                opts["cluster"] = (2, 1)
+            if name == "streamk":
+                opts["min_saved"] = 1  # as its cases above: split the k-tiles
+            cases.append((name, 1100, 1000, 520, "float16", "float32", opts))
+    return cases
+
+
+GPU_CASES += _scheduler_cases()
+
 
 #: Seconds a case may take in the GPU check: the first one imports torch and the DSL and starts
 #: CUDA; each compiles its kernel (seconds) and runs it three times (milliseconds). A case that
