@@ -104,6 +104,11 @@ eager = hg.variant_class("eager_release")
 assert eager is hg.EagerReleaseHopperGemm and "eager_release" in hg.all_variants()
 assert isinstance(hc.ENTRY.kernel(cluster=(2, 1), variant="eager_release"), eager)
 assert SCHEDULERS["columns"] is ColumnMajorScheduler
+import torch
+from cutecourse.kernels.epilogue_op import AddBias
+c = torch.ones(2, 3)  # each op keeps its own reference: the op went in after AddBias's last method
+assert torch.equal(RowScale().reference(c, torch.tensor([2.0, 3.0]).bfloat16()), torch.tensor([[2.0] * 3, [3.0] * 3]))
+assert torch.equal(AddBias().reference(c, torch.tensor([1.0, 2.0, 3.0])), torch.tensor([[2.0, 3.0, 4.0]] * 2))
 for target, params in [("cutecourse.kernels.hopper_gemm:compile_target", dict(variant="eager_release")),
                        (registry.target("persistent"), dict(scheduler="columns", epilogue_op="RowScale"))]:
     report = compile_report(target, arch="sm_90a", **params)
@@ -140,9 +145,17 @@ def test_the_exercise_recipe_applied_to_a_copy_passes_the_test_it_shows(tmp_path
     assert [path for path, _ in diffs("Adding an exercise")] == ["cutecourse/exercises/nb03.py"]
     test = add_exercise(root)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests")]), "CUTE_DSL_ARCH": "sm_90a"}
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(root),
-                          str(test)], env=env, cwd=root, capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0 and "3 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(root), str(test)]
+    run = subprocess.run(command, env=env, cwd=root, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0 and "4 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
+    # each of the checker's parts catches a mistake of the page's test: without the objection, the
+    # consume that issues no wgmma is not named (the CPU model replays barriers, not tensor cores)
+    checker = root / "cutecourse" / "exercises" / "nb03.py"
+    text = checker.read_text()
+    assert text.count("objections=(_multiplies,)") == 1
+    checker.write_text(text.replace("objections=(_multiplies,)", "objections=()"))
+    run = subprocess.run(command + ["-k", "never"], env=env, cwd=root, capture_output=True, text=True, timeout=900)
+    assert run.returncode != 0 and "1 failed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
 
 
 def test_the_epilogue_schedule_table_gives_each_familys_hook_signatures():

@@ -239,6 +239,41 @@ def test_each_variant_keeps_tma_wgmma_and_registers(variant):
     assert r.registers is not None and 0 < r.registers <= 255
 
 
+@pytest.mark.parametrize("variant", hg.all_variants())
+def test_each_variant_neither_hangs_nor_races_on_the_cpu_model(variant):
+    """The CPU pipeline model (``exercises.pipeline_checks.model_verdict``, what the mainloop
+    exercises run on a learner's loop) replays the class's mainloop on several ring sizes: no
+    wait that never ends, no stage handed back while a wgmma still reads it. Every class of the
+    tables passes, the counter-examples too (theirs is what the compiler makes of them)."""
+    from cutecourse.exercises.pipeline_checks import model_verdict
+
+    assert model_verdict(hg.variant_class(variant)) is None
+
+
+def test_a_stage_released_under_its_wgmmas_fails_the_cpu_model():
+    """The control of the test above: a consumer that hands each stage back in its own iteration
+    without waiting for the wgmmas that read it (docs/DEVELOPING.md's mainloop, less its wait)."""
+    import cutlass.cute as cute
+
+    from cutecourse.exercises.pipeline_checks import model_verdict
+    from cutecourse.kernels import sm90
+
+    class ReleasedUnderItsWgmmas(hg.HopperGemm):
+        @cute.jit
+        def consume(self, ring, mma, k, cons, released):
+            ring.consumer_wait(cons)
+            sm90.issue_mma(mma, cons.index)
+            ring.consumer_release(cons)
+            cons.advance()
+            return cons, released
+
+        @cute.jit
+        def drain(self, ring, k_tiles, released):
+            pass
+
+    assert "race" in (model_verdict(ReleasedUnderItsWgmmas) or "")
+
+
 def test_naive_has_no_prologue():
     s = loop_structure(_report("naive").ptx)
     assert s.prologue_tma_loads == 0 and not s.pipelined

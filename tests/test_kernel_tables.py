@@ -9,6 +9,7 @@ kernel that takes it, by name, on the CPU.
 """
 
 import inspect
+import re
 
 import pytest
 
@@ -57,27 +58,62 @@ def test_every_scheduler_family_has_a_table():
             "group_walk:static"} <= set(ORDERS)
 
 
-def _scheduler(cls, clusters_m, clusters_n, cluster_mn=(1, 1)):
+def _scheduler(cls, clusters_m, clusters_n, cluster_mn=(1, 1), in_cluster=(0, 0)):
     """A scheduler of class ``cls`` for a grid of cluster tiles, built as the kernels build it
-    (``cls(**fields)``): the fields of the walk by name, any other field of its ``Params`` its
-    default or None (the kernel's tensors, e.g. the dynamic scheduler's queue: no order reads them)."""
-    dense = dict(first=0, stride=1, clusters_m=clusters_m, clusters_n=clusters_n,
-                 total=clusters_m * clusters_n, k_tiles=4, group_m=2, cluster_mn=cluster_mn, in_cluster=(0, 0))
+    (``cls(**fields)``) for the CTA at ``in_cluster`` in its cluster of ``cluster_mn`` CTAs: the
+    fields of the walk by name, any other field of its ``Params`` its default or None (the kernel's
+    tensors, e.g. the dynamic scheduler's queue: no order reads them)."""
+    dense = dict(first=0, stride=1, clusters_m=clusters_m, clusters_n=clusters_n, total=clusters_m * clusters_n,
+                 k_tiles=4, group_m=2, cluster_mn=cluster_mn, in_cluster=in_cluster)
     return cls(**{f: dense.get(f, cls.Params._field_defaults.get(f)) for f in cls.Params._fields})
+
+
+def _ctas_tiles(cls, clusters_m, clusters_n, cluster_mn):
+    """Every CTA tile the walk gives, over the work items 0 .. total - 1 and every CTA of a cluster:
+    ``tile_of`` on Python ints (the kernel runs the same arithmetic on Int32). A group walk's
+    ``tile_of`` gives the cluster tile inside a group; its ``work_tile`` adds the CTA's place, as here."""
+    cm, cn = cluster_mn
+    tiles = []
+    for place in [(i, j) for i in range(cm) for j in range(cn)]:
+        s = _scheduler(cls, clusters_m, clusters_n, cluster_mn, place)
+        for w in range(clusters_m * clusters_n):
+            if issubclass(cls, group_walk.GroupScheduler):
+                m, n = (int(i) for i in s.tile_of(w, clusters_m, clusters_n))
+                tiles.append((m * cm + place[0], n * cn + place[1]))
+            else:
+                tiles.append(tuple(int(i) for i in s.tile_of(w)))
+    return tiles
+
+
+def _clusters(cls):
+    """The clusters a scheduler serves: 1x1 only if it says why not (``PER_CTA``), else 2x1 and 1x2 too."""
+    return [(1, 1)] if getattr(cls, "PER_CTA", None) else [(1, 1), (2, 1), (1, 2)]
 
 
 @pytest.mark.parametrize("order", sorted(ORDERS))
 @pytest.mark.parametrize("clusters_m,clusters_n", [(3, 2), (7, 5), (1, 4), (16, 3)])
 def test_a_schedulers_order_visits_every_tile_once(order, clusters_m, clusters_n):
-    """``tile_of`` on Python ints (the kernel runs the same arithmetic on Int32): the work items
-    0 .. total - 1 are the grid's C tiles (a group walk's: one group's), each once."""
+    """On 1x1, 2x1 and 1x2 clusters: the tiles of all the cluster's CTAs over the walk are C's
+    tiles (the grid's, or one group's), each once. An order that ignores the CTA's place in its
+    cluster gives every CTA of a cluster the same tile, and fails here."""
     cls = ORDERS[order]
-    s = _scheduler(cls, clusters_m, clusters_n)
-    if issubclass(cls, group_walk.GroupScheduler):  # the order inside a group of rows x cols
-        tiles = [tuple(int(i) for i in s.tile_of(w, clusters_m, clusters_n)) for w in range(clusters_m * clusters_n)]
-    else:
-        tiles = [tuple(int(i) for i in s.tile_of(w)) for w in range(clusters_m * clusters_n)]
-    assert sorted(tiles) == [(m, n) for m in range(clusters_m) for n in range(clusters_n)], (order, tiles)
+    for cluster_mn in _clusters(cls):
+        tiles = _ctas_tiles(cls, clusters_m, clusters_n, cluster_mn)
+        rows, cols = clusters_m * cluster_mn[0], clusters_n * cluster_mn[1]
+        assert sorted(tiles) == [(m, n) for m in range(rows) for n in range(cols)], (order, cluster_mn, tiles)
+
+
+def test_an_order_that_ignores_the_ctas_place_in_its_cluster_fails_the_walk():
+    """The control of the test above: column-major cluster tiles, every CTA of a cluster given
+    the cluster's first tile."""
+
+    class Columns(tile_scheduler.StaticScheduler):
+        def tile_of(self, work):
+            return ((work % self.clusters_m) * self.cluster_mn[0], (work // self.clusters_m) * self.cluster_mn[1])
+
+    assert sorted(_ctas_tiles(Columns, 3, 2, (1, 1))) == [(m, n) for m in range(3) for n in range(2)]
+    tiles = _ctas_tiles(Columns, 3, 2, (2, 1))
+    assert len(set(tiles)) == 6 < len(tiles) == 12  # each tile twice, half of C never
 
 
 @pytest.mark.parametrize("kernel,name", NAMED)
@@ -99,6 +135,11 @@ def test_a_scheduler_compiles_in_every_kernel_that_takes_it(kernel, name):
     assert r.spill_bytes == 0, (name, kernel)
 
 
+def _names(module):
+    """The names of ``module.SCHEDULERS`` as a refusal lists them (whatever names the table holds)."""
+    return re.escape(", ".join(repr(name) for name in module.SCHEDULERS))
+
+
 def test_a_name_added_to_a_familys_table_reaches_every_kernel_of_the_family(monkeypatch):
     """One table per family: a grouped order named in ``group_walk.SCHEDULERS`` is taken by name by
     the Hopper bf16, every FP8 and the Blackwell kernel; a name of another family's table is
@@ -113,9 +154,10 @@ def test_a_name_added_to_a_familys_table_reaches_every_kernel_of_the_family(monk
     for label in grouped_kernels:
         entry, _, _, params = SCHEDULED[label]
         assert entry.kernel(scheduler="rows", **params).Scheduler is RowByRow, label
-        with pytest.raises(CourseError, match=r"(?s)scheduler='dynamic' is not a name .*'static', 'rows'"):
+        with pytest.raises(CourseError, match=r"(?s)scheduler='dynamic' is not a name .*" + _names(group_walk)):
             entry.kernel(scheduler="dynamic", **params)
-    with pytest.raises(CourseError, match=r"(?s)'rows' is not a name PersistentHopperGemm takes.*'static', 'dynamic'"):
+    with pytest.raises(CourseError, match=r"(?s)'rows' is not a name PersistentHopperGemm takes.*"
+                       + _names(tile_scheduler)):
         registry.entry("persistent").kernel(scheduler="rows")
     assert "rows" not in tile_scheduler.SCHEDULERS
 

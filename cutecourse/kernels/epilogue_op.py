@@ -105,6 +105,13 @@ class EpilogueOp:
         ``operands``: the tensors described in :attr:`operands`. Returns a Float32."""
         return x
 
+    def reference(self, c, *operands):
+        """What :meth:`apply` computes, for all of C at once, in torch: ``c`` the fp32 accumulators
+        (M x N, ``A @ B.T``), ``operands`` the torch tensors of :attr:`operands` (row ``m`` of C is
+        ``c[m]``, so a "row" operand broadcasts as ``t[:, None]``, a "col" one as ``t[None, :]``).
+        The tests check every op of this module against it, on the GPU through a GEMM."""
+        return c
+
     def key(self):
         """What the compiled code depends on: the op's class, its attributes (by ``repr``, so that
         a list or a dict attribute can be part of the compile cache's key too) and its operands."""
@@ -121,6 +128,9 @@ class Relu(EpilogueOp):
     def apply(self, x, m, n):
         return cutlass.max(x, cutlass.Float32(0.0))
 
+    def reference(self, c):
+        return c.clamp_min(0.0)
+
 
 class AddBias(EpilogueOp):
     """C = acc + bias[n]: one fp32 value per column of C (a Linear layer's bias)."""
@@ -129,3 +139,6 @@ class AddBias(EpilogueOp):
 
     def apply(self, x, m, n, bias):
         return x + bias[n]
+
+    def reference(self, c, bias):
+        return c + bias.float()[None, :]

@@ -45,6 +45,8 @@ class DeferredScalesMixedGemm(HopperMixedGemm):
     """Group scales applied to each group's fp32 sum after its wgmmas (the module docstring):
     the conversion is lop3 and sub, and one FFMA per accumulator register and group promotes."""
 
+    PTX_STEPS = (16, 0)  # the wgmmas; no bf16x2 multiply (the scales are fp32 FFMAs after them)
+
     def __init__(self, tile_m: int | None = None, *, group_size: int | None = None, **options):
         if group_size is not None and group_size < BLOCK_K:
             from ..errors import ShapeError

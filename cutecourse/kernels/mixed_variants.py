@@ -4,7 +4,9 @@ A variant of :class:`~.hopper_mixed_gemm.HopperMixedGemm` is a subclass that ove
 (``weights``, ``load``, ``convert``, ``mma``, ``consume``, ``store_tile``) or sets its class
 constant ``IN_FLIGHT``, written here and named in one of two tables, as the one-CTA mainloops are
 in ``hopper_gemm.py``: ``VARIANTS`` (the course's kernel) or ``DEMO_VARIANTS`` (a counter-example
-or an experiment). ``mixed_input.launcher``, ``mixed_mm`` and ``compile_target`` take the name
+or an experiment). A variant whose PTX lacks a step of the course kernel's says so in
+``PTX_STEPS`` (its register-A wgmmas and bf16x2 multiplies at ``tile_m=16``, one warpgroup; left
+unset: the course kernel's, which ``tests/test_mixed_variants.py`` holds). ``mixed_input.launcher``, ``mixed_mm`` and ``compile_target`` take the name
 (``variant="no_mma"``; ``configured.pick`` refuses another, listing these), and run it with the
 course kernel's checks, plan and split-K buffers; a variant means the fused route.
 
@@ -35,6 +37,8 @@ class OverlappingMixedGemm(HopperMixedGemm):
 class NoConvertMixedGemm(HopperMixedGemm):
     """No int4 -> bf16 conversion: the wgmmas read whatever the registers hold (an experiment)."""
 
+    PTX_STEPS = (16, 0)
+
     @cute.jit
     def convert(self, sW, sS, sZ, stage, frag, wg, t, lane_row, chunk: cutlass.Constexpr[int]):
         pass
@@ -42,6 +46,8 @@ class NoConvertMixedGemm(HopperMixedGemm):
 
 class NoMmaMixedGemm(HopperMixedGemm):
     """The conversion and no wgmma (an experiment)."""
+
+    PTX_STEPS = (0, 64)
 
     @cute.jit
     def mma(self, tiled_mma, frag, tCrX, acc, stage, chunk: cutlass.Constexpr[int]):
@@ -51,6 +57,8 @@ class NoMmaMixedGemm(HopperMixedGemm):
 class LoadsOnlyMixedGemm(NoConvertMixedGemm, NoMmaMixedGemm):
     """Neither: the consumers wait for each stage and release it, so the time is the TMA stream's
     alone, plus launch, prologue and the split-K epilogue (an experiment)."""
+
+    PTX_STEPS = (0, 0)
 
 
 class TiledMixedGemm(HopperMixedGemm):
