@@ -35,7 +35,6 @@ from dataclasses import dataclass
 
 from ..errors import DeviceError, DTypeError, ShapeError
 from ..quant.reorder import BLOCK_N
-from . import int4_dequantize
 from .epilogue_op import described
 from .gemm_launch import check_epilogue_args, named_epilogue_op
 from .hopper_mixed_gemm import SM_SMEM, TILE_K, TILE_MS, HopperMixedGemm
@@ -118,6 +117,8 @@ def check(x, packed, scales, zeros=None) -> tuple[int, int, int, int]:
     """(M, N, K, group_size) of valid operands, or a CourseError saying what to change: x's checks
     here, the weights' in ``int4_dequantize`` (the large-M route's first kernel takes them too)."""
     import torch
+
+    from . import int4_dequantize
 
     named = (("x", x), ("packed", packed), ("scales", scales)) + ((("zeros", zeros),) if zeros is not None else ())
     for name, t in named:
@@ -230,7 +231,7 @@ def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=Non
 def _dequantize_launcher(x, packed, scales, zeros, y, p, op, epilogue_args):
     """The large-M route: one launch writes W' (N x K, x's dtype: the launcher owns it, ``fn.w``),
     the next runs the dense GEMM y = x @ W'.T through the epilogue op (bf16 or fp16 operands)."""
-    from . import registry
+    from . import int4_dequantize, registry
     from .gemm_launch import Launch
 
     dequantize = int4_dequantize.launcher(packed, scales, zeros)
