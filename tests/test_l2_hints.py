@@ -60,3 +60,36 @@ def test_a_named_pair_puts_its_policies_in_the_persistent_and_grouped_ptx(target
     assert set(A_FIRST) <= _policies(hinted.ptx) and "L2::cache_hint" in hinted.ptx
     assert hinted.spill_bytes == 0
     assert not set(A_FIRST) & _policies(compile_report(target).ptx)
+
+
+_GPU_CHECK = """
+import json, sys, torch
+from cutecourse.kernels import grouped, int4_dequantize
+from cutecourse.kernels import hopper_gemm_persistent as hp
+from cutecourse.quant import quantize_int4
+from cutecourse.quant.int4 import dequantize
+
+out = []
+for hints in json.loads(sys.argv[1]):
+    torch.manual_seed(0)
+    a, b = torch.randn(1000, 4104, device="cuda").half(), torch.randn(520, 4104, device="cuda").half()
+    ref = a.float() @ b.float().T
+    c = hp.gemm(a, b, l2_hints=hints)
+    dense = float((c.float() - ref).abs().max() / ref.abs().max())
+    cs = grouped.grouped_gemm([a[:300], a[300:]], [b, b[:256]], l2_hints=hints)
+    group = max(float((x.float() - r).abs().max() / r.abs().max()) for x, r in zip(cs, (ref[:300], ref[300:, :256])))
+    out.append([hints, dense, group])
+packed, scales, zeros = (t.cuda() for t in quantize_int4(torch.randn(256, 512), 64, zero_point=True))
+w = int4_dequantize.ENTRY.gemm(packed, scales, zeros)
+out.append(["dequantize", bool(torch.equal(w.cpu(), dequantize(packed.cpu(), scales.cpu(), zeros.cpu())))])
+print("RESULT", json.dumps(out))
+"""
+
+
+@pytest.mark.gpu
+def test_named_hints_keep_the_results_on_the_gpu(run_gpu_script):
+    """An eviction policy changes what L2 keeps, never a value: the persistent and grouped kernels
+    with ``l2_hints`` match fp32 torch as without; and int4_dequantize's ``gemm`` is W' bit for bit."""
+    results = run_gpu_script(_GPU_CHECK, [None, "a_first", "b_first"])
+    assert all(dense < 2e-2 and group < 2e-2 for _, dense, group in results[:-1]), results
+    assert results[-1] == ["dequantize", True], results
