@@ -28,6 +28,7 @@ def test_a_name_is_the_pair_of_the_one_table(cls):
     kernel = cls(l2_hints="a_first")
     assert kernel.l2_hints == A_FIRST == kernel.arguments["l2_hints"]
     assert cls(l2_hints=A_FIRST).key() == kernel.key()  # the key holds what the name stands for
+    assert cls(l2_hints=list(A_FIRST)).l2_hints == A_FIRST  # as JSON arguments spell a pair
     assert cls().l2_hints is None and cls().load_policies() == (None, None)
     assert configured.NAMED["l2_hints"] == "L2_HINT_PAIRS" and cls.L2_HINT_PAIRS is sm90.L2_HINT_PAIRS
 

@@ -356,10 +356,11 @@ L2_HINT_PAIRS = {"a_first": (EVICT_FIRST, EVICT_LAST), "b_first": (EVICT_LAST, E
 
 def check_l2_hints(pair, kernel):
     """``pair`` if it is what ``l2_hints=`` may be once its name is looked up: None (no hints) or
-    (A's policy, B's policy), each a 64-bit operand or None; else a ``CourseError`` naming the pairs."""
-    if pair is None or (isinstance(pair, tuple) and len(pair) == 2
+    (A's policy, B's policy), each a 64-bit operand or None (a list too: JSON arguments); else a
+    ``CourseError`` naming the pairs."""
+    if pair is None or (isinstance(pair, (tuple, list)) and len(pair) == 2
                         and all(p is None or isinstance(p, int) for p in pair)):
-        return pair
+        return None if pair is None else tuple(pair)
     raise CourseError(f"l2_hints={pair!r} is not a policy pair {type(kernel).__name__} knows",
                       f"pass None, one of {', '.join(map(repr, kernel.L2_HINT_PAIRS))} "
                       "(L2_HINT_PAIRS), or a pair (A's policy, B's policy) of 64-bit operands")
