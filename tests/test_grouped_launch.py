@@ -314,11 +314,11 @@ def test_a_grouped_entry_validates_its_groups_on_any_machine():
 
 def test_the_scaled_forms_are_their_bases_with_two_hooks_overridden():
     """The list and packed forms know nothing of scales: their FP8 subclasses override the hooks
-    (``check_scales``, and ``scale_columns`` / ``metadata_scales``), with no attribute to branch on."""
+    (``check_scales`` and ``scale_columns``, the same names in both forms), with no attribute to branch on."""
     from cutecourse.kernels import group_forms as gf
 
     for base, scaled, hooks in ((gf.ListGroups, gf.ScaledListGroups, {"check_scales", "scale_columns"}),
-                                (gf.PackedGroups, gf.ScaledPackedGroups, {"check_scales", "metadata_scales"})):
+                                (gf.PackedGroups, gf.ScaledPackedGroups, {"check_scales", "scale_columns"})):
         assert not hasattr(base, "scales") and hooks <= set(vars(base)) and hooks <= set(vars(scaled))
         assert {k for k in vars(scaled) if callable(vars(scaled)[k])} == hooks | {"__init__"}
     As, Bs = [torch.zeros(128, 64).half()], [torch.zeros(128, 64).half()]

@@ -103,6 +103,9 @@ def configurations() -> dict[str, tuple[str, dict]]:
     out["persistent/static/128x256/1x1/pdl"] = (PERSISTENT, dict(pdl=True))
     out["persistent/static/256x128/1x2/bf16"] = (
         PERSISTENT, dict(tile=[256, 128], cluster=[1, 2], in_dtype="bfloat16", out_dtype="bfloat16"))
+    # a named L2 hint pair (sm90.L2_HINT_PAIRS) in the persistent family, as in the cluster kernel
+    out["persistent/static/128x256/1x1/a_first"] = (PERSISTENT, dict(l2_hints="a_first"))
+    out["grouped/128x256/1x1/a_first"] = (GROUPED, dict(l2_hints="a_first"))
     out["pingpong/64x256/1x1/pdl"] = (PINGPONG, dict(pdl=True))
     out["pingpong/128x128/1x1"] = (PINGPONG, dict(tile=[128, 128]))
     out["streamk/128x256/1x1"] = (STREAMK, {})

@@ -17,8 +17,9 @@ The key holds the value used, whether it was spelled out or left to the class.
 that name in the class's table ``SCHEDULERS`` (each kernel family has its own: the dense
 persistent kernels' ``tile_scheduler.SCHEDULERS``, stream-K's, the grouped kernels' in
 ``group_walk``), so a launcher, a compile target (JSON arguments) or a notebook names what a
-subclass would pass as a class. A name the class's table lacks is refused, listing those it has;
-the key holds the class the name stands for.
+subclass would pass as a class; a string given for ``l2_hints`` is the policy pair of that name in
+``L2_HINT_PAIRS`` (``sm90``'s, in the cluster and persistent kernels alike). A name the class's
+table lacks is refused, listing those it has; the key holds what the name stands for.
 
 Both the key and the constructor see the filled value: :meth:`Configured.__init_subclass__`
 wraps each class's ``__init__`` so that a keyword left None arrives as the class's attribute
@@ -44,9 +45,10 @@ def _frozen(value):
     return value
 
 
-#: Keywords that take a name as well as a value: the name is looked up in the class's table, the
-#: keyword in capitals plus S (``scheduler="dynamic"``: ``cls.SCHEDULERS["dynamic"]``).
-NAMED = ("scheduler",)
+#: Keywords that take a name as well as a value -> the class's table the name is looked up in
+#: (``scheduler="dynamic"``: ``cls.SCHEDULERS["dynamic"]``). Not the keyword in capitals: that is
+#: the keyword's default (``SCHEDULER``, ``L2_HINTS``).
+NAMED = {"scheduler": "SCHEDULERS", "l2_hints": "L2_HINT_PAIRS"}
 
 
 def filled(cls, arguments: dict) -> dict:
@@ -58,17 +60,17 @@ def filled(cls, arguments: dict) -> dict:
 
 
 def named(cls, keyword: str, name: str):
-    """The entry ``name`` of ``cls``'s table for ``keyword`` (``SCHEDULERS`` for ``scheduler=``);
-    a name not in it is a ``CourseError`` listing the names the class takes."""
+    """The entry ``name`` of ``cls``'s table for ``keyword`` (``NAMED``: ``SCHEDULERS`` for
+    ``scheduler=``); a name not in it is a ``CourseError`` listing the names the class takes."""
     from ..errors import CourseError
 
-    table = getattr(cls, f"{keyword.upper()}S", {})
+    table = getattr(cls, NAMED[keyword], {})
     if name not in table:
         default = getattr(cls, keyword.upper(), None)
         cls_form = f" or a class: {default.__name__} or a subclass of it" if isinstance(default, type) else ""
         raise CourseError(f"{keyword}={name!r} is not a name {cls.__name__} takes",
                           f"pass {keyword}= one of {', '.join(map(repr, table)) or '(none)'} "
-                          f"({cls.__name__}.{keyword.upper()}S){cls_form}")
+                          f"({cls.__name__}.{NAMED[keyword]}){cls_form}")
     return table[name]
 
 

@@ -7,7 +7,7 @@ and builds that metadata: :class:`ListGroups` (lists As, Bs, Cs: :func:`list_met
 sizes), :class:`PackedGroups` (``torch._grouped_mm``'s packed MoE form: :func:`packed_metadata`,
 on the GPU from ``offs``, no host sync), their FP8 subclasses :class:`ScaledListGroups` and
 :class:`ScaledPackedGroups` (the block scales, through the hooks ``check_scales`` and
-``scale_columns`` / ``metadata_scales``: two more columns), :class:`QuantizedGroups` (the
+``scale_columns``, in both forms: two more columns), :class:`QuantizedGroups` (the
 Blackwell kernel's). A new form is a subclass of :class:`GroupForm`. The entry that launches a
 form is ``grouped_launch.GroupedEntry``; the torch-facing functions are in ``grouped.py``.
 """
@@ -191,7 +191,7 @@ class ScaledListGroups(ListGroups):
 class PackedGroups(GroupForm):
     """``torch._grouped_mm``'s 2d x 3d form: a (sum M, K), b (G, K, N) (the transpose of K-major
     weights (G, N, K)), ``offs`` the int32 cumulative row ends, c (sum M, N). Hooks of the
-    scaled subclass: ``check_scales``, ``metadata_scales``."""
+    scaled subclass: ``check_scales``, ``scale_columns`` (as in ``ListGroups``)."""
 
     def __init__(self, a, b, offs, c=None):
         self.a, self.b, self.offs, self.c = a, b, offs, c
@@ -225,15 +225,16 @@ class PackedGroups(GroupForm):
         return self.c.dtype
 
     def metadata(self, kernel):
-        scales = self.metadata_scales()
+        scales = self.scale_columns()
         meta = packed_metadata(kernel, self.a, self.b, self.c, self.offs, scales)
         return meta, (self.a, self.b[0].transpose(0, 1), self.c), scales or ()
 
     def check_scales(self):
         """Hook: the block scales' checks (none here)."""
 
-    def metadata_scales(self):
-        """Hook: the block scales as the metadata reads them, (sa, sb), or None (none here)."""
+    def scale_columns(self):
+        """Hook: the metadata's scale columns, as ``packed_metadata`` reads them: (sa, sb), or None
+        (none here). The list form's hook of that name gives them per group, with row strides."""
         return None
 
 
@@ -250,7 +251,7 @@ class ScaledPackedGroups(PackedGroups):
     def check_scales(self):
         checks.check_packed_scales(self.a, self.scales[0], self.b, self.scales[1])
 
-    def metadata_scales(self):
+    def scale_columns(self):
         """sa M-major (its k-block stride), sb as given."""
         return checks.m_major(self.scales[0]), self.scales[1]
 

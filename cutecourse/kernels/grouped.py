@@ -185,22 +185,20 @@ def quantize_blockscaled(As, Bs, fmt: str = "nvfp4", out_dtype=None, device=None
     return out
 
 
-def launcher_blockscaled(groups, fmt: str = "nvfp4", tile=None, cluster=None, sms: int | None = None,
-                         epilogue_args=(), **config):
-    """Validated, compiled launch: ``fn()`` writes every group's C. Needs a B200. ``tile``,
-    ``cluster`` left None: the kernel's defaults; ``sms``: default every SM; ``config``: more
-    kernel keywords (epilogue_op)."""
-    return BLACKWELL.launcher(QuantizedGroups(groups, fmt), epilogue_args, tile=tile, cluster=cluster, sms=sms,
-                              **config)
+def launcher_blockscaled(groups, fmt: str = "nvfp4", epilogue_args=(), **config):
+    """Validated, compiled launch: ``fn()`` writes every group's C. Needs a B200. ``config``: the
+    kernel's keywords, as every launcher takes them (tile, cluster, sms (default: every SM), stages,
+    epilogue_op ...; left out: the kernel's defaults)."""
+    return BLACKWELL.launcher(QuantizedGroups(groups, fmt), epilogue_args, **config)
 
 
-def grouped_gemm_blockscaled(As, Bs, fmt: str = "nvfp4", out_dtype=None, **config):
+def grouped_gemm_blockscaled(As, Bs, fmt: str = "nvfp4", out_dtype=None, epilogue_args=(), **config):
     """``[dequant(A_g) @ dequant(B_g).T for g]`` on a B200: each pair is quantized to ``fmt``
     (``block_scaling.quantize``, on the CPU), multiplied by the block-scaled tensor cores in one
-    launch, and returned as float16 (or ``out_dtype``) C_g. ``config``: ``launcher_blockscaled``'s."""
+    launch (``BLACKWELL.gemm``), and returned as float16 (or ``out_dtype``) C_g. ``config``:
+    ``launcher_blockscaled``'s."""
     from ..modes import require_gpu
 
     require_gpu("sm_100a")  # before quantizing anything
     groups = quantize_blockscaled(As, Bs, fmt, out_dtype, device="cuda")
-    launcher_blockscaled(groups, fmt, **config)()
-    return [op.c for op in groups]
+    return BLACKWELL.gemm(QuantizedGroups(groups, fmt), out_dtype, epilogue_args, **config)

@@ -33,10 +33,9 @@ planner (``cutecourse.models.multicast``).
 
 from __future__ import annotations
 
-import cutlass
 import cutlass.cute as cute
 
-from ..errors import CourseError, ShapeError
+from ..errors import ShapeError
 from . import gemm_launch, sm90
 from .hopper_gemm import HopperGemm, all_variants, variant_class
 
@@ -44,13 +43,11 @@ from .hopper_gemm import HopperGemm, all_variants, variant_class
 CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
 #: The ctaMask is 16 bits: a multicast reaches at most 16 CTAs.
 MAX_CLUSTER_CTAS = 16
-#: L2 cache-policy operands of a TMA load (the 64-bit values CUTLASS's ``CacheHintSm90`` uses).
-EVICT_FIRST = 0x12F0000000000000
-EVICT_LAST = 0x14F0000000000000
-#: ``l2_hints`` choices: (A's policy, B's policy). "a_first": A evict-first, B evict-last (what
-#: CUTLASS's example 63 sets; its generic SM90 mainloop passes no hint); "b_first" the reverse. Which helps depends on which operand's
-#: tiles more CTAs in flight share, i.e. on the tile order (this kernel walks bands of M).
-L2_HINTS = {"a_first": (EVICT_FIRST, EVICT_LAST), "b_first": (EVICT_LAST, EVICT_FIRST)}
+#: The L2 cache-policy operands and the named pairs ``l2_hints=`` takes (``sm90``: the persistent
+#: kernels take the same names), here under their names of this module. (On a kernel class,
+#: ``L2_HINTS`` is the keyword's default, as ``configured.py`` names defaults; its table of names
+#: is ``L2_HINT_PAIRS``.)
+EVICT_FIRST, EVICT_LAST, L2_HINTS = sm90.EVICT_FIRST, sm90.EVICT_LAST, sm90.L2_HINT_PAIRS
 
 
 def check_cluster(cluster_mn) -> tuple[int, int]:
@@ -79,15 +76,13 @@ class ClusterHopperGemm(HopperGemm):
     """``HopperGemm`` on clusters of CM x CN CTAs sharing A and B tiles by TMA multicast."""
 
     #: The default cluster (``configured.py``); the other defaults are ``HopperGemm``'s.
-    CLUSTER_MN = (2, 1)
+    #: ``l2_hints=`` takes a name of ``L2_HINT_PAIRS`` (``configured.NAMED``), or a pair.
+    CLUSTER_MN, L2_HINT_PAIRS = (2, 1), sm90.L2_HINT_PAIRS
 
-    def __init__(self, tile_mn=None, *, cluster_mn=None, l2_hints: str | None = None, **options):
+    def __init__(self, tile_mn=None, *, cluster_mn=None, l2_hints=None, **options):
         super().__init__(tile_mn, **options)
-        if l2_hints is not None and l2_hints not in L2_HINTS:
-            raise CourseError(f"l2_hints={l2_hints!r} is not a policy pair this kernel knows",
-                              f"use None or one of {list(L2_HINTS)}")
         self.cluster_mn = check_cluster(cluster_mn)
-        self.l2_hints = l2_hints
+        self.l2_hints = sm90.check_l2_hints(l2_hints, self)  # a name arrives as its pair
 
     def tile_coord(self):
         """The 1x1 kernel's band order over *clusters*, then this CTA's place in its cluster."""
@@ -110,9 +105,9 @@ class ClusterHopperGemm(HopperGemm):
 
     def load_policies(self):
         """Hook: the L2 eviction policies of A's and B's loads, (None, None) for no hint: here the
-        pair ``l2_hints`` names (``L2_HINTS``), as constants of the trace. A variant with other
-        policies overrides this; the loop's ``load`` step tests no keyword."""
-        return tuple(None if p is None else cutlass.Int64(p) for p in L2_HINTS.get(self.l2_hints, (None, None)))
+        pair of ``l2_hints`` (``sm90.l2_policies``), as in the persistent kernels. A hint a pair
+        cannot say overrides this; the loop's ``load`` step tests no keyword."""
+        return sm90.l2_policies(self.l2_hints)
 
 
 #: The hooks ClusterHopperGemm overrides, for notebook 05 to show as diffs against HopperGemm.

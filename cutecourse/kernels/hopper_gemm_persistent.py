@@ -58,7 +58,8 @@ from ..models.gemm_plan import (EPI_STAGES, EPI_TILE, IN_DTYPES, TILE_K, TILES, 
 from . import gemm_launch, sm90, tile_scheduler
 from .barriers import Barrier
 from .configured import Configured
-from .persistent_setup import CtaSetup, EpilogueArgs, fitting_epi_stages, grid_clusters, shared_storage
+from .persistent_setup import (CtaSetup, EpilogueArgs, dense_grid_fields, fitting_epi_stages, grid_clusters,
+                               shared_storage)
 
 #: Warpgroup roles. Warpgroup 0: producer (its warp 0 issues TMA); 1 and 2: MMA + epilogue.
 PRODUCER_WARPGROUPS = 1
@@ -91,7 +92,8 @@ class PersistentHopperGemm(Configured):
     the ring depth. ``scheduler``: ``StaticScheduler``, ``DynamicScheduler`` (the kernel takes 2
     int32 ``counters``, zero between launches; the static one ignores them) or another subclass of
     ``StaticScheduler`` (another tile order). ``cluster_mn``: one of ``CLUSTERS``. ``pdl``:
-    programmatic dependent launch. ``epilogue_op``: an ``epilogue_op.EpilogueOp`` applied to each
+    programmatic dependent launch. ``l2_hints``: the L2 eviction policies of the loads, a name of
+    ``L2_HINT_PAIRS`` (``sm90``'s, as in the cluster kernel) or a pair; None: no hints. ``epilogue_op``: an ``epilogue_op.EpilogueOp`` applied to each
     accumulator before it is stored. A keyword left None is the class's default (``TILE_MN`` ...).
 
     A variant changes it through small hooks, with the same signature in every subclass: where
@@ -112,15 +114,17 @@ class PersistentHopperGemm(Configured):
     TILES, MMA_WARPGROUPS, C_BUFFER_SETS = PERSISTENT_TILES, CONSUMER_WARPGROUPS, 1
     IN_DTYPES, WGMMA_N, TILE_K = IN_DTYPES, {}, TILE_K
     #: The constructor's defaults, by keyword (``configured.py``): a variant sets those it changes.
-    #: ``scheduler=`` takes a name of ``SCHEDULERS`` (its family's table), or ``SCHEDULER`` or a subclass.
+    #: ``scheduler=`` takes a name of ``SCHEDULERS`` (its family's table), or ``SCHEDULER`` or a subclass;
+    #: ``l2_hints=`` a name of ``L2_HINT_PAIRS`` (``configured.NAMED``), or a pair.
     TILE_MN, CLUSTER_MN, GROUP_M, SCHEDULER = (128, 256), (1, 1), GROUP_M, tile_scheduler.StaticScheduler
     EPI_TILE, SMS, PDL, SCHEDULERS = EPI_TILE, 132, False, tile_scheduler.SCHEDULERS
+    L2_HINT_PAIRS = sm90.L2_HINT_PAIRS
     #: C buffers at most (epi_stages= left None fits the tile under it: not a default, hence the name)
     MOST_EPI_STAGES = EPI_STAGES
 
     def __init__(self, tile_mn=None, *, cluster_mn=None, sms: int | None = None, group_m: int | None = None,
                  stages: int | None = None, scheduler=None, epi_tile=None, epi_stages: int | None = None,
-                 pdl: bool | None = None, epilogue_op=None):
+                 pdl: bool | None = None, epilogue_op=None, l2_hints=None):
         # (every keyword left None arrives as the class's default: configured.py)
         self.tile_mn, cluster_mn = check_tile(tile_mn, self.TILES), tuple(cluster_mn)
         if cluster_mn not in CLUSTERS:
@@ -145,6 +149,7 @@ class PersistentHopperGemm(Configured):
         self.epi_tile = check_epi_tile(self.tile_mn, epi_tile, whole_rounds=True, epi_stages=self.epi_stages)
         self.acc_dtype = cutlass.Float32
         self.epilogue_op = epilogue_op  # applied to each accumulator before C (epilogue_op.py)
+        self.l2_hints = sm90.check_l2_hints(l2_hints, self)  # a name arrives as its pair
 
     def plan(self, in_dtype: str, out_dtype: str):
         """The smem plan for these dtypes (``models/gemm_plan.plan_persistent``): clear errors first."""
@@ -275,17 +280,8 @@ class PersistentHopperGemm(Configured):
         return self.Scheduler(**self.grid_fields(scheduler_args, setup))
 
     def grid_fields(self, scheduler_args: tile_scheduler.Counters, setup: CtaSetup) -> dict:
-        """A dense scheduler's fields for this CTA (``tile_scheduler.DenseParams``, by name): its
-        first work item, the stride between its items (the clusters in the grid), the grid of work
-        items, the hand-over."""
-        cm, cn = self.cluster_mn
-        in_cluster = cute.arch.block_in_cluster_idx()
-        clusters_m = cute.ceil_div(cute.size(setup.gC, mode=[2]), cm)
-        clusters_n = cute.ceil_div(cute.size(setup.gC, mode=[3]), cn)
-        return dict(first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2],
-                    clusters_m=clusters_m, clusters_n=clusters_n, total=clusters_m * clusters_n,
-                    k_tiles=cute.size(setup.gA, mode=[3]), group_m=self.group_m, cluster_mn=self.cluster_mn,
-                    in_cluster=in_cluster, queue=setup.queue, slots=setup.slots, counters=scheduler_args.counters)
+        """A dense scheduler's fields for this CTA (``persistent_setup.dense_grid_fields``)."""
+        return dense_grid_fields(self, scheduler_args, setup)
 
     # -- producer: one warp, TMA only --------------------------------------------------------
     @cute.jit
@@ -319,10 +315,10 @@ class PersistentHopperGemm(Configured):
                                    tBgB=loads.tBgB[(None, tile.tile_n, None)])
 
     def load_policies(self):
-        """Hook: the L2 eviction policies of A's and B's loads, (None, None) for no hint (here):
-        the hook and meaning of ``ClusterHopperGemm.load_policies``, so an L2-hint variant of any
-        persistent kernel (grouped, FP8 ...) is a subclass overriding it."""
-        return (None, None)
+        """Hook: the L2 eviction policies of A's and B's loads, (None, None) for no hint: the pair of
+        ``l2_hints`` (``sm90.l2_policies``), as in ``ClusterHopperGemm``. A hint a pair cannot say
+        is a subclass overriding this, in any persistent kernel (grouped, FP8 ...)."""
+        return sm90.l2_policies(self.l2_hints)
 
     # -- consumers: two warpgroups, WGMMA + epilogue -----------------------------------------
     @cute.jit

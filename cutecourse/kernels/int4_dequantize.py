@@ -28,10 +28,12 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.utils as utils
 
+from ..errors import DTypeError, ShapeError
 from ..quant.reorder import BLOCK_K, BLOCK_N, SLICE_K, SLICES, VALUES
 from . import int4_convert
 from .configured import Configured
-from .operands import DescribedEntry, Tensor
+from .mixed_tiles import check_group
+from .operands import DescribedEntry, Tensor, check_tensors
 
 THREADS = 128  # one reorder block: 128 threads x 4 words
 #: Reorder blocks a CTA converts one after the other, along K (a CTA: 64 rows x 256 columns).
@@ -51,8 +53,6 @@ class Int4Dequantize(Configured):
         a = self.arguments  # a None replaced by the class's default (configured.py)
         int4_convert.check_dtype(a["dtype"])
         if a["group_size"] % SLICE_K:
-            from ..errors import ShapeError
-
             raise ShapeError(f"group_size {a['group_size']}: a 16-column slice must lie inside one group",
                              "use a multiple of 16 (quantize_int4's groups are)")
         self.group_size, self.zero_point, self.dtype = a["group_size"], a["zero_point"], a["dtype"]
@@ -126,18 +126,91 @@ class Int4Dequantize(Configured):
                 stage[g + 8 * (j % 2), (s * SLICE_K + c + 8 * (j // 2)) // 2] = regs[j]
 
 
-#: The kernel's entry in the one host layer: compile target and launch (``operands.py``).
-ENTRY = DescribedEntry(Int4Dequantize)
-compile_target = ENTRY.compile_target
+# -- host side: the weights' checks (the mixed-input GEMM's too), then the entry's verbs --------
+QUANTIZE = "quantize the weight with cutecourse.quant.quantize_int4(w, group_size)"
+
+
+def _name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def check_packed(packed) -> tuple[int, int]:
+    """(N, K) of W, from int4 weights packed as ``quantize_int4`` packs them (int32 words of 8
+    nibbles, N and K multiples of 64), or a CourseError saying what to change."""
+    import torch
+
+    if not isinstance(packed, torch.Tensor) or packed.dim() != 2:
+        raise ShapeError(f"packed is {getattr(packed, 'shape', type(packed).__name__)}; int4 weights are a "
+                         "2-D torch.Tensor (N, K/8)", QUANTIZE)
+    if packed.is_floating_point():
+        raise DTypeError(f"packed is {_name(packed.dtype)}: unquantized weights, not int4", QUANTIZE)
+    if packed.dtype != torch.int32:
+        raise DTypeError(f"packed is {_name(packed.dtype)} {tuple(packed.shape)}; the kernel takes int32 words of "
+                         "8 nibbles each, in the reordered layout quantize_int4 writes",
+                         f"{QUANTIZE} (torch's _convert_weight_to_int4pack layout is a different one)")
+    return packed.shape[0], packed.shape[1] * VALUES
+
+
+def check_scales(scales, zeros, n: int, k: int) -> int:
+    """The group size of ``scales`` (K / group, N) and ``zeros`` (None, or uint8 shaped like the
+    scales) for W (``n``, ``k``), or a CourseError saying what to change."""
+    import torch
+
+    if n % BLOCK_N or k % BLOCK_K:
+        raise ShapeError(f"W is ({n}, {k}); the reordered layout needs N and K multiples of 64",
+                         "pad W with zeros to multiples of 64 before quantize_int4")
+    if not isinstance(scales, torch.Tensor) or scales.dim() != 2:
+        raise ShapeError(f"scales are {getattr(scales, 'shape', type(scales).__name__)}; they are a 2-D "
+                         "torch.Tensor (K / group, N)", "pass the scales quantize_int4 returned")
+    if scales.dtype not in (torch.bfloat16, torch.float16):
+        raise DTypeError(f"scales are {_name(scales.dtype)}; the kernel takes bfloat16 or float16 scales, x's dtype",
+                         "pass the scales quantize_int4(w, group_size, dtype=torch.bfloat16 or float16) returned")
+    if scales.shape[1] != n:
+        fix = ("scales look transposed: pass scales.T.contiguous()" if scales.shape[0] == n
+               else "pass the scales quantize_int4 returned with these weights")
+        raise ShapeError(f"scales are {tuple(scales.shape)}; for W ({n}, {k}) they must be (K / group, N) = "
+                         f"(?, {n})", fix)
+    groups = scales.shape[0]
+    if groups < 1 or k % groups:
+        raise ShapeError(f"scales have {groups} rows, which does not divide K = {k} into whole groups",
+                         "pass scales of shape (K / group_size, N), as quantize_int4 returns")
+    check_group(k // groups, k)
+    if zeros is not None and (not isinstance(zeros, torch.Tensor) or zeros.dtype != torch.uint8
+                              or tuple(zeros.shape) != tuple(scales.shape)):
+        raise DTypeError(f"zeros are {_name(getattr(zeros, 'dtype', type(zeros).__name__))} "
+                         f"{tuple(getattr(zeros, 'shape', ()))}; the kernel takes uint8 zero "
+                         f"points shaped like the scales {tuple(scales.shape)}",
+                         "pass the zeros quantize_int4(..., zero_point=True) returned")
+    return k // groups
+
+
+def validate(packed, scales, zeros=None) -> tuple[int, int, int]:
+    """(N, K, group_size) of int4 weights this kernel converts, or a CourseError saying what to change."""
+    n, k = check_packed(packed)
+    group = check_scales(scales, zeros, n, k)
+    check_tensors((("packed", packed), ("scales", scales), ("zeros", zeros)))
+    return n, k, group
 
 
 def launcher(packed, scales, zeros=None, out=None):
     """A ``gemm_launch.Launch`` writing W' into ``out`` (or a new (N, K) of the scales' dtype,
-    ``fn.w``), for operands ``mixed_input.check`` has accepted."""
+    ``fn.w``), for operands :func:`validate` accepts (it checks them)."""
     import torch
 
-    n, k = packed.shape[0], packed.shape[1] * VALUES
+    n, k, group = validate(packed, scales, zeros)
     w = out if out is not None else torch.empty(n, k, dtype=scales.dtype, device=packed.device)
-    kernel = ENTRY.kernel(group_size=k // scales.shape[0], zero_point=zeros is not None,
-                          dtype=str(scales.dtype).replace("torch.", ""))
+    kernel = ENTRY.kernel(group_size=group, zero_point=zeros is not None, dtype=_name(scales.dtype))
     return ENTRY.launch(kernel, dict(packed=packed, scales=scales, w=w.view(torch.int32), zeros=zeros), w=w)
+
+
+def dequantize(packed, scales, zeros=None):
+    """W' (N, K) in the scales' dtype, on the GPU: ``quant.dequantize`` of these weights, bit for bit."""
+    fn = launcher(packed, scales, zeros)
+    fn()
+    return fn.w
+
+
+#: The kernel's entry in the one host layer, with every entry's verbs: compile_target, validate,
+#: launcher, gemm (here: W', ``dequantize``) and launch (``operands.py``).
+ENTRY = DescribedEntry(Int4Dequantize, validate=validate, launcher=launcher, gemm=dequantize)
+compile_target = ENTRY.compile_target

@@ -34,10 +34,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import DeviceError, DTypeError, ShapeError
-from ..quant.reorder import BLOCK_K, BLOCK_N
+from ..quant.reorder import BLOCK_N
 from .epilogue_op import described
 from .gemm_launch import check_epilogue_args, named_epilogue_op
-from .hopper_mixed_gemm import SM_SMEM, TILE_K, TILE_MS, HopperMixedGemm, check_group
+from .hopper_mixed_gemm import SM_SMEM, TILE_K, TILE_MS, HopperMixedGemm
 from .mixed_variants import variant_class, variant_gemm
 from .operands import DescribedEntry, check_tensors
 
@@ -114,10 +114,12 @@ def _name(dtype) -> str:
 
 
 def check(x, packed, scales, zeros=None) -> tuple[int, int, int, int]:
-    """(M, N, K, group_size) of valid operands, or a CourseError saying what to change."""
+    """(M, N, K, group_size) of valid operands, or a CourseError saying what to change: x's checks
+    here, the weights' in ``int4_dequantize`` (the large-M route's first kernel takes them too)."""
     import torch
 
-    quantize = "quantize the weight with cutecourse.quant.quantize_int4(w, group_size)"
+    from . import int4_dequantize
+
     named = (("x", x), ("packed", packed), ("scales", scales)) + ((("zeros", zeros),) if zeros is not None else ())
     for name, t in named:
         if not isinstance(t, torch.Tensor):
@@ -128,45 +130,18 @@ def check(x, packed, scales, zeros=None) -> tuple[int, int, int, int]:
     if x.dtype not in (torch.bfloat16, torch.float16):
         raise DTypeError(f"x is {_name(x.dtype)}; this kernel takes bfloat16 or float16 activations",
                          "convert it: x.to(torch.bfloat16), or x.to(torch.float16) with scales quantized for float16")
-    if packed.is_floating_point():
-        raise DTypeError(f"packed is {_name(packed.dtype)}: unquantized weights, not int4", quantize)
-    if packed.dtype != torch.int32:
-        raise DTypeError(f"packed is {_name(packed.dtype)} {tuple(packed.shape)}; the kernel takes int32 words of "
-                         "8 nibbles each, in the reordered layout quantize_int4 writes",
-                         f"{quantize} (torch's _convert_weight_to_int4pack layout is a different one)")
-    n, k = packed.shape[0], packed.shape[1] * 8
+    n, k = int4_dequantize.check_packed(packed)
     if x.shape[1] != k:
         hint = (" (packed holds one value per element: it is not packed)" if packed.shape[1] == x.shape[1]
                 else "")
         raise ShapeError(f"x is {tuple(x.shape)} but packed {tuple(packed.shape)} holds K = {k} columns "
-                         f"(8 per int32){hint}", f"pass x with K = {k} columns, or {quantize}")
-    if n % BLOCK_N or k % BLOCK_K:
-        raise ShapeError(f"W is ({n}, {k}); the reordered layout needs N and K multiples of 64",
-                         "pad W with zeros to multiples of 64 before quantize_int4")
-    if scales.dtype not in (torch.bfloat16, torch.float16):
-        raise DTypeError(f"scales are {_name(scales.dtype)}; the kernel takes bfloat16 or float16 scales, x's dtype",
-                         f"pass the scales quantize_int4(w, group_size, dtype=torch.{_name(x.dtype)}) returned")
+                         f"(8 per int32){hint}", f"pass x with K = {k} columns, or {int4_dequantize.QUANTIZE}")
+    group = int4_dequantize.check_scales(scales, zeros, n, k)
     if scales.dtype != x.dtype:
         raise DTypeError(f"x is {_name(x.dtype)} but the scales are {_name(scales.dtype)}: x's dtype picks the "
                          f"kernel (its wgmmas and its conversion), and the scales must be of it",
                          f"quantize for {_name(x.dtype)} activations: quantize_int4(w, group_size, "
                          f"dtype=torch.{_name(x.dtype)}) (or pass x.to(torch.{_name(scales.dtype)}))")
-    if scales.shape[1] != n:
-        fix = ("scales look transposed: pass scales.T.contiguous()" if scales.shape[0] == n
-               else "pass the scales quantize_int4 returned with these weights")
-        raise ShapeError(f"scales are {tuple(scales.shape)}; for W ({n}, {k}) they must be (K / group, N) = "
-                         f"(?, {n})", fix)
-    groups = scales.shape[0]
-    if groups < 1 or k % groups:
-        raise ShapeError(f"scales have {groups} rows, which does not divide K = {k} into whole groups",
-                         "pass scales of shape (K / group_size, N), as quantize_int4 returns")
-    group = k // groups
-    check_group(group, k)
-    if zeros is not None:
-        if zeros.dtype != torch.uint8 or tuple(zeros.shape) != tuple(scales.shape):
-            raise DTypeError(f"zeros are {_name(zeros.dtype)} {tuple(zeros.shape)}; the kernel takes uint8 zero "
-                             f"points shaped like the scales {tuple(scales.shape)}",
-                             "pass the zeros quantize_int4(..., zero_point=True) returned")
     if x.shape[0] < 1:
         raise ShapeError("x has no rows (M = 0)", "pass at least one row")
     check_tensors((("x", x), ("packed", packed), ("scales", scales), ("zeros", zeros)))

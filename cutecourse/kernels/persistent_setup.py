@@ -3,8 +3,9 @@
 ``CtaSetup`` is what a CTA has built when it makes its scheduler (``make_scheduler``);
 ``EpilogueArgs`` what the consumers' epilogue takes from the host (``make_epilogue``);
 ``shared_storage`` the CTA's shared memory, field by field, with the variant's own fields,
-``fitting_epi_stages`` how many C buffers it holds when the constructor is not told, and
-``grid_clusters`` how many clusters the persistent grid launches.
+``fitting_epi_stages`` how many C buffers it holds when the constructor is not told,
+``grid_clusters`` how many clusters the persistent grid launches, and ``dense_grid_fields`` what
+a dense scheduler of one CTA is made of (the kernel's ``grid_fields``).
 """
 
 from __future__ import annotations
@@ -75,3 +76,18 @@ def grid_clusters(kernel, c):
     clusters_m = cute.ceil_div(cute.ceil_div(c.shape[0], kernel.tile_mn[0]), cm)
     clusters_n = cute.ceil_div(cute.ceil_div(c.shape[1], kernel.tile_mn[1]), cn)
     return cutlass.min(clusters_m * clusters_n, kernel.sms // (cm * cn))
+
+
+def dense_grid_fields(kernel, scheduler_args, setup: CtaSetup) -> dict:
+    """A dense scheduler's fields for this CTA of ``kernel`` (``tile_scheduler.DenseParams``, by
+    name; traced on the device): its first work item, the stride between its items (the clusters
+    in the grid), the grid of work items, the hand-over; ``scheduler_args``: the scheduler's
+    ``Args`` (its ``counters``)."""
+    cm, cn = kernel.cluster_mn
+    in_cluster = cute.arch.block_in_cluster_idx()
+    clusters_m = cute.ceil_div(cute.size(setup.gC, mode=[2]), cm)
+    clusters_n = cute.ceil_div(cute.size(setup.gC, mode=[3]), cn)
+    return dict(first=cute.arch.block_idx()[2], stride=cute.arch.grid_dim()[2],
+                clusters_m=clusters_m, clusters_n=clusters_n, total=clusters_m * clusters_n,
+                k_tiles=cute.size(setup.gA, mode=[3]), group_m=kernel.group_m, cluster_mn=kernel.cluster_mn,
+                in_cluster=in_cluster, queue=setup.queue, slots=setup.slots, counters=scheduler_args.counters)

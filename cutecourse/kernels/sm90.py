@@ -27,7 +27,7 @@ import cutlass.utils as utils
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
-from ..errors import DTypeError
+from ..errors import CourseError, DTypeError
 from ..models.gemm_plan import IN_DTYPES, OUT_DTYPES, TILE_K
 from ..models.tile_order import band_coord
 from .barriers import Barrier
@@ -339,3 +339,34 @@ def finish_stores(epi: Epilogue, warp_idx):
     pipe = epi.pipe
     if warp_idx == epi.store_warp:
         pipe.producer_tail()
+
+
+# -- L2 hints ----------------------------------------------------------------------------------
+#: L2 cache-policy operands of a TMA load (the 64-bit values CUTLASS's ``CacheHintSm90`` uses).
+EVICT_FIRST = 0x12F0000000000000
+EVICT_LAST = 0x14F0000000000000
+#: The named L2 hint pairs, (A's policy, B's policy): the table a name given for ``l2_hints=``
+#: looks up (``configured.NAMED``) in the cluster and the persistent kernels alike. "a_first": A
+#: evict-first, B evict-last (what CUTLASS's example 63 sets; its generic SM90 mainloop passes no
+#: hint); "b_first" the reverse. Which helps depends on which operand's tiles more CTAs in flight
+#: share, i.e. on the tile order. A new pair is an entry here; a hint a pair cannot say (one that
+#: changes per tile, say) is a subclass overriding ``load_policies``.
+L2_HINT_PAIRS = {"a_first": (EVICT_FIRST, EVICT_LAST), "b_first": (EVICT_LAST, EVICT_FIRST)}
+
+
+def check_l2_hints(pair, kernel):
+    """``pair`` if it is what ``l2_hints=`` may be once its name is looked up: None (no hints) or
+    (A's policy, B's policy), each a 64-bit operand or None (a list too: JSON arguments); else a
+    ``CourseError`` naming the pairs."""
+    if pair is None or (isinstance(pair, (tuple, list)) and len(pair) == 2
+                        and all(p is None or isinstance(p, int) for p in pair)):
+        return None if pair is None else tuple(pair)
+    raise CourseError(f"l2_hints={pair!r} is not a policy pair {type(kernel).__name__} knows",
+                      f"pass None, one of {', '.join(map(repr, kernel.L2_HINT_PAIRS))} "
+                      "(L2_HINT_PAIRS), or a pair (A's policy, B's policy) of 64-bit operands")
+
+
+def l2_policies(pair):
+    """What ``load_policies`` returns for an ``l2_hints`` pair: each policy a constant of the
+    trace, None where there is no hint (``pair`` None: no hints at all, the code of no keyword)."""
+    return tuple(None if p is None else cutlass.Int64(p) for p in (pair or (None, None)))
