@@ -233,7 +233,8 @@ def test_reading_the_next_item_before_the_mainloop_hangs_the_dynamic_scheduler()
     hung = {c[:1] + c[1:4] + (str(c[6]),) for c, i, kt, s, d in _pingpong_cases()
             if _replay(i, kt, s, d, read_next_first=True) != "ok"}
     assert hung == {("pingpong", 4096, 4096, 512, "{'scheduler': 'dynamic'}"),
-                    ("pingpong", 3000, 1000, 520, "{'scheduler': 'dynamic', 'sms': 7}")}
+                    ("pingpong", 3000, 1000, 520, "{'scheduler': 'dynamic', 'sms': 7}"),
+                    ("pingpong", 1100, 1000, 520, "{'scheduler': 'dynamic', 'sms': 6}")}
 
 
 def test_the_turns_pair_up_in_the_course_model_too():
