@@ -369,3 +369,18 @@ def test_matches_torch_s_dequantized_product():
     assert len(rows) == len(GPU_CASES)
     bad = [r for r in rows if not (r[-2] <= 1.0 and r[-1])]
     assert not bad, "\n".join(map(str, bad))
+
+
+def test_one_group_per_row_of_any_length_runs_the_fused_kernel():
+    """Per-channel weights (``quantize_int4(w, None)``: group = K) with a K that no k-tile divides
+    plan and build the fused kernel: it is compiled with the next multiple of the k-tile, so every
+    k-tile of the row reads the row's one scale (group 0)."""
+    from cutecourse.kernels.hopper_mixed_gemm import TILE_K
+
+    for k in (640, 320, 1088):
+        group = mi.kernel_group(k, k)
+        assert group % TILE_K == 0 and group >= k
+        assert all(t * TILE_K // group == 0 for t in range(-(-k // TILE_K)))
+        mi.plan(5, 320, k, k)
+        mi.ENTRY.kernel(tile_m=8, group_size=group)
+    assert mi.kernel_group(128, 640) == 128 and mi.kernel_group(2048, 2048) == 2048

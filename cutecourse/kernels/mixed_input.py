@@ -148,6 +148,15 @@ def check(x, packed, scales, zeros=None) -> tuple[int, int, int, int]:
     return x.shape[0], n, k, group
 
 
+def kernel_group(group: int, k: int) -> int:
+    """The group size the fused kernel is compiled with. One group per row (``group == k``) whose
+    length no k-tile divides, e.g. K = 640, becomes the next multiple of the k-tile: every k-tile
+    of the row then reads group 0, the row's one scale, as it should."""
+    if group == k and TILE_K % group and group % TILE_K:
+        return -(-k // TILE_K) * TILE_K
+    return group
+
+
 def plan(m: int, n: int, k: int, group: int, sms: int = SMS, tile_m: int | None = None,
          splits: int | None = None, zero_point: bool = False, warpgroups: int | None = None,
          route: str | None = None) -> Plan:
@@ -171,7 +180,8 @@ def plan(m: int, n: int, k: int, group: int, sms: int = SMS, tile_m: int | None 
     ctas = -(-n // (BLOCK_N * warpgroups)) * -(-m // tile_m)
     k_tiles = -(-k // TILE_K)
     if splits is None:
-        kernel = HopperMixedGemm(tile_m, group_size=group, zero_point=zero_point, warpgroups=warpgroups)
+        kernel = HopperMixedGemm(tile_m, group_size=kernel_group(group, k), zero_point=zero_point,
+                                 warpgroups=warpgroups)
         overlap = min(OVERLAP_CTAS, ctas_per_sm(kernel))  # (2 for every tile_m up to 64)
         # the fp32 slices (written once, read once) stay under half the int4 weights' bytes:
         # S * M * N * 8 <= N * K / 4
@@ -218,7 +228,7 @@ def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=Non
                          f"({m}, {n}), x's dtype", "allocate it with torch.empty(M, N, dtype=x.dtype, device=x.device)")
     if p.route == "dequantize":
         return _dequantize_launcher(x, packed, scales, zeros, y, p, op, epilogue_args)
-    kernel = ENTRY.kernel(variant=variant or "course", tile_m=p.tile_m, group_size=group,
+    kernel = ENTRY.kernel(variant=variant or "course", tile_m=p.tile_m, group_size=kernel_group(group, k),
                           zero_point=zeros is not None, split_k=p.splits > 1, warpgroups=p.warpgroups,
                           stages=stages, epilogue_op=op, dtype=_name(x.dtype))
     op_tensors = {o.name: t for o, t in zip(described(op), epilogue_args)}
