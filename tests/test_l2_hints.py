@@ -45,22 +45,31 @@ def test_an_unknown_name_or_value_lists_the_names(cls):
 
 def test_a_new_pair_is_an_entry_of_a_class_table():
     class OwnPairs(hp.PersistentHopperGemm):
-        L2_HINT_PAIRS = {**sm90.L2_HINT_PAIRS, "both_last": (sm90.EVICT_LAST, sm90.EVICT_LAST)}
+        L2_HINT_PAIRS = {**sm90.L2_HINT_PAIRS, "only_in_this_test": (sm90.EVICT_LAST, sm90.EVICT_LAST)}
 
-    assert OwnPairs(l2_hints="both_last").l2_hints == (sm90.EVICT_LAST, sm90.EVICT_LAST)
-    with pytest.raises(CourseError, match="both_last"):
-        hp.PersistentHopperGemm(l2_hints="both_last")
+    assert OwnPairs(l2_hints="only_in_this_test").l2_hints == (sm90.EVICT_LAST, sm90.EVICT_LAST)
+    with pytest.raises(CourseError, match="only_in_this_test"):
+        hp.PersistentHopperGemm(l2_hints="only_in_this_test")
 
 
+def test_every_pair_of_the_table_is_two_known_policies():
+    """A pair added to ``sm90.L2_HINT_PAIRS`` names A's and B's policy, each a createpolicy
+    constant the course defines (the compile test below puts each pair in the PTX)."""
+    for name, pair in sm90.L2_HINT_PAIRS.items():
+        assert len(pair) == 2 and set(pair) <= {sm90.EVICT_FIRST, sm90.EVICT_LAST}, name
+
+
+@pytest.mark.parametrize("name", list(sm90.L2_HINT_PAIRS))
 @pytest.mark.parametrize("target", ["cutecourse.kernels.hopper_gemm_persistent:compile_target",
                                     "cutecourse.kernels.grouped_targets:hopper"])
-def test_a_named_pair_puts_its_policies_in_the_persistent_and_grouped_ptx(target):
+def test_a_named_pair_puts_its_policies_in_the_persistent_and_grouped_ptx(target, name):
     from cutecourse.inspect import compile_report
 
-    hinted = compile_report(target, l2_hints="a_first")
-    assert set(A_FIRST) <= _policies(hinted.ptx) and "L2::cache_hint" in hinted.ptx
+    pair = sm90.L2_HINT_PAIRS[name]
+    hinted = compile_report(target, l2_hints=name)
+    assert set(pair) <= _policies(hinted.ptx) and "L2::cache_hint" in hinted.ptx
     assert hinted.spill_bytes == 0
-    assert not set(A_FIRST) & _policies(compile_report(target).ptx)
+    assert not set(pair) & _policies(compile_report(target).ptx)
 
 
 _GPU_CHECK = """
