@@ -29,6 +29,7 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 
 from ..errors import DTypeError, ShapeError
+from ..tensors import dtype_name
 from ..quant.reorder import BLOCK_K, BLOCK_N, SLICE_K, SLICES, VALUES
 from . import int4_convert
 from .configured import Configured
@@ -130,10 +131,6 @@ class Int4Dequantize(Configured):
 QUANTIZE = "quantize the weight with cutecourse.quant.quantize_int4(w, group_size)"
 
 
-def _name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
-
-
 def check_packed(packed) -> tuple[int, int]:
     """(N, K) of W, from int4 weights packed as ``quantize_int4`` packs them (int32 words of 8
     nibbles, N and K multiples of 64), or a CourseError saying what to change."""
@@ -143,9 +140,9 @@ def check_packed(packed) -> tuple[int, int]:
         raise ShapeError(f"packed is {getattr(packed, 'shape', type(packed).__name__)}; int4 weights are a "
                          "2-D torch.Tensor (N, K/8)", QUANTIZE)
     if packed.is_floating_point():
-        raise DTypeError(f"packed is {_name(packed.dtype)}: unquantized weights, not int4", QUANTIZE)
+        raise DTypeError(f"packed is {dtype_name(packed.dtype)}: unquantized weights, not int4", QUANTIZE)
     if packed.dtype != torch.int32:
-        raise DTypeError(f"packed is {_name(packed.dtype)} {tuple(packed.shape)}; the kernel takes int32 words of "
+        raise DTypeError(f"packed is {dtype_name(packed.dtype)} {tuple(packed.shape)}; the kernel takes int32 words of "
                          "8 nibbles each, in the reordered layout quantize_int4 writes",
                          f"{QUANTIZE} (torch's _convert_weight_to_int4pack layout is a different one)")
     return packed.shape[0], packed.shape[1] * VALUES
@@ -163,7 +160,7 @@ def check_scales(scales, zeros, n: int, k: int) -> int:
         raise ShapeError(f"scales are {getattr(scales, 'shape', type(scales).__name__)}; they are a 2-D "
                          "torch.Tensor (K / group, N)", "pass the scales quantize_int4 returned")
     if scales.dtype not in (torch.bfloat16, torch.float16):
-        raise DTypeError(f"scales are {_name(scales.dtype)}; the kernel takes bfloat16 or float16 scales, x's dtype",
+        raise DTypeError(f"scales are {dtype_name(scales.dtype)}; the kernel takes bfloat16 or float16 scales, x's dtype",
                          "pass the scales quantize_int4(w, group_size, dtype=torch.bfloat16 or float16) returned")
     if scales.shape[1] != n:
         fix = ("scales look transposed: pass scales.T.contiguous()" if scales.shape[0] == n
@@ -177,7 +174,7 @@ def check_scales(scales, zeros, n: int, k: int) -> int:
     check_group(k // groups, k)
     if zeros is not None and (not isinstance(zeros, torch.Tensor) or zeros.dtype != torch.uint8
                               or tuple(zeros.shape) != tuple(scales.shape)):
-        raise DTypeError(f"zeros are {_name(getattr(zeros, 'dtype', type(zeros).__name__))} "
+        raise DTypeError(f"zeros are {dtype_name(getattr(zeros, 'dtype', type(zeros).__name__))} "
                          f"{tuple(getattr(zeros, 'shape', ()))}; the kernel takes uint8 zero "
                          f"points shaped like the scales {tuple(scales.shape)}",
                          "pass the zeros quantize_int4(..., zero_point=True) returned")
@@ -199,7 +196,7 @@ def launcher(packed, scales, zeros=None, out=None):
 
     n, k, group = validate(packed, scales, zeros)
     w = out if out is not None else torch.empty(n, k, dtype=scales.dtype, device=packed.device)
-    kernel = ENTRY.kernel(group_size=group, zero_point=zeros is not None, dtype=_name(scales.dtype))
+    kernel = ENTRY.kernel(group_size=group, zero_point=zeros is not None, dtype=dtype_name(scales.dtype))
     return ENTRY.launch(kernel, dict(packed=packed, scales=scales, w=w.view(torch.int32), zeros=zeros), w=w)
 
 

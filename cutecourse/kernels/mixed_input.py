@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import DeviceError, DTypeError, ShapeError
+from ..tensors import dtype_name
 from ..quant.reorder import BLOCK_N
 from .epilogue_op import described
 from .gemm_launch import check_epilogue_args, named_epilogue_op
@@ -109,10 +110,6 @@ class Plan:
     route: str = "fused"
 
 
-def _name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
-
-
 def check(x, packed, scales, zeros=None) -> tuple[int, int, int, int]:
     """(M, N, K, group_size) of valid operands, or a CourseError saying what to change: x's checks
     here, the weights' in ``int4_dequantize`` (the large-M route's first kernel takes them too)."""
@@ -128,7 +125,7 @@ def check(x, packed, scales, zeros=None) -> tuple[int, int, int, int]:
             raise ShapeError(f"{name} has {t.dim()} dimensions; mixed_mm takes 2-D operands",
                              "x (M, K), packed (N, K/8), scales (K/group, N): reshape x to (-1, K)")
     if x.dtype not in (torch.bfloat16, torch.float16):
-        raise DTypeError(f"x is {_name(x.dtype)}; this kernel takes bfloat16 or float16 activations",
+        raise DTypeError(f"x is {dtype_name(x.dtype)}; this kernel takes bfloat16 or float16 activations",
                          "convert it: x.to(torch.bfloat16), or x.to(torch.float16) with scales quantized for float16")
     n, k = int4_dequantize.check_packed(packed)
     if x.shape[1] != k:
@@ -138,10 +135,10 @@ def check(x, packed, scales, zeros=None) -> tuple[int, int, int, int]:
                          f"(8 per int32){hint}", f"pass x with K = {k} columns, or {int4_dequantize.QUANTIZE}")
     group = int4_dequantize.check_scales(scales, zeros, n, k)
     if scales.dtype != x.dtype:
-        raise DTypeError(f"x is {_name(x.dtype)} but the scales are {_name(scales.dtype)}: x's dtype picks the "
+        raise DTypeError(f"x is {dtype_name(x.dtype)} but the scales are {dtype_name(scales.dtype)}: x's dtype picks the "
                          f"kernel (its wgmmas and its conversion), and the scales must be of it",
-                         f"quantize for {_name(x.dtype)} activations: quantize_int4(w, group_size, "
-                         f"dtype=torch.{_name(x.dtype)}) (or pass x.to(torch.{_name(scales.dtype)}))")
+                         f"quantize for {dtype_name(x.dtype)} activations: quantize_int4(w, group_size, "
+                         f"dtype=torch.{dtype_name(x.dtype)}) (or pass x.to(torch.{dtype_name(scales.dtype)}))")
     if x.shape[0] < 1:
         raise ShapeError("x has no rows (M = 0)", "pass at least one row")
     check_tensors((("x", x), ("packed", packed), ("scales", scales), ("zeros", zeros)))
@@ -224,13 +221,13 @@ def launcher(x, packed, scales, zeros=None, out=None, *, tile_m=None, splits=Non
     if y.device != x.device:
         raise DeviceError(f"out is on {y.device}, x on {x.device}", "allocate out on x's GPU")
     if tuple(y.shape) != (m, n) or y.dtype != x.dtype or not y.is_contiguous():
-        raise ShapeError(f"out is {_name(y.dtype)} {tuple(y.shape)}; it must be a contiguous {_name(x.dtype)} "
+        raise ShapeError(f"out is {dtype_name(y.dtype)} {tuple(y.shape)}; it must be a contiguous {dtype_name(x.dtype)} "
                          f"({m}, {n}), x's dtype", "allocate it with torch.empty(M, N, dtype=x.dtype, device=x.device)")
     if p.route == "dequantize":
         return _dequantize_launcher(x, packed, scales, zeros, y, p, op, epilogue_args)
     kernel = ENTRY.kernel(variant=variant or "course", tile_m=p.tile_m, group_size=kernel_group(group, k),
                           zero_point=zeros is not None, split_k=p.splits > 1, warpgroups=p.warpgroups,
-                          stages=stages, epilogue_op=op, dtype=_name(x.dtype))
+                          stages=stages, epilogue_op=op, dtype=dtype_name(x.dtype))
     op_tensors = {o.name: t for o, t in zip(described(op), epilogue_args)}
     check_tensors(tuple(op_tensors.items()))
     # with split-K, the entry allocates the kernel's scratch: S fp32 slices of (M, N), a counter per tile
