@@ -179,7 +179,7 @@ def main() -> int:
         for cluster in ((2, 1), (2, 2)):
             errors[f"{name(cluster)} {variant}"] = check(cluster, CHECK_SHAPES[:2], variant=variant)
     for cluster in ((1, 1), (2, 1)):
-        for hints in hc.L2_HINTS:
+        for hints in hc.L2_HINT_PAIRS:
             errors[f"{name(cluster)} + L2 hints {hints}"] = check(cluster, CHECK_SHAPES[:2],
                                                                   l2_hints=hints)
     print(f"every kernel matches torch on {CHECK_SHAPES}: {errors}", flush=True)
@@ -195,7 +195,7 @@ def main() -> int:
     for case_name in [*KERNELS, *PERSISTENT]:
         cases[case_name] = bench.checked_case(case_name, launcher(case_name, a, b, c), c, ref, 1e-2)
     for cluster in ((1, 1), (2, 1)):
-        for h in hc.L2_HINTS:
+        for h in hc.L2_HINT_PAIRS:
             case_name = f"{name(cluster)} + L2 hints {h}"
             cases[case_name] = bench.checked_case(
                 case_name, hc.launcher(a, b, c, cluster=cluster, tile=TILE, l2_hints=h), c, ref, 1e-2)

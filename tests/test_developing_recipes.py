@@ -1,9 +1,11 @@
 """docs/DEVELOPING.md's recipes work as written: each diff of "Adding a one-CTA mainloop",
-"Adding a scheduler" and "Adding an epilogue op" is applied to a copy of the package
-(``developing_page.apply``), and the copy compiles what the page says it then compiles, for
-sm_90a, with the page's own names (``variant="eager_release"``, ``scheduler="columns"``,
-``epilogue_op="RowScale"``); "Adding an exercise" (its checker's diff, its three cells in the
-solution notebook) is applied to a copy too, and the test the page shows passes there. A page
+"Adding a scheduler", "Adding a grouped tile order", "Adding an epilogue op" and "Adding a
+mixed-input variant" is applied to a copy of the package (``developing_page.apply``), and the
+copy compiles what the page says it then compiles, for sm_90a, with the page's own names
+(``variant="eager_release"``, ``scheduler="columns"``, ``scheduler="column_major"`` in the grouped
+bf16 GEMM, ``epilogue_op="RowScale"``, ``variant="no_store"``); "Adding an exercise" (its
+checker's diff, its three cells in the solution notebook) is applied to a copy too, and the test
+the page shows passes there. A page
 whose diff no longer applies fails here, naming its section. A page test: run it on an unedited
 tree when the page changes (a tree that followed a recipe already holds its diff). The page's
 scheduler and op are also compiled here on their own (the scheduler's order, the op's bf16 loads),
@@ -21,7 +23,8 @@ import pytest
 
 from developing_page import ROOT, add_exercise, apply, diffs, scratch_package, section
 
-RECIPES = ("Adding a one-CTA mainloop", "Adding a scheduler", "Adding an epilogue op")
+RECIPES = ("Adding a one-CTA mainloop", "Adding a scheduler", "Adding a grouped tile order", "Adding an epilogue op",
+           "Adding a mixed-input variant")
 
 
 @pytest.mark.parametrize("title", RECIPES)
@@ -29,7 +32,9 @@ def test_each_kernel_recipe_is_a_diff_of_one_file(title):
     assert [path for path, _ in diffs(title)] == [{
         "Adding a one-CTA mainloop": "cutecourse/kernels/hopper_gemm.py",
         "Adding a scheduler": "cutecourse/kernels/tile_scheduler.py",
-        "Adding an epilogue op": "cutecourse/kernels/epilogue_op.py"}[title]]
+        "Adding a grouped tile order": "cutecourse/kernels/group_walk.py",
+        "Adding an epilogue op": "cutecourse/kernels/epilogue_op.py",
+        "Adding a mixed-input variant": "cutecourse/kernels/mixed_variants.py"}[title]]
 
 
 @pytest.mark.parametrize("title", RECIPES + ("Adding an exercise",))
@@ -96,7 +101,7 @@ def test_the_pages_op_compiles_with_a_bf16_row_operand():
 #: What the copy does once the recipes are in: the names the page gives, then one compile each.
 CHECK = """
 from cutecourse.inspect import compile_report
-from cutecourse.kernels import hopper_gemm as hg, hopper_gemm_cluster as hc, registry
+from cutecourse.kernels import group_walk, hopper_gemm as hg, hopper_gemm_cluster as hc, mixed_variants, registry
 from cutecourse.kernels.epilogue_op import RowScale
 from cutecourse.kernels.tile_scheduler import SCHEDULERS, ColumnMajorScheduler
 
@@ -104,13 +109,17 @@ eager = hg.variant_class("eager_release")
 assert eager is hg.EagerReleaseHopperGemm and "eager_release" in hg.all_variants()
 assert isinstance(hc.ENTRY.kernel(cluster=(2, 1), variant="eager_release"), eager)
 assert SCHEDULERS["columns"] is ColumnMajorScheduler
+assert group_walk.SCHEDULERS["column_major"] is group_walk.ColumnMajorGroups
+assert mixed_variants.variant_class("no_store") is mixed_variants.NoStoreMixedGemm
 import torch
 from cutecourse.kernels.epilogue_op import AddBias
 c = torch.ones(2, 3)  # each op keeps its own reference: the op went in after AddBias's last method
 assert torch.equal(RowScale().reference(c, torch.tensor([2.0, 3.0]).bfloat16()), torch.tensor([[2.0] * 3, [3.0] * 3]))
 assert torch.equal(AddBias().reference(c, torch.tensor([1.0, 2.0, 3.0])), torch.tensor([[2.0, 3.0, 4.0]] * 2))
 for target, params in [("cutecourse.kernels.hopper_gemm:compile_target", dict(variant="eager_release")),
-                       (registry.target("persistent"), dict(scheduler="columns", epilogue_op="RowScale"))]:
+                       (registry.target("persistent"), dict(scheduler="columns", epilogue_op="RowScale")),
+                       ("cutecourse.kernels.grouped_targets:hopper", dict(scheduler="column_major")),
+                       ("cutecourse.kernels.mixed_input:compile_target", dict(tile_m=16, variant="no_store"))]:
     report = compile_report(target, arch="sm_90a", **params)
     assert report.count("wgmma") > 0 and not report.spill_bytes, (target, params, report)
 print("recipes compile")

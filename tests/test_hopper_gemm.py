@@ -134,8 +134,8 @@ def test_the_constructor_sees_the_class_default_the_key_records():
     v = type("V", (hg.CompilerHopperGemm,), {"STAGES": 3, "PREFETCH_STAGES": 1, "EPILOGUE_OP": op})()
     assert (v.requested_stages, v.requested_prefetch, v.epilogue_op) == (3, 1, op)
     assert v.key()[1] == hg.CompilerHopperGemm(stages=3, prefetch_stages=1, epilogue_op=op).key()[1]
-    c = type("C", (hc.ClusterHopperGemm,), {"L2_HINTS": next(iter(hc.L2_HINTS)), "STAGES": 3})()
-    assert (c.l2_hints, c.requested_stages) == (hc.L2_HINTS[next(iter(hc.L2_HINTS))], 3)  # a name: its pair
+    c = type("C", (hc.ClusterHopperGemm,), {"L2_HINTS": next(iter(hc.L2_HINT_PAIRS)), "STAGES": 3})()
+    assert (c.l2_hints, c.requested_stages) == (hc.L2_HINT_PAIRS[next(iter(hc.L2_HINT_PAIRS))], 3)  # a name: its pair
 
 
 def test_a_class_default_that_would_be_ignored_fails_where_the_class_is_defined():

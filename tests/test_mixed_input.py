@@ -117,6 +117,7 @@ def test_the_entry_has_every_entrys_verbs_on_the_described_operands():
     """validate, launcher and gemm take x, packed, scales (zeros) as mixed_input's functions do."""
     x, packed, scales, _ = _operands()
     assert mi.ENTRY.validate(x, packed, scales) == mi.check(x, packed, scales) == (3, 128, 256, 128)
+    assert (mi.validate, mi.gemm) == (mi.check, mi.mixed_mm)  # the dense modules' names for them too
     with pytest.raises(DTypeError, match="bfloat16"):
         mi.ENTRY.validate(x.float(), packed, scales)
     for verb in (mi.ENTRY.launcher, mi.ENTRY.gemm):  # the checks first, then: no GPU here

@@ -44,10 +44,10 @@ CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
 #: The ctaMask is 16 bits: a multicast reaches at most 16 CTAs.
 MAX_CLUSTER_CTAS = 16
 #: The L2 cache-policy operands and the named pairs ``l2_hints=`` takes (``sm90``: the persistent
-#: kernels take the same names), here under their names of this module. (On a kernel class,
-#: ``L2_HINTS`` is the keyword's default, as ``configured.py`` names defaults; its table of names
-#: is ``L2_HINT_PAIRS``.)
-EVICT_FIRST, EVICT_LAST, L2_HINTS = sm90.EVICT_FIRST, sm90.EVICT_LAST, sm90.L2_HINT_PAIRS
+#: kernels take the same names), here under their names of this module. The table keeps the name
+#: it has on a kernel class, ``L2_HINT_PAIRS``, since a class's ``L2_HINTS`` is the keyword's
+#: default, as ``configured.py`` names defaults.
+EVICT_FIRST, EVICT_LAST, L2_HINT_PAIRS = sm90.EVICT_FIRST, sm90.EVICT_LAST, sm90.L2_HINT_PAIRS
 
 
 def check_cluster(cluster_mn) -> tuple[int, int]:

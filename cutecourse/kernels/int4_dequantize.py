@@ -208,6 +208,7 @@ def dequantize(packed, scales, zeros=None):
 
 
 #: The kernel's entry in the one host layer, with every entry's verbs: compile_target, validate,
-#: launcher, gemm (here: W', ``dequantize``) and launch (``operands.py``).
+#: launcher, gemm and launch (``operands.py``). This kernel multiplies nothing: its ``gemm`` verb
+#: returns the dequantized weights W' (it is ``dequantize``), the output its ``launcher`` writes.
 ENTRY = DescribedEntry(Int4Dequantize, validate=validate, launcher=launcher, gemm=dequantize)
 compile_target = ENTRY.compile_target

@@ -275,3 +275,6 @@ def mixed_mm(x, packed, scales, zeros=None, *, tile_m=None, splits=None, warpgro
 #: (mixed_mm) and launch (what launcher returns); its build picks the class by ``variant=``.
 ENTRY = DescribedEntry(variant_gemm, validate=check, launcher=launcher, gemm=mixed_mm)
 compile_target = ENTRY.compile_target
+#: The entry's verbs under the names the dense modules give them; ``check`` and ``mixed_mm`` are
+#: the notebooks' names, as torch's users call the operation.
+validate, gemm = check, mixed_mm
