@@ -7,11 +7,11 @@ makes a 4-bit integer a bf16 number with one logic instruction, so no ``cvt`` is
     sub.rn.bf16x2 t, t, zz                                    // - (128 + zero): q - zero, exact
     mul.rn.bf16x2 r, t, ss                                    // * scale: rounded once
 
-``zz`` and ``ss`` are the zero and the scale of the register's row, in both halves. For fp16
-activations (``dtype="float16"``) the magic word is 0x64006400 (1024.0 twice: fp16's unit in the
-last place is 1 at 1024), ``zz`` is 1024 + zero, and the two are ``sub.rn.f16x2`` and
-``mul.rn.f16x2``. The PTX is written out (the DSL's ``inline_ptx``) so that what the notebook
-shows is what the GPU runs.
+``zz`` and ``ss`` are the zero and the scale of the register's row, in both halves; ``sub_zero``
+writes the ``sub``, ``sub_mul`` the ``sub`` and the ``mul``. For fp16 activations
+(``dtype="float16"``) the magic word is 0x64006400 (1024.0 twice: fp16's unit in the last place
+is 1 at 1024), ``zz`` is 1024 + zero, and the two are ``sub.rn.f16x2`` and ``mul.rn.f16x2``. The
+PTX is written out (the DSL's ``inline_ptx``) so that what the notebook shows is what the GPU runs.
 """
 
 from __future__ import annotations
