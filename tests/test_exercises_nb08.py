@@ -52,9 +52,17 @@ def test_the_conversion_in_integer_operators_passes():
     assert r, r.message
 
 
-def test_the_helper_the_lesson_shows_works_too():
-    """Section 6 lists ``int4_convert.sub_mul``; an answer that calls it passes as with its bf16 name."""
-    r = nb08.check_signed_register(learner("signed_register", ("int4_convert.sub_mul_bf16x2(", "int4_convert.sub_mul(")))
+SUB_ZERO_THEN_MUL = ('    d = int4_convert.sub_zero(biased, 0x43084308)\n'
+                    '    return inline_ptx("mul.rn.bf16x2 {$w0}, {$r0}, {$r1};", write_only_types=[cutlass.Int32],\n'
+                    '                      read_only_args=[d, ss])\n')
+
+
+@pytest.mark.parametrize("edit", [("int4_convert.sub_mul_bf16x2(", "int4_convert.sub_mul("),
+                                  ("    return int4_convert.sub_mul_bf16x2(biased, 0x43084308, ss)", SUB_ZERO_THEN_MUL)])
+def test_the_helpers_the_lesson_shows_work_too(edit):
+    """Section 6 lists ``int4_convert.sub_zero`` and ``sub_mul``; an answer that calls either (the
+    subtraction alone, its own multiply after it) passes as with ``sub_mul``'s bf16 name."""
+    r = nb08.check_signed_register(learner("signed_register", edit))
     assert r, r.message
 
 

@@ -1,11 +1,11 @@
 """The mixed-input kernel's variants by name (``mixed_variants.VARIANTS``, ``DEMO_VARIANTS``),
 through the module's own entry: ``variant=`` of ``mixed_input.launcher``, ``mixed_mm`` and
 ``compile_target``, with the same checks, plan and split-K buffers as the course kernel. On the
-CPU: each is a subclass that differs in hooks (or ``IN_FLIGHT``) only, the entry builds it by its
-name and refuses another, and each compiles to what it says it does (its ``PTX_STEPS``, read from
-the class: a new variant needs no edit of this file); on a Hopper GPU
-(``-m gpu``): the correct variants give the course kernel's bits, split or not ("deferred_scales"
-rounds differently, by design: ``tests/test_mixed_deferred.py`` checks it)."""
+CPU: each is a subclass that differs in hooks (or ``IN_FLIGHT``, ``CONVERT_MULTIPLIES``) only,
+the entry builds it by its name and refuses another, and each compiles to what it says it does
+(its ``PTX_STEPS``, read from the class: a new variant needs no edit of this file); on a Hopper
+GPU (``-m gpu``): the correct variants give the course kernel's bits, split or not
+("deferred_scales" rounds differently, by design: ``tests/test_mixed_deferred.py`` checks it)."""
 
 import textwrap
 
@@ -22,6 +22,8 @@ from test_mixed_input import TARGET, register_a_wgmmas
 
 #: What a variant may override (docs/DEVELOPING.md, "The mixed-input kernel's hooks").
 HOOKS = {"weights", "load", "convert", "mma", "consume", "store_tile"}
+#: ... and the class constants it may set (``PTX_STEPS``: what its PTX lacks, read by this test).
+CONSTANTS = {"IN_FLIGHT", "CONVERT_MULTIPLIES", "PTX_STEPS"}
 
 
 def _operands(m=3, n=128, k=256, group=128):
@@ -38,14 +40,14 @@ def test_every_variant_is_a_subclass_that_overrides_hooks_only():
         assert issubclass(cls, HopperMixedGemm), name
         own = {k for klass in cls.__mro__[:cls.__mro__.index(HopperMixedGemm)] for k in vars(klass)
                if not k.startswith("__")}
-        extra = own - HOOKS - {"IN_FLIGHT", "PTX_STEPS"}
+        extra = own - HOOKS - CONSTANTS
         assert not extra, (f"variant {name!r} defines {sorted(extra)}: a mixed-input variant overrides hooks "
-                           f"({', '.join(sorted(HOOKS))}) or sets IN_FLIGHT / PTX_STEPS; the planner chooses "
+                           f"({', '.join(sorted(HOOKS))}) or sets {' / '.join(sorted(CONSTANTS))}; the planner chooses "
                            "tile_m, warpgroups and the split, so a class default such as TILE_M is not a "
                            "variant's to set, and a helper belongs at module level")
         assert type(mi.ENTRY.kernel(variant=name)) is cls
         assert type(mi.compile_target(variant=name, tile_m=8)[0]) is cls
-    assert HOOKS <= set(vars(HopperMixedGemm)) and mv.OverlappingMixedGemm.IN_FLIGHT == 1
+    assert HOOKS | (CONSTANTS - {"PTX_STEPS"}) <= set(vars(HopperMixedGemm)) and mv.OverlappingMixedGemm.IN_FLIGHT == 1
     with pytest.raises(CourseError, match="no_mma"):
         mi.ENTRY.kernel(variant="no-mma")
 

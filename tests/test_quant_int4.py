@@ -130,6 +130,10 @@ def test_conversion_is_bit_exact(zeros, dtype):
             want = _reference(words, (s0, s1), zeros, dtype)
             assert got.dtype == dtype
             assert torch.equal(got.view(torch.int16), want.view(torch.int16)), (float(s0), float(s1))
+    # no scales (``convert_word``'s ss=None, the variant "deferred_scales"): q - zero, exact
+    one = torch.ones((), dtype=dtype)
+    unscaled = convert.fragment_values(words, None, zeros, dtype=dtype)
+    assert torch.equal(unscaled.view(torch.int16), _reference(words, (one, one), zeros, dtype).view(torch.int16))
 
 
 def test_the_fp16_edges_are_in_the_cases():

@@ -94,6 +94,8 @@ _OPS = {
     "fma.rn.bf16x2": None,  # three operands: handled below
 }
 _LINE = re.compile(r"^\s*([a-z0-9.]+)\s+(.*?);?\s*$")
+#: A brace of the asm's own block, not of an operand such as ``{$r1}`` (its last one included).
+_BLOCK_BRACE = re.compile(r"\{(?!\$)|(?<!\w)\}")
 
 
 @functools.lru_cache(maxsize=256)
@@ -101,7 +103,7 @@ def _parse(asm: str):
     """[(op, dest, [operands])] of the asm's instruction lines; ``.reg`` and braces skipped."""
     program = []
     for raw in re.split(r"[;\n]", asm):
-        line = raw.strip().strip("{}").strip()
+        line = _BLOCK_BRACE.sub("", raw).strip()
         if not line or line.startswith(".reg"):
             continue
         m = _LINE.match(line)
@@ -170,15 +172,22 @@ def _convert_helpers():
         return run_ptx(f"lop3.b32 {{$w0}}, {{$r0}}, {real.NIBBLE_MASK:#x}, {real.MAGIC:#x}, {real.AND_OR:#x};",
                        read_only_args=[(int(word) & MASK) >> 4 * j])
 
-    def sub_mul_bf16x2(x, zz, ss):
-        return _OPS["mul.rn.bf16x2"](_OPS["sub.rn.bf16x2"](s32(x), s32(zz)), s32(ss))
-
-    def sub_mul(x, zz, ss, dtype="bfloat16"):
+    def bf16_only(name, dtype):
         if dtype != "bfloat16":
             from ..errors import CourseError
 
-            raise CourseError(f"sub_mul(..., dtype={dtype!r}): this exercise converts to bf16",
+            raise CourseError(f"{name}(..., dtype={dtype!r}): this exercise converts to bf16",
                               "leave dtype out (bf16 is the default)")
+
+    def sub_zero(x, zz, dtype="bfloat16"):
+        bf16_only("sub_zero", dtype)
+        return _OPS["sub.rn.bf16x2"](s32(x), s32(zz))
+
+    def sub_mul_bf16x2(x, zz, ss):
+        return _OPS["mul.rn.bf16x2"](sub_zero(x, zz), s32(ss))
+
+    def sub_mul(x, zz, ss, dtype="bfloat16"):
+        bf16_only("sub_mul", dtype)
         return sub_mul_bf16x2(x, zz, ss)
 
     def both_halves(bits16):
@@ -186,7 +195,7 @@ def _convert_helpers():
         return s32(b | b << 16)
 
     return types.SimpleNamespace(MAGIC=real.MAGIC, NIBBLE_MASK=real.NIBBLE_MASK, AND_OR=real.AND_OR,
-                                 magic=magic, sub_mul=sub_mul, sub_mul_bf16x2=sub_mul_bf16x2,
+                                 magic=magic, sub_zero=sub_zero, sub_mul=sub_mul, sub_mul_bf16x2=sub_mul_bf16x2,
                                  both_halves=both_halves)
 
 

@@ -29,23 +29,21 @@ while one converts the others' wgmmas and TMA loads run. (CUTLASS's answer is wa
 warpgroup converts while the other's wgmmas run.) The counter-example is the variant "overlap"
 (``mixed_variants.py``: ``IN_FLIGHT = 1``), compiled and read in tests/test_mixed_variants.py.
 
-Split-K (``split_k=True``): the grid's third dimension splits the k-tiles; each split writes
-its fp32 partial sums, and the last split of a tile to finish adds them into y
-(``mixed_epilogue.py``). Without it, the kernel writes bf16 y directly. ``split_k`` is what the
-planner (``mixed_input.plan``) decided, splits > 1; the number of splits itself stays a run-time
-value (the buffers' first size), so one compiled kernel serves every split count. It stays an
-argument, not a subclass: all it changes is two operands (``operands()``) and which store runs
-at the end, and a subclass would need a build function to pick it from the plan.
+Split-K (``split_k=True``, the planner's splits > 1: ``mixed_input.plan``): the grid's third
+dimension splits the k-tiles; each split writes its fp32 partial sums, and a tile's last split to
+finish adds them into y (``mixed_epilogue.py``). The number of splits stays a run-time value (the
+buffers' first size): one compiled kernel serves every split count. It stays an argument, not a
+subclass: all it changes is two operands (``operands()``) and which store runs at the end, and a
+subclass would need a build function to pick it from the plan.
 
-Zero points (``zero_point=True``) stay an argument for the same reason: all that follows from it is
-one more operand (``zeros``, uint8, one per group and weight row), its TMA load next to the
-scales', and the register the conversion subtracts (the zero read from smem instead of 8). The
-loop and its hooks are the same code either way; the quantizer (``quant.int4``) decides it, not
-a kernel variant. So do fp16 activations (``dtype="float16"``; x's dtype decides it): x, the
-scales and y are fp16, the wgmmas f16 x f16 -> f32, and the conversion uses fp16's magic number
-(``int4_convert.py``); the bytes, the instruction counts and the loop are the same. A variant that
-changes what the loop does is a subclass overriding a hook, named in ``mixed_variants.py``'s tables
-(``variant=``; its experiments drop ``convert`` or ``mma``).
+Zero points (``zero_point=True``) stay an argument for the same reason: all that follows is one
+more operand (``zeros``, uint8, one per group and weight row), its TMA load beside the scales',
+and the register the conversion subtracts (the zero read from smem instead of 8); the quantizer
+(``quant.int4``) decides it, not a kernel variant. So do fp16 activations (``dtype="float16"``:
+x's dtype): x, the scales and y fp16, the wgmmas f16 x f16 -> f32, the conversion with fp16's
+magic number (``int4_convert.py``); the bytes, the instruction counts and the loop are the same.
+A variant that changes what the loop does is a subclass overriding a hook or setting a class
+constant (``IN_FLIGHT``, ``CONVERT_MULTIPLIES``), named in ``mixed_variants.py``'s tables.
 """
 
 from __future__ import annotations
@@ -96,6 +94,8 @@ class HopperMixedGemm(Configured):
     #: wgmma batches (chunks) left in flight while the next chunk converts: 0, every chunk's
     #: wgmmas are done before its registers are rewritten (the module docstring says why not 1).
     IN_FLIGHT = 0
+    #: ``convert`` multiplies by the group scales; False: q - zero (``mixed_deferred.py``).
+    CONVERT_MULTIPLIES = True
     #: The defaults of the keywords left None (``configured.py``): a variant sets those it changes.
     TILE_M, GROUP_SIZE, ZERO_POINT, SPLIT_K, WARPGROUPS, DTYPE = 16, 128, False, False, 1, "bfloat16"
 
@@ -379,7 +379,9 @@ class HopperMixedGemm(Configured):
             kk = chunk * SLICES + s  # 16-column slice of the k-tile
             grp = (kk * SLICE_K) // self.group_size if cutlass.const_expr(self.gpt > 1) else 0
             if cutlass.const_expr(grp not in per_group):
-                ss = tuple(int4_convert.both_halves(sS16[(grp, r, stage)]) for r in rows)
+                ss = None  # no scale: convert_word writes q - zero
+                if cutlass.const_expr(self.CONVERT_MULTIPLIES):
+                    ss = tuple(int4_convert.both_halves(sS16[(grp, r, stage)]) for r in rows)
                 zz = int4_convert.symmetric_zero(self.dtype)  # 136.0 twice (fp16: 1032.0)
                 if cutlass.const_expr(self.zero_point):
                     zz = tuple(int4_convert.zero_word(sZ[(grp, r, stage)], self.dtype) for r in rows)

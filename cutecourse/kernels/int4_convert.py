@@ -7,11 +7,11 @@ makes a 4-bit integer a bf16 number with one logic instruction, so no ``cvt`` is
     sub.rn.bf16x2 t, t, zz                                    // - (128 + zero): q - zero, exact
     mul.rn.bf16x2 r, t, ss                                    // * scale: rounded once
 
-``zz`` and ``ss`` are the zero and the scale of the register's row, in both halves. For fp16
-activations (``dtype="float16"``) the magic word is 0x64006400 (1024.0 twice: fp16's unit in the
-last place is 1 at 1024), ``zz`` is 1024 + zero, and the two are ``sub.rn.f16x2`` and
-``mul.rn.f16x2``. The PTX is written out (the DSL's ``inline_ptx``) so that what the notebook
-shows is what the GPU runs.
+``zz`` and ``ss`` are the zero and the scale of the register's row, in both halves; ``sub_zero``
+writes the ``sub``, ``sub_mul`` the ``sub`` and the ``mul``. For fp16 activations
+(``dtype="float16"``) the magic word is 0x64006400 (1024.0 twice: fp16's unit in the last place
+is 1 at 1024), ``zz`` is 1024 + zero, and the two are ``sub.rn.f16x2`` and ``mul.rn.f16x2``. The
+PTX is written out (the DSL's ``inline_ptx``) so that what the notebook shows is what the GPU runs.
 """
 
 from __future__ import annotations
@@ -43,20 +43,26 @@ def magic(word: cutlass.Int32, j: cutlass.Constexpr[int], dtype: cutlass.Constex
 
 
 @cute.jit
-def sub_mul(x: cutlass.Int32, zz, ss: cutlass.Int32, dtype: cutlass.Constexpr[str] = "bfloat16") -> cutlass.Int32:
-    """(x - zz) * ss on two bf16 (``dtype`` float16: fp16) halves at once; the subtraction is exact,
-    the product rounds. ``zz`` a Python int (symmetric weights: 128 + 8 in both halves) is moved
-    into a register inside the asm: packed 16-bit arithmetic takes no immediate operand."""
+def sub_zero(x: cutlass.Int32, zz, dtype: cutlass.Constexpr[str] = "bfloat16") -> cutlass.Int32:
+    """x - zz on two bf16 (``dtype`` float16: fp16) halves at once: (128 + q) - (128 + zero), exact.
+    ``zz`` a Python int (symmetric weights: 128 + 8 in both halves) is moved into a register inside
+    the asm: packed 16-bit arithmetic takes no immediate operand."""
     x2 = PACKED[dtype]
     if cutlass.const_expr(isinstance(zz, int)):
-        d = inline_ptx("{\n.reg .b32 zz;\n"
-                       f"mov.b32 zz, {zz:#x};\n"
-                       f"sub.rn.{x2} {{$w0}}, {{$r0}}, zz;\n}}", write_only_types=[cutlass.Int32],
-                       read_only_args=[x])
-    else:
-        d = inline_ptx(f"sub.rn.{x2} {{$w0}}, {{$r0}}, {{$r1}};", write_only_types=[cutlass.Int32],
-                       read_only_args=[x, zz])
-    return inline_ptx(f"mul.rn.{x2} {{$w0}}, {{$r0}}, {{$r1}};", write_only_types=[cutlass.Int32],
+        return inline_ptx("{\n.reg .b32 zz;\n"
+                          f"mov.b32 zz, {zz:#x};\n"
+                          f"sub.rn.{x2} {{$w0}}, {{$r0}}, zz;\n}}", write_only_types=[cutlass.Int32],
+                          read_only_args=[x])
+    return inline_ptx(f"sub.rn.{x2} {{$w0}}, {{$r0}}, {{$r1}};", write_only_types=[cutlass.Int32],
+                      read_only_args=[x, zz])
+
+
+@cute.jit
+def sub_mul(x: cutlass.Int32, zz, ss: cutlass.Int32, dtype: cutlass.Constexpr[str] = "bfloat16") -> cutlass.Int32:
+    """(x - zz) * ss on two bf16 (fp16) halves at once: :func:`sub_zero`, exact, then one packed
+    multiply, which rounds."""
+    d = sub_zero(x, zz, dtype)
+    return inline_ptx(f"mul.rn.{PACKED[dtype]} {{$w0}}, {{$r0}}, {{$r1}};", write_only_types=[cutlass.Int32],
                       read_only_args=[d, ss])
 
 
@@ -98,7 +104,12 @@ def convert_word(word: cutlass.Int32, zz, ss, regs: cute.Tensor, first: cutlass.
                  dtype: cutlass.Constexpr[str] = "bfloat16"):
     """Write the 4 registers of ``word`` into ``regs[first .. first + 3]`` (Int32 view of the A
     fragment). ``zz`` / ``ss``: (row g, row g + 8) pairs, register j being of row g + 8 (j % 2);
-    ``zz`` may be one Python int for both rows (a constant zero point)."""
+    ``zz`` may be one Python int for both rows (a constant zero point). ``ss`` None: the registers
+    hold q - zero, exact, unscaled (lop3 and sub only: the variant "deferred_scales",
+    ``mixed_deferred.py``, scales each group's fp32 sum after the wgmmas instead)."""
     for j in cutlass.range_constexpr(4):
         zj = zz if cutlass.const_expr(isinstance(zz, int)) else zz[j % 2]
-        regs[first + j] = sub_mul(magic(word, j, dtype), zj, ss[j % 2], dtype)
+        if cutlass.const_expr(ss is None):
+            regs[first + j] = sub_zero(magic(word, j, dtype), zj, dtype)
+        else:
+            regs[first + j] = sub_mul(magic(word, j, dtype), zj, ss[j % 2], dtype)

@@ -10,10 +10,11 @@ per weight row and group, and the sum over a group factors it out:
 
 so the wgmmas can multiply the unscaled q - z (a whole number in [-15, 15]: exact in bf16 and
 fp16) and each group's sum be scaled once, in fp32, as the FP8 block-scaled kernel promotes its
-fresh accumulator (``hopper_grouped_gemm_fp8_onepart.py``). Per register: lop3 and sub; per
-group and accumulator register: one FFMA (``acc += s * part``), 2 scales a thread read from the
-stage's smem. At tile_m = 16 and groups of 128 that is 8 FFMAs per 32 registers converted, in
-place of 32 packed multiplies.
+fresh accumulator (``hopper_grouped_gemm_fp8_onepart.py``). Per register: lop3 and sub (the
+course kernel's ``convert`` with ``CONVERT_MULTIPLIES = False``: ``int4_convert.convert_word``
+given no scales); per group and accumulator register: one FFMA (``acc += s * part``), 2 scales
+a thread read from the stage's smem. At tile_m = 16 and groups of 128 that is 8 FFMAs per 32
+registers converted, in place of 32 packed multiplies.
 
 The weights the product uses are then s * (q - z) exactly, not W' = bf16(s * (q - z)): y
 differs from ``x @ W'.T`` by W's rounding (half a bf16 unit per weight), and is no worse than
@@ -33,18 +34,18 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
-from cutlass.cute.arch.nvvm_wrappers import inline_ptx
 from cutlass.cute.nvgpu import warpgroup
 
-from ..quant.reorder import BLOCK_K, BLOCK_N, SLICE_K, SLICES
-from . import int4_convert
+from ..quant.reorder import BLOCK_K, BLOCK_N, SLICES
 from .hopper_mixed_gemm import CHUNKS, WG_THREADS, HopperMixedGemm
 
 
 class DeferredScalesMixedGemm(HopperMixedGemm):
     """Group scales applied to each group's fp32 sum after its wgmmas (the module docstring):
-    the conversion is lop3 and sub, and one FFMA per accumulator register and group promotes."""
+    the conversion is lop3 and sub (the course kernel's ``convert`` without its multiply:
+    ``CONVERT_MULTIPLIES``), and one FFMA per accumulator register and group promotes."""
 
+    CONVERT_MULTIPLIES = False  # the registers hold q - zero, exact; the scales wait for the sums
     PTX_STEPS = (16, 0)  # the wgmmas; no bf16x2 multiply (the scales are fp32 FFMAs after them)
 
     def __init__(self, tile_m: int | None = None, *, group_size: int | None = None, **options):
@@ -90,24 +91,6 @@ class DeferredScalesMixedGemm(HopperMixedGemm):
             ring.consumer_release(released)
 
     @cute.jit
-    def convert(self, sW, sS, sZ, stage, frag, wg, t, lane_row, chunk: cutlass.Constexpr[int]):
-        """This thread's 4 words of block ``chunk`` -> 16 registers of q - zero (bf16 or fp16,
-        exact): the course kernel's conversion without its multiply (the scales wait for the sums)."""
-        regs = cute.recast_tensor(frag, cutlass.Int32)
-        words = cute.make_rmem_tensor((1, SLICES), cutlass.Int32)
-        src = cute.local_tile(sW[(None, None, stage)], (1, SLICES), (wg * BLOCK_N + t // 2, 2 * chunk + t % 2))
-        cute.autovec_copy(src, words)
-        zz = int4_convert.symmetric_zero(self.dtype)  # a chunk lies in one group: one zero a row
-        if cutlass.const_expr(self.zero_point):
-            grp = _group(self, chunk)
-            zz = tuple(int4_convert.zero_word(sZ[(grp, r, stage)], self.dtype) for r in (lane_row, lane_row + 8))
-        for s in cutlass.range_constexpr(SLICES):
-            for j in cutlass.range_constexpr(4):
-                zj = zz if cutlass.const_expr(isinstance(zz, int)) else zz[j % 2]
-                regs[(chunk * SLICES + s) * 4 + j] = sub_zero(int4_convert.magic(words[0, s], j, self.dtype), zj,
-                                                              self.dtype)
-
-    @cute.jit
     def mma(self, tiled_mma, frag, tCrX, acc, stage, chunk: cutlass.Constexpr[int]):
         """acc += the chunk's 4 wgmmas, ``acc`` (the group's ``part``) starting from zero at a
         group's first chunk; one commit group, as the course kernel's."""
@@ -148,17 +131,3 @@ def promote(acc, part, sS, stage, grp: cutlass.Constexpr[int], rows, at0):
         s = lo if at0[i][0] == at0[0][0] else hi
         acc[i] = acc[i] + part[i] * s
 
-
-@cute.jit
-def sub_zero(x: cutlass.Int32, zz, dtype: cutlass.Constexpr[str] = "bfloat16") -> cutlass.Int32:
-    """x - zz on two bf16 (fp16) halves: (128 + q) - (128 + zero), exact. ``zz`` a Python int (the
-    symmetric zero in both halves) is moved into a register inside the asm, as ``int4_convert``
-    does: packed 16-bit arithmetic takes no immediate operand."""
-    x2 = int4_convert.PACKED[dtype]
-    if cutlass.const_expr(isinstance(zz, int)):
-        return inline_ptx("{\n.reg .b32 zz;\n"
-                          f"mov.b32 zz, {zz:#x};\n"
-                          f"sub.rn.{x2} {{$w0}}, {{$r0}}, zz;\n}}", write_only_types=[cutlass.Int32],
-                          read_only_args=[x])
-    return inline_ptx(f"sub.rn.{x2} {{$w0}}, {{$r0}}, {{$r1}};", write_only_types=[cutlass.Int32],
-                      read_only_args=[x, zz])

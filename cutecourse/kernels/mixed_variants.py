@@ -2,11 +2,12 @@
 
 A variant of :class:`~.hopper_mixed_gemm.HopperMixedGemm` is a subclass that overrides its hooks
 (``weights``, ``load``, ``convert``, ``mma``, ``consume``, ``store_tile``) or sets its class
-constant ``IN_FLIGHT``, written here and named in one of two tables, as the one-CTA mainloops are
-in ``hopper_gemm.py``: ``VARIANTS`` (the course's kernel) or ``DEMO_VARIANTS`` (a counter-example
-or an experiment). A variant whose PTX lacks a step of the course kernel's says so in
-``PTX_STEPS`` (its register-A wgmmas and bf16x2 multiplies at ``tile_m=16``, one warpgroup; left
-unset: the course kernel's, which ``tests/test_mixed_variants.py`` holds). ``mixed_input.launcher``, ``mixed_mm`` and ``compile_target`` take the name
+constants (``IN_FLIGHT``, ``CONVERT_MULTIPLIES``), written here and named in one of two tables,
+as the one-CTA mainloops are in ``hopper_gemm.py``: ``VARIANTS`` (the course's kernel) or
+``DEMO_VARIANTS`` (a counter-example or an experiment). A variant whose PTX lacks a step of the
+course kernel's says so in ``PTX_STEPS`` (its register-A wgmmas and bf16x2 multiplies at
+``tile_m=16``, one warpgroup; left unset: the course kernel's, which ``tests/test_mixed_variants.py``
+holds). ``mixed_input.launcher``, ``mixed_mm`` and ``compile_target`` take the name
 (``variant="no_mma"``; ``configured.pick`` refuses another, listing these), and run it with the
 course kernel's checks, plan and split-K buffers; a variant means the fused route.
 

@@ -78,7 +78,9 @@ def convert_word(words, scale_rows, zero_rows=(8, 8), dtype="bfloat16"):
     """The four bf16x2 (or f16x2: ``dtype`` float16) registers the kernel makes of ``words``
     (int64/int32 tensor of 32-bit patterns): ``scale_rows`` = (scale of row g, scale of row
     g + 8), tensors (or floats, rounded to ``dtype``) broadcastable against ``words``;
-    ``zero_rows`` likewise, integers in [0, 15].
+    ``zero_rows`` likewise, integers in [0, 15]. ``scale_rows`` None: the registers hold q - zero,
+    unscaled, as the kernel's ``convert_word`` writes them given no scales (the variant
+    "deferred_scales" scales each group's sum after the wgmmas instead).
 
     Step by step as the kernel: magic registers, packed subtraction of (magic + zero) in both
     halves, packed multiply by the scale. Returns a list of 4 int64 tensors.
@@ -91,11 +93,13 @@ def convert_word(words, scale_rows, zero_rows=(8, 8), dtype="bfloat16"):
         row = j % 2  # registers 0, 2: row g; 1, 3: row g + 8
         zero = torch.as_tensor(zero_rows[row], dtype=torch.int64)
         zz = MAGICS[_name(dtype)] | (zero * 0x00010001)  # 128 + zero (1024 + zero), in both halves
-        scale = torch.as_tensor(scale_rows[row]).to(dtype).float()
+        scale = None if scale_rows is None else torch.as_tensor(scale_rows[row]).to(dtype).float()
         halves = []
         for x, z in zip(_halves(r, dtype), _halves(zz, dtype)):
             diff = _bits(x - z, dtype)  # sub.rn.bf16x2 / f16x2: exact, |q - zero| <= 15
-            halves.append(_bits(_from_bits(diff, dtype) * scale, dtype))  # mul.rn: one rounding
+            if scale is not None:
+                diff = _bits(_from_bits(diff, dtype) * scale, dtype)  # mul.rn.bf16x2 / f16x2: one rounding
+            halves.append(diff)
         out.append(halves[0] | (halves[1] << 16))
     return out
 
